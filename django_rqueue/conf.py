@@ -1,0 +1,347 @@
+"""The ``RQUEUE`` setting: defaults, validation and per-queue resolution.
+
+Settings are read at call time: :func:`get_config` parses ``settings.RQUEUE``
+on first use and caches the result until Django's ``setting_changed`` signal
+says ``RQUEUE`` changed (``override_settings`` and pytest-django's
+``settings`` fixture both send it). Nothing is read at import time.
+
+The same :func:`problems` list feeds the system checks (``rqueue.E0xx`` /
+``rqueue.W0xx``, see :mod:`django_rqueue.checks`) and the
+``ImproperlyConfigured`` raised by :func:`get_config`, so a setting that a
+check rejects can never be used silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+#: Backoff names accepted in ``DEFAULTS``/``QUEUES``/``@job(backoff=...)``.
+BACKOFF_NAMES = frozenset({"exponential"})
+
+#: Built-in values used when neither ``DEFAULTS`` nor a queue sets them.
+#: ``timeout`` and ``result_ttl`` are seconds.
+BUILTIN_DEFAULTS: dict[str, Any] = {
+    "timeout": 300,
+    "max_attempts": 3,
+    "backoff": "exponential",
+    "result_ttl": 86400,
+}
+
+#: ``REDIS_URL`` used when neither ``REDIS_URL`` nor ``CACHE_ALIAS`` is set.
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+
+TOP_LEVEL_KEYS = frozenset(
+    {
+        "REDIS_URL",
+        "CACHE_ALIAS",
+        "KEY_PREFIX",
+        "DEFAULT_QUEUE",
+        "QUEUES",
+        "DEFAULTS",
+        "LEASE",
+        "TIMEOUT_GRACE",
+        "EAGER",
+        "EAGER_PROPAGATE",
+    }
+)
+OPTION_KEYS = frozenset(BUILTIN_DEFAULTS)
+QUEUE_KEYS = OPTION_KEYS | {"REDIS_URL"}
+
+#: Queue names: letters, digits, ``_ . -``; at most 64 characters. Colons and
+#: braces are excluded because queue names appear in job ids and in the
+#: Redis Cluster hash tag of every key (see :mod:`django_rqueue.keys`).
+QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+KEY_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with ``RQUEUE``: a check id (``rqueue.E001``…), message and hint."""
+
+    id: str
+    msg: str
+    hint: str = ""
+
+    @property
+    def is_error(self) -> bool:
+        return ".E" in self.id
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """Resolved options of one declared queue (``DEFAULTS`` merged with ``QUEUES[name]``)."""
+
+    name: str
+    #: Redis URL of this queue, or ``None`` to use the global connection.
+    redis_url: str | None
+    #: Hard limit of one attempt, in seconds.
+    timeout: float
+    max_attempts: int
+    #: ``"exponential"`` or a callable ``(attempt, exception) -> seconds | None``.
+    backoff: str | Callable[[int, BaseException], float | None]
+    #: Seconds a finished job's record (and result) is kept.
+    result_ttl: int
+
+
+@dataclass(frozen=True)
+class Config:
+    """The parsed ``RQUEUE`` setting."""
+
+    redis_url: str | None
+    cache_alias: str | None
+    key_prefix: str
+    default_queue: str
+    queues: Mapping[str, QueueConfig]
+    #: Lease length in seconds; a running job's lease is renewed every third of it.
+    lease: float
+    #: Seconds between the soft and the hard timeout.
+    timeout_grace: float
+    eager: bool
+    eager_propagate: bool
+
+    def queue(self, name: str) -> QueueConfig:
+        """Return the declared queue ``name``; raise ``ValueError`` if it is not declared."""
+        try:
+            return self.queues[name]
+        except KeyError:
+            declared = ", ".join(sorted(self.queues))
+            raise ValueError(
+                f"queue {name!r} is not declared in RQUEUE['QUEUES'] (declared: {declared})"
+            ) from None
+
+
+_cache: Config | None = None
+
+
+@receiver(setting_changed)
+def _reset(*, setting: str, **kwargs: object) -> None:
+    global _cache
+    if setting == "RQUEUE":
+        _cache = None
+
+
+def raw_setting() -> object:
+    """Return ``settings.RQUEUE`` as given (``{}`` when unset)."""
+    return getattr(settings, "RQUEUE", {})
+
+
+def get_config() -> Config:
+    """Return the parsed ``RQUEUE`` setting.
+
+    Raises:
+        ImproperlyConfigured: the setting has an error (the first one found,
+            with its check id); ``manage.py check`` lists them all.
+    """
+    global _cache
+    if _cache is None:
+        raw = raw_setting()
+        errors = [p for p in problems(raw) if p.is_error]
+        if errors:
+            first = errors[0]
+            raise ImproperlyConfigured(f"{first.id}: {first.msg}")
+        assert isinstance(raw, Mapping)  # noqa: S101 - guaranteed by problems()
+        _cache = _parse(raw)
+    return _cache
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _option_problems(where: str, options: Mapping[str, Any], allowed: frozenset[str]) -> list[Problem]:
+    found: list[Problem] = []
+    for key in options:
+        if key not in allowed:
+            found.append(
+                Problem(
+                    "rqueue.E002",
+                    f"{where} has an unknown key {key!r}.",
+                    f"Allowed keys: {', '.join(sorted(allowed))}.",
+                )
+            )
+    if "timeout" in options and (not _is_number(options["timeout"]) or options["timeout"] <= 0):
+        found.append(
+            Problem("rqueue.E005", f"{where}['timeout'] must be a positive number of seconds.")
+        )
+    attempts = options.get("max_attempts", 1)
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
+        found.append(Problem("rqueue.E005", f"{where}['max_attempts'] must be an integer >= 1."))
+    ttl = options.get("result_ttl", 1)
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+        found.append(
+            Problem("rqueue.E005", f"{where}['result_ttl'] must be an integer >= 0 (seconds).")
+        )
+    backoff = options.get("backoff", "exponential")
+    if not callable(backoff) and backoff not in BACKOFF_NAMES:
+        found.append(
+            Problem(
+                "rqueue.E006",
+                f"{where}['backoff'] must be 'exponential' or a callable "
+                "(attempt, exception) -> seconds | None.",
+            )
+        )
+    if "REDIS_URL" in options:
+        found.extend(_url_problems(f"{where}['REDIS_URL']", options["REDIS_URL"]))
+    return found
+
+
+def _url_problems(where: str, url: object) -> list[Problem]:
+    if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
+        return [
+            Problem(
+                "rqueue.E007",
+                f"{where} must be a redis://, rediss:// or unix:// URL, got {url!r}.",
+            )
+        ]
+    return []
+
+
+def problems(raw: object) -> list[Problem]:  # noqa: C901 - a flat list of independent checks
+    """Return every problem of a raw ``RQUEUE`` value, errors and warnings.
+
+    Ids: E001 not a dict; E002 unknown key; E003 wrong type; E004 bad queue
+    name or undeclared default queue; E005 non-positive timeout / lease /
+    attempts; E006 bad backoff; E007 unusable Redis location (bad URL, both or
+    missing cache alias, cache not backed by django-redis). W001 no
+    ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used).
+    """
+    if not isinstance(raw, Mapping):
+        return [Problem("rqueue.E001", "RQUEUE must be a dict.", "See the settings table in the README.")]
+    found: list[Problem] = []
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            found.append(
+                Problem(
+                    "rqueue.E002",
+                    f"RQUEUE has an unknown key {key!r}.",
+                    f"Allowed keys: {', '.join(sorted(TOP_LEVEL_KEYS))}.",
+                )
+            )
+    url, alias = raw.get("REDIS_URL"), raw.get("CACHE_ALIAS")
+    if url is not None and alias is not None:
+        found.append(Problem("rqueue.E007", "Set RQUEUE['REDIS_URL'] or RQUEUE['CACHE_ALIAS'], not both."))
+    elif url is not None:
+        found.extend(_url_problems("RQUEUE['REDIS_URL']", url))
+    elif alias is not None:
+        found.extend(_cache_alias_problems(alias))
+    else:
+        found.append(
+            Problem(
+                "rqueue.W001",
+                f"RQUEUE sets neither REDIS_URL nor CACHE_ALIAS; using {DEFAULT_REDIS_URL}.",
+            )
+        )
+    prefix = raw.get("KEY_PREFIX", "rqueue")
+    if not isinstance(prefix, str) or not KEY_PREFIX_RE.match(prefix):
+        found.append(
+            Problem("rqueue.E003", "RQUEUE['KEY_PREFIX'] must be 1-64 characters of [A-Za-z0-9_.:-].")
+        )
+    queues = raw.get("QUEUES", {})
+    if not isinstance(queues, Mapping):
+        found.append(Problem("rqueue.E003", "RQUEUE['QUEUES'] must be a dict of queue name -> options."))
+        queues = {}
+    for name, options in queues.items():
+        if not isinstance(name, str) or not QUEUE_NAME_RE.match(name):
+            found.append(
+                Problem(
+                    "rqueue.E004",
+                    f"Queue name {name!r} is invalid.",
+                    "Use 1-64 characters of letters, digits, '_', '.', '-', starting with a "
+                    "letter or digit.",
+                )
+            )
+        if not isinstance(options, Mapping):
+            found.append(Problem("rqueue.E003", f"RQUEUE['QUEUES'][{name!r}] must be a dict."))
+            continue
+        found.extend(_option_problems(f"RQUEUE['QUEUES'][{name!r}]", options, QUEUE_KEYS))
+    default_queue = raw.get("DEFAULT_QUEUE", "default")
+    if not isinstance(default_queue, str) or not QUEUE_NAME_RE.match(default_queue):
+        found.append(Problem("rqueue.E004", f"RQUEUE['DEFAULT_QUEUE'] {default_queue!r} is invalid."))
+    elif queues and default_queue not in queues and default_queue != "default":
+        found.append(
+            Problem(
+                "rqueue.E004",
+                f"RQUEUE['DEFAULT_QUEUE'] {default_queue!r} is not declared in RQUEUE['QUEUES'].",
+            )
+        )
+    defaults = raw.get("DEFAULTS", {})
+    if not isinstance(defaults, Mapping):
+        found.append(Problem("rqueue.E003", "RQUEUE['DEFAULTS'] must be a dict."))
+    else:
+        found.extend(_option_problems("RQUEUE['DEFAULTS']", defaults, OPTION_KEYS))
+    lease = raw.get("LEASE", 30)
+    if not _is_number(lease) or lease <= 0:
+        found.append(Problem("rqueue.E005", "RQUEUE['LEASE'] must be a positive number of seconds."))
+    grace = raw.get("TIMEOUT_GRACE", 5)
+    if not _is_number(grace) or grace < 0:
+        found.append(
+            Problem("rqueue.E005", "RQUEUE['TIMEOUT_GRACE'] must be a number of seconds >= 0.")
+        )
+    for key in ("EAGER", "EAGER_PROPAGATE"):
+        if key in raw and not isinstance(raw[key], bool):
+            found.append(Problem("rqueue.E003", f"RQUEUE[{key!r}] must be True or False."))
+    return found
+
+
+def _cache_alias_problems(alias: object) -> list[Problem]:
+    caches = getattr(settings, "CACHES", {})
+    if not isinstance(alias, str) or alias not in caches:
+        return [
+            Problem(
+                "rqueue.E007",
+                f"RQUEUE['CACHE_ALIAS'] {alias!r} is not a key of CACHES.",
+                "Name a cache configured with django_redis.cache.RedisCache.",
+            )
+        ]
+    backend = str(caches[alias].get("BACKEND", ""))
+    if not backend.startswith("django_redis."):
+        return [
+            Problem(
+                "rqueue.E007",
+                f"CACHES[{alias!r}] uses {backend!r}, not django-redis.",
+                "CACHE_ALIAS reuses a django-redis connection; use REDIS_URL otherwise.",
+            )
+        ]
+    return []
+
+
+def _parse(raw: Mapping[str, Any]) -> Config:
+    defaults = {**BUILTIN_DEFAULTS, **raw.get("DEFAULTS", {})}
+    declared: dict[str, Any] = dict(raw.get("QUEUES", {}))
+    default_queue = raw.get("DEFAULT_QUEUE", "default")
+    declared.setdefault("default", {})
+    declared.setdefault(default_queue, {})
+    queues = {}
+    for name, options in declared.items():
+        merged = {**defaults, **options}
+        queues[name] = QueueConfig(
+            name=name,
+            redis_url=options.get("REDIS_URL"),
+            timeout=float(merged["timeout"]),
+            max_attempts=int(merged["max_attempts"]),
+            backoff=merged["backoff"],
+            result_ttl=int(merged["result_ttl"]),
+        )
+    url = raw.get("REDIS_URL")
+    alias = raw.get("CACHE_ALIAS")
+    return Config(
+        redis_url=url if url is not None or alias is not None else DEFAULT_REDIS_URL,
+        cache_alias=alias,
+        key_prefix=raw.get("KEY_PREFIX", "rqueue"),
+        default_queue=default_queue,
+        queues=queues,
+        lease=float(raw.get("LEASE", 30)),
+        timeout_grace=float(raw.get("TIMEOUT_GRACE", 5)),
+        eager=bool(raw.get("EAGER", False)),
+        eager_propagate=bool(raw.get("EAGER_PROPAGATE", False)),
+    )

@@ -1,0 +1,355 @@
+"""``@job``: turn a function into a job that ``.delay()`` sends to a queue."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from django.db import transaction
+from django.utils import timezone
+
+from . import registry, signals, transitions
+from .backoff import BackoffPolicy
+from .conf import BACKOFF_NAMES, get_config
+from .connection import get_client
+from .job import Job, JobStatus
+from .keys import QueueKeys, new_job_id
+from .serialization import encode_arguments
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: ``priority`` bounds, as in ``django.tasks``: higher runs first.
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
+#: Longest accepted ``group`` / ``unique_key`` string.
+MAX_NAME_LENGTH = 200
+
+_UNSET: Any = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class JobOptions:
+    """Options of a ``@job`` or of one ``using()`` call; ``None`` = inherit.
+
+    Resolution, first set wins: ``using()``, ``@job(...)``, the queue's entry
+    in ``RQUEUE["QUEUES"]``, ``RQUEUE["DEFAULTS"]``, the built-in defaults.
+    """
+
+    queue: str | None = None
+    priority: int | None = None
+    #: Seconds.
+    timeout: float | None = None
+    max_attempts: int | None = None
+    backoff: BackoffPolicy | None = None
+    #: Seconds a finished job's record (and result) is kept.
+    result_ttl: int | None = None
+    #: A string, or a callable given the job's arguments that returns one.
+    unique_key: str | Callable[..., str] | None = None
+    #: Seconds after which a unique key is released even if its job is pending.
+    unique_ttl: int | None = None
+    group: str | None = None
+    #: Seconds from now (Redis clock).
+    delay: float | None = None
+    run_at: datetime.datetime | None = None
+    on_commit: bool | None = None
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    def merged(self, other: JobOptions) -> JobOptions:
+        """Return these options with every field ``other`` sets overriding them."""
+        changes = {
+            f.name: getattr(other, f.name)
+            for f in dataclasses.fields(other)
+            if getattr(other, f.name) is not None
+        }
+        return dataclasses.replace(self, **changes)
+
+
+def _number(name: str, value: object, *, minimum: float, integer: bool = False) -> None:
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:  # type: ignore[operator]
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"{name} must be {kind} >= {minimum}, got {value!r}")
+
+
+def _validate(o: JobOptions) -> None:  # noqa: C901 - one check per option
+    if o.priority is not None:
+        if isinstance(o.priority, bool) or not isinstance(o.priority, int):
+            raise ValueError(f"priority must be an integer, got {o.priority!r}")
+        if not MIN_PRIORITY <= o.priority <= MAX_PRIORITY:
+            raise ValueError(f"priority must be between -100 and 100, got {o.priority}")
+    if o.queue is not None and not isinstance(o.queue, str):
+        raise ValueError(f"queue must be a str, got {o.queue!r}")
+    if o.timeout is not None:
+        _number("timeout", o.timeout, minimum=0.001)
+    if o.max_attempts is not None:
+        _number("max_attempts", o.max_attempts, minimum=1, integer=True)
+    if o.result_ttl is not None:
+        _number("result_ttl", o.result_ttl, minimum=0, integer=True)
+    if o.unique_ttl is not None:
+        _number("unique_ttl", o.unique_ttl, minimum=1, integer=True)
+    if o.backoff is not None and not callable(o.backoff) and o.backoff not in BACKOFF_NAMES:
+        raise ValueError(f"backoff must be 'exponential' or a callable, got {o.backoff!r}")
+    for name in ("group", "unique_key"):
+        value = getattr(o, name)
+        if value is None or (name == "unique_key" and callable(value)):
+            continue
+        if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH:
+            raise ValueError(f"{name} must be a str of at most {MAX_NAME_LENGTH} characters")
+    if o.delay is not None:
+        if isinstance(o.delay, datetime.timedelta):
+            object.__setattr__(o, "delay", o.delay.total_seconds())
+        _number("delay", o.delay, minimum=0)
+    if o.run_at is not None and not isinstance(o.run_at, datetime.datetime):
+        raise ValueError(f"run_at must be a datetime, got {o.run_at!r}")
+    if o.on_commit is not None and not isinstance(o.on_commit, bool):
+        raise ValueError("on_commit must be True or False")
+
+
+class JobFunction(Generic[P, R]):
+    """A function decorated with ``@job``.
+
+    Calling it runs the function inline. :meth:`delay` enqueues it;
+    :meth:`using` returns a copy bound to per-call options. Jobs are found by
+    workers through :attr:`name` (``"<module>.<qualname>"`` unless given).
+    """
+
+    def __init__(self, func: Callable[P, R], name: str, options: JobOptions) -> None:
+        self.func = func
+        self.name = name
+        self.options = options
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+
+    def __repr__(self) -> str:
+        return f"<JobFunction {self.name}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    def using(
+        self,
+        *,
+        delay: float | datetime.timedelta | None = None,
+        run_at: datetime.datetime | None = None,
+        group: str | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        unique_key: str | None = None,
+        unique_ttl: int | None = None,
+        timeout: float | None = None,
+        max_attempts: int | None = None,
+        result_ttl: int | None = None,
+        on_commit: bool | None = None,
+    ) -> JobFunction[P, R]:
+        """Return a copy of this job bound to per-call options (validated now).
+
+        ``delay`` is seconds (int/float) or a ``timedelta``; ``run_at`` an aware
+        datetime (a naive one is read in Django's current time zone); when
+        both are given ``run_at`` wins. Raises ``ValueError`` for a bad value.
+        """
+        extra = JobOptions(
+            delay=delay,  # type: ignore[arg-type] # normalised by JobOptions
+            run_at=run_at,
+            group=group,
+            priority=priority,
+            queue=queue,
+            unique_key=unique_key,
+            unique_ttl=unique_ttl,
+            timeout=timeout,
+            max_attempts=max_attempts,
+            result_ttl=result_ttl,
+            on_commit=on_commit,
+        )
+        return JobFunction(self.func, self.name, self.options.merged(extra))
+
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Enqueue a run of this job with these arguments and return its :class:`Job`.
+
+        Inside ``transaction.atomic()`` the job is written when the outermost
+        transaction commits and not at all on rollback (unless
+        ``using(on_commit=False)``); the returned Job already has its final id.
+        With ``RQUEUE["EAGER"]`` the job runs inline before this returns.
+
+        Raises:
+            TypeError: an argument cannot be carried by JSON (nothing written).
+            ValueError: the queue is not declared.
+            RedisUnavailable: Redis cannot be reached (nothing written).
+        """
+        config = get_config()
+        queue = self.options.queue or config.default_queue
+        qconf = config.queue(queue)
+        payload = encode_arguments(args, kwargs, self.func)
+        o = self.options
+        unique_key = o.unique_key(*args, **kwargs) if callable(o.unique_key) else o.unique_key
+        job = Job(
+            id=new_job_id(queue),
+            name=self.name,
+            queue=queue,
+            status=JobStatus.QUEUED,
+            args=list(args),
+            kwargs=dict(kwargs),
+            priority=o.priority or 0,
+            group=o.group or "",
+            max_attempts=o.max_attempts or qconf.max_attempts,
+            timeout=o.timeout or qconf.timeout,
+            result_ttl=o.result_ttl if o.result_ttl is not None else qconf.result_ttl,
+            unique_key=unique_key or "",
+        )
+        if config.eager:
+            from .execution import run_eager
+
+            return run_eager(self, job)
+        run_at_ms = -1
+        if o.run_at is not None:
+            run_at = o.run_at
+            if timezone.is_naive(run_at):
+                run_at = timezone.make_aware(run_at)
+            run_at_ms = int(run_at.timestamp() * 1000)
+            job.run_at = run_at
+            job.status = JobStatus.SCHEDULED
+        delay_ms = int((o.delay or 0) * 1000)
+        if delay_ms > 0:
+            job.status = JobStatus.SCHEDULED
+        submit = _Submit(self, job, payload, delay_ms, run_at_ms, o.unique_ttl or 0)
+        if o.on_commit is not False and transaction.get_connection().in_atomic_block:
+            holder = submit.pending_holder()
+            if holder is not None:
+                return holder
+            transaction.on_commit(submit)
+            return job
+        return submit()
+
+
+@dataclasses.dataclass
+class _Submit:
+    """Writes one job to Redis, now or from ``transaction.on_commit``."""
+
+    job_function: JobFunction[Any, Any]
+    job: Job
+    payload: str
+    delay_ms: int
+    run_at_ms: int
+    unique_ttl: int
+
+    def _keys(self) -> QueueKeys:
+        return QueueKeys.of(get_config().key_prefix, self.job.queue)
+
+    def pending_holder(self) -> Job | None:
+        """The pending job already holding this job's unique key, if any."""
+        if not self.job.unique_key:
+            return None
+        client = get_client(self.job.queue)
+        with transitions.redis_errors():
+            holder = client.get(self._keys().unique(self.job.unique_key))
+        if holder is None:
+            return None
+        from .job import get_job
+
+        existing = get_job(holder.decode())
+        if existing and existing.status in (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING):
+            return existing
+        return None
+
+    def __call__(self) -> Job:
+        job = self.job
+        fields: dict[str, str | int] = {
+            "name": job.name,
+            "queue": job.queue,
+            "payload": self.payload,
+            "max_attempts": job.max_attempts,
+            "timeout_ms": int(job.timeout * 1000),
+            "result_ttl": job.result_ttl,
+        }
+        outcome, job_id, state = transitions.enqueue(
+            get_client(job.queue),
+            self._keys(),
+            job_id=job.id,
+            priority=job.priority,
+            group=job.group,
+            delay_ms=self.delay_ms,
+            run_at_ms=self.run_at_ms,
+            unique_key=job.unique_key,
+            unique_ttl=self.unique_ttl,
+            fields=fields,
+        )
+        if outcome == "duplicate":
+            from .job import get_job
+
+            existing = get_job(job_id)
+            if existing is not None:
+                return existing
+        job.status = JobStatus(state)
+        if outcome == "created":
+            signals.send(signals.job_enqueued, self.job_function, job=job)
+        return job
+
+
+@overload
+def job(func: Callable[P, R], /) -> JobFunction[P, R]: ...
+
+
+@overload
+def job(
+    *,
+    name: str | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    timeout: float | None = None,
+    max_attempts: int | None = None,
+    backoff: BackoffPolicy | None = None,
+    result_ttl: int | None = None,
+    unique_key: str | Callable[..., str] | None = None,
+    unique_ttl: int | None = None,
+) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
+
+
+def job(
+    func: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    timeout: float | None = None,
+    max_attempts: int | None = None,
+    backoff: BackoffPolicy | None = None,
+    result_ttl: int | None = None,
+    unique_key: str | Callable[..., str] | None = None,
+    unique_ttl: int | None = None,
+) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
+    """Decorate a function as a job, bare (``@job``) or with options (``@job(queue=...)``).
+
+    ``priority`` is -100..100 (higher first, default 0); ``timeout`` and
+    ``unique_ttl`` are seconds; ``backoff`` is ``"exponential"`` or a
+    callable ``(attempt, exception) -> seconds | None``; ``unique_key`` a
+    string or a callable of the job's arguments. Whether ``queue`` is
+    declared is checked at ``.delay()``, when settings are read.
+
+    Raises:
+        ValueError: an option is out of range or of the wrong type.
+    """
+    options = JobOptions(
+        queue=queue,
+        priority=priority,
+        timeout=timeout,
+        max_attempts=max_attempts,
+        backoff=backoff,
+        result_ttl=result_ttl,
+        unique_key=unique_key,
+        unique_ttl=unique_ttl,
+    )
+
+    def decorate(f: Callable[P, R]) -> JobFunction[P, R]:
+        if not callable(f):
+            raise TypeError(f"@job decorates a function, not {type(f).__name__}")
+        job_function = JobFunction(f, name or f"{f.__module__}.{f.__qualname__}", options)
+        registry.register(job_function)
+        return job_function
+
+    if func is not None:
+        return decorate(func)
+    return decorate

@@ -1,0 +1,225 @@
+"""The :class:`Job` record as read from Redis, and :func:`get_job`."""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import transitions
+from .connection import get_client
+from .conf import get_config
+from .keys import QueueKeys, queue_of
+from .serialization import decode_arguments, loads
+
+
+class JobStatus(enum.StrEnum):
+    """Where a job is in its lifecycle (DESIGN §2)."""
+
+    #: Waiting for its run-at time (delayed, or between retries).
+    SCHEDULED = "scheduled"
+    #: Ready; a worker will reserve it.
+    QUEUED = "queued"
+    #: Reserved by a worker under a lease.
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    #: In the failed store after its last attempt; ``retry()`` re-queues it.
+    FAILED = "failed"
+    #: Withdrawn before it ran; the record expires after ``result_ttl``.
+    CANCELLED = "cancelled"
+
+
+def _ms_to_datetime(value: bytes | str | None) -> datetime.datetime | None:
+    if value in (None, b"", ""):
+        return None
+    try:
+        return datetime.datetime.fromtimestamp(int(value) / 1000, tz=datetime.UTC)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(value: bytes | str | None, default: str = "") -> str:
+    if value is None:
+        return default
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _int(value: bytes | str | None, default: int = 0) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+@dataclass
+class Job:
+    """One job, as last read from Redis (call :meth:`refresh` to read again).
+
+    Times are aware UTC datetimes (Redis server clock). ``error`` is ``None``
+    or ``{"type": "module.ExceptionClass", "message": str, "traceback": str}``
+    for the latest failed attempt; ``errors`` holds one such dict per failed
+    attempt, oldest first. ``problems`` lists what could not be decoded from
+    a corrupt record (the rest is still filled in).
+    """
+
+    id: str
+    name: str
+    queue: str
+    status: JobStatus
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    group: str = ""
+    attempts: int = 0
+    max_attempts: int = 1
+    #: Hard limit of one attempt, in seconds.
+    timeout: float = 0.0
+    #: Seconds the finished record is kept.
+    result_ttl: int = 0
+    enqueued_at: datetime.datetime | None = None
+    run_at: datetime.datetime | None = None
+    started_at: datetime.datetime | None = None
+    finished_at: datetime.datetime | None = None
+    result: Any = None
+    error: dict[str, str] | None = None
+    errors: list[dict[str, str]] = field(default_factory=list)
+    #: Fencing token of the current (or last) reservation.
+    token: int = 0
+    #: Id of the worker running the job, while it runs.
+    worker: str = ""
+    unique_key: str = ""
+    problems: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_fields(cls, job_id: str, fields: dict[bytes, bytes] | dict[str, str]) -> Job:
+        """Build a Job from a job hash (``HGETALL``); never raises on corrupt data."""
+        f: dict[str, bytes | str] = {_text(k): v for k, v in fields.items()}
+        problems: list[str] = []
+        state = _text(f.get("state"))
+        try:
+            status = JobStatus(state)
+        except ValueError:
+            problems.append(f"unknown state {state!r}")
+            status = JobStatus.FAILED
+        job = cls(
+            id=job_id,
+            name=_text(f.get("name")),
+            queue=_text(f.get("queue")) or (queue_of(job_id) or ""),
+            status=status,
+            priority=_int(f.get("prio")),
+            group=_text(f.get("group")),
+            attempts=_int(f.get("attempts")),
+            max_attempts=_int(f.get("max_attempts"), 1),
+            timeout=float(_int(f.get("timeout_ms"))) / 1000,
+            result_ttl=_int(f.get("result_ttl")),
+            enqueued_at=_ms_to_datetime(f.get("enqueued_at")),
+            run_at=_ms_to_datetime(f.get("run_at")),
+            started_at=_ms_to_datetime(f.get("started_at")),
+            finished_at=_ms_to_datetime(f.get("finished_at")),
+            token=_int(f.get("token")),
+            worker=_text(f.get("worker")),
+            unique_key=_text(f.get("unique_key")),
+            problems=problems,
+        )
+        try:
+            job.args, job.kwargs = decode_arguments(f.get("payload") or b"")
+        except ValueError as exc:
+            problems.append(f"undecodable payload: {exc}")
+        if "result" in f:
+            try:
+                job.result = loads(f["result"])
+            except ValueError as exc:
+                problems.append(f"undecodable result: {exc}")
+        errors = []
+        for n in range(1, _int(f.get("nerr")) + 1):
+            raw = f.get(f"err:{n}")
+            if raw is not None:
+                errors.append(_decode_error(raw, problems))
+        job.errors = errors
+        if "error" in f:
+            job.error = _decode_error(f["error"], problems)
+        return job
+
+    def refresh(self) -> None:
+        """Read the job again from Redis.
+
+        Raises:
+            JobStateError: the record no longer exists (it expired or was deleted).
+            RedisUnavailable: Redis cannot be reached.
+        """
+        fresh = get_job(self.id)
+        if fresh is None:
+            from .exceptions import JobStateError
+
+            raise JobStateError(f"job {self.id} no longer exists", None)
+        self.__dict__.update(fresh.__dict__)
+
+    def cancel(self) -> None:
+        """Withdraw the job if it is scheduled, queued or failed.
+
+        The record stays, with status ``cancelled``, for ``result_ttl`` seconds.
+
+        Raises:
+            JobStateError: the job is running, finished or gone (``.state`` tells).
+        """
+        self._withdraw("cancel")
+
+    def delete(self) -> None:
+        """Remove the job and its record, in any state but running.
+
+        Raises:
+            JobStateError: the job is running or gone.
+        """
+        self._withdraw("delete")
+
+    def _withdraw(self, mode: str) -> None:
+        keys = QueueKeys.of(get_config().key_prefix, self.queue)
+        ttl = max(1, self.result_ttl or get_config().queue(self.queue).result_ttl)
+        transitions.cancel(get_client(self.queue), keys, self.id, mode=mode, ttl=ttl)
+        self.status = JobStatus.CANCELLED
+
+    def retry(self) -> None:
+        """Re-queue a failed job with a fresh attempt budget (attempts back to 0).
+
+        Raises:
+            JobStateError: the job is not in state ``failed``.
+        """
+        keys = QueueKeys.of(get_config().key_prefix, self.queue)
+        transitions.retry_failed(get_client(self.queue), keys, self.id)
+        self.status = JobStatus.QUEUED
+        self.attempts = 0
+
+
+def _decode_error(raw: bytes | str, problems: list[str]) -> dict[str, str]:
+    try:
+        value = loads(raw)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        problems.append("undecodable error record")
+        return {"type": "", "message": _text(raw), "traceback": ""}
+    return {k: str(value.get(k, "")) for k in ("type", "message", "traceback")}
+
+
+def get_job(job_id: str) -> Job | None:
+    """Return the job with id ``job_id`` from any process, or ``None`` if unknown.
+
+    The queue is read from the id itself (``"<queue>:<hex>"``), so one
+    ``HGETALL`` suffices. An id of the wrong shape, or of a queue that is not
+    declared any more, returns ``None``.
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached.
+    """
+    if not isinstance(job_id, str):
+        raise TypeError(f"job id must be a str, not {type(job_id).__name__}")
+    queue = queue_of(job_id)
+    config = get_config()
+    if queue is None or queue not in config.queues:
+        return None
+    keys = QueueKeys.of(config.key_prefix, queue)
+    fields = transitions.read_job(get_client(queue), keys, job_id)
+    if not fields:
+        return None
+    return Job.from_fields(job_id, fields)

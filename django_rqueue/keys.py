@@ -1,0 +1,104 @@
+"""Every Redis key name django-rqueue uses, built in this one module.
+
+All keys of one queue share the Redis Cluster hash tag ``{<queue>}`` so that
+each Lua script touches a single slot::
+
+    <prefix>:{<queue>}:job:<job id>           hash    the job record
+    <prefix>:{<queue>}:prios                  zset    priority levels with queued jobs
+    <prefix>:{<queue>}:ring:<prio>            list    groups with queued jobs at <prio>, round-robin
+    <prefix>:{<queue>}:group:<prio>:<group>   list    that group's queued job ids, FIFO
+    <prefix>:{<queue>}:delayed                zset    job id -> run-at (ms, Redis clock)
+    <prefix>:{<queue>}:reserved               zset    job id -> lease deadline (ms, Redis clock)
+    <prefix>:{<queue>}:failed                 zset    job id -> failed-at (ms)
+    <prefix>:{<queue>}:stats                  hash    O(1) counters (queued, succeeded, failed)
+    <prefix>:{<queue>}:unique:<key>           string  id of the pending job holding a unique key
+    <prefix>:{<queue>}:notify                 list    wake-up tokens for idle workers (BLPOP)
+    <prefix>:{<queue>}:wake                   list    wake-up tokens for pollers (BLPOP)
+
+Scripts whose keys depend on what they find (reserve picks a priority, a
+group and a job; promote and reclaim walk many jobs) receive the queue's
+base ``<prefix>:{<queue>}:`` in ``KEYS`` and append the suffixes
+:data:`JOB`, :data:`RING` and :data:`GROUP` below; the scripts name the same
+suffixes in their headers, and ``tests/test_keys.py`` checks that both agree.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+#: Suffixes appended to a queue's base key (Lua mirrors them).
+JOB = "job:"
+RING = "ring:"
+GROUP = "group:"
+
+#: Separator between the queue name and the random part of a job id.
+ID_SEPARATOR = ":"
+
+
+def new_job_id(queue: str) -> str:
+    """Return a new job id ``"<queue>:<32 hex digits>"`` (random, UUID4).
+
+    The queue is part of the id so that :func:`queue_of` finds a job's queue
+    (and so its Redis connection and keys) from the id alone.
+    """
+    return f"{queue}{ID_SEPARATOR}{uuid.uuid4().hex}"
+
+
+def queue_of(job_id: str) -> str | None:
+    """Return the queue embedded in ``job_id``, or ``None`` if it has no valid shape."""
+    queue, sep, rest = job_id.rpartition(ID_SEPARATOR)
+    if not sep or not queue or len(rest) != 32:
+        return None
+    return queue
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """Key names of one queue. ``base`` is ``"<prefix>:{<queue>}:"``."""
+
+    base: str
+
+    @classmethod
+    def of(cls, key_prefix: str, queue: str) -> QueueKeys:
+        return cls(f"{key_prefix}:{{{queue}}}:")
+
+    def job(self, job_id: str) -> str:
+        return f"{self.base}{JOB}{job_id}"
+
+    def ring(self, priority: int) -> str:
+        return f"{self.base}{RING}{priority}"
+
+    def group(self, priority: int, group: str) -> str:
+        return f"{self.base}{GROUP}{priority}:{group}"
+
+    def unique(self, unique_key: str) -> str:
+        return f"{self.base}unique:{unique_key}"
+
+    @property
+    def prios(self) -> str:
+        return f"{self.base}prios"
+
+    @property
+    def delayed(self) -> str:
+        return f"{self.base}delayed"
+
+    @property
+    def reserved(self) -> str:
+        return f"{self.base}reserved"
+
+    @property
+    def failed(self) -> str:
+        return f"{self.base}failed"
+
+    @property
+    def stats(self) -> str:
+        return f"{self.base}stats"
+
+    @property
+    def notify(self) -> str:
+        return f"{self.base}notify"
+
+    @property
+    def wake(self) -> str:
+        return f"{self.base}wake"

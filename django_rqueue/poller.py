@@ -1,0 +1,92 @@
+"""The poller: promotes due scheduled jobs and reclaims expired leases.
+
+It sleeps until the earliest due time or lease deadline it learned from
+Redis (capped at :data:`MAX_SLEEP`), blocking on the queues' ``wake`` lists
+so that a job scheduled earlier than everything else wakes it at once. Any
+number of pollers may run: every move is one atomic script, so a due job is
+promoted exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Sequence
+
+import redis
+
+from . import transitions
+from .conf import get_config
+from .connection import get_client
+from .exceptions import LeaseExpired, RedisUnavailable
+from .execution import error_record
+from .keys import QueueKeys
+
+logger = logging.getLogger("django_rqueue.poller")
+
+#: Seconds: the longest a poller sleeps without looking at Redis.
+MAX_SLEEP = 5.0
+#: Jobs moved per script call, so one call never blocks Redis for long.
+BATCH = 500
+
+
+class Poller:
+    """Promote and reclaim for ``queues`` (names) until ``stop`` is set."""
+
+    def __init__(self, queues: Sequence[str], *, batch: int = BATCH) -> None:
+        self.queues = list(queues)
+        self.batch = batch
+        self.stop = threading.Event()
+        self._lease_error = error_record(LeaseExpired("lease expired"))
+
+    def run_once(self) -> float:
+        """Do one round over every queue; return seconds until the next round is due."""
+        prefix = get_config().key_prefix
+        sleep = MAX_SLEEP
+        for queue in self.queues:
+            client, keys = get_client(queue), QueueKeys.of(prefix, queue)
+            promoted, next_due = transitions.promote_due(client, keys, self.batch)
+            requeued, failed, next_deadline = transitions.reclaim_expired(
+                client, keys, self.batch, self._lease_error
+            )
+            if requeued or failed:
+                logger.warning(
+                    "queue %s: reclaimed %d expired lease(s), %d job(s) re-queued, %d failed",
+                    queue, requeued + failed, requeued, failed,
+                )
+            if promoted:
+                logger.debug("queue %s: promoted %d due job(s)", queue, promoted)
+            for ms in (next_due, next_deadline):
+                if ms >= 0:
+                    sleep = min(sleep, ms / 1000)
+        return sleep
+
+    def run(self) -> None:
+        """Loop until :attr:`stop` is set. Redis outages are logged and retried."""
+        backoff = 0.1
+        while not self.stop.is_set():
+            try:
+                sleep = self.run_once()
+                if sleep > 0:
+                    self._wait(sleep)
+                backoff = 0.1
+            except RedisUnavailable as exc:
+                logger.error("poller: %s; retrying in %.1f s", exc, backoff)
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _wait(self, seconds: float) -> None:
+        """Block on the ``wake`` lists for up to ``seconds`` (at least 1 ms)."""
+        prefix = get_config().key_prefix
+        by_client: dict[int, tuple[redis.Redis, list[str]]] = {}
+        grouped: dict[int, list[str]] = defaultdict(list)
+        for queue in self.queues:
+            client = get_client(queue)
+            by_client[id(client)] = (client, grouped[id(client)])
+            grouped[id(client)].append(QueueKeys.of(prefix, queue).wake)
+        timeout = max(seconds, 0.001) / max(1, len(by_client))
+        with transitions.redis_errors():
+            for client, wake_keys in by_client.values():
+                if client.blpop(wake_keys, timeout=timeout):
+                    return

@@ -1,0 +1,76 @@
+"""The Lua scripts of the queue's state transitions, one file per transition.
+
+Each ``<name>.lua`` here starts with a header listing its ``KEYS[i]`` and
+``ARGV[i]``. Shared helpers live in ``include/`` and are pulled in by a line
+``--@include <file>.lua`` (each file at most once per script), the way
+BullMQ composes its scripts. Python calls a script only through the named
+functions of :mod:`django_rqueue.transitions`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError
+
+_INCLUDE = re.compile(r"^--@include (\S+\.lua)$", re.MULTILINE)
+
+
+def _read(path: str) -> str:
+    return resources.files(__package__).joinpath(path).read_text(encoding="utf-8")
+
+
+def _expand(source: str) -> str:
+    seen: set[str] = set()
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in seen:
+            return ""
+        seen.add(name)
+        return _read(f"include/{name}")
+
+    return _INCLUDE.sub(replace, source)
+
+
+class LuaScript:
+    """One transition script, called with ``EVALSHA`` (loaded on ``NOSCRIPT``).
+
+    The SHA1 is computed once per process; a Redis that restarted or ran
+    ``SCRIPT FLUSH`` gets the source again on the first ``NOSCRIPT`` reply.
+    """
+
+    def __init__(self, name: str, source: str) -> None:
+        self.name = name
+        self.source = source
+        self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
+    def __call__(
+        self, client: redis.Redis, keys: list[str], args: list[str | int | float]
+    ) -> Any:  # noqa: ANN401 - Lua replies are nested lists of bytes/ints
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            client.script_load(self.source)
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+
+    def queue_in(
+        self, pipe: redis.client.Pipeline, keys: list[str], args: list[str | int | float]
+    ) -> None:
+        """Add a call to ``pipe`` (load the script first with :meth:`ensure_loaded`)."""
+        pipe.evalsha(self.sha, len(keys), *keys, *args)
+
+    def ensure_loaded(self, client: redis.Redis) -> None:
+        if not client.script_exists(self.sha)[0]:
+            client.script_load(self.source)
+
+
+@cache
+def load(name: str) -> LuaScript:
+    """Return the script ``<name>.lua`` with its includes expanded."""
+    return LuaScript(name, _expand(_read(f"{name}.lua")))

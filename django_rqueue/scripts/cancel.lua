@@ -1,0 +1,44 @@
+-- cancel: withdraw a job that is not running (scheduled, queued or failed), or
+-- delete any job that is not running.
+--
+-- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>, unique:<key>)
+-- KEYS[2] job hash   KEYS[3] delayed zset   KEYS[4] failed zset
+-- KEYS[5] prios zset   KEYS[6] stats hash
+-- ARGV[1] job id   ARGV[2] mode: 'cancel' (keep the record as cancelled for
+-- ARGV[3] seconds) or 'delete' (remove the record)   ARGV[3] TTL in seconds (> 0)
+--
+-- Returns {'ok', previous state} or {'state', current state ('' when missing)}
+-- when the job is running (either mode) or already finished (mode cancel).
+
+--@include now.lua
+--@include push_queued.lua
+--@include finish.lua
+
+local base, jkey, delayed, failed, prios, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local id, mode, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+if (mode ~= 'cancel' and mode ~= 'delete') or not ttl or ttl <= 0 then
+  return redis.error_reply('ERR rqueue cancel: bad mode or TTL')
+end
+local job = redis.call('HMGET', jkey, 'state', 'prio', 'group')
+local st = job[1]
+if not st or st == 'running' then
+  return {'state', st or ''}
+end
+if mode == 'cancel' and (st == 'succeeded' or st == 'cancelled') then
+  return {'state', st}
+end
+if st == 'scheduled' then
+  redis.call('ZREM', delayed, id)
+elseif st == 'queued' then
+  unlink_queued(base, prios, stats, id, job[2], job[3])
+elseif st == 'failed' then
+  redis.call('ZREM', failed, id)
+end
+release_unique(base, jkey, id)
+if mode == 'delete' then
+  redis.call('DEL', jkey)
+else
+  redis.call('HSET', jkey, 'state', 'cancelled', 'finished_at', now_ms())
+  redis.call('EXPIRE', jkey, ttl)
+end
+return {'ok', st}

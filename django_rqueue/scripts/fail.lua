@@ -1,0 +1,38 @@
+-- fail: a running attempt failed; schedule a retry or move the job to the failed store.
+--
+-- KEYS[1] queue base (derives unique:<key>)   KEYS[2] job hash   KEYS[3] reserved zset
+-- KEYS[4] delayed zset   KEYS[5] failed zset   KEYS[6] stats hash   KEYS[7] wake list
+-- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] error (opaque JSON)
+-- ARGV[4] retry delay in ms (>= 0), or -1 for "do not retry"
+--
+-- A retry happens only when ARGV[4] >= 0 and attempts < max_attempts; it
+-- waits in `delayed` (state scheduled). Otherwise the job goes to `failed`.
+-- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token}.
+
+--@include now.lua
+--@include delayed.lua
+--@include finish.lua
+
+local base, jkey, reserved, delayed, failed, stats, wake =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local id, delay = ARGV[1], tonumber(ARGV[4])
+if not delay then
+  return redis.error_reply('ERR rqueue fail: bad retry delay ' .. tostring(ARGV[4]))
+end
+local stale = check_token(jkey, ARGV[2])
+if stale then
+  return stale
+end
+local now = now_ms()
+redis.call('ZREM', reserved, id)
+record_error(jkey, ARGV[3])
+local counts = redis.call('HMGET', jkey, 'attempts', 'max_attempts')
+if delay >= 0 and tonumber(counts[1]) < tonumber(counts[2] or 1) then
+  local run_at = now + delay
+  redis.call('HSET', jkey, 'state', 'scheduled', 'run_at', run_at)
+  redis.call('HDEL', jkey, 'worker')
+  add_delayed(delayed, wake, id, run_at)
+  return {'retrying', run_at}
+end
+move_to_failed(base, jkey, failed, stats, id, now)
+return {'failed'}

@@ -1,0 +1,43 @@
+-- promote: move due scheduled jobs (run-at <= now) into their group queues.
+--
+-- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>)
+-- KEYS[2] delayed zset   KEYS[3] prios zset   KEYS[4] stats hash
+-- KEYS[5] notify list    KEYS[6] wake list
+-- ARGV[1] batch limit (> 0): at most this many jobs per call
+--
+-- Clears `wake` (the caller is awake and is about to sleep on the reply).
+-- Returns {promoted count, ms until the next due job or -1 when none; 0 when
+-- the batch was full and more may be due}. Safe to run from any number of
+-- pollers at once: each due id is removed from `delayed` exactly once.
+
+--@include now.lua
+--@include push_queued.lua
+
+local base, delayed, prios, stats, notify, wake =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local limit = tonumber(ARGV[1])
+if not limit or limit <= 0 then
+  return redis.error_reply('ERR rqueue promote: bad limit ' .. tostring(ARGV[1]))
+end
+local now = now_ms()
+local due = redis.call('ZRANGE', delayed, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
+local promoted = 0
+for _, id in ipairs(due) do
+  redis.call('ZREM', delayed, id)
+  local jkey = base .. 'job:' .. id
+  local job = redis.call('HMGET', jkey, 'state', 'prio', 'group')
+  if job[1] == 'scheduled' then
+    redis.call('HSET', jkey, 'state', 'queued')
+    push_queued(base, prios, stats, notify, id, job[2], job[3])
+    promoted = promoted + 1
+  end
+end
+redis.call('DEL', wake)
+if #due == limit then
+  return {promoted, 0}
+end
+local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
+if head[2] == nil then
+  return {promoted, -1}
+end
+return {promoted, math.max(0, tonumber(head[2]) - now)}

@@ -1,0 +1,51 @@
+-- reclaim: take back jobs whose lease expired (their worker died or hung).
+--
+-- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, unique:<key>)
+-- KEYS[2] reserved zset   KEYS[3] prios zset   KEYS[4] failed zset
+-- KEYS[5] stats hash      KEYS[6] notify list
+-- ARGV[1] batch limit (> 0)
+-- ARGV[2] error recorded for the lost attempt (opaque JSON, "lease expired")
+--
+-- The lost attempt counts (attempts was incremented at reserve). A job with
+-- attempts left is queued again at once; one without goes to `failed`.
+-- Returns {requeued count, failed count, ms until the next lease deadline or
+-- -1 when nothing is reserved; 0 when the batch was full}.
+
+--@include now.lua
+--@include push_queued.lua
+--@include finish.lua
+
+local base, reserved, prios, failed, stats, notify =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local limit = tonumber(ARGV[1])
+if not limit or limit <= 0 then
+  return redis.error_reply('ERR rqueue reclaim: bad limit ' .. tostring(ARGV[1]))
+end
+local now = now_ms()
+local expired = redis.call('ZRANGE', reserved, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
+local requeued, failed_count = 0, 0
+for _, id in ipairs(expired) do
+  redis.call('ZREM', reserved, id)
+  local jkey = base .. 'job:' .. id
+  local job = redis.call('HMGET', jkey, 'state', 'attempts', 'max_attempts', 'prio', 'group')
+  if job[1] == 'running' then
+    record_error(jkey, ARGV[2])
+    if tonumber(job[2]) >= tonumber(job[3] or 1) then
+      move_to_failed(base, jkey, failed, stats, id, now)
+      failed_count = failed_count + 1
+    else
+      redis.call('HSET', jkey, 'state', 'queued')
+      redis.call('HDEL', jkey, 'worker')
+      push_queued(base, prios, stats, notify, id, job[4], job[5])
+      requeued = requeued + 1
+    end
+  end
+end
+if #expired == limit then
+  return {requeued, failed_count, 0}
+end
+local head = redis.call('ZRANGE', reserved, 0, 0, 'WITHSCORES')
+if head[2] == nil then
+  return {requeued, failed_count, -1}
+end
+return {requeued, failed_count, math.max(0, tonumber(head[2]) - now)}

@@ -1,0 +1,25 @@
+-- retry: put a failed job back in its queue with a fresh attempt budget.
+--
+-- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>)   KEYS[2] job hash
+-- KEYS[3] failed zset   KEYS[4] prios zset   KEYS[5] stats hash   KEYS[6] notify list
+-- ARGV[1] job id
+--
+-- Returns {'ok'} or {'state', current state ('' when the job does not exist)};
+-- only a job in state failed is changed. Attempts go back to 0; the error
+-- history is kept.
+
+--@include now.lua
+--@include push_queued.lua
+
+local base, jkey, failed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local id = ARGV[1]
+local job = redis.call('HMGET', jkey, 'state', 'prio', 'group')
+if job[1] ~= 'failed' then
+  return {'state', job[1] or ''}
+end
+redis.call('ZREM', failed, id)
+redis.call('HSET', jkey, 'state', 'queued', 'attempts', 0, 'run_at', now_ms())
+redis.call('HDEL', jkey, 'finished_at')
+redis.call('PERSIST', jkey)
+push_queued(base, prios, stats, notify, id, job[2], job[3])
+return {'ok'}

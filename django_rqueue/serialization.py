@@ -1,0 +1,137 @@
+"""JSON encoding of job arguments and results. Never pickle.
+
+JSON carries ``None``, ``bool``, ``int``, ``float`` (finite), ``str``, lists,
+tuples (read back as lists) and dicts with ``str`` keys. On top of that,
+``datetime``, ``date``, ``time``, ``Decimal`` and ``UUID`` round-trip exactly
+(microseconds and UTC offsets included) as tagged objects
+``{"__rqueue__": "<type>", "v": "<ISO string>"}``; a dict of exactly that shape
+passed by the caller would read back as the tagged type. Anything else raises
+``TypeError`` naming the argument, before anything is written to Redis.
+Lazy translation strings (``gettext_lazy``) are sent as plain ``str``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import inspect
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from django.utils.functional import Promise
+
+TAG = "__rqueue__"
+
+_DECODERS: dict[str, Callable[[str], Any]] = {
+    "datetime": datetime.datetime.fromisoformat,
+    "date": datetime.date.fromisoformat,
+    "time": datetime.time.fromisoformat,
+    "decimal": decimal.Decimal,
+    "uuid": uuid.UUID,
+}
+
+
+class _Encoder(json.JSONEncoder):
+    def default(self, o: object) -> object:
+        # datetime before date: a datetime is a date.
+        if isinstance(o, datetime.datetime):
+            return {TAG: "datetime", "v": o.isoformat()}
+        if isinstance(o, datetime.date):
+            return {TAG: "date", "v": o.isoformat()}
+        if isinstance(o, datetime.time):
+            return {TAG: "time", "v": o.isoformat()}
+        if isinstance(o, decimal.Decimal):
+            return {TAG: "decimal", "v": str(o)}
+        if isinstance(o, uuid.UUID):
+            return {TAG: "uuid", "v": str(o)}
+        if isinstance(o, Promise):
+            return str(o)
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+def _object_hook(obj: dict[str, Any]) -> Any:  # noqa: ANN401 - any tagged type
+    if len(obj) == 2 and TAG in obj and "v" in obj:
+        decoder = _DECODERS.get(obj[TAG])
+        if decoder is not None and isinstance(obj["v"], str):
+            return decoder(obj["v"])
+    return obj
+
+
+def dumps(value: object) -> str:
+    """Encode ``value``; raise ``TypeError``/``ValueError`` if JSON cannot carry it."""
+    return json.dumps(value, cls=_Encoder, allow_nan=False, separators=(",", ":"))
+
+
+def loads(data: str | bytes) -> Any:  # noqa: ANN401 - decoded JSON
+    """Decode what :func:`dumps` produced (raises ``ValueError`` on corrupt data)."""
+    return json.loads(data, object_hook=_object_hook)
+
+
+def encode_arguments(
+    args: Sequence[object], kwargs: Mapping[str, object], func: Callable[..., object] | None = None
+) -> str:
+    """Encode a job's arguments as ``{"a": [...], "k": {...}}``.
+
+    Raises:
+        TypeError: an argument cannot be carried by JSON. The message names
+            the argument (its parameter name when ``func``'s signature tells
+            it, else its position or keyword).
+    """
+    try:
+        return dumps({"a": list(args), "k": dict(kwargs)})
+    except (TypeError, ValueError) as exc:
+        raise TypeError(_which_argument(args, kwargs, func, exc)) from exc
+
+
+def _which_argument(
+    args: Sequence[object],
+    kwargs: Mapping[str, object],
+    func: Callable[..., object] | None,
+    exc: Exception,
+) -> str:
+    names: list[str] = []
+    if func is not None:
+        try:
+            names = [
+                p.name
+                for p in inspect.signature(func).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+        except (TypeError, ValueError):
+            names = []
+    for index, value in enumerate(args):
+        try:
+            dumps(value)
+        except (TypeError, ValueError) as inner:
+            label = f"{names[index]!r} (position {index})" if index < len(names) else f"at position {index}"
+            return f"job argument {label} cannot be sent as JSON: {inner}"
+    for key, value in kwargs.items():
+        try:
+            dumps(value)
+        except (TypeError, ValueError) as inner:
+            return f"job argument {key!r} cannot be sent as JSON: {inner}"
+    return f"job arguments cannot be sent as JSON: {exc}"
+
+
+def decode_arguments(payload: str | bytes) -> tuple[list[Any], dict[str, Any]]:
+    """Decode what :func:`encode_arguments` produced.
+
+    Raises:
+        ValueError: the payload is not valid JSON of the expected shape.
+    """
+    data = loads(payload)
+    if not isinstance(data, dict) or not isinstance(data.get("a"), list) or not isinstance(
+        data.get("k"), dict
+    ):
+        raise ValueError("job payload is not an object with an 'a' list and a 'k' dict")
+    return data["a"], data["k"]
+
+
+def encode_result(value: object) -> str:
+    """Encode a job's return value; ``TypeError`` names the offending type."""
+    try:
+        return dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"job return value cannot be stored as JSON: {exc}") from exc

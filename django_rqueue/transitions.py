@@ -1,0 +1,202 @@
+"""The queue's state transitions: one Python function per Lua script.
+
+Each function takes the queue's Redis client and :class:`~.keys.QueueKeys`,
+passes every key the script names in ``KEYS``, and translates the reply.
+Times are decided inside the scripts from Redis ``TIME``; durations passed
+in are milliseconds. Redis connection problems are raised as
+:class:`~.exceptions.RedisUnavailable`; a stale fencing token as
+:class:`~.exceptions.LeaseLost`; an action that does not apply to the job's
+state as :class:`~.exceptions.JobStateError`. Nothing is written in any of
+those cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+
+from .exceptions import JobStateError, LeaseLost, RedisUnavailable
+from .keys import QueueKeys
+from .scripts import load
+
+
+@contextmanager
+def redis_errors() -> Iterator[None]:
+    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _stale(job_id: str, reply: list[Any]) -> LeaseLost:
+    state, token = _s(reply[1]) or "missing", _s(reply[2])
+    return LeaseLost(f"job {job_id}: stale fencing token (job is {state}, token {token})")
+
+
+def enqueue(
+    client: redis.Redis,
+    keys: QueueKeys,
+    *,
+    job_id: str,
+    priority: int,
+    group: str,
+    delay_ms: int,
+    run_at_ms: int,
+    unique_key: str,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+) -> tuple[str, str, str]:
+    """Create a job (``enqueue.lua``).
+
+    ``run_at_ms`` (ms since the epoch, UTC) wins over ``delay_ms`` when it is
+    ``>= 0``. Returns ``(outcome, job id, state)`` with outcome ``"created"``,
+    ``"duplicate"`` (another pending job holds ``unique_key``; its id is
+    returned) or ``"exists"`` (``job_id`` was already enqueued).
+    """
+    ukey = keys.unique(unique_key) if unique_key else keys.unique("")
+    args: list[str | int | float] = [job_id, priority, group, delay_ms, run_at_ms, unique_key]
+    args.append(unique_ttl)
+    for name, value in fields.items():
+        args += [name, value]
+    with redis_errors():
+        reply = load("enqueue")(
+            client,
+            [keys.base, keys.job(job_id), keys.prios, keys.delayed, keys.stats, keys.notify,
+             keys.wake, ukey],
+            args,
+        )
+    return _s(reply[0]), _s(reply[1]), _s(reply[2])
+
+
+def reserve(
+    client: redis.Redis, keys: QueueKeys, *, lease_ms: int, worker_id: str
+) -> tuple[str, dict[bytes, bytes]] | None:
+    """Reserve the next job (``reserve.lua``): ``(job id, job hash)`` or ``None`` when empty."""
+    with redis_errors():
+        reply = load("reserve")(
+            client, [keys.base, keys.prios, keys.reserved, keys.stats, keys.notify],
+            [lease_ms, worker_id],
+        )
+    if not reply:
+        return None
+    it = iter(reply[1:])
+    return _s(reply[0]), dict(zip(it, it, strict=True))
+
+
+def renew_lease(
+    client: redis.Redis, keys: QueueKeys, job_id: str, token: int, lease_ms: int
+) -> int:
+    """Extend a running job's lease (``renew.lua``); return the new deadline in ms."""
+    with redis_errors():
+        reply = load("renew")(client, [keys.job(job_id), keys.reserved], [job_id, token, lease_ms])
+    if _s(reply[0]) != "ok":
+        raise _stale(job_id, reply)
+    return int(reply[1])
+
+
+def ack(
+    client: redis.Redis, keys: QueueKeys, job_id: str, token: int, result: str, result_ttl: int
+) -> None:
+    """Record success (``ack.lua``); the record expires after ``result_ttl`` seconds."""
+    with redis_errors():
+        reply = load("ack")(
+            client, [keys.base, keys.job(job_id), keys.reserved, keys.stats],
+            [job_id, token, result, result_ttl],
+        )
+    if _s(reply[0]) != "ok":
+        raise _stale(job_id, reply)
+
+
+def fail(
+    client: redis.Redis, keys: QueueKeys, job_id: str, token: int, error: str, retry_delay_ms: int
+) -> tuple[str, int | None]:
+    """Record a failed attempt (``fail.lua``).
+
+    ``retry_delay_ms`` ``-1`` forbids a retry. Returns ``("retrying", run-at
+    ms)`` or ``("failed", None)``.
+    """
+    with redis_errors():
+        reply = load("fail")(
+            client,
+            [keys.base, keys.job(job_id), keys.reserved, keys.delayed, keys.failed, keys.stats,
+             keys.wake],
+            [job_id, token, error, retry_delay_ms],
+        )
+    outcome = _s(reply[0])
+    if outcome == "stale":
+        raise _stale(job_id, reply)
+    return outcome, (int(reply[1]) if outcome == "retrying" else None)
+
+
+def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, int]:
+    """Queue due scheduled jobs (``promote.lua``).
+
+    Returns ``(promoted, ms until the next due job)``; the second is ``-1``
+    when nothing is scheduled and ``0`` when more are due right now.
+    """
+    with redis_errors():
+        reply = load("promote")(
+            client, [keys.base, keys.delayed, keys.prios, keys.stats, keys.notify, keys.wake],
+            [limit],
+        )
+    return int(reply[0]), int(reply[1])
+
+
+def reclaim_expired(
+    client: redis.Redis, keys: QueueKeys, limit: int, error: str
+) -> tuple[int, int, int]:
+    """Take back jobs whose lease expired (``reclaim.lua``).
+
+    Returns ``(requeued, failed, ms until the next lease deadline)`` with the
+    same ``-1``/``0`` conventions as :func:`promote_due`.
+    """
+    with redis_errors():
+        reply = load("reclaim")(
+            client, [keys.base, keys.reserved, keys.prios, keys.failed, keys.stats, keys.notify],
+            [limit, error],
+        )
+    return int(reply[0]), int(reply[1]), int(reply[2])
+
+
+def retry_failed(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
+    """Re-queue a failed job with attempts reset to 0 (``retry.lua``)."""
+    with redis_errors():
+        reply = load("retry")(
+            client,
+            [keys.base, keys.job(job_id), keys.failed, keys.prios, keys.stats, keys.notify],
+            [job_id],
+        )
+    if _s(reply[0]) != "ok":
+        state = _s(reply[1]) or None
+        raise JobStateError(f"job {job_id} is {state or 'missing'}, not failed", state)
+
+
+def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: str, ttl: int) -> str:
+    """Cancel (keep the record ``ttl`` s) or delete a job that is not running (``cancel.lua``).
+
+    Returns the state the job was in.
+    """
+    with redis_errors():
+        reply = load("cancel")(
+            client,
+            [keys.base, keys.job(job_id), keys.delayed, keys.failed, keys.prios, keys.stats],
+            [job_id, mode, ttl],
+        )
+    if _s(reply[0]) != "ok":
+        state = _s(reply[1]) or None
+        raise JobStateError(f"cannot {mode} job {job_id}: it is {state or 'missing'}", state)
+    return _s(reply[1])
+
+
+def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes]:
+    """Read a job hash (a plain ``HGETALL``; reads need no script)."""
+    with redis_errors():
+        return client.hgetall(keys.job(job_id))  # type: ignore[return-value]

@@ -1,0 +1,263 @@
+"""The worker loop: reserve, run, report, in one process.
+
+Queues are served in strict order: a job of the first queue always goes
+before any job of the second. When every queue is empty the worker blocks
+on the queues' ``notify`` lists (``BLPOP``, :data:`IDLE_BLOCK` seconds at a
+time) instead of sleeping, so a new job starts within milliseconds and an
+idle worker costs Redis about one command per second. While a job runs, a
+thread renews its lease every third of ``RQUEUE["LEASE"]``; at the job's
+``timeout`` the job gets :class:`~.exceptions.JobTimeout` (SIGALRM, main
+thread only).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+from django.db import close_old_connections
+
+from . import registry, transitions
+from .conf import get_config
+from .connection import get_client
+from .decorators import JobFunction
+from .exceptions import JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
+from .execution import Outcome, announce, failure, next_delay, run_attempt
+from .job import Job
+from .keys import QueueKeys
+from .poller import Poller
+
+logger = logging.getLogger("django_rqueue.worker")
+
+#: Seconds an idle worker blocks on Redis per call (also the longest it takes
+#: an idle worker to notice SIGTERM).
+IDLE_BLOCK = 1.0
+#: Seconds between attempts to deliver an ack/fail while Redis is unreachable.
+REPORT_RETRY = 0.5
+#: Seconds a worker keeps trying to deliver an ack/fail before giving up (the
+#: lease then expires and the poller re-delivers the job).
+REPORT_PATIENCE = 60.0
+
+
+def new_worker_id() -> str:
+    """``"<host>:<pid>:<random>"``: unique per worker process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class LeaseKeeper(threading.Thread):
+    """Renews one running job's lease every ``lease / 3`` seconds until stopped."""
+
+    def __init__(self, queue: str, job_id: str, token: int, lease: float) -> None:
+        super().__init__(name=f"rqueue-lease-{job_id}", daemon=True)
+        self.queue, self.job_id, self.token, self.lease = queue, job_id, token, lease
+        self.done = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        keys = QueueKeys.of(get_config().key_prefix, self.queue)
+        while not self.done.wait(self.lease / 3):
+            try:
+                transitions.renew_lease(
+                    get_client(self.queue), keys, self.job_id, self.token, int(self.lease * 1000)
+                )
+            except LeaseLost as exc:
+                self.lost = True
+                logger.error("%s; this run will be discarded", exc)
+                return
+            except RedisUnavailable as exc:
+                logger.warning("could not renew lease of %s: %s", self.job_id, exc)
+
+
+class Worker:
+    """Serve ``queues`` (declared queue names, in priority order).
+
+    ``burst``: exit once no job is queued or running on the queues.
+    ``max_jobs``: exit after that many jobs. ``with_poller``: run a
+    :class:`~.poller.Poller` thread for the same queues.
+    """
+
+    def __init__(
+        self,
+        queues: Sequence[str],
+        *,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        with_poller: bool = True,
+        worker_id: str | None = None,
+    ) -> None:
+        config = get_config()
+        for queue in queues:
+            config.queue(queue)
+        self.queues = list(queues)
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.with_poller = with_poller
+        self.worker_id = worker_id or new_worker_id()
+        self.stopping = False
+        self.processed = 0
+
+    # -- lifecycle -------------------------------------------------------
+
+    def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
+        """Finish the current job (if any), then exit."""
+        if not self.stopping:
+            logger.info("worker %s: stopping after the current job", self.worker_id)
+        self.stopping = True
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+
+    def run(self) -> int:
+        """Work until stopped; return the exit status (0)."""
+        registry.autodiscover()
+        poller = Poller(self.queues) if self.with_poller else None
+        thread = None
+        if poller is not None:
+            thread = threading.Thread(target=poller.run, name="rqueue-poller", daemon=True)
+            thread.start()
+        logger.info("worker %s: serving %s", self.worker_id, ", ".join(self.queues))
+        backoff = 0.1
+        try:
+            while not self.stopping:
+                try:
+                    if self.work_once():
+                        backoff = 0.1
+                        if self.max_jobs is not None and self.processed >= self.max_jobs:
+                            break
+                        continue
+                    if self.burst and self._drained():
+                        break
+                    self._wait_for_work()
+                    backoff = 0.1
+                except RedisUnavailable as exc:
+                    logger.error("worker %s: %s; retrying in %.1f s", self.worker_id, exc, backoff)
+                    time.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
+        finally:
+            if poller is not None:
+                poller.stop.set()
+        logger.info("worker %s: exiting after %d job(s)", self.worker_id, self.processed)
+        return 0
+
+    # -- one job ---------------------------------------------------------
+
+    def work_once(self) -> bool:
+        """Reserve and run at most one job; return whether there was one."""
+        config = get_config()
+        lease_ms = int(config.lease * 1000)
+        for queue in self.queues:
+            keys = QueueKeys.of(config.key_prefix, queue)
+            reserved = transitions.reserve(
+                get_client(queue), keys, lease_ms=lease_ms, worker_id=self.worker_id
+            )
+            if reserved is not None:
+                job_id, fields = reserved
+                self.process(queue, Job.from_fields(job_id, fields))
+                self.processed += 1
+                return True
+        return False
+
+    def process(self, queue: str, job: Job) -> None:
+        """Run one reserved job and report its outcome, fenced by its token."""
+        started = time.monotonic()
+        keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
+        keeper.start()
+        job_function = registry.get(job.name)
+        try:
+            outcome = self._execute(job_function, job)
+        finally:
+            keeper.done.set()
+        delay = next_delay(job_function, job, outcome)
+        result = self._report(queue, job, outcome, delay)
+        if result != "discarded":
+            announce(job_function, job, outcome, delay if result == "retrying" else None)
+        logger.info(
+            "%s %s queue=%s attempt=%d/%d outcome=%s duration_ms=%d",
+            job.name, job.id, queue, job.attempts, job.max_attempts, result,
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _execute(self, job_function: JobFunction[Any, Any] | None, job: Job) -> Outcome:
+        if job_function is None:
+            return failure(UnknownJob(f"no @job named {job.name!r} is registered in this worker"))
+        if job.problems:
+            return failure(ValueError(f"job record is corrupt: {'; '.join(job.problems)}"))
+        close_old_connections()
+        timer = job.timeout > 0 and threading.current_thread() is threading.main_thread()
+        if timer:
+            previous = signal.signal(signal.SIGALRM, _raise_timeout(job.timeout))
+            signal.setitimer(signal.ITIMER_REAL, job.timeout)
+        try:
+            return run_attempt(job_function, job)
+        finally:
+            if timer:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+            close_old_connections()
+
+    def _report(self, queue: str, job: Job, outcome: Outcome, delay: float | None) -> str:
+        """Deliver ack/fail, retrying while Redis is unreachable; return the outcome word."""
+        config = get_config()
+        keys = QueueKeys.of(config.key_prefix, queue)
+        deadline = time.monotonic() + REPORT_PATIENCE
+        while True:
+            try:
+                client = get_client(queue)
+                if outcome.ok:
+                    transitions.ack(
+                        client, keys, job.id, job.token, outcome.result_json or "null",
+                        job.result_ttl,
+                    )
+                    return "succeeded"
+                delay_ms = -1 if delay is None else int(delay * 1000)
+                state, _ = transitions.fail(
+                    client, keys, job.id, job.token, outcome.error_json(), delay_ms
+                )
+                return state
+            except LeaseLost as exc:
+                logger.error("%s; discarding this run", exc)
+                return "discarded"
+            except RedisUnavailable as exc:
+                if time.monotonic() > deadline:
+                    logger.error("giving up reporting %s: %s (lease will expire)", job.id, exc)
+                    return "discarded"
+                time.sleep(REPORT_RETRY)
+
+    # -- idle ------------------------------------------------------------
+
+    def _drained(self) -> bool:
+        """Whether no job is queued or running on any of the queues."""
+        prefix = get_config().key_prefix
+        for queue in self.queues:
+            keys = QueueKeys.of(prefix, queue)
+            with transitions.redis_errors():
+                pipe = get_client(queue).pipeline(transaction=False)
+                pipe.zcard(keys.prios)
+                pipe.zcard(keys.reserved)
+                if any(pipe.execute()):
+                    return False
+        return True
+
+    def _wait_for_work(self) -> None:
+        """Block until a queue gets a wake-up token or :data:`IDLE_BLOCK` passes."""
+        prefix = get_config().key_prefix
+        client = get_client(self.queues[0])
+        same = [q for q in self.queues if get_client(q) is client]
+        with transitions.redis_errors():
+            client.blpop([QueueKeys.of(prefix, q).notify for q in same], timeout=IDLE_BLOCK)
+
+
+def _raise_timeout(seconds: float) -> Any:  # noqa: ANN401 - a signal handler
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise JobTimeout(f"job exceeded its timeout of {seconds:g} s")
+
+    return handler
