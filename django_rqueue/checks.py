@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core import checks
+from django.core.checks import CheckMessage, register
 
 from .conf import problems, raw_setting
 
@@ -18,6 +19,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     """Report every problem of ``settings.RQUEUE``."""
     messages: list[CheckMessage] = []
     for problem in problems(raw_setting()):
-        kind = Error if problem.is_error else Warning
+        kind = checks.Error if problem.is_error else checks.Warning
         messages.append(kind(problem.msg, hint=problem.hint or None, id=problem.id))
     return messages

@@ -158,7 +158,9 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _option_problems(where: str, options: Mapping[str, Any], allowed: frozenset[str]) -> list[Problem]:
+def _option_problems(
+    where: str, options: Mapping[str, Any], allowed: frozenset[str]
+) -> list[Problem]:
     found: list[Problem] = []
     for key in options:
         if key not in allowed:
@@ -216,7 +218,11 @@ def problems(raw: object) -> list[Problem]:  # noqa: C901 - a flat list of indep
     ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used).
     """
     if not isinstance(raw, Mapping):
-        return [Problem("rqueue.E001", "RQUEUE must be a dict.", "See the settings table in the README.")]
+        return [
+            Problem(
+                "rqueue.E001", "RQUEUE must be a dict.", "See the settings table in the README."
+            )
+        ]
     found: list[Problem] = []
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
@@ -229,7 +235,9 @@ def problems(raw: object) -> list[Problem]:  # noqa: C901 - a flat list of indep
             )
     url, alias = raw.get("REDIS_URL"), raw.get("CACHE_ALIAS")
     if url is not None and alias is not None:
-        found.append(Problem("rqueue.E007", "Set RQUEUE['REDIS_URL'] or RQUEUE['CACHE_ALIAS'], not both."))
+        found.append(
+            Problem("rqueue.E007", "Set RQUEUE['REDIS_URL'] or RQUEUE['CACHE_ALIAS'], not both.")
+        )
     elif url is not None:
         found.extend(_url_problems("RQUEUE['REDIS_URL']", url))
     elif alias is not None:
@@ -244,11 +252,15 @@ def problems(raw: object) -> list[Problem]:  # noqa: C901 - a flat list of indep
     prefix = raw.get("KEY_PREFIX", "rqueue")
     if not isinstance(prefix, str) or not KEY_PREFIX_RE.match(prefix):
         found.append(
-            Problem("rqueue.E003", "RQUEUE['KEY_PREFIX'] must be 1-64 characters of [A-Za-z0-9_.:-].")
+            Problem(
+                "rqueue.E003", "RQUEUE['KEY_PREFIX'] must be 1-64 characters of [A-Za-z0-9_.:-]."
+            )
         )
     queues = raw.get("QUEUES", {})
     if not isinstance(queues, Mapping):
-        found.append(Problem("rqueue.E003", "RQUEUE['QUEUES'] must be a dict of queue name -> options."))
+        found.append(
+            Problem("rqueue.E003", "RQUEUE['QUEUES'] must be a dict of queue name -> options.")
+        )
         queues = {}
     for name, options in queues.items():
         if not isinstance(name, str) or not QUEUE_NAME_RE.match(name):
@@ -266,7 +278,9 @@ def problems(raw: object) -> list[Problem]:  # noqa: C901 - a flat list of indep
         found.extend(_option_problems(f"RQUEUE['QUEUES'][{name!r}]", options, QUEUE_KEYS))
     default_queue = raw.get("DEFAULT_QUEUE", "default")
     if not isinstance(default_queue, str) or not QUEUE_NAME_RE.match(default_queue):
-        found.append(Problem("rqueue.E004", f"RQUEUE['DEFAULT_QUEUE'] {default_queue!r} is invalid."))
+        found.append(
+            Problem("rqueue.E004", f"RQUEUE['DEFAULT_QUEUE'] {default_queue!r} is invalid.")
+        )
     elif queues and default_queue not in queues and default_queue != "default":
         found.append(
             Problem(
@@ -281,7 +295,9 @@ def problems(raw: object) -> list[Problem]:  # noqa: C901 - a flat list of indep
         found.extend(_option_problems("RQUEUE['DEFAULTS']", defaults, OPTION_KEYS))
     lease = raw.get("LEASE", 30)
     if not _is_number(lease) or lease <= 0:
-        found.append(Problem("rqueue.E005", "RQUEUE['LEASE'] must be a positive number of seconds."))
+        found.append(
+            Problem("rqueue.E005", "RQUEUE['LEASE'] must be a positive number of seconds.")
+        )
     grace = raw.get("TIMEOUT_GRACE", 5)
     if not _is_number(grace) or grace < 0:
         found.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Callable
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, overload
 
 from django.db import transaction
 from django.utils import timezone
@@ -17,9 +17,6 @@ from .connection import get_client
 from .job import Job, JobStatus
 from .keys import QueueKeys, new_job_id
 from .serialization import encode_arguments
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 #: ``priority`` bounds, as in ``django.tasks``: higher runs first.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
@@ -50,8 +47,8 @@ class JobOptions:
     #: Seconds after which a unique key is released even if its job is pending.
     unique_ttl: int | None = None
     group: str | None = None
-    #: Seconds from now (Redis clock).
-    delay: float | None = None
+    #: Seconds from now (Redis clock); a ``timedelta`` is converted to seconds.
+    delay: float | datetime.timedelta | None = None
     run_at: datetime.datetime | None = None
     on_commit: bool | None = None
 
@@ -109,7 +106,7 @@ def _validate(o: JobOptions) -> None:  # noqa: C901 - one check per option
         raise ValueError("on_commit must be True or False")
 
 
-class JobFunction(Generic[P, R]):
+class JobFunction[**P, R]:
     """A function decorated with ``@job``.
 
     Calling it runs the function inline. :meth:`delay` enqueues it;
@@ -152,7 +149,7 @@ class JobFunction(Generic[P, R]):
         both are given ``run_at`` wins. Raises ``ValueError`` for a bad value.
         """
         extra = JobOptions(
-            delay=delay,  # type: ignore[arg-type] # normalised by JobOptions
+            delay=delay,
             run_at=run_at,
             group=group,
             priority=priority,
@@ -211,7 +208,8 @@ class JobFunction(Generic[P, R]):
             run_at_ms = int(run_at.timestamp() * 1000)
             job.run_at = run_at
             job.status = JobStatus.SCHEDULED
-        delay_ms = int((o.delay or 0) * 1000)
+        delay = o.delay.total_seconds() if isinstance(o.delay, datetime.timedelta) else o.delay
+        delay_ms = int((delay or 0) * 1000)
         if delay_ms > 0:
             job.status = JobStatus.SCHEDULED
         submit = _Submit(self, job, payload, delay_ms, run_at_ms, o.unique_ttl or 0)
@@ -249,8 +247,12 @@ class _Submit:
             return None
         from .job import get_job
 
-        existing = get_job(holder.decode())
-        if existing and existing.status in (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING):
+        existing = get_job(holder.decode() if isinstance(holder, bytes) else str(holder))
+        if existing and existing.status in (
+            JobStatus.SCHEDULED,
+            JobStatus.QUEUED,
+            JobStatus.RUNNING,
+        ):
             return existing
         return None
 
@@ -289,11 +291,11 @@ class _Submit:
 
 
 @overload
-def job(func: Callable[P, R], /) -> JobFunction[P, R]: ...
+def job[**P, R](func: Callable[P, R], /) -> JobFunction[P, R]: ...
 
 
 @overload
-def job(
+def job[**P, R](
     *,
     name: str | None = None,
     queue: str | None = None,
@@ -307,7 +309,7 @@ def job(
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
-def job(
+def job[**P, R](
     func: Callable[P, R] | None = None,
     /,
     *,

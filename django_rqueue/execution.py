@@ -52,7 +52,9 @@ def error_record(exception: BaseException | None, traceback: str = "") -> str:
 def failure(exception: BaseException) -> Outcome:
     """An Outcome for an exception raised (or made up) outside the job's own code."""
     text = "".join(tb.format_exception(exception)) if exception.__traceback__ else ""
-    return Outcome(exception=exception, traceback=text or f"{type(exception).__name__}: {exception}\n")
+    return Outcome(
+        exception=exception, traceback=text or f"{type(exception).__name__}: {exception}\n"
+    )
 
 
 def run_attempt(job_function: JobFunction[Any, Any], job: Job) -> Outcome:
@@ -72,7 +74,9 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job) -> Outcome:
         return Outcome(exception=exc, traceback=tb.format_exc())
 
 
-def next_delay(job_function: JobFunction[Any, Any] | None, job: Job, outcome: Outcome) -> float | None:
+def next_delay(
+    job_function: JobFunction[Any, Any] | None, job: Job, outcome: Outcome
+) -> float | None:
     """Seconds before the next attempt, or ``None`` when this failure is final.
 
     Final when attempts are spent, when the job is unknown, or when the
@@ -101,12 +105,19 @@ def announce(
         signals.send(signals.job_succeeded, job_function, job=job, result=result)
     elif delay is not None:
         signals.send(
-            signals.job_retrying, job_function, job=job, exception=outcome.exception,
-            traceback=outcome.traceback, delay=delay,
+            signals.job_retrying,
+            job_function,
+            job=job,
+            exception=outcome.exception,
+            traceback=outcome.traceback,
+            delay=delay,
         )
     else:
         signals.send(
-            signals.job_failed, job_function, job=job, exception=outcome.exception,
+            signals.job_failed,
+            job_function,
+            job=job,
+            exception=outcome.exception,
             traceback=outcome.traceback,
         )
 
@@ -131,7 +142,7 @@ def run_eager(job_function: JobFunction[Any, Any], job: Job) -> Job:
             job.result = loads(outcome.result_json or "null")
         else:
             job.error = loads(outcome.error_json())
-            job.errors.append(job.error)  # type: ignore[arg-type]
+            job.errors.append(job.error)
         delay = next_delay(job_function, job, outcome)
         if not outcome.ok and delay is None:
             job.status = JobStatus.FAILED

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import transitions
-from .connection import get_client
 from .conf import get_config
+from .connection import get_client
 from .keys import QueueKeys, queue_of
 from .serialization import decode_arguments, loads
 
@@ -34,7 +34,7 @@ def _ms_to_datetime(value: bytes | str | None) -> datetime.datetime | None:
     if value in (None, b"", ""):
         return None
     try:
-        return datetime.datetime.fromtimestamp(int(value) / 1000, tz=datetime.UTC)  # type: ignore[arg-type]
+        return datetime.datetime.fromtimestamp(int(value) / 1000, tz=datetime.UTC)
     except (TypeError, ValueError):
         return None
 

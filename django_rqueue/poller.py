@@ -53,7 +53,10 @@ class Poller:
             if requeued or failed:
                 logger.warning(
                     "queue %s: reclaimed %d expired lease(s), %d job(s) re-queued, %d failed",
-                    queue, requeued + failed, requeued, failed,
+                    queue,
+                    requeued + failed,
+                    requeued,
+                    failed,
                 )
             if promoted:
                 logger.debug("queue %s: promoted %d due job(s)", queue, promoted)

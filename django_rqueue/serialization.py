@@ -105,7 +105,11 @@ def _which_argument(
         try:
             dumps(value)
         except (TypeError, ValueError) as inner:
-            label = f"{names[index]!r} (position {index})" if index < len(names) else f"at position {index}"
+            label = (
+                f"{names[index]!r} (position {index})"
+                if index < len(names)
+                else f"at position {index}"
+            )
             return f"job argument {label} cannot be sent as JSON: {inner}"
     for key, value in kwargs.items():
         try:
@@ -122,8 +126,10 @@ def decode_arguments(payload: str | bytes) -> tuple[list[Any], dict[str, Any]]:
         ValueError: the payload is not valid JSON of the expected shape.
     """
     data = loads(payload)
-    if not isinstance(data, dict) or not isinstance(data.get("a"), list) or not isinstance(
-        data.get("k"), dict
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("a"), list)
+        or not isinstance(data.get("k"), dict)
     ):
         raise ValueError("job payload is not an object with an 'a' list and a 'k' dict")
     return data["a"], data["k"]

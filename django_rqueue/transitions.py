@@ -69,8 +69,16 @@ def enqueue(
     with redis_errors():
         reply = load("enqueue")(
             client,
-            [keys.base, keys.job(job_id), keys.prios, keys.delayed, keys.stats, keys.notify,
-             keys.wake, ukey],
+            [
+                keys.base,
+                keys.job(job_id),
+                keys.prios,
+                keys.delayed,
+                keys.stats,
+                keys.notify,
+                keys.wake,
+                ukey,
+            ],
             args,
         )
     return _s(reply[0]), _s(reply[1]), _s(reply[2])
@@ -82,7 +90,8 @@ def reserve(
     """Reserve the next job (``reserve.lua``): ``(job id, job hash)`` or ``None`` when empty."""
     with redis_errors():
         reply = load("reserve")(
-            client, [keys.base, keys.prios, keys.reserved, keys.stats, keys.notify],
+            client,
+            [keys.base, keys.prios, keys.reserved, keys.stats, keys.notify],
             [lease_ms, worker_id],
         )
     if not reply:
@@ -108,7 +117,8 @@ def ack(
     """Record success (``ack.lua``); the record expires after ``result_ttl`` seconds."""
     with redis_errors():
         reply = load("ack")(
-            client, [keys.base, keys.job(job_id), keys.reserved, keys.stats],
+            client,
+            [keys.base, keys.job(job_id), keys.reserved, keys.stats],
             [job_id, token, result, result_ttl],
         )
     if _s(reply[0]) != "ok":
@@ -126,8 +136,15 @@ def fail(
     with redis_errors():
         reply = load("fail")(
             client,
-            [keys.base, keys.job(job_id), keys.reserved, keys.delayed, keys.failed, keys.stats,
-             keys.wake],
+            [
+                keys.base,
+                keys.job(job_id),
+                keys.reserved,
+                keys.delayed,
+                keys.failed,
+                keys.stats,
+                keys.wake,
+            ],
             [job_id, token, error, retry_delay_ms],
         )
     outcome = _s(reply[0])
@@ -144,7 +161,8 @@ def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, 
     """
     with redis_errors():
         reply = load("promote")(
-            client, [keys.base, keys.delayed, keys.prios, keys.stats, keys.notify, keys.wake],
+            client,
+            [keys.base, keys.delayed, keys.prios, keys.stats, keys.notify, keys.wake],
             [limit],
         )
     return int(reply[0]), int(reply[1])
@@ -160,7 +178,8 @@ def reclaim_expired(
     """
     with redis_errors():
         reply = load("reclaim")(
-            client, [keys.base, keys.reserved, keys.prios, keys.failed, keys.stats, keys.notify],
+            client,
+            [keys.base, keys.reserved, keys.prios, keys.failed, keys.stats, keys.notify],
             [limit, error],
         )
     return int(reply[0]), int(reply[1]), int(reply[2])

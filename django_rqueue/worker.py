@@ -182,7 +182,12 @@ class Worker:
             announce(job_function, job, outcome, delay if result == "retrying" else None)
         logger.info(
             "%s %s queue=%s attempt=%d/%d outcome=%s duration_ms=%d",
-            job.name, job.id, queue, job.attempts, job.max_attempts, result,
+            job.name,
+            job.id,
+            queue,
+            job.attempts,
+            job.max_attempts,
+            result,
             (time.monotonic() - started) * 1000,
         )
 
@@ -214,7 +219,11 @@ class Worker:
                 client = get_client(queue)
                 if outcome.ok:
                     transitions.ack(
-                        client, keys, job.id, job.token, outcome.result_json or "null",
+                        client,
+                        keys,
+                        job.id,
+                        job.token,
+                        outcome.result_json or "null",
                         job.result_ttl,
                     )
                     return "succeeded"

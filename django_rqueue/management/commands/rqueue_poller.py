@@ -18,8 +18,12 @@ class Command(BaseCommand):
     help = "Promote due scheduled jobs and reclaim expired leases (any number may run)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--queues", type=queue_list, default=None,
-                            help="Comma-separated queues (default: every declared queue).")
+        parser.add_argument(
+            "--queues",
+            type=queue_list,
+            default=None,
+            help="Comma-separated queues (default: every declared queue).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
         configure_logging(options["verbosity"])

@@ -41,18 +41,27 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--queues", type=queue_list, default=None,
+            "--queues",
+            type=queue_list,
+            default=None,
             help="Comma-separated queues in priority order (default: every declared queue).",
         )
         parser.add_argument(
-            "--burst", action="store_true",
+            "--burst",
+            action="store_true",
             help="Exit once no job is queued or running on the queues.",
         )
-        parser.add_argument("--max-jobs", type=positive_int, default=None,
-                            help="Exit after running this many jobs.")
-        parser.add_argument("--without-poller", action="store_true",
-                            help="Do not promote delayed jobs / reclaim leases in this process.")
-        parser.add_argument("--worker-id", default=None, help="Id shown in logs (default host:pid:rand).")
+        parser.add_argument(
+            "--max-jobs", type=positive_int, default=None, help="Exit after running this many jobs."
+        )
+        parser.add_argument(
+            "--without-poller",
+            action="store_true",
+            help="Do not promote delayed jobs / reclaim leases in this process.",
+        )
+        parser.add_argument(
+            "--worker-id", default=None, help="Id shown in logs (default host:pid:rand)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
         configure_logging(options["verbosity"])
