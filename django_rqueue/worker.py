@@ -203,6 +203,8 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, job.timeout)
         try:
             return run_attempt(job_function, job)
+        except JobTimeout as exc:  # fired after the job returned, before the timer was off
+            return failure(exc)
         finally:
             if timer:
                 signal.setitimer(signal.ITIMER_REAL, 0)

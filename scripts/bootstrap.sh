@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Create/refresh a virtualenv with django-rqueue (editable) + dev tools.
+#
+# Usage: scripts/bootstrap.sh VENV_DIR DJANGO_SPEC [PYTHON]
+#   e.g. scripts/bootstrap.sh .venv '>=6.1,<6.2'
+#        scripts/bootstrap.sh .venv-dj60 '>=6.0,<6.1' /usr/bin/python3.12
+#
+# Idempotent: installs redis-server via apt if it is missing (never starts or
+# uses the system service: tests launch private redis-server processes), finds
+# a Python >= 3.12 unless PYTHON is given, creates VENV_DIR if missing (or if
+# its interpreter is broken / older than 3.12), and runs pip only when
+# pyproject.toml, DJANGO_SPEC or the interpreter changed since the last run
+# (set RQUEUE_FORCE_INSTALL=1 to force).
+set -euo pipefail
+
+if [[ $# -lt 2 || $# -gt 3 ]]; then
+    echo "usage: $0 VENV_DIR DJANGO_SPEC [PYTHON]" >&2
+    exit 2
+fi
+venv="$1"
+django_spec="$2"
+python_arg="${3:-}"
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+log() { printf 'bootstrap: %s\n' "$*"; }
+
+export DEBIAN_FRONTEND=noninteractive PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# --- redis-server ---------------------------------------------------------
+if ! command -v redis-server >/dev/null 2>&1; then
+    log "redis-server not found; installing the Debian package"
+    if [[ "$(id -u)" -eq 0 ]]; then
+        sudo_cmd=()
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo_cmd=(sudo -n)
+    else
+        echo "bootstrap: error: redis-server is missing and we are not root" \
+            "(install it with: apt-get install redis-server)" >&2
+        exit 1
+    fi
+    "${sudo_cmd[@]}" apt-get update -qq </dev/null
+    "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends redis-server </dev/null >/dev/null
+    command -v redis-server >/dev/null 2>&1 || {
+        echo "bootstrap: error: redis-server still not on PATH after apt-get install" >&2
+        exit 1
+    }
+fi
+log "redis-server: $(redis-server --version | awk '{print $3}')"
+
+# --- python + venv ----------------------------------------------------------
+if [[ -n "$python_arg" ]]; then
+    python="$python_arg"
+    if ! "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' \
+        </dev/null 2>/dev/null; then
+        echo "bootstrap: error: '$python' is not a working Python >= 3.12" >&2
+        exit 1
+    fi
+else
+    python="$("$repo_root/scripts/find_python.sh")"
+fi
+python="$("$python" -c 'import sys; print(sys.executable)')"
+want_ver="$("$python" -c 'import platform; print(platform.python_version())')"
+
+vpy="$venv/bin/python"
+if [[ -x "$vpy" ]]; then
+    have_ver="$("$vpy" -c 'import platform; print(platform.python_version())' 2>/dev/null || true)"
+    if [[ "$have_ver" != "$want_ver" ]]; then
+        log "recreating $venv (has Python '${have_ver:-broken}', want $want_ver)"
+        rm -rf "$venv"
+    fi
+fi
+if [[ ! -x "$vpy" ]]; then
+    log "creating $venv with $python ($want_ver)"
+    "$python" -m venv "$venv"
+fi
+
+# --- pip install (skipped when nothing relevant changed) -----------------------
+stamp="$venv/.rqueue-bootstrap-stamp"
+fingerprint="$({
+    echo "python=$want_ver"
+    echo "django_spec=$django_spec"
+    sha256sum pyproject.toml
+} | sha256sum | cut -d' ' -f1)"
+
+if [[ "${RQUEUE_FORCE_INSTALL:-0}" != "1" && -f "$stamp" && "$(cat "$stamp")" == "$fingerprint" ]] \
+    && "$vpy" -c 'import django_rqueue, django, pytest' 2>/dev/null; then
+    log "$venv is up to date (pyproject.toml and Django spec unchanged)"
+else
+    rm -f "$stamp"
+    log "pip install -e '.[dev,hiredis]' 'Django$django_spec' into $venv"
+    # Keep pip quiet; drop the machine's "Location 'file:///…' is ignored" noise
+    # (pip.conf points at local indexes that may not exist), show all on failure.
+    if ! pip_out="$("$vpy" -m pip install -q -e '.[dev,hiredis]' "Django$django_spec" </dev/null 2>&1)"; then
+        printf '%s\n' "$pip_out" >&2
+        echo "bootstrap: error: pip install failed" >&2
+        exit 1
+    fi
+    printf '%s\n' "$pip_out" | grep -v "is ignored: it is neither a file nor a directory" | grep -v '^$' || true
+    echo "$fingerprint" >"$stamp"
+fi
+
+"$vpy" - <<'PY'
+import importlib.metadata as md
+import platform
+import sys
+
+names = ["Django", "redis", "django-redis", "hiredis", "pytest", "pytest-django", "ruff", "mypy", "django-stubs"]
+versions = []
+for name in names:
+    try:
+        versions.append(f"{name}={md.version(name)}")
+    except md.PackageNotFoundError:
+        versions.append(f"{name}=<missing>")
+print(f"bootstrap: python={sys.executable} ({platform.python_version()})")
+print("bootstrap: " + " ".join(versions))
+PY

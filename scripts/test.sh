@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Run the whole django-rqueue test recipe from a fresh machine.
+#
+# Usage: ./scripts/test.sh [PYTEST_ARGS...]
+#
+#   1. bootstrap .venv       (Python 3.13 if present, Django 6.1.x)
+#   2. ruff check + ruff format --check
+#   3. mypy (strict, config in pyproject.toml)
+#   4. manage.py check + makemigrations --check (with tests.settings)
+#   5. pytest                 (Django 6.1 / Python 3.13)
+#   6. bootstrap .venv-dj60  (Python 3.12 if present, Django 6.0.x) + pytest
+#
+# Env:
+#   RQUEUE_TEST_QUICK=1   run only steps 1-5 (the first matrix cell)
+#   RQUEUE_FORCE_INSTALL=1  re-run pip even if nothing changed
+# Extra arguments are passed to every pytest run, e.g. ./scripts/test.sh -k lease -x
+# Every step runs even if an earlier one failed; the exit code is non-zero if
+# any failed (pytest's "no tests collected", exit 5, counts as a failure).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+export PYTHONDONTWRITEBYTECODE=1 PIP_NO_INPUT=1
+quick="${RQUEUE_TEST_QUICK:-0}"
+artifacts="$repo_root/artifacts"
+mkdir -p "$artifacts"
+
+section() { printf '\n=== [%s] %s ===\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+failed=()
+run_step() {  # run_step NAME CMD...: run, record failure, never abort
+    local name="$1"
+    shift
+    local rc=0
+    "$@" || rc=$?
+    if [[ $rc -ne 0 ]]; then
+        echo "--- FAILED: $name (exit $rc)"
+        failed+=("$name (exit $rc)")
+    fi
+}
+
+existing() {  # print those of the given paths that exist
+    local p
+    for p in "$@"; do [[ -e "$p" ]] && printf '%s\n' "$p"; done
+    return 0
+}
+
+run_pytest() {  # run_pytest VENV CELL_NAME [ARGS...]
+    local venv="$1" cell="$2"
+    shift 2
+    "$venv/bin/python" -m pytest --junitxml="$artifacts/junit-$cell.xml" --durations=10 "$@"
+}
+
+# --- cell 1: Python 3.13 (if present) + Django 6.1 ---------------------------
+section "bootstrap .venv (Django 6.1)"
+py_main="$(scripts/find_python.sh 3.13)"
+bash scripts/bootstrap.sh .venv '>=6.1,<6.2' "$py_main"
+
+section "ruff"
+run_step "ruff check" .venv/bin/ruff check .
+run_step "ruff format" .venv/bin/ruff format --check .
+
+section "mypy"
+mapfile -t mypy_targets < <(existing django_rqueue example_project tests)
+run_step "mypy" .venv/bin/mypy "${mypy_targets[@]}"
+
+section "django check / makemigrations --check"
+run_step "django check" env DJANGO_SETTINGS_MODULE=tests.settings \
+    .venv/bin/python -m django check --fail-level WARNING
+run_step "makemigrations --check" env DJANGO_SETTINGS_MODULE=tests.settings \
+    .venv/bin/python -m django makemigrations --check --dry-run
+
+section "pytest: Django 6.1 / $(.venv/bin/python -V)"
+run_step "pytest dj61" run_pytest .venv dj61 "$@"
+
+# --- cell 2: Python 3.12 (if present) + Django 6.0 ---------------------------
+if [[ "$quick" == "1" ]]; then
+    section "RQUEUE_TEST_QUICK=1: skipping the Django 6.0 cell"
+else
+    section "bootstrap .venv-dj60 (Django 6.0)"
+    py_second="$(scripts/find_python.sh 3.12)"
+    bash scripts/bootstrap.sh .venv-dj60 '>=6.0,<6.1' "$py_second"
+
+    section "pytest: Django 6.0 / $(.venv-dj60/bin/python -V)"
+    run_step "pytest dj60" run_pytest .venv-dj60 dj60 "$@"
+fi
+
+section "summary"
+if [[ ${#failed[@]} -gt 0 ]]; then
+    printf 'FAILED steps:\n'
+    printf '  - %s\n' "${failed[@]}"
+    exit 1
+fi
+echo "all steps passed"

@@ -1,0 +1,48 @@
+"""Shared fixtures: one private redis-server per test session, flushed before every test."""
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from pytest_django.fixtures import Settings as SettingsFixture
+
+from tests.redis_server import RedisServer
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A private redis-server on a free 127.0.0.1 port for the whole session."""
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(autouse=True)
+def rqueue_redis(
+    redis_server: RedisServer,
+    settings: SettingsFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[redis.Redis]:
+    """Point django-rqueue at the session server, emptied, and yield a client to it.
+
+    Also exports ``RQUEUE_TEST_REDIS_URL`` so worker subprocesses started by a
+    test (which load ``tests.settings``) use the same server.
+    """
+    if not redis_server.ping():  # a previous test crashed or stopped it
+        redis_server.restart()
+    client = redis_server.client()
+    client.flushall()
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": redis_server.url}
+    monkeypatch.setenv("RQUEUE_TEST_REDIS_URL", redis_server.url)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def redis_client(rqueue_redis: redis.Redis) -> redis.Redis:
+    """A ``redis.Redis`` client (db 0) connected to the per-session test server."""
+    return rqueue_redis

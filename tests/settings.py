@@ -1,0 +1,93 @@
+"""Django settings for the django-rqueue test suite (DJANGO_SETTINGS_MODULE=tests.settings).
+
+The Redis URL below is only a fallback: ``tests/conftest.py`` starts a private
+``redis-server`` on a free port and points both ``settings.RQUEUE["REDIS_URL"]``
+and the ``RQUEUE_TEST_REDIS_URL`` environment variable (for subprocess workers,
+which import these settings) at it.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+BASE_DIR = Path(__file__).resolve().parent
+
+SECRET_KEY = "django-rqueue-tests-not-a-secret"
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_rqueue",
+    "tests.jobs_app",
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "tests.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# The test database itself is in-memory (pytest-django's default for SQLite);
+# NAME only matters for code that opens the database outside the test runner.
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get(
+            "RQUEUE_TEST_DB", str(Path(tempfile.gettempdir()) / "django_rqueue_tests.sqlite3")
+        ),
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+USE_TZ = True
+TIME_ZONE = "UTC"
+LANGUAGE_CODE = "en-us"
+STATIC_URL = "/static/"
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tests
+
+RQUEUE: dict[str, Any] = {
+    "REDIS_URL": os.environ.get("RQUEUE_TEST_REDIS_URL", "redis://127.0.0.1:6399/15"),
+    "QUEUES": {"default": {}, "emails": {}, "low": {}},
+    "LEASE": 2,
+}
+
+LOGGING: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "django_rqueue": {"level": os.environ.get("RQUEUE_TEST_LOG_LEVEL", "INFO")},
+    },
+}
