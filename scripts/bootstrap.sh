@@ -58,7 +58,7 @@ if [[ -n "$python_arg" ]]; then
         exit 1
     fi
 else
-    python="$("$repo_root/scripts/find_python.sh")"
+    python="$("$repo_root/scripts/find_python.sh" 3.13)"
 fi
 python="$("$python" -c 'import sys; print(sys.executable)')"
 want_ver="$("$python" -c 'import platform; print(platform.python_version())')"

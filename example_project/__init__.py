@@ -1,0 +1,1 @@
+"""An example Django site that uses django-rqueue (run it with ``scripts/demo.sh``)."""

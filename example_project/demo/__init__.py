@@ -1,0 +1,1 @@
+"""The demo app: a password-reset form, report, flaky and failing jobs."""
