@@ -243,17 +243,24 @@ class _Submit:
         client = get_client(self.job.queue)
         with transitions.redis_errors():
             holder = client.get(self._keys().unique(self.job.unique_key))
-        if holder is None:
-            return None
-        from .job import get_job
+        if holder is not None:
+            from .job import get_job
 
-        existing = get_job(holder.decode() if isinstance(holder, bytes) else str(holder))
-        if existing and existing.status in (
-            JobStatus.SCHEDULED,
-            JobStatus.QUEUED,
-            JobStatus.RUNNING,
-        ):
-            return existing
+            existing = get_job(holder.decode() if isinstance(holder, bytes) else str(holder))
+            if existing and existing.status in (
+                JobStatus.SCHEDULED,
+                JobStatus.QUEUED,
+                JobStatus.RUNNING,
+            ):
+                return existing
+        # A job with this key already waiting for this same transaction's commit.
+        for entry in transaction.get_connection().run_on_commit:
+            other = entry[1]
+            if isinstance(other, _Submit) and (other.job.queue, other.job.unique_key) == (
+                self.job.queue,
+                self.job.unique_key,
+            ):
+                return other.job
         return None
 
     def __call__(self) -> Job:
@@ -283,7 +290,9 @@ class _Submit:
 
             existing = get_job(job_id)
             if existing is not None:
-                return existing
+                # In place: a Job returned earlier (before commit) now names the holder.
+                job.__dict__.update(existing.__dict__)
+                return job
         job.status = JobStatus(state)
         if outcome == "created":
             signals.send(signals.job_enqueued, self.job_function, job=job)

@@ -140,6 +140,7 @@ def run_eager(job_function: JobFunction[Any, Any], job: Job) -> Job:
         if outcome.ok:
             job.status = JobStatus.SUCCEEDED
             job.result = loads(outcome.result_json or "null")
+            job.error = None
         else:
             job.error = loads(outcome.error_json())
             job.errors.append(job.error)

@@ -58,9 +58,10 @@ class Job:
 
     Times are aware UTC datetimes (Redis server clock). ``error`` is ``None``
     or ``{"type": "module.ExceptionClass", "message": str, "traceback": str}``
-    for the latest failed attempt; ``errors`` holds one such dict per failed
-    attempt, oldest first. ``problems`` lists what could not be decoded from
-    a corrupt record (the rest is still filled in).
+    for the latest failed attempt (``None`` again once an attempt succeeds);
+    ``errors`` holds one such dict per failed attempt, oldest first.
+    ``problems`` lists what could not be decoded from a corrupt record (the
+    rest is still filled in).
     """
 
     id: str

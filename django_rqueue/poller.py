@@ -27,6 +27,10 @@ logger = logging.getLogger("django_rqueue.poller")
 
 #: Seconds: the longest a poller sleeps without looking at Redis.
 MAX_SLEEP = 5.0
+#: Seconds: Redis checks blocking-call timeouts only every ~100 ms (``hz 10``),
+#: so a poller blocks until this long before the next due time, then sleeps
+#: the rest locally; that keeps delayed jobs from starting up to 100 ms late.
+BLOCK_SLACK = 0.15
 #: Jobs moved per script call, so one call never blocks Redis for long.
 BATCH = 500
 
@@ -71,8 +75,10 @@ class Poller:
         while not self.stop.is_set():
             try:
                 sleep = self.run_once()
-                if sleep > 0:
-                    self._wait(sleep)
+                if sleep > BLOCK_SLACK:
+                    self._wait(sleep - BLOCK_SLACK)
+                elif sleep > 0:
+                    self.stop.wait(sleep)
                 backoff = 0.1
             except RedisUnavailable as exc:
                 logger.error("poller: %s; retrying in %.1f s", exc, backoff)

@@ -140,13 +140,19 @@ class Worker:
                     backoff = 0.1
                 except RedisUnavailable as exc:
                     logger.error("worker %s: %s; retrying in %.1f s", self.worker_id, exc, backoff)
-                    time.sleep(backoff)
+                    self._pause(backoff)
                     backoff = min(backoff * 2, 5.0)
         finally:
             if poller is not None:
                 poller.stop.set()
         logger.info("worker %s: exiting after %d job(s)", self.worker_id, self.processed)
         return 0
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` in short steps, returning early once a stop is requested."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
     # -- one job ---------------------------------------------------------
 
@@ -176,7 +182,8 @@ class Worker:
             outcome = self._execute(job_function, job)
         finally:
             keeper.done.set()
-        delay = next_delay(job_function, job, outcome)
+        # A corrupt record cannot be repaired by running it again: no retry.
+        delay = None if job.problems else next_delay(job_function, job, outcome)
         result = self._report(queue, job, outcome, delay)
         if result != "discarded":
             announce(job_function, job, outcome, delay if result == "retrying" else None)

@@ -5,6 +5,7 @@
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] result (opaque JSON)
 -- ARGV[4] result TTL in seconds (0 = delete the record now)
 --
+-- Clears `error` (the history err:1.. stays).
 -- Returns {'ok'} or {'stale', state, current token} (nothing changed).
 
 --@include now.lua
@@ -21,7 +22,7 @@ if stale then
 end
 redis.call('ZREM', reserved, id)
 redis.call('HSET', jkey, 'state', 'succeeded', 'finished_at', now_ms(), 'result', ARGV[3])
-redis.call('HDEL', jkey, 'worker')
+redis.call('HDEL', jkey, 'worker', 'error')
 redis.call('HINCRBY', stats, 'succeeded', 1)
 release_unique(base, jkey, id)
 if ttl > 0 then

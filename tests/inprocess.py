@@ -1,0 +1,116 @@
+"""Helpers for tests that run a worker or a poller in the test process.
+
+Each in-process worker runs under a watchdog that stops it (and fails the
+test) if it does not finish; each poller thread is stopped and joined before
+the test ends, so no thread outlives its test and touches the next test's
+Redis data.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+
+from django_rqueue import transitions
+from django_rqueue.conf import get_config
+from django_rqueue.connection import get_client
+from django_rqueue.keys import QueueKeys, new_job_id
+from django_rqueue.poller import Poller
+from django_rqueue.worker import Worker
+from tests.jobs_app.jobs import read_ledger
+
+
+def keys(queue: str = "default") -> QueueKeys:
+    return QueueKeys.of(get_config().key_prefix, queue)
+
+
+def run_worker(
+    queues: Sequence[str] = ("default",), *, limit: float = 30.0, **options: Any
+) -> Worker:
+    """Run ``Worker(queues, **options)`` here; fail if it still runs after ``limit`` s.
+
+    ``with_poller`` defaults to False here: tests that need promotion run
+    :func:`poller_thread`, which is joined before the test ends.
+    """
+    options.setdefault("with_poller", False)
+    worker = Worker(list(queues), **options)
+    fired = threading.Event()
+
+    def watchdog() -> None:
+        fired.set()
+        worker.request_stop()
+
+    timer = threading.Timer(limit, watchdog)
+    timer.daemon = True
+    timer.start()
+    try:
+        assert worker.run() == 0
+    finally:
+        timer.cancel()
+    assert not fired.is_set(), f"worker did not finish within {limit} s"
+    return worker
+
+
+@contextmanager
+def poller_thread(queues: Sequence[str] = ("default",), **options: Any) -> Iterator[Poller]:
+    """A :class:`Poller` in a thread, stopped and joined on exit."""
+    poller = Poller(list(queues), **options)
+    thread = threading.Thread(target=poller.run, name="test-poller", daemon=True)
+    thread.start()
+    try:
+        yield poller
+    finally:
+        poller.stop.set()
+        for queue in queues:  # wake it from its blocking wait
+            get_client(queue).rpush(keys(queue).wake, "1")
+        thread.join(10)
+        assert not thread.is_alive(), "poller thread did not stop"
+
+
+def tags(ledger: str, event: str = "run") -> list[str]:
+    return [e["tag"] for e in read_ledger(ledger) if e["event"] == event]
+
+
+def text(value: bytes | str) -> str:
+    """A Redis reply as ``str`` (the test clients return bytes)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def stats(client: redis.Redis, queue: str = "default") -> dict[str, int]:
+    """The queue's counters hash (``queued``, ``succeeded``, ``failed``)."""
+    return {text(k): int(v) for k, v in client.hgetall(keys(queue).stats).items()}
+
+
+def queued_ids(client: redis.Redis, group: str = "", priority: int = 0) -> list[str]:
+    """The ids in one group's FIFO list, oldest first."""
+    return [text(i) for i in client.lrange(keys().group(priority, group), 0, -1)]
+
+
+def enqueue_raw(name: str, payload: str, queue: str = "default") -> str:
+    """Write a job the way ``.delay()`` does, but with any name and payload."""
+    job_id = new_job_id(queue)
+    outcome, _, state = transitions.enqueue(
+        get_client(queue),
+        keys(queue),
+        job_id=job_id,
+        priority=0,
+        group="",
+        delay_ms=0,
+        run_at_ms=-1,
+        unique_key="",
+        unique_ttl=0,
+        fields={
+            "name": name,
+            "queue": queue,
+            "payload": payload,
+            "max_attempts": 3,
+            "timeout_ms": 60_000,
+            "result_ttl": 600,
+        },
+    )
+    assert (outcome, state) == ("created", "queued")
+    return job_id

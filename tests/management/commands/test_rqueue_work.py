@@ -1,0 +1,186 @@
+"""``manage.py rqueue_work`` as a real subprocess, end to end.
+
+Jobs are enqueued from the test process; the worker subprocess autodiscovers
+``tests/jobs_app/jobs.py`` and runs them; the ledger file and Redis tell what
+happened.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from django_rqueue import JobStatus, get_job
+from tests.inprocess import keys, stats
+from tests.jobs_app.jobs import fail_then_succeed, read_ledger, record, returns_unserializable, slow
+from tests.waiting import wait_until
+
+from .process import Manage, ManagedCommand
+
+#: Seconds a freshly started command gets to import Django and reach Redis.
+STARTUP = 20.0
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> str:
+    return str(tmp_path / "ledger.jsonl")
+
+
+def wait_serving(worker: ManagedCommand, client: redis.Redis) -> None:
+    """Until the worker logged its start and sits idle, blocked on Redis."""
+    wait_until(
+        lambda: "serving" in worker.stderr() or not worker.alive(),
+        timeout=STARTUP,
+        message="worker did not start",
+    )
+    assert worker.alive(), worker.report()
+    wait_until(
+        lambda: any(c.get("cmd") == "blpop" for c in client.client_list()),
+        timeout=5,
+        message="worker is not blocked on Redis",
+    )
+
+
+def job_lines(output: str, job_id: str) -> list[str]:
+    return [line for line in output.splitlines() if f" {job_id} " in line]
+
+
+def test_worker_runs_jobs_and_logs_one_line_per_job(
+    manage: Manage, ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    worker = manage("rqueue_work", "--queues", "default")
+    wait_serving(worker, rqueue_redis)
+
+    # An idle worker picks a new job up fast (the figure is for humans; bench/ owns targets).
+    enqueued_at = time.time()
+    ok = record.delay(ledger, "ok")
+    first = wait_until(lambda: read_ledger(ledger), timeout=5, message="job did not run")
+    latency_ms = (first[0]["t"] - enqueued_at) * 1000
+    print(f"idle worker started the job {latency_ms:.1f} ms after .delay()")
+    assert first[0]["pid"] == worker.pid
+
+    bad = returns_unserializable.delay(ledger, "bad")  # max_attempts=1
+    flaky = fail_then_succeed.delay(ledger, "flaky", 1)  # retried by the worker's own poller
+    wait_until(
+        lambda: get_job(flaky.id).status is JobStatus.SUCCEEDED,  # type: ignore[union-attr]
+        timeout=10,
+        message="flaky job did not succeed on its retry",
+    )
+
+    done = get_job(ok.id)
+    assert done is not None and done.status is JobStatus.SUCCEEDED and done.result == "ok"
+    assert get_job(bad.id).status is JobStatus.FAILED  # type: ignore[union-attr]
+
+    log = wait_until(lambda: worker.stderr() if job_lines(worker.stderr(), flaky.id)[1:] else "")
+    line = r"^.*{name} {id} queue=default attempt={attempt} outcome={outcome} duration_ms=\d+$"
+    expected = [
+        (ok.id, "tests.jobs_app.jobs.record", "1/3", "succeeded"),
+        (bad.id, "tests.jobs_app.jobs.returns_unserializable", "1/1", "failed"),
+    ]
+    for job_id, name, attempt, outcome in expected:
+        lines = job_lines(log, job_id)
+        assert len(lines) == 1, lines
+        pattern = line.format(name=re.escape(name), id=job_id, attempt=attempt, outcome=outcome)
+        assert re.match(pattern, lines[0]), lines[0]
+    flaky_lines = job_lines(log, flaky.id)
+    assert len(flaky_lines) == 2, flaky_lines
+    assert "attempt=1/3 outcome=retrying" in flaky_lines[0]
+    assert "attempt=2/3 outcome=succeeded" in flaky_lines[1]
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+
+
+def test_sigterm_while_a_job_runs_finishes_it_and_exits_0(
+    manage: Manage, ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    worker = manage("rqueue_work", "--queues", "default")
+    wait_serving(worker, rqueue_redis)
+    running = slow.delay(ledger, "long", 1.5)
+    waiting = record.delay(ledger, "next")  # queued behind it: must not be started
+    wait_until(lambda: read_ledger(ledger), timeout=5, message="job did not start")
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+
+    events = [(e["tag"], e["event"]) for e in read_ledger(ledger)]
+    assert events == [("long", "start"), ("long", "end")]
+    job = get_job(running.id)
+    assert job is not None
+    assert job.status is JobStatus.SUCCEEDED
+    assert job.attempts == 1
+    assert get_job(waiting.id).status is JobStatus.QUEUED  # type: ignore[union-attr]
+    assert rqueue_redis.zcard(keys().reserved) == 0
+    assert "stopping after the current job" in worker.stderr()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_while_idle_exits_0_promptly(
+    manage: Manage, rqueue_redis: redis.Redis, signum: int
+) -> None:
+    worker = manage("rqueue_work")
+    wait_serving(worker, rqueue_redis)
+
+    started = time.monotonic()
+    worker.signal(signum)
+    assert worker.wait(10) == 0
+    print(f"idle worker exited {time.monotonic() - started:.3f} s after {signum!r}")
+    assert "exiting after 0 job(s)" in worker.stderr()
+
+
+def test_burst_exits_0_once_nothing_is_queued_or_running(
+    manage: Manage, ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    now = [record.delay(ledger, str(n)) for n in range(3)]
+    later = record.using(delay=60).delay(ledger, "later")
+
+    worker = manage("rqueue_work", "--burst")
+    assert worker.wait(STARTUP) == 0
+
+    assert [e["tag"] for e in read_ledger(ledger)] == ["0", "1", "2"]
+    for job in now:
+        assert get_job(job.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert get_job(later.id).status is JobStatus.SCHEDULED  # type: ignore[union-attr]
+    assert "exiting after 3 job(s)" in worker.stderr()
+
+
+def test_max_jobs_exits_0_after_that_many_jobs(
+    manage: Manage, ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    for n in range(5):
+        record.delay(ledger, str(n))
+
+    worker = manage("rqueue_work", "--max-jobs", "2")
+    assert worker.wait(STARTUP) == 0
+
+    assert [e["tag"] for e in read_ledger(ledger)] == ["0", "1"]
+    assert stats(rqueue_redis)["queued"] == 3
+
+
+def test_queues_option_serves_only_those_queues_in_that_order(manage: Manage, ledger: str) -> None:
+    record.using(queue="default").delay(ledger, "default")
+    record.using(queue="low").delay(ledger, "low")
+    record.using(queue="emails").delay(ledger, "emails")
+
+    worker = manage("rqueue_work", "--burst", "--queues", "low,emails")
+    assert worker.wait(STARTUP) == 0
+
+    assert [e["tag"] for e in read_ledger(ledger)] == ["low", "emails"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--queues", "nope"), "not declared"),
+        (("--max-jobs", "0"), "must be >= 1"),
+    ],
+)
+def test_bad_options_are_rejected(manage: Manage, args: tuple[str, ...], message: str) -> None:
+    worker = manage("rqueue_work", *args)
+    assert worker.wait(STARTUP) != 0
+    assert message in worker.stderr()

@@ -1,0 +1,147 @@
+"""System checks on RQUEUE (django_rqueue.checks): one id per kind of mistake."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core import checks
+from django.test import override_settings
+
+from django_rqueue.checks import check_settings
+
+URL = "redis://127.0.0.1:6379/0"
+
+
+def _ids(rqueue: Any) -> list[str]:
+    with override_settings(RQUEUE=rqueue):
+        return sorted({m.id for m in checks.run_checks(tags=["rqueue"]) if m.id})
+
+
+def test_the_test_settings_are_clean():
+    assert checks.run_checks(tags=["rqueue"]) == []
+
+
+def test_a_complete_valid_setting_is_clean():
+    assert (
+        _ids(
+            {
+                "REDIS_URL": "rediss://user:pw@redis.example:6380/3",
+                "KEY_PREFIX": "app:rq",
+                "DEFAULT_QUEUE": "emails",
+                "QUEUES": {
+                    "emails": {
+                        "timeout": 30,
+                        "max_attempts": 10,
+                        "REDIS_URL": "unix:///tmp/r.sock",
+                    },
+                    "bulk.low": {"backoff": lambda attempt, exc: None, "result_ttl": 0},
+                },
+                "DEFAULTS": {"timeout": 1.5, "max_attempts": 1, "backoff": "exponential"},
+                "LEASE": 0.5,
+                "TIMEOUT_GRACE": 0,
+                "EAGER": False,
+                "EAGER_PROPAGATE": True,
+            }
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("rqueue", "expected"),
+    [
+        # E001: not a dict
+        (["REDIS_URL"], "rqueue.E001"),
+        ("redis://localhost", "rqueue.E001"),
+        # E002: unknown keys, at each level
+        ({"REDIS_URL": URL, "REDIS": URL}, "rqueue.E002"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"tiemout": 3}}}, "rqueue.E002"),
+        ({"REDIS_URL": URL, "DEFAULTS": {"REDIS_URL": URL}}, "rqueue.E002"),
+        # E003: wrong types
+        ({"REDIS_URL": URL, "QUEUES": ["a", "b"]}, "rqueue.E003"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": 1}}, "rqueue.E003"),
+        ({"REDIS_URL": URL, "DEFAULTS": []}, "rqueue.E003"),
+        ({"REDIS_URL": URL, "KEY_PREFIX": ""}, "rqueue.E003"),
+        ({"REDIS_URL": URL, "KEY_PREFIX": "has space"}, "rqueue.E003"),
+        ({"REDIS_URL": URL, "EAGER": "yes"}, "rqueue.E003"),
+        ({"REDIS_URL": URL, "EAGER_PROPAGATE": 1}, "rqueue.E003"),
+        # E004: bad queue names, undeclared default queue
+        ({"REDIS_URL": URL, "QUEUES": {"a:b": {}}}, "rqueue.E004"),
+        ({"REDIS_URL": URL, "QUEUES": {"{tag}": {}}}, "rqueue.E004"),
+        ({"REDIS_URL": URL, "QUEUES": {"": {}}}, "rqueue.E004"),
+        ({"REDIS_URL": URL, "QUEUES": {"x" * 65: {}}}, "rqueue.E004"),
+        ({"REDIS_URL": URL, "DEFAULT_QUEUE": "ghost", "QUEUES": {"a": {}}}, "rqueue.E004"),
+        ({"REDIS_URL": URL, "DEFAULT_QUEUE": "no spaces"}, "rqueue.E004"),
+        # E005: non-positive numbers
+        ({"REDIS_URL": URL, "DEFAULTS": {"timeout": 0}}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"timeout": -1}}}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "DEFAULTS": {"timeout": "30"}}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "DEFAULTS": {"max_attempts": 0}}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "DEFAULTS": {"max_attempts": 2.5}}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "DEFAULTS": {"max_attempts": True}}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "DEFAULTS": {"result_ttl": -1}}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "LEASE": 0}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "LEASE": "30"}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "TIMEOUT_GRACE": -1}, "rqueue.E005"),
+        # E006: bad backoff
+        ({"REDIS_URL": URL, "DEFAULTS": {"backoff": "linear"}}, "rqueue.E006"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"backoff": 5}}}, "rqueue.E006"),
+        # E007: unusable Redis location
+        ({"REDIS_URL": "http://localhost:6379"}, "rqueue.E007"),
+        ({"REDIS_URL": 6379}, "rqueue.E007"),
+        ({"REDIS_URL": URL, "CACHE_ALIAS": "default"}, "rqueue.E007"),
+        ({"CACHE_ALIAS": "missing"}, "rqueue.E007"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"REDIS_URL": "localhost:6379"}}}, "rqueue.E007"),
+        # W001: nothing says where Redis is
+        ({}, "rqueue.W001"),
+        ({"QUEUES": {"a": {}}}, "rqueue.W001"),
+    ],
+)
+def test_each_mistake_is_reported_with_its_id(rqueue: Any, expected: str):
+    assert _ids(rqueue) == [expected]
+
+
+def test_a_cache_alias_not_backed_by_django_redis_is_e007():
+    caches = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    with override_settings(CACHES=caches, RQUEUE={"CACHE_ALIAS": "default"}):
+        messages = check_settings()
+    assert [m.id for m in messages] == ["rqueue.E007"]
+    assert "not django-redis" in messages[0].msg
+
+
+def test_a_django_redis_cache_alias_is_clean():
+    caches = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "redis": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": URL},
+    }
+    with override_settings(CACHES=caches, RQUEUE={"CACHE_ALIAS": "redis"}):
+        assert check_settings() == []
+
+
+def test_errors_are_errors_and_warnings_are_warnings():
+    with override_settings(RQUEUE={"LEASE": 0}):
+        messages = check_settings()
+    by_id = {m.id: m for m in messages}
+    assert set(by_id) == {"rqueue.E005", "rqueue.W001"}
+    assert isinstance(by_id["rqueue.E005"], checks.Error)
+    assert by_id["rqueue.W001"].level == checks.WARNING
+    assert not isinstance(by_id["rqueue.W001"], checks.Error)
+
+
+def test_every_problem_is_reported_not_just_the_first():
+    messages = check_settings()
+    assert messages == []
+    with override_settings(
+        RQUEUE={"REDIS_URL": URL, "BOGUS": 1, "LEASE": -1, "QUEUES": {"a:b": {"backoff": "x"}}}
+    ):
+        ids = sorted(m.id for m in check_settings() if m.id)
+    assert ids == ["rqueue.E002", "rqueue.E004", "rqueue.E005", "rqueue.E006"]
+
+
+def test_an_unknown_key_names_the_allowed_ones_in_its_hint():
+    with override_settings(RQUEUE={"REDIS_URL": URL, "LEASES": 3}):
+        (message,) = check_settings()
+    assert "'LEASES'" in message.msg
+    assert message.hint is not None
+    assert "LEASE" in message.hint

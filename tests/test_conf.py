@@ -1,0 +1,118 @@
+"""The RQUEUE setting (django_rqueue.conf): defaults, per-queue resolution, read at call time."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+from pytest_django.fixtures import Settings
+
+from django_rqueue import job
+from django_rqueue.conf import BUILTIN_DEFAULTS, DEFAULT_REDIS_URL, get_config, problems
+from django_rqueue.keys import QueueKeys
+
+
+@job
+def conf_job() -> None:
+    return None
+
+
+def _backoff(attempt: int, exc: BaseException) -> float:
+    return 1.0
+
+
+def test_built_in_defaults_apply_to_every_queue(settings: Settings):
+    settings.RQUEUE = {"REDIS_URL": "redis://127.0.0.1:1/0"}
+    config = get_config()
+    assert config.key_prefix == "rqueue"
+    assert config.default_queue == "default"
+    assert list(config.queues) == ["default"]  # default always exists
+    q = config.queue("default")
+    assert (q.timeout, q.max_attempts, q.backoff, q.result_ttl) == (
+        BUILTIN_DEFAULTS["timeout"],
+        BUILTIN_DEFAULTS["max_attempts"],
+        "exponential",
+        BUILTIN_DEFAULTS["result_ttl"],
+    )
+    assert q.redis_url is None
+    assert (config.lease, config.timeout_grace, config.eager, config.eager_propagate) == (
+        30.0,
+        5.0,
+        False,
+        False,
+    )
+
+
+def test_queue_options_override_defaults_which_override_built_ins(settings: Settings):
+    settings.RQUEUE = {
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "DEFAULTS": {"timeout": 60, "max_attempts": 7},
+        "QUEUES": {
+            "emails": {"timeout": 30, "backoff": _backoff, "REDIS_URL": "redis://other:6379/2"},
+            "bulk": {},
+        },
+        "DEFAULT_QUEUE": "bulk",
+        "LEASE": 4.5,
+    }
+    config = get_config()
+    emails, bulk, default = config.queue("emails"), config.queue("bulk"), config.queue("default")
+    assert (emails.timeout, emails.max_attempts, emails.backoff) == (30.0, 7, _backoff)
+    assert emails.redis_url == "redis://other:6379/2"
+    assert (bulk.timeout, bulk.max_attempts, bulk.redis_url) == (60.0, 7, None)
+    assert default.max_attempts == 7
+    assert config.default_queue == "bulk"
+    assert config.lease == 4.5
+
+
+def test_an_undeclared_queue_is_a_value_error_naming_the_declared_ones():
+    with pytest.raises(ValueError, match=r"queue 'nope' is not declared.*default, emails, low"):
+        get_config().queue("nope")
+
+
+def test_neither_url_nor_cache_alias_means_the_local_default(settings: Settings):
+    settings.RQUEUE = {}
+    assert get_config().redis_url == DEFAULT_REDIS_URL
+    assert get_config().cache_alias is None
+
+
+def test_a_missing_setting_is_an_empty_one(settings: Settings):
+    del settings.RQUEUE
+    assert get_config().redis_url == DEFAULT_REDIS_URL
+
+
+def test_an_invalid_setting_raises_improperly_configured_with_the_check_id(settings: Settings):
+    settings.RQUEUE = {"REDIS_URL": "redis://x/0", "LEASE": 0}
+    with pytest.raises(ImproperlyConfigured, match=r"rqueue\.E005"):
+        get_config()
+
+
+def test_override_settings_is_seen_at_call_time():
+    assert get_config().lease == 2.0  # tests/settings.py
+    first = get_config()
+    assert get_config() is first  # parsed once, cached
+    with override_settings(RQUEUE={"REDIS_URL": "redis://x:1/0", "LEASE": 9}):
+        assert get_config().lease == 9.0
+        assert get_config().redis_url == "redis://x:1/0"
+    assert get_config().lease == 2.0
+
+
+def test_delay_follows_a_changed_setting_at_call_time(
+    settings: Settings, redis_client: redis.Redis
+):
+    first = conf_job.delay()
+    assert redis_client.exists(QueueKeys.of("rqueue", "default").job(first.id))
+    settings.RQUEUE = {
+        **settings.RQUEUE,
+        "KEY_PREFIX": "elsewhere",
+        "DEFAULTS": {"max_attempts": 9},
+    }
+    second = conf_job.delay()
+    assert second.max_attempts == 9
+    stored = redis_client.hgetall(QueueKeys.of("elsewhere", "default").job(second.id))
+    assert stored[b"max_attempts"] == b"9"
+    assert not redis_client.exists(QueueKeys.of("rqueue", "default").job(second.id))
+
+
+def test_problems_of_a_valid_setting_is_empty(settings: Settings):
+    assert problems(settings.RQUEUE) == []

@@ -1,0 +1,178 @@
+"""EAGER mode: ``.delay()`` runs the job inline through the worker's code path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from pytest_django.fixtures import Settings as SettingsFixture
+
+from django_rqueue import Job, JobStatus, signals
+from tests.jobs_app.jobs import (
+    fail_always,
+    fail_then_succeed,
+    fail_with_long_backoff,
+    read_ledger,
+    record,
+    returns_unserializable,
+)
+
+type Event = tuple[str, object, dict[str, Any]]
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> str:
+    return str(tmp_path / "ledger.jsonl")
+
+
+@pytest.fixture
+def eager(settings: SettingsFixture, rqueue_redis: redis.Redis) -> Iterator[redis.Redis]:
+    """Turn EAGER on; afterwards check that nothing at all was written to Redis."""
+    settings.RQUEUE = {**settings.RQUEUE, "EAGER": True}
+    assert rqueue_redis.dbsize() == 0
+    yield rqueue_redis
+    assert rqueue_redis.dbsize() == 0, rqueue_redis.keys("*")
+
+
+@pytest.fixture
+def events() -> Iterator[list[Event]]:
+    seen: list[Event] = []
+    pairs = []
+    for name in ("job_enqueued", "job_started", "job_succeeded", "job_retrying", "job_failed"):
+        sig = getattr(signals, name)
+
+        def receiver(sender: object, _name: str = name, **kwargs: Any) -> None:
+            kwargs.pop("signal")
+            seen.append((_name, sender, kwargs))
+
+        sig.connect(receiver, weak=False)
+        pairs.append((sig, receiver))
+    try:
+        yield seen
+    finally:
+        for sig, receiver in pairs:
+            sig.disconnect(receiver)
+
+
+def test_eager_delay_runs_inline_and_returns_the_finished_job(
+    ledger: str, eager: redis.Redis, events: list[Event]
+) -> None:
+    job = record.delay(ledger, "a")
+
+    assert isinstance(job, Job)
+    assert job.status is JobStatus.SUCCEEDED
+    assert job.result == "a"
+    assert job.attempts == 1
+    assert job.error is None and job.errors == []
+    assert job.queue == "default"
+    assert job.started_at is not None and job.finished_at is not None
+    assert [e["tag"] for e in read_ledger(ledger)] == ["a"]  # ran before delay() returned
+    assert [(name, sender) for name, sender, _ in events] == [
+        ("job_enqueued", record),
+        ("job_started", record),
+        ("job_succeeded", record),
+    ]
+    assert events[-1][2]["result"] == "a"
+    assert all(kw["job"] is job for _, _, kw in events)
+
+
+def test_eager_ignores_delay_and_using_options_but_still_validates_them(
+    ledger: str, eager: redis.Redis
+) -> None:
+    job = record.using(delay=3600, queue="emails", priority=5).delay(ledger, "later")
+
+    assert job.status is JobStatus.SUCCEEDED
+    assert job.queue == "emails"
+    with pytest.raises(ValueError, match="not declared"):
+        record.using(queue="nope").delay(ledger, "x")
+    with pytest.raises(TypeError, match="tag"):
+        record.delay(ledger, object())  # type: ignore[arg-type]
+    assert [e["tag"] for e in read_ledger(ledger)] == ["later"]
+
+
+def test_eager_retries_back_to_back_with_signals_then_fails(
+    ledger: str, eager: redis.Redis, events: list[Event]
+) -> None:
+    started = time.monotonic()
+    job = fail_with_long_backoff.delay(ledger, "x")  # a worker would wait 30 s between tries
+    elapsed = time.monotonic() - started
+
+    assert elapsed < 10, f"EAGER waited for the backoff ({elapsed:.1f} s)"
+    assert job.status is JobStatus.FAILED
+    assert job.attempts == 3
+    assert job.result is None
+    assert job.error is not None
+    assert job.error["type"] == "builtins.RuntimeError"
+    assert job.error["message"] == "boom x"
+    assert "RuntimeError: boom x" in job.error["traceback"]
+    assert [e["message"] for e in job.errors] == ["boom x"] * 3
+    assert len(read_ledger(ledger)) == 3
+    assert [name for name, _, _ in events] == [
+        "job_enqueued",
+        "job_started",
+        "job_retrying",
+        "job_started",
+        "job_retrying",
+        "job_started",
+        "job_failed",
+    ]
+    assert all(sender is fail_with_long_backoff for _, sender, _ in events)
+    for _, _, kwargs in (e for e in events if e[0] == "job_retrying"):
+        assert set(kwargs) == {"job", "exception", "traceback", "delay"}
+        assert kwargs["delay"] == 30.0 and type(kwargs["delay"]) is float
+        assert isinstance(kwargs["exception"], RuntimeError)
+        assert isinstance(kwargs["traceback"], str) and "boom x" in kwargs["traceback"]
+    failed = events[-1][2]
+    assert set(failed) == {"job", "exception", "traceback"}
+    assert isinstance(failed["exception"], RuntimeError)
+
+
+def test_eager_flaky_job_succeeds_after_retries(ledger: str, eager: redis.Redis) -> None:
+    job = fail_then_succeed.delay(ledger, "f", 2)
+
+    assert job.status is JobStatus.SUCCEEDED
+    assert job.attempts == 3
+    assert job.result == 3
+    assert [e["type"] for e in job.errors] == ["builtins.ValueError"] * 2
+
+
+def test_eager_unserializable_return_value_fails(ledger: str, eager: redis.Redis) -> None:
+    job = returns_unserializable.delay(ledger, "u")
+
+    assert job.status is JobStatus.FAILED
+    assert job.error is not None
+    assert job.error["type"] == "builtins.TypeError"
+
+
+def test_eager_propagate_reraises_after_the_last_attempt(
+    ledger: str, settings: SettingsFixture, eager: redis.Redis, events: list[Event]
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "EAGER_PROPAGATE": True}
+
+    with pytest.raises(RuntimeError, match="boom x"):
+        fail_always.delay(ledger, "x")
+
+    assert len(read_ledger(ledger)) == 3  # every attempt ran first
+    assert [name for name, _, _ in events][-1] == "job_failed"
+
+
+def test_eager_propagate_does_not_affect_success(
+    ledger: str, settings: SettingsFixture, eager: redis.Redis
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "EAGER_PROPAGATE": True}
+
+    assert fail_then_succeed.delay(ledger, "f", 1).result == 2
+
+
+def test_without_eager_delay_writes_to_redis_and_does_not_run(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    job = record.delay(ledger, "a")
+
+    assert job.status is JobStatus.QUEUED
+    assert read_ledger(ledger) == []
+    assert rqueue_redis.dbsize() > 0

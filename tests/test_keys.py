@@ -1,0 +1,155 @@
+"""Key names and job ids (django_rqueue.keys), and the Lua scripts' agreement with them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+from django_rqueue import job, transitions
+from django_rqueue.execution import error_record
+from django_rqueue.keys import GROUP, JOB, RING, QueueKeys, new_job_id, queue_of
+from django_rqueue.poller import Poller
+from django_rqueue.scripts import load
+from tests.waiting import wait_until
+
+
+@job(queue="emails")
+def keyed_job(n: int) -> int:
+    return n
+
+
+def test_a_job_id_is_the_queue_and_32_hex_digits():
+    job_id = new_job_id("emails")
+    assert re.fullmatch(r"emails:[0-9a-f]{32}", job_id)
+    assert queue_of(job_id) == "emails"
+
+
+def test_job_ids_are_unique():
+    assert len({new_job_id("q") for _ in range(10_000)}) == 10_000
+
+
+@pytest.mark.parametrize("queue", ["default", "bulk.low", "a-b_c", "Q9"])
+def test_queue_of_reads_back_any_valid_queue_name(queue: str):
+    assert queue_of(new_job_id(queue)) == queue
+
+
+@pytest.mark.parametrize(
+    "job_id",
+    ["", "default", "default:", ":" + "0" * 32, "default:" + "0" * 31, "default:" + "0" * 33, "x"],
+)
+def test_queue_of_rejects_ids_of_the_wrong_shape(job_id: str):
+    assert queue_of(job_id) is None
+
+
+def test_every_key_of_a_queue_shares_one_cluster_slot():
+    keys = QueueKeys.of("rqueue", "emails")
+    names = [
+        keys.job(new_job_id("emails")),
+        keys.ring(-100),
+        keys.group(5, "user:1"),
+        keys.group(0, ""),
+        keys.unique("reset:7"),
+        keys.prios,
+        keys.delayed,
+        keys.reserved,
+        keys.failed,
+        keys.stats,
+        keys.notify,
+        keys.wake,
+    ]
+    assert all(name.startswith("rqueue:{emails}:") for name in names)
+    assert len({key_slot(name.encode()) for name in names}) == 1
+    assert key_slot(b"rqueue:{emails}:prios") != key_slot(b"rqueue:{default}:prios")
+
+
+def test_the_documented_key_shapes():
+    keys = QueueKeys.of("app:rq", "bulk")
+    assert keys.base == "app:rq:{bulk}:"
+    assert keys.job("bulk:ab") == "app:rq:{bulk}:job:bulk:ab"
+    assert keys.ring(-3) == "app:rq:{bulk}:ring:-3"
+    assert keys.group(7, "user:1") == "app:rq:{bulk}:group:7:user:1"
+    assert keys.unique("k") == "app:rq:{bulk}:unique:k"
+    assert (keys.prios, keys.delayed, keys.reserved, keys.failed) == (
+        "app:rq:{bulk}:prios",
+        "app:rq:{bulk}:delayed",
+        "app:rq:{bulk}:reserved",
+        "app:rq:{bulk}:failed",
+    )
+    assert (keys.stats, keys.notify, keys.wake) == (
+        "app:rq:{bulk}:stats",
+        "app:rq:{bulk}:notify",
+        "app:rq:{bulk}:wake",
+    )
+
+
+@pytest.mark.parametrize("name", ["reserve", "promote", "reclaim", "enqueue", "cancel", "retry"])
+def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
+    source = load(name).source
+    derived = set(re.findall(r"base \.\. '([a-z]+:)'", source))
+    assert derived, f"{name}.lua derives no key from the base"
+    assert derived <= {JOB, RING, GROUP, "unique:"}
+
+
+def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: redis.Redis):
+    """Drive every transition through the public API, then SCAN: no key has a foreign name."""
+    keys = QueueKeys.of("rqueue", "emails")
+    client = redis_client
+    queued = [
+        keyed_job.using(group="user:1", priority=5).delay(1),
+        keyed_job.using(group="user:2", priority=5).delay(2),
+        keyed_job.using(priority=-7).delay(3),
+        keyed_job.using(unique_key="once:1", group="user:1").delay(4),
+        keyed_job.using(max_attempts=1).delay(5),
+    ]
+    scheduled = keyed_job.using(delay=3600, unique_key="later").delay(6)
+    due_soon = keyed_job.using(delay=0.001, group="late").delay(7)
+    # Reserve a few (one with a lease that expires at once), fail one, cancel one.
+    reserved = []
+    while (got := transitions.reserve(client, keys, lease_ms=60_000, worker_id="w")) is not None:
+        reserved.append(got[0])
+        if len(reserved) == 2:
+            break
+    tiny = transitions.reserve(client, keys, lease_ms=1, worker_id="w")
+    assert tiny is not None
+    transitions.fail(client, keys, reserved[0], 1, error_record(ValueError("x")), -1)
+    transitions.cancel(client, keys, scheduled.id, mode="cancel", ttl=60)
+    poller = Poller(["emails"])  # promotes due_soon and reclaims the tiny lease
+
+    def settled() -> bool:
+        poller.run_once()
+        states = client.hmget(keys.job(tiny[0]), "state") + client.hmget(
+            keys.job(due_soon.id), "state"
+        )
+        return states == [b"queued", b"queued"]
+
+    wait_until(settled, message="lease reclaimed and delayed job promoted")
+
+    ids = [j.id for j in queued] + [scheduled.id, due_soon.id]
+    groups = {"user:1", "user:2", "", "late"}
+    expected = {keys.job(i) for i in ids}
+    expected |= {keys.ring(p) for p in (5, 0, -7)}
+    expected |= {keys.group(p, g) for p in (5, 0, -7) for g in groups}
+    expected |= {keys.unique(u) for u in ("once:1", "later")}
+    expected |= {keys.prios, keys.delayed, keys.reserved, keys.failed, keys.stats}
+    expected |= {keys.notify, keys.wake}
+    found = {k.decode() for k in client.scan_iter(match="*", count=1000)}
+    assert found, "nothing was written"
+    assert found <= expected, f"keys no keys.py name produces: {sorted(found - expected)}"
+    # A positive control: the Lua-derived names of what is still queued are among them.
+    must_exist = [
+        keys.group(0, "user:1"),  # the reclaimed job
+        keys.group(0, "late"),  # the promoted one
+        keys.group(0, ""),
+        keys.ring(0),
+        keys.group(-7, ""),
+        keys.ring(-7),
+        keys.job(tiny[0]),
+        keys.prios,
+        keys.reserved,
+        keys.failed,
+        keys.stats,
+    ]
+    assert [k for k in must_exist if k not in found] == []

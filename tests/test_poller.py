@@ -1,0 +1,181 @@
+"""The poller, in-process: promotion of due jobs, reclaiming of expired leases, races."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from pytest_django import DjangoDbBlocker
+
+from django_rqueue import Job, JobStatus, get_job, transitions
+from django_rqueue.connection import get_client
+from django_rqueue.poller import MAX_SLEEP, Poller
+from tests.inprocess import keys, poller_thread, queued_ids, run_worker, stats
+from tests.jobs_app.jobs import read_ledger, record
+from tests.waiting import wait_until
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> str:
+    return str(tmp_path / "ledger.jsonl")
+
+
+@pytest.fixture(autouse=True)
+def worker_may_close_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
+    """In-process workers call ``close_old_connections()`` around each job, as real ones do.
+
+    That touches Django's connection once an earlier test has opened it, which
+    pytest-django would otherwise refuse outside ``django_db`` tests.
+    """
+    with django_db_blocker.unblock():
+        yield
+
+
+def blocked_clients(client: redis.Redis) -> int:
+    """Connections currently blocked in BLPOP (idle workers and sleeping pollers)."""
+    return sum(1 for c in client.client_list() if c.get("cmd") == "blpop")
+
+
+def test_delayed_jobs_start_at_or_after_run_at_in_due_order(ledger: str) -> None:
+    delays = {"c": 0.9, "a": 0.3, "b": 0.6}
+    jobs = {tag: record.using(delay=d).delay(ledger, tag) for tag, d in delays.items()}
+    for job in jobs.values():
+        assert job.status is JobStatus.SCHEDULED
+
+    with poller_thread():
+        run_worker(max_jobs=3)
+
+    runs = {e["tag"]: e["t"] for e in read_ledger(ledger)}
+    assert [e["tag"] for e in read_ledger(ledger)] == ["a", "b", "c"]
+    for tag, job in jobs.items():
+        done = get_job(job.id)
+        assert done is not None and done.status is JobStatus.SUCCEEDED
+        assert done.run_at is not None
+        lateness = runs[tag] - done.run_at.timestamp()
+        print(f"{tag}: started {lateness * 1000:.1f} ms after run_at")
+        assert lateness >= 0, f"{tag} started {-lateness:.3f} s before its run_at"
+
+
+def test_run_at_is_honoured(ledger: str) -> None:
+    when = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=0.5)
+    job = record.using(run_at=when).delay(ledger, "at")
+
+    with poller_thread():
+        run_worker(max_jobs=1)
+
+    done = get_job(job.id)
+    assert done is not None and done.run_at is not None
+    assert abs(done.run_at.timestamp() - when.timestamp()) < 0.002
+    assert read_ledger(ledger)[0]["t"] >= done.run_at.timestamp()  # ms precision
+
+
+def test_poller_wakes_early_when_an_earlier_job_is_scheduled(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    record.using(delay=3600).delay(ledger, "far")
+    with poller_thread():
+        # The poller has looked, found nothing due for an hour, and sleeps.
+        wait_until(lambda: blocked_clients(rqueue_redis) >= 1, message="poller not sleeping")
+        near = record.using(delay=0.2).delay(ledger, "near")
+        started = time.monotonic()
+        wait_until(
+            lambda: get_job(near.id).status is JobStatus.QUEUED,  # type: ignore[union-attr]
+            timeout=MAX_SLEEP - 1.5,
+            message="the poller slept through an earlier job",
+        )
+        print(f"promoted {time.monotonic() - started:.3f} s after scheduling (due at 0.2 s)")
+
+
+@pytest.mark.parametrize(("max_attempts", "expected"), [(3, "queued"), (1, "failed")])
+def test_poller_reclaims_an_expired_lease(
+    ledger: str, rqueue_redis: redis.Redis, max_attempts: int, expected: str
+) -> None:
+    job = record.using(max_attempts=max_attempts).delay(ledger, "lost")
+    # A worker reserves it with a 200 ms lease and then dies (never renews).
+    reserved = transitions.reserve(get_client("default"), keys(), lease_ms=200, worker_id="dead")
+    assert reserved is not None and reserved[0] == job.id
+
+    with poller_thread():
+
+        def reclaimed() -> Job | None:
+            found = get_job(job.id)
+            return found if found is not None and found.status == expected else None
+
+        found = wait_until(reclaimed, timeout=5, message=f"not {expected} after the lease expired")
+
+    assert found is not None
+    assert found.attempts == 1  # the lost attempt counted
+    assert found.error is not None
+    assert found.error["type"] == "django_rqueue.exceptions.LeaseExpired"
+    assert "lease expired" in found.error["message"]
+    assert rqueue_redis.zcard(keys().reserved) == 0
+    assert read_ledger(ledger) == []
+
+
+def test_two_pollers_racing_promote_5000_due_jobs_exactly_once(
+    ledger: str, rqueue_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    total = 5000
+    ids = [record.using(delay=0.001).delay(ledger, str(n)).id for n in range(total)]
+    k = keys()
+    assert rqueue_redis.zcard(k.delayed) == total
+
+    def due_now() -> bool:
+        seconds, micros = rqueue_redis.time()
+        return bool(rqueue_redis.zcount(k.delayed, 0, seconds * 1000 + micros // 1000) == total)
+
+    wait_until(due_now, timeout=5, message="jobs not yet due")
+
+    # Count what each poller promoted (the real script runs; this only tallies replies).
+    promoted: Counter[str] = Counter()
+    real_promote = transitions.promote_due
+    lock = threading.Lock()
+
+    def counting_promote(*args: object, **kwargs: object) -> tuple[int, int]:
+        result = real_promote(*args, **kwargs)  # type: ignore[arg-type]
+        with lock:
+            promoted[threading.current_thread().name] += result[0]
+        return result
+
+    monkeypatch.setattr(transitions, "promote_due", counting_promote)
+    barrier = threading.Barrier(2)
+    pollers = [Poller(["default"], batch=50) for _ in range(2)]
+
+    def race(poller: Poller) -> None:
+        barrier.wait()
+        poller.run()
+
+    threads = [
+        threading.Thread(target=race, args=(p,), name=f"poller-{n}", daemon=True)
+        for n, p in enumerate(pollers)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: rqueue_redis.zcard(k.delayed) == 0, timeout=30)
+    finally:
+        for poller in pollers:
+            poller.stop.set()
+        rqueue_redis.rpush(k.wake, "1", "1")
+        for thread in threads:
+            thread.join(10)
+    assert not any(t.is_alive() for t in threads)
+
+    print(f"promoted per poller: {dict(promoted)}")
+    assert sum(promoted.values()) == total
+    queued = queued_ids(rqueue_redis)
+    assert len(queued) == total
+    assert Counter(queued) == Counter(ids)  # every id exactly once
+    assert stats(rqueue_redis)["queued"] == total
+    assert rqueue_redis.zcard(k.delayed) == 0
+    assert rqueue_redis.lrange(k.ring(0), 0, -1) == [b""]  # the default group, once
+    pipe = rqueue_redis.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hget(k.job(job_id), "state")
+    assert set(pipe.execute()) == {b"queued"}

@@ -1,0 +1,186 @@
+"""JSON payloads (django_rqueue.serialization): what round-trips, and what is refused."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+import zoneinfo
+
+import pytest
+import redis
+from django.utils.translation import gettext_lazy
+
+from django_rqueue import get_job, job
+from django_rqueue.execution import run_attempt
+from django_rqueue.job import Job, JobStatus
+from django_rqueue.serialization import (
+    decode_arguments,
+    dumps,
+    encode_arguments,
+    encode_result,
+    loads,
+)
+
+TEHRAN = zoneinfo.ZoneInfo("Asia/Tehran")  # +03:30: a non-whole-hour offset
+
+ROUND_TRIPS = [
+    datetime.datetime(2026, 3, 1, 12, 30, 45, 123456, tzinfo=datetime.UTC),
+    datetime.datetime(
+        2026, 3, 1, 12, 30, 45, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=-5))
+    ),
+    datetime.datetime(2026, 3, 1, 12, 30, 45, 999999),  # naive stays naive
+    datetime.datetime(2026, 7, 1, 9, 0, tzinfo=TEHRAN).astimezone(TEHRAN),
+    datetime.date(1999, 12, 31),
+    datetime.time(23, 59, 59, 999999),
+    datetime.time(7, 5, tzinfo=datetime.UTC),
+    decimal.Decimal("0.1"),
+    decimal.Decimal("-12345678901234567890.000000000000000001"),
+    decimal.Decimal("1E+3"),
+    uuid.UUID("12345678-1234-5678-1234-567812345678"),
+]
+
+
+@job
+def echo(*args: object, **kwargs: object) -> None:
+    return None
+
+
+@job
+def typed(user_id: int, when: object, *, note: str = "") -> None:
+    return None
+
+
+@job
+def returns_a_set() -> set[int]:
+    return {1, 2}
+
+
+@job
+def returns_a_decimal() -> decimal.Decimal:
+    return decimal.Decimal("2.50")
+
+
+@pytest.mark.parametrize("value", ROUND_TRIPS, ids=repr)
+def test_rich_values_round_trip_exactly(value: object):
+    back = loads(dumps(value))
+    assert back == value
+    assert type(back) is type(value)
+    if isinstance(value, datetime.datetime | datetime.time):
+        assert isinstance(back, datetime.datetime | datetime.time)
+        assert back.utcoffset() == value.utcoffset()
+        assert (back.tzinfo is None) == (value.tzinfo is None)
+
+
+def test_a_decimal_keeps_its_exponent():
+    assert str(loads(dumps(decimal.Decimal("2.50")))) == "2.50"
+
+
+def test_nested_values_round_trip():
+    value = {"when": [datetime.date(2026, 1, 2), {"id": uuid.UUID(int=5)}], "n": None}
+    assert loads(dumps(value)) == value
+
+
+def test_tuples_read_back_as_lists():
+    assert loads(dumps((1, (2, 3)))) == [1, [2, 3]]
+
+
+def test_lazy_translations_are_sent_as_text():
+    assert loads(dumps(gettext_lazy("Hello"))) == "Hello"
+
+
+@pytest.mark.parametrize(
+    "value", [object(), {1, 2}, b"bytes", float("nan"), float("inf"), {(1, 2): "tuple key"}]
+)
+def test_values_json_cannot_carry_are_refused(value: object):
+    with pytest.raises((TypeError, ValueError)):
+        dumps(value)
+
+
+def test_never_pickle():
+    # A payload is plain JSON text: nothing in it can name code to run.
+    text = dumps({"a": [datetime.date(2026, 1, 1)], "k": {}})
+    assert text == '{"a":[{"__rqueue__":"date","v":"2026-01-01"}],"k":{}}'
+    assert loads('{"__rqueue__":"os.system","v":"echo hi"}') == {
+        "__rqueue__": "os.system",
+        "v": "echo hi",
+    }
+
+
+def test_a_non_json_positional_argument_is_named_by_its_parameter():
+    with pytest.raises(TypeError, match=r"job argument 'when' \(position 1\).*set"):
+        encode_arguments((1, {2}), {}, typed.func)
+
+
+def test_a_non_json_keyword_argument_is_named():
+    with pytest.raises(TypeError, match=r"job argument 'note' cannot be sent as JSON"):
+        encode_arguments((1, 2), {"note": object()}, typed.func)
+
+
+def test_a_non_json_argument_beyond_the_signature_is_named_by_position():
+    with pytest.raises(TypeError, match=r"job argument at position 2 cannot be sent as JSON"):
+        encode_arguments((1, 2, b"x"), {}, echo.func)
+
+
+def test_arguments_round_trip_through_encode_and_decode():
+    args, kwargs = (1, datetime.date(2026, 5, 4)), {"note": decimal.Decimal("1.10")}
+    assert decode_arguments(encode_arguments(args, kwargs)) == (list(args), kwargs)
+
+
+@pytest.mark.parametrize("payload", [b"", b"not json", b"[]", b'{"a":{},"k":{}}', b'{"a":[]}'])
+def test_a_payload_of_the_wrong_shape_is_a_value_error(payload: bytes):
+    with pytest.raises(ValueError):
+        decode_arguments(payload)
+
+
+def test_a_non_json_return_value_is_a_type_error_naming_its_type():
+    with pytest.raises(TypeError, match="job return value cannot be stored as JSON.*set"):
+        encode_result({1})
+
+
+def test_a_non_json_return_value_fails_the_attempt_with_a_clear_error():
+    attempt = Job(
+        id="default:" + "0" * 32, name=returns_a_set.name, queue="default", status=JobStatus.RUNNING
+    )
+    outcome = run_attempt(returns_a_set, attempt)
+    assert not outcome.ok
+    assert isinstance(outcome.exception, TypeError)
+    assert "job return value cannot be stored as JSON" in str(outcome.exception)
+    assert "set" in str(outcome.exception)
+    error = loads(outcome.error_json())
+    assert error["type"] == "builtins.TypeError"
+    assert "Traceback" in error["traceback"]
+
+
+def test_a_rich_return_value_is_stored():
+    attempt = Job(
+        id="default:" + "0" * 32,
+        name=returns_a_decimal.name,
+        queue="default",
+        status=JobStatus.RUNNING,
+    )
+    outcome = run_attempt(returns_a_decimal, attempt)
+    assert outcome.ok
+    assert loads(outcome.result_json or "") == decimal.Decimal("2.50")
+
+
+def test_rich_arguments_round_trip_through_delay_and_get_job():
+    kwargs = {"when": ROUND_TRIPS[0], "price": decimal.Decimal("19.990"), "day": ROUND_TRIPS[4]}
+    queued = echo.delay(*ROUND_TRIPS, **kwargs)
+    back = get_job(queued.id)
+    assert back is not None
+    assert back.problems == []
+    assert back.args == ROUND_TRIPS
+    assert [type(a) for a in back.args] == [type(a) for a in ROUND_TRIPS]
+    assert back.kwargs == kwargs
+    assert str(back.kwargs["price"]) == "19.990"
+
+
+def test_a_non_json_argument_at_delay_writes_nothing(redis_client: redis.Redis):
+    echo.delay(1)  # the queue exists; its keys are there
+    before = redis_client.dbsize()
+    with pytest.raises(TypeError, match=r"job argument at position 1 cannot be sent as JSON"):
+        echo.delay(1, object())
+    with pytest.raises(TypeError, match=r"job argument 'when'"):
+        typed.delay(1, when={1, 2})
+    assert redis_client.dbsize() == before

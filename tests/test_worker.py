@@ -1,0 +1,298 @@
+"""The worker loop, in-process, against the real test redis-server.
+
+Jobs write to a ledger file (``tests/jobs_app/jobs.py``) so what ran is
+checked independently of what Redis records. Each in-process worker runs
+under a watchdog that stops it (and fails the test) if it does not finish.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from pytest_django import DjangoDbBlocker
+from pytest_django.fixtures import Settings as SettingsFixture
+
+from django_rqueue import JobStatus, get_job
+from django_rqueue.serialization import encode_arguments
+from tests.inprocess import enqueue_raw, keys, poller_thread, run_worker, stats, tags
+from tests.jobs_app.jobs import (
+    chain,
+    exits,
+    fail_always,
+    fail_then_succeed,
+    read_ledger,
+    record,
+    returns_unserializable,
+    sleepy_timeout,
+    slow,
+)
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> str:
+    return str(tmp_path / "ledger.jsonl")
+
+
+@pytest.fixture(autouse=True)
+def worker_may_close_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
+    """In-process workers call ``close_old_connections()`` around each job, as real ones do.
+
+    That touches Django's connection once an earlier test has opened it, which
+    pytest-django would otherwise refuse outside ``django_db`` tests.
+    """
+    with django_db_blocker.unblock():
+        yield
+
+
+def test_burst_worker_runs_queued_jobs_and_records_results(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    jobs = [record.delay(ledger, tag) for tag in ("a", "b", "c")]
+
+    worker = run_worker(burst=True)
+
+    assert worker.processed == 3
+    assert tags(ledger) == ["a", "b", "c"]  # FIFO
+    for enqueued, tag in zip(jobs, ("a", "b", "c"), strict=True):
+        done = get_job(enqueued.id)
+        assert done is not None
+        assert done.status is JobStatus.SUCCEEDED
+        assert done.result == tag
+        assert done.attempts == 1
+        assert done.error is None and done.errors == []
+        assert done.started_at is not None and done.finished_at is not None
+        assert done.finished_at >= done.started_at
+        assert rqueue_redis.ttl(keys().job(done.id)) > 0  # terminal record expires
+    assert stats(rqueue_redis).get("succeeded") == 3
+    assert rqueue_redis.zcard(keys().reserved) == 0
+    assert rqueue_redis.zcard(keys().prios) == 0
+
+
+def test_failing_job_retries_with_backoff_then_lands_in_failed_store(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    enqueued = fail_always.delay(ledger, "x")  # max_attempts=3, backoff 0.1 s * attempt
+
+    with poller_thread():
+        run_worker(max_jobs=3)
+
+    runs = [e for e in read_ledger(ledger) if e["tag"] == "x"]
+    assert len(runs) == 3
+    # Each retry waited at least its backoff (0.1 s, then 0.2 s) after the previous
+    # run (less 2 ms: Redis schedules in whole milliseconds).
+    assert runs[1]["t"] - runs[0]["t"] >= 0.1 - 0.002
+    assert runs[2]["t"] - runs[1]["t"] >= 0.2 - 0.002
+    job = get_job(enqueued.id)
+    assert job is not None
+    assert job.status is JobStatus.FAILED
+    assert job.attempts == 3
+    assert job.error is not None
+    assert job.error["type"] == "builtins.RuntimeError"
+    assert job.error["message"] == "boom x"
+    assert "Traceback (most recent call last)" in job.error["traceback"]
+    assert "in fail_always" in job.error["traceback"]
+    assert "RuntimeError: boom x" in job.error["traceback"]
+    assert [e["type"] for e in job.errors] == ["builtins.RuntimeError"] * 3
+    assert rqueue_redis.zscore(keys().failed, enqueued.id) is not None
+    assert rqueue_redis.zcard(keys().delayed) == 0
+    assert stats(rqueue_redis).get("failed") == 1
+
+
+def test_flaky_job_succeeds_on_a_later_attempt(ledger: str) -> None:
+    enqueued = fail_then_succeed.delay(ledger, "f", 2)
+
+    with poller_thread():
+        run_worker(max_jobs=3)
+
+    job = get_job(enqueued.id)
+    assert job is not None
+    assert job.status is JobStatus.SUCCEEDED
+    assert job.attempts == 3
+    assert job.result == 3
+    assert [e["message"] for e in job.errors] == ["flaky f run 1", "flaky f run 2"]
+    assert len(tags(ledger)) == 3
+
+
+@pytest.mark.parametrize("order", [("emails", "low"), ("low", "emails")])
+def test_queues_are_served_in_strict_order(ledger: str, order: tuple[str, str]) -> None:
+    for n in range(4):  # interleaved on purpose
+        record.using(queue="low").delay(ledger, f"low{n}")
+        record.using(queue="emails").delay(ledger, f"emails{n}")
+
+    run_worker(order, burst=True)
+
+    first, second = order
+    assert tags(ledger) == [f"{first}{n}" for n in range(4)] + [f"{second}{n}" for n in range(4)]
+
+
+def test_job_arriving_on_an_earlier_queue_goes_before_the_rest_of_a_later_one(
+    ledger: str,
+) -> None:
+    chain.using(queue="low").delay(ledger, "low0", "emails", "emails-new")
+    record.using(queue="low").delay(ledger, "low1")
+
+    run_worker(["emails", "low"], burst=True)
+
+    assert tags(ledger) == ["low0", "emails-new", "low1"]
+
+
+def test_max_jobs_stops_the_worker(ledger: str, rqueue_redis: redis.Redis) -> None:
+    for n in range(5):
+        record.delay(ledger, str(n))
+
+    worker = run_worker(max_jobs=2)
+
+    assert worker.processed == 2
+    assert tags(ledger) == ["0", "1"]
+    assert stats(rqueue_redis)["queued"] == 3
+
+
+def test_burst_exits_when_nothing_is_queued_or_running_and_leaves_scheduled_jobs(
+    ledger: str,
+) -> None:
+    now = record.delay(ledger, "now")
+    later = record.using(delay=60).delay(ledger, "later")
+
+    worker = run_worker(burst=True)
+
+    assert worker.processed == 1
+    assert tags(ledger) == ["now"]
+    assert get_job(now.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert get_job(later.id).status is JobStatus.SCHEDULED  # type: ignore[union-attr]
+
+
+def test_burst_on_empty_queues_exits_at_once() -> None:
+    started = time.monotonic()
+    worker = run_worker(burst=True, limit=10)
+    assert worker.processed == 0
+    assert time.monotonic() - started < 5
+
+
+def test_unknown_job_name_goes_to_failed_store_and_worker_continues(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    unknown = enqueue_raw("no.such.job", encode_arguments([1], {}))
+    after = record.delay(ledger, "after")
+
+    run_worker(burst=True)
+
+    job = get_job(unknown)
+    assert job is not None
+    assert job.status is JobStatus.FAILED
+    assert job.attempts == 1  # not retried: no worker knows it
+    assert job.error is not None
+    assert job.error["type"] == "django_rqueue.exceptions.UnknownJob"
+    assert "no.such.job" in job.error["message"]
+    assert rqueue_redis.zscore(keys().failed, unknown) is not None
+    assert get_job(after.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert tags(ledger) == ["after"]
+
+
+@pytest.mark.parametrize("payload", ["{not json", '{"a": 1}', "[]", b"\xff\xfe"])
+def test_corrupt_payload_goes_to_failed_store_and_worker_continues(
+    ledger: str, rqueue_redis: redis.Redis, payload: str | bytes
+) -> None:
+    bad = record.delay(ledger, "bad")
+    rqueue_redis.hset(keys().job(bad.id), "payload", payload)
+    good = record.delay(ledger, "good")
+
+    run_worker(burst=True)
+
+    job = get_job(bad.id)
+    assert job is not None
+    assert job.status is JobStatus.FAILED
+    assert job.attempts == 1  # retrying cannot repair a payload
+    assert job.error is not None
+    assert "payload" in job.error["message"]
+    assert "corrupt" in job.error["message"]
+    assert rqueue_redis.zscore(keys().failed, bad.id) is not None
+    assert get_job(good.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert tags(ledger) == ["good"]  # the corrupt job's function never ran
+
+
+def test_unserializable_return_value_fails_the_attempt(ledger: str) -> None:
+    enqueued = returns_unserializable.delay(ledger, "u")
+
+    run_worker(burst=True)
+
+    job = get_job(enqueued.id)
+    assert job is not None
+    assert job.status is JobStatus.FAILED
+    assert job.error is not None
+    assert job.error["type"] == "builtins.TypeError"
+    assert "JSON" in job.error["message"] and "object" in job.error["message"]
+    assert tags(ledger) == ["u"]
+
+
+def test_system_exit_in_a_job_fails_the_attempt_not_the_worker(ledger: str) -> None:
+    bad = exits.delay(ledger, "exit")
+    good = record.delay(ledger, "good")
+
+    run_worker(burst=True)
+
+    job = get_job(bad.id)
+    assert job is not None
+    assert job.status is JobStatus.FAILED
+    assert job.error is not None and job.error["type"] == "builtins.SystemExit"
+    assert get_job(good.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_job_exceeding_its_timeout_gets_job_timeout(ledger: str) -> None:
+    enqueued = sleepy_timeout.delay(ledger, "t", 5)  # timeout=0.5, max_attempts=1
+    after = record.delay(ledger, "after")
+
+    started = time.monotonic()
+    run_worker(burst=True)
+    elapsed = time.monotonic() - started
+
+    job = get_job(enqueued.id)
+    assert job is not None
+    assert job.status is JobStatus.FAILED
+    assert job.error is not None
+    assert job.error["type"] == "django_rqueue.exceptions.JobTimeout"
+    assert "timeout" in job.error["message"]
+    assert tags(ledger, "start") == ["t"]
+    assert tags(ledger, "end") == []  # interrupted
+    assert tags(ledger) == ["after"]
+    assert get_job(after.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert elapsed < 4, f"the job was not interrupted (took {elapsed:.1f} s)"
+
+
+def test_using_timeout_overrides_the_job_timeout(ledger: str) -> None:
+    enqueued = slow.using(timeout=0.3, max_attempts=1).delay(ledger, "s", 5)
+
+    run_worker(burst=True)
+
+    job = get_job(enqueued.id)
+    assert job is not None
+    assert job.status is JobStatus.FAILED
+    assert job.error is not None
+    assert job.error["type"] == "django_rqueue.exceptions.JobTimeout"
+    assert tags(ledger, "end") == []
+
+
+def test_lease_is_renewed_while_a_long_job_runs(
+    ledger: str,
+    settings: SettingsFixture,
+    rqueue_redis: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "LEASE": 1}
+    enqueued = slow.delay(ledger, "long", 3)  # three leases long
+
+    with poller_thread():  # would reclaim the job if its lease were not renewed
+        run_worker(burst=True)
+
+    assert tags(ledger, "start") == ["long"]
+    assert tags(ledger, "end") == ["long"]
+    job = get_job(enqueued.id)
+    assert job is not None
+    assert job.status is JobStatus.SUCCEEDED
+    assert job.attempts == 1
+    assert job.errors == []
+    assert not [r for r in caplog.records if "reclaimed" in r.getMessage()]
+    assert rqueue_redis.zcard(keys().reserved) == 0

@@ -1,0 +1,221 @@
+"""Fixtures for the transition tests: a thin driver over ``django_rqueue.transitions``.
+
+The driver calls the real Lua scripts on the session's redis-server; it only
+fills in the boring arguments, reads back structures, and checks the queue's
+invariants (DESIGN §3) after a test has moved jobs around.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+
+from django_rqueue import transitions
+from django_rqueue.execution import error_record
+from django_rqueue.keys import QueueKeys, new_job_id
+
+PREFIX = "rqueue"  # tests/settings.py leaves KEY_PREFIX at its default
+QUEUE = "default"
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass
+class Engine:
+    """Calls transitions on one queue and inspects what they wrote."""
+
+    client: redis.Redis
+    keys: QueueKeys
+    queue: str = QUEUE
+
+    # -- transitions ------------------------------------------------------
+
+    def enqueue(
+        self,
+        *,
+        job_id: str | None = None,
+        priority: int = 0,
+        group: str = "",
+        delay_ms: int = 0,
+        run_at_ms: int = -1,
+        unique_key: str = "",
+        unique_ttl: int = 0,
+        max_attempts: int = 3,
+        name: str = "tests.noop",
+    ) -> tuple[str, str, str]:
+        job_id = job_id or new_job_id(self.queue)
+        return transitions.enqueue(
+            self.client,
+            self.keys,
+            job_id=job_id,
+            priority=priority,
+            group=group,
+            delay_ms=delay_ms,
+            run_at_ms=run_at_ms,
+            unique_key=unique_key,
+            unique_ttl=unique_ttl,
+            fields={
+                "name": name,
+                "queue": self.queue,
+                "payload": '{"a":[],"k":{}}',
+                "max_attempts": max_attempts,
+                "timeout_ms": 30000,
+                "result_ttl": 600,
+            },
+        )
+
+    def add(self, **kwargs: Any) -> str:
+        """Enqueue and return the new job's id (asserting it was created)."""
+        outcome, job_id, _state = self.enqueue(**kwargs)
+        assert outcome == "created"
+        return job_id
+
+    def reserve(self, lease_ms: int = 30_000) -> tuple[str, dict[str, str]] | None:
+        got = transitions.reserve(self.client, self.keys, lease_ms=lease_ms, worker_id="w1")
+        if got is None:
+            return None
+        job_id, fields = got
+        return job_id, {_s(k): _s(v) for k, v in fields.items()}
+
+    def reserve_id(self, lease_ms: int = 30_000) -> str:
+        got = self.reserve(lease_ms)
+        assert got is not None, "nothing to reserve"
+        return got[0]
+
+    def drain(self) -> list[str]:
+        """Reserve until empty; return the ids in reservation order."""
+        order = []
+        while (got := self.reserve()) is not None:
+            order.append(got[0])
+        return order
+
+    def ack(self, job_id: str, token: int | None = None, result: str = "null") -> None:
+        token = self.token(job_id) if token is None else token
+        transitions.ack(self.client, self.keys, job_id, token, result, 600)
+
+    def fail(
+        self,
+        job_id: str,
+        *,
+        token: int | None = None,
+        retry_ms: int = -1,
+        error: str | None = None,
+    ) -> tuple[str, int | None]:
+        token = self.token(job_id) if token is None else token
+        error = error or error_record(RuntimeError("boom"), "Traceback: boom\n")
+        return transitions.fail(self.client, self.keys, job_id, token, error, retry_ms)
+
+    def promote(self, limit: int = 500) -> tuple[int, int]:
+        return transitions.promote_due(self.client, self.keys, limit)
+
+    def reclaim(self, limit: int = 500) -> tuple[int, int, int]:
+        err = error_record(RuntimeError("lease expired"))
+        return transitions.reclaim_expired(self.client, self.keys, limit, err)
+
+    def cancel(self, job_id: str, mode: str = "cancel") -> str:
+        return transitions.cancel(self.client, self.keys, job_id, mode=mode, ttl=600)
+
+    # -- reading ------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        seconds, micros = self.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    def job(self, job_id: str) -> dict[str, str]:
+        return {_s(k): _s(v) for k, v in self.client.hgetall(self.keys.job(job_id)).items()}
+
+    def state(self, job_id: str) -> str | None:
+        value = self.client.hget(self.keys.job(job_id), "state")
+        return None if value is None else _s(value)
+
+    def token(self, job_id: str) -> int:
+        return int(self.job(job_id)["token"])
+
+    def zset(self, key: str) -> dict[str, float]:
+        pairs: list[tuple[bytes, float]] = self.client.zrange(key, 0, -1, withscores=True)  # type: ignore[assignment]
+        return {_s(m): s for m, s in pairs}
+
+    def lrange(self, key: str) -> list[str]:
+        return [_s(v) for v in self.client.lrange(key, 0, -1)]
+
+    def stats(self) -> dict[str, int]:
+        return {_s(k): int(v) for k, v in self.client.hgetall(self.keys.stats).items()}
+
+    def group_of(self, job_id: str) -> str:
+        return self.job(job_id)["group"]
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every key of the queue except the wake-up lists, with its full content."""
+        out: dict[str, Any] = {}
+        for raw in self.client.scan_iter(match=f"{PREFIX}:*", count=1000):
+            key = _s(raw)
+            if key in (self.keys.notify, self.keys.wake):
+                continue
+            kind = _s(self.client.type(key))
+            if kind == "hash":
+                out[key] = self.job_like(key)
+            elif kind == "zset":
+                out[key] = self.zset(key)
+            elif kind == "list":
+                out[key] = self.lrange(key)
+            else:
+                out[key] = (kind, self.client.dump(key))
+        return out
+
+    def job_like(self, key: str) -> dict[str, str]:
+        return {_s(k): _s(v) for k, v in self.client.hgetall(key).items()}
+
+    def check_invariants(self) -> None:
+        """Assert the structures agree with each other and with the job states (DESIGN §3)."""
+        k = self.keys
+        prios = self.zset(k.prios)
+        queued_ids: list[str] = []
+        for prio in prios:
+            ring = self.lrange(k.ring(int(prio)))
+            assert ring, f"priority {prio} is in prios but its ring is empty"
+            assert len(ring) == len(set(ring)), f"ring {prio} lists a group twice: {ring}"
+            for group in ring:
+                ids = self.lrange(k.group(int(prio), group))
+                assert ids, f"group {group!r} is in ring {prio} but its list is empty"
+                for job_id in ids:
+                    job = self.job(job_id)
+                    assert job["state"] == "queued", (job_id, job)
+                    assert (job["prio"], job["group"]) == (prio, group)
+                queued_ids += ids
+        # No non-empty group list or ring outside what prios points at.
+        for raw in self.client.scan_iter(match=f"{k.base}group:*", count=1000):
+            key = _s(raw)
+            prio, group = key[len(k.base) + len("group:") :].split(":", 1)
+            assert prio in prios and group in self.lrange(k.ring(int(prio))), key
+        for raw in self.client.scan_iter(match=f"{k.base}ring:*", count=1000):
+            assert _s(raw)[len(k.base) + len("ring:") :] in prios, _s(raw)
+        assert len(queued_ids) == len(set(queued_ids))
+        assert self.stats().get("queued", 0) == len(queued_ids)
+        for key, state in ((k.delayed, "scheduled"), (k.reserved, "running"), (k.failed, "failed")):
+            for job_id in self.zset(key):
+                assert self.state(job_id) == state, (key, job_id, self.state(job_id))
+        # Every job hash is in exactly the structure its state says.
+        for raw in self.client.scan_iter(match=f"{k.base}job:*", count=1000):
+            job_id = _s(raw)[len(k.base) + len("job:") :]
+            found = self.state(job_id)
+            where = {
+                "queued": job_id in queued_ids,
+                "scheduled": job_id in self.zset(k.delayed),
+                "running": job_id in self.zset(k.reserved),
+                "failed": job_id in self.zset(k.failed),
+            }
+            if found in where:
+                assert where[found], (job_id, found)
+                assert sum(where.values()) == 1, (job_id, where)
+            else:
+                assert not any(where.values()), (job_id, found, where)
+
+
+@pytest.fixture
+def engine(rqueue_redis: redis.Redis) -> Engine:
+    return Engine(rqueue_redis, QueueKeys.of(PREFIX, QUEUE))

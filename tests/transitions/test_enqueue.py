@@ -1,0 +1,132 @@
+"""enqueue.lua and promote.lua: immediate and delayed jobs, on the Redis clock."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from tests.transitions.conftest import Engine
+from tests.waiting import wait_until
+
+
+def test_an_immediate_job_is_queued_with_its_record(engine: Engine):
+    before = engine.now_ms()
+    outcome, job_id, state = engine.enqueue(priority=7, group="user:9", max_attempts=4)
+    after = engine.now_ms()
+    assert (outcome, state) == ("created", "queued")
+    job = engine.job(job_id)
+    assert job["state"] == "queued"
+    assert (job["prio"], job["group"], job["attempts"], job["token"]) == ("7", "user:9", "0", "0")
+    assert job["max_attempts"] == "4"
+    assert job["payload"] == '{"a":[],"k":{}}'
+    assert before <= int(job["enqueued_at"]) <= int(job["run_at"]) <= after
+    assert engine.lrange(engine.keys.group(7, "user:9")) == [job_id]
+    assert engine.lrange(engine.keys.ring(7)) == ["user:9"]
+    assert engine.zset(engine.keys.prios) == {"7": 7.0}
+    assert engine.stats() == {"queued": 1}
+    assert engine.client.llen(engine.keys.notify) == 1  # wakes an idle worker
+    engine.check_invariants()
+
+
+def test_enqueueing_the_same_id_twice_is_a_no_op(engine: Engine):
+    job_id = engine.add(group="g")
+    before = engine.snapshot()
+    assert engine.enqueue(job_id=job_id, group="other", priority=50) == ("exists", job_id, "queued")
+    assert engine.snapshot() == before
+
+
+def test_a_delayed_job_waits_in_the_delayed_set_and_cannot_be_reserved(engine: Engine):
+    before = engine.now_ms()
+    outcome, job_id, state = engine.enqueue(delay_ms=60_000)
+    assert (outcome, state) == ("created", "scheduled")
+    run_at = engine.zset(engine.keys.delayed)[job_id]
+    assert before + 60_000 <= run_at <= engine.now_ms() + 60_000
+    assert int(engine.job(job_id)["run_at"]) == run_at
+    assert engine.client.llen(engine.keys.wake) == 1  # wakes a sleeping poller
+    assert engine.reserve() is None
+    promoted, next_due = engine.promote()
+    assert promoted == 0
+    assert 55_000 < next_due <= 60_000
+    assert engine.state(job_id) == "scheduled"
+    engine.check_invariants()
+
+
+def test_run_at_wins_over_delay(engine: Engine):
+    run_at = engine.now_ms() + 90_000
+    _, job_id, state = engine.enqueue(delay_ms=1, run_at_ms=run_at)
+    assert state == "scheduled"
+    assert engine.zset(engine.keys.delayed)[job_id] == run_at
+
+
+def test_a_run_at_in_the_past_is_queued_at_once(engine: Engine):
+    _, job_id, state = engine.enqueue(run_at_ms=engine.now_ms() - 10_000)
+    assert state == "queued"
+    assert engine.zset(engine.keys.delayed) == {}
+    assert engine.reserve_id() == job_id
+
+
+def test_delayed_jobs_become_reservable_at_their_run_at_and_in_due_order(engine: Engine):
+    now = engine.now_ms()
+    # Enqueued out of order; due in 300, 100 and 200 ms (Redis clock).
+    due = {engine.add(run_at_ms=now + offset): now + offset for offset in (300, 100, 200)}
+    assert engine.reserve() is None
+    reserved: list[str] = []
+
+    def step() -> bool:
+        engine.promote()
+        for job_id in engine.drain():
+            # Promotion never happens before run_at, on the server's clock.
+            assert int(engine.job(job_id)["started_at"]) >= due[job_id]
+            reserved.append(job_id)
+        return len(reserved) == 3
+
+    wait_until(step, timeout=5, message="delayed jobs promoted")
+    assert reserved == sorted(due, key=due.__getitem__)
+    engine.check_invariants()
+
+
+def test_promote_reports_the_wait_until_the_next_due_job(engine: Engine):
+    assert engine.promote() == (0, -1)
+    engine.add(delay_ms=30_000)
+    engine.add(delay_ms=10_000)
+    promoted, next_due = engine.promote()
+    assert promoted == 0
+    assert 5_000 < next_due <= 10_000
+
+
+def test_promote_moves_at_most_a_batch_and_says_more_are_due(engine: Engine):
+    ids = []
+    for _ in range(5):
+        _, job_id, state = engine.enqueue(delay_ms=1)
+        assert state == "scheduled"
+        ids.append(job_id)
+    due = engine.zset(engine.keys.delayed)
+    last_due = max(due.values())
+    wait_until(lambda: engine.now_ms() >= last_due, message="all five due")
+    assert engine.promote(limit=2) == (2, 0)
+    assert engine.promote(limit=2) == (2, 0)
+    assert engine.promote(limit=2) == (1, -1)
+    assert engine.drain() == sorted(ids, key=lambda i: (due[i], i))  # ties: by id
+    engine.check_invariants()
+
+
+def test_promoted_jobs_keep_their_priority_and_group(engine: Engine):
+    plain = engine.add(priority=0, group="a")
+    late = engine.add(priority=9, group="b", delay_ms=50)
+    wait_until(lambda: engine.promote()[0] == 1, message="promoted")
+    assert engine.drain() == [late, plain]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("priority", 101, "bad priority"),
+        ("priority", -101, "bad priority"),
+        ("delay_ms", -1, "bad delay"),
+        ("unique_ttl", -1, "bad delay/run_at/unique_ttl"),
+    ],
+)
+def test_bad_arguments_write_nothing(engine: Engine, field: str, value: int, message: str):
+    with pytest.raises(redis.ResponseError, match=message):
+        engine.enqueue(**{field: value})  # type: ignore[arg-type]
+    assert engine.client.dbsize() == 0
