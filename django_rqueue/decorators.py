@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, overload
 
 from django.db import transaction
@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from . import registry, signals, transitions
 from .backoff import BackoffPolicy
-from .conf import BACKOFF_NAMES, get_config
+from .conf import BACKOFF_NAMES, Config, get_config
 from .connection import get_client
 from .job import Job, JobStatus
 from .keys import QueueKeys, new_job_id
@@ -177,6 +177,64 @@ class JobFunction[**P, R]:
             RedisUnavailable: Redis cannot be reached (nothing written).
         """
         config = get_config()
+        submit = self._prepare(config, args, kwargs)
+        if config.eager:
+            from .execution import run_eager
+
+            return run_eager(self, submit.job)
+        if self.options.on_commit is not False and transaction.get_connection().in_atomic_block:
+            holder = submit.pending_holder()
+            if holder is not None:
+                return holder
+            transaction.on_commit(submit)
+            return submit.job
+        return submit()
+
+    def delay_many(
+        self, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]], *, batch_size: int = 500
+    ) -> list[Job]:
+        """Enqueue one run per ``(args, kwargs)`` pair of ``calls``; return their Jobs in order.
+
+        Every call is validated and encoded before anything is written; jobs
+        are then written in pipelines of ``batch_size`` (one round trip each).
+        ``using()`` options apply to every call. Inside ``transaction.atomic()``
+        the whole batch is written by one ``on_commit`` callback (unless
+        ``using(on_commit=False)``). A call whose unique key is held by a
+        pending job (or by an earlier call of the batch) gets the holder's Job.
+        With ``RQUEUE["EAGER"]`` each call runs inline, in order.
+        ``job_enqueued`` is sent once per created job.
+
+        Raises:
+            TypeError: a call is not an ``(args, kwargs)`` pair, or an argument
+                cannot be carried by JSON; the message names the call's index
+                (nothing written).
+            ValueError: the queue is not declared.
+            RedisUnavailable: Redis cannot be reached (batches already sent stay written).
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        config = get_config()
+        submits: list[_Submit] = []
+        for index, call in enumerate(calls):
+            args, kwargs = _call_pair(index, call)
+            try:
+                submits.append(self._prepare(config, args, kwargs))
+            except TypeError as exc:
+                raise TypeError(f"call {index}: {exc}") from exc
+        if config.eager:
+            from .execution import run_eager
+
+            return [run_eager(self, s.job) for s in submits]
+        batch = _SubmitMany(self, submits, batch_size)
+        if self.options.on_commit is not False and transaction.get_connection().in_atomic_block:
+            batch.resolve_pending()
+            if batch.to_write:
+                transaction.on_commit(batch)
+            return batch.jobs
+        return batch()
+
+    def _prepare(self, config: Config, args: Sequence[Any], kwargs: Mapping[str, Any]) -> _Submit:
+        """Validate and encode one call; the returned submit writes it (raises ``TypeError``)."""
         queue = self.options.queue or config.default_queue
         qconf = config.queue(queue)
         payload = encode_arguments(args, kwargs, self.func)
@@ -196,10 +254,6 @@ class JobFunction[**P, R]:
             result_ttl=o.result_ttl if o.result_ttl is not None else qconf.result_ttl,
             unique_key=unique_key or "",
         )
-        if config.eager:
-            from .execution import run_eager
-
-            return run_eager(self, job)
         run_at_ms = -1
         if o.run_at is not None:
             run_at = o.run_at
@@ -212,14 +266,23 @@ class JobFunction[**P, R]:
         delay_ms = int((delay or 0) * 1000)
         if delay_ms > 0:
             job.status = JobStatus.SCHEDULED
-        submit = _Submit(self, job, payload, delay_ms, run_at_ms, o.unique_ttl or 0)
-        if o.on_commit is not False and transaction.get_connection().in_atomic_block:
-            holder = submit.pending_holder()
-            if holder is not None:
-                return holder
-            transaction.on_commit(submit)
-            return job
-        return submit()
+        return _Submit(self, job, payload, delay_ms, run_at_ms, o.unique_ttl or 0)
+
+
+def _call_pair(index: int, call: object) -> tuple[Sequence[Any], Mapping[str, Any]]:
+    """Check that ``call`` is an ``(args, kwargs)`` pair (``TypeError`` naming ``index``)."""
+    if isinstance(call, tuple | list) and len(call) == 2:
+        args, kwargs = call
+        if (
+            isinstance(args, Sequence)
+            and not isinstance(args, str | bytes)
+            and isinstance(kwargs, Mapping)
+            and all(isinstance(k, str) for k in kwargs)
+        ):
+            return args, kwargs
+    raise TypeError(
+        f"call {index}: expected an (args, kwargs) pair such as ((1, 2), {{}}), got {call!r:.80}"
+    )
 
 
 @dataclasses.dataclass
@@ -255,24 +318,18 @@ class _Submit:
                 return existing
         # A job with this key already waiting for this same transaction's commit.
         for entry in transaction.get_connection().run_on_commit:
-            other = entry[1]
-            if isinstance(other, _Submit) and (other.job.queue, other.job.unique_key) == (
-                self.job.queue,
-                self.job.unique_key,
-            ):
-                return other.job
+            callback = entry[1]
+            waiting = callback.to_write if isinstance(callback, _SubmitMany) else [callback]
+            for other in waiting:
+                if isinstance(other, _Submit) and (other.job.queue, other.job.unique_key) == (
+                    self.job.queue,
+                    self.job.unique_key,
+                ):
+                    return other.job
         return None
 
     def __call__(self) -> Job:
         job = self.job
-        fields: dict[str, str | int] = {
-            "name": job.name,
-            "queue": job.queue,
-            "payload": self.payload,
-            "max_attempts": job.max_attempts,
-            "timeout_ms": int(job.timeout * 1000),
-            "result_ttl": job.result_ttl,
-        }
         outcome, job_id, state = transitions.enqueue(
             get_client(job.queue),
             self._keys(),
@@ -283,7 +340,7 @@ class _Submit:
             run_at_ms=self.run_at_ms,
             unique_key=job.unique_key,
             unique_ttl=self.unique_ttl,
-            fields=fields,
+            fields=self.fields(),
         )
         if outcome == "duplicate":
             from .job import get_job
@@ -297,6 +354,90 @@ class _Submit:
         if outcome == "created":
             signals.send(signals.job_enqueued, self.job_function, job=job)
         return job
+
+    def fields(self) -> dict[str, str | int]:
+        job = self.job
+        return {
+            "name": job.name,
+            "queue": job.queue,
+            "payload": self.payload,
+            "max_attempts": job.max_attempts,
+            "timeout_ms": int(job.timeout * 1000),
+            "result_ttl": job.result_ttl,
+        }
+
+
+class _SubmitMany:
+    """Writes the jobs of one :meth:`JobFunction.delay_many` call, now or on commit.
+
+    ``jobs`` are the Jobs returned to the caller, in call order; a call whose
+    unique key an earlier call of the batch (or, after :meth:`resolve_pending`,
+    a pending job) holds shares that Job. ``to_write`` are the submits still
+    to be written.
+    """
+
+    def __init__(
+        self, job_function: JobFunction[Any, Any], submits: list[_Submit], batch_size: int
+    ) -> None:
+        self.job_function = job_function
+        self.batch_size = batch_size
+        self.jobs: list[Job] = []
+        self.to_write: list[_Submit] = []
+        first: dict[str, Job] = {}
+        for submit in submits:
+            key = submit.job.unique_key
+            if key and key in first:
+                self.jobs.append(first[key])
+                continue
+            if key:
+                first[key] = submit.job
+            self.jobs.append(submit.job)
+            self.to_write.append(submit)
+
+    def resolve_pending(self) -> None:
+        """Inside a transaction: calls whose unique key a pending job holds get that job."""
+        keep: list[_Submit] = []
+        for submit in self.to_write:
+            holder = submit.pending_holder() if submit.job.unique_key else None
+            if holder is None:
+                keep.append(submit)
+            else:
+                self.jobs = [holder if j is submit.job else j for j in self.jobs]
+        self.to_write = keep
+
+    def __call__(self) -> list[Job]:
+        if not self.to_write:
+            return self.jobs
+        queue = self.to_write[0].job.queue
+        items = [
+            transitions.EnqueueItem(
+                job_id=s.job.id,
+                priority=s.job.priority,
+                group=s.job.group,
+                delay_ms=s.delay_ms,
+                run_at_ms=s.run_at_ms,
+                unique_key=s.job.unique_key,
+                unique_ttl=s.unique_ttl,
+                fields=s.fields(),
+            )
+            for s in self.to_write
+        ]
+        replies = transitions.enqueue_many(
+            get_client(queue), self.to_write[0]._keys(), items, batch_size=self.batch_size
+        )
+        from .job import get_job
+
+        for submit, (outcome, job_id, state) in zip(self.to_write, replies, strict=True):
+            job = submit.job
+            if outcome == "duplicate":
+                existing = get_job(job_id)
+                if existing is not None:
+                    job.__dict__.update(existing.__dict__)
+                    continue
+            job.status = JobStatus(state)
+            if outcome == "created":
+                signals.send(signals.job_enqueued, self.job_function, job=job)
+        return self.jobs
 
 
 @overload

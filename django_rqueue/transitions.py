@@ -12,11 +12,13 @@ those cases.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.exceptions import NoScriptError
 
 from .exceptions import JobStateError, LeaseLost, RedisUnavailable
 from .keys import QueueKeys
@@ -82,6 +84,77 @@ def enqueue(
             args,
         )
     return _s(reply[0]), _s(reply[1]), _s(reply[2])
+
+
+@dataclass(frozen=True)
+class EnqueueItem:
+    """The arguments of one :func:`enqueue` call, for :func:`enqueue_many`."""
+
+    job_id: str
+    priority: int
+    group: str
+    delay_ms: int
+    run_at_ms: int
+    unique_key: str
+    unique_ttl: int
+    fields: Mapping[str, str | int]
+
+
+def enqueue_many(
+    client: redis.Redis, keys: QueueKeys, items: Sequence[EnqueueItem], *, batch_size: int = 500
+) -> list[tuple[str, str, str]]:
+    """Create many jobs: ``enqueue.lua`` once per item, ``batch_size`` calls per pipeline.
+
+    Returns one ``(outcome, job id, state)`` per item, as :func:`enqueue`.
+    Batches are written in order, each in one round trip (not atomically as
+    a whole: a batch already sent stays written if a later one fails). A
+    batch is resent after ``NOSCRIPT`` (a Redis restart): items it already
+    wrote then report ``"exists"``.
+    """
+    script = load("enqueue")
+    replies: list[tuple[str, str, str]] = []
+    with redis_errors():
+        script.ensure_loaded(client)
+        for start in range(0, len(items), batch_size):
+            batch = items[start : start + batch_size]
+            for attempt in (1, 2):
+                pipe = client.pipeline(transaction=False)
+                for item in batch:
+                    args: list[str | int | float] = [
+                        item.job_id,
+                        item.priority,
+                        item.group,
+                        item.delay_ms,
+                        item.run_at_ms,
+                        item.unique_key,
+                        item.unique_ttl,
+                    ]
+                    for name, value in item.fields.items():
+                        args += [name, value]
+                    ukey = keys.unique(item.unique_key)
+                    script.queue_in(
+                        pipe,
+                        [
+                            keys.base,
+                            keys.job(item.job_id),
+                            keys.prios,
+                            keys.delayed,
+                            keys.stats,
+                            keys.notify,
+                            keys.wake,
+                            ukey,
+                        ],
+                        args,
+                    )
+                try:
+                    results = pipe.execute()
+                    break
+                except NoScriptError:
+                    if attempt == 2:
+                        raise
+                    client.script_load(script.source)
+            replies += [(_s(r[0]), _s(r[1]), _s(r[2])) for r in results]
+    return replies
 
 
 def reserve(

@@ -1,0 +1,238 @@
+"""JobFunction.delay_many() (bulk enqueue) and transitions.enqueue_many(), on a real redis-server.
+
+A separate module from tests/test_decorators.py only to keep each file short.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.db import transaction
+from pytest_django import DjangoDbBlocker
+from pytest_django.fixtures import Settings
+
+from django_rqueue import JobStatus, get_job, job, signals, transitions
+from django_rqueue.keys import QueueKeys
+from django_rqueue.worker import Worker
+
+KEYS = QueueKeys.of("rqueue", "default")
+calls: list[tuple[object, ...]] = []
+
+
+@pytest.fixture(autouse=True)
+def _worker_may_check_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
+    with django_db_blocker.unblock():
+        yield
+
+
+@job
+def add(x: int, y: int = 0) -> int:
+    calls.append((x, y))
+    return x + y
+
+
+@job(unique_key=lambda user_id: f"digest:{user_id}")
+def digest(user_id: int) -> None:
+    return None
+
+
+def _job_ids(client: redis.Redis, queue: str = "default") -> set[str]:
+    prefix = QueueKeys.of("rqueue", queue).job("")
+    return {k.decode()[len(prefix) :] for k in client.scan_iter(match=prefix + "*")}
+
+
+@pytest.fixture
+def enqueued() -> Iterator[list[str]]:
+    ids: list[str] = []
+
+    def receiver(sender: object, job: Any, **kwargs: object) -> None:
+        ids.append(job.id)
+
+    signals.job_enqueued.connect(receiver)
+    try:
+        yield ids
+    finally:
+        signals.job_enqueued.disconnect(receiver)
+
+
+def test_delay_many_writes_every_call_in_order(redis_client: redis.Redis, enqueued: list[str]):
+    jobs = add.delay_many([((i,), {"y": 10}) for i in range(1203)], batch_size=500)
+    assert len(jobs) == 1203
+    assert all(j.status is JobStatus.QUEUED for j in jobs)
+    assert len({j.id for j in jobs}) == 1203
+    assert _job_ids(redis_client) == {j.id for j in jobs}
+    assert enqueued == [j.id for j in jobs]  # one job_enqueued per created job
+    assert redis_client.hget(KEYS.stats, "queued") == b"1203"
+    got = get_job(jobs[7].id)
+    assert got is not None
+    assert (got.args, got.kwargs, got.name) == ([7], {"y": 10}, add.name)
+    worker = Worker(["default"], with_poller=False)
+    calls.clear()
+    for _ in range(3):
+        assert worker.work_once()
+    assert calls == [(0, 10), (1, 10), (2, 10)]  # FIFO, as if delayed one by one
+
+
+def test_delay_many_of_nothing_returns_an_empty_list(redis_client: redis.Redis):
+    assert add.delay_many([]) == []
+    assert add.delay_many(iter([])) == []
+    assert redis_client.dbsize() == 0
+
+
+def test_delay_many_accepts_a_generator_and_lists(redis_client: redis.Redis):
+    jobs = add.delay_many(([i], {}) for i in range(3))
+    assert [j.args for j in jobs] == [[0], [1], [2]]
+    assert len(_job_ids(redis_client)) == 3
+
+
+def test_delay_many_honours_using_options(redis_client: redis.Redis):
+    jobs = add.using(queue="emails", priority=5, group="g", delay=60, max_attempts=7).delay_many(
+        [((1,), {}), ((2,), {})]
+    )
+    assert all(j.status is JobStatus.SCHEDULED and j.queue == "emails" for j in jobs)
+    assert _job_ids(redis_client, "emails") == {j.id for j in jobs}
+    got = get_job(jobs[0].id)
+    assert got is not None
+    assert (got.status, got.priority, got.group, got.max_attempts) == (
+        JobStatus.SCHEDULED,
+        5,
+        "g",
+        7,
+    )
+    emails = QueueKeys.of("rqueue", "emails")
+    assert redis_client.zcard(emails.delayed) == 2
+
+
+def test_delay_many_with_run_at_schedules_every_job(redis_client: redis.Redis):
+    when = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
+    jobs = add.using(run_at=when).delay_many([((1,), {}), ((2,), {})])
+    scores = {int(redis_client.zscore(KEYS.delayed, j.id) or 0) for j in jobs}
+    assert scores == {int(when.timestamp() * 1000)}
+    assert all(j.status is JobStatus.SCHEDULED for j in jobs)
+
+
+@pytest.mark.parametrize(
+    ("calls_", "message"),
+    [
+        ([((1,), {}), ((object(),), {})], r"call 1: job argument 'x' \(position 0\)"),
+        ([((1,), {}), ((1,), {"y": {1, 2}})], r"call 1: job argument 'y'"),
+        ([((1,), {}), (1, {})], r"call 1: expected an \(args, kwargs\) pair"),
+        ([("ab", {})], r"call 0: expected an \(args, kwargs\) pair"),
+        ([((1,),)], r"call 0: expected an \(args, kwargs\) pair"),
+        ([((1,), {1: 2})], r"call 0: expected an \(args, kwargs\) pair"),
+    ],
+)
+def test_a_bad_call_raises_type_error_naming_it_and_nothing_is_written(
+    calls_: list[Any], message: str, redis_client: redis.Redis, enqueued: list[str]
+):
+    with pytest.raises(TypeError, match=message):
+        add.delay_many(calls_)
+    assert redis_client.dbsize() == 0
+    assert enqueued == []
+
+
+def test_a_bad_batch_size_is_refused(redis_client: redis.Redis):
+    with pytest.raises(ValueError, match="batch_size"):
+        add.delay_many([((1,), {})], batch_size=0)
+
+
+def test_an_undeclared_queue_is_refused_before_writing(redis_client: redis.Redis):
+    with pytest.raises(ValueError, match="not declared"):
+        add.using(queue="nope").delay_many([((1,), {})])
+    assert redis_client.dbsize() == 0
+
+
+def test_unique_duplicates_resolve_to_the_holders_job(
+    redis_client: redis.Redis, enqueued: list[str]
+):
+    holder = digest.delay(1)
+    enqueued.clear()
+    jobs = digest.delay_many([((1,), {}), ((2,), {}), ((2,), {}), ((3,), {})])
+    assert jobs[0].id == holder.id
+    assert jobs[1] is jobs[2]  # a duplicate inside the batch gets the first call's Job
+    assert jobs[3].id not in (holder.id, jobs[1].id)
+    assert _job_ids(redis_client) == {holder.id, jobs[1].id, jobs[3].id}
+    assert enqueued == [jobs[1].id, jobs[3].id]
+    assert redis_client.hget(KEYS.stats, "queued") == b"3"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_atomic_the_batch_is_written_on_commit_by_one_callback(
+    redis_client: redis.Redis, enqueued: list[str]
+):
+    with transaction.atomic():
+        jobs = add.delay_many([((i,), {}) for i in range(5)])
+        assert redis_client.dbsize() == 0
+        assert len(transaction.get_connection().run_on_commit) == 1
+        assert enqueued == []
+    assert _job_ids(redis_client) == {j.id for j in jobs}  # the returned ids are final
+    assert len(enqueued) == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rollback_writes_none_of_the_batch(redis_client: redis.Redis):
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        add.delay_many([((i,), {}) for i in range(5)])
+        raise ZeroDivisionError
+    assert redis_client.dbsize() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_commit_false_writes_the_batch_at_once(redis_client: redis.Redis):
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        jobs = add.using(on_commit=False).delay_many([((1,), {}), ((2,), {})])
+        assert _job_ids(redis_client) == {j.id for j in jobs}
+        raise ZeroDivisionError
+    assert len(_job_ids(redis_client)) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unique_keys_inside_atomic_see_pending_jobs_and_each_other(redis_client: redis.Redis):
+    holder = digest.delay(1)
+    with transaction.atomic():
+        single = digest.delay(2)  # waits for the same commit
+        jobs = digest.delay_many([((1,), {}), ((2,), {}), ((3,), {}), ((3,), {})])
+        assert jobs[0].id == holder.id
+        assert jobs[1].id == single.id
+        assert jobs[2] is jobs[3]
+        again = digest.delay(3)  # a later single delay sees the batch's pending job
+        assert again.id == jobs[2].id
+    assert _job_ids(redis_client) == {holder.id, single.id, jobs[2].id}
+
+
+def test_eager_runs_each_call_inline(settings: Settings, redis_client: redis.Redis):
+    settings.RQUEUE = {**settings.RQUEUE, "EAGER": True}
+    calls.clear()
+    jobs = add.delay_many([((1,), {"y": 1}), ((2,), {})])
+    assert calls == [(1, 1), (2, 0)]
+    assert [(j.status, j.result) for j in jobs] == [
+        (JobStatus.SUCCEEDED, 2),
+        (JobStatus.SUCCEEDED, 2),
+    ]
+    assert redis_client.dbsize() == 0
+
+
+def test_enqueue_many_reloads_the_script_after_a_script_flush(redis_client: redis.Redis):
+    items = [
+        transitions.EnqueueItem(
+            job_id=f"default:{i:032x}",
+            priority=0,
+            group="",
+            delay_ms=0,
+            run_at_ms=-1,
+            unique_key="",
+            unique_ttl=0,
+            fields={"name": "x", "queue": "default", "payload": '{"a":[],"k":{}}'},
+        )
+        for i in range(3)
+    ]
+    redis_client.script_flush()
+    first = transitions.enqueue_many(redis_client, KEYS, items[:2], batch_size=1)
+    redis_client.script_flush()  # as after a Redis restart
+    rest = transitions.enqueue_many(redis_client, KEYS, items, batch_size=2)
+    assert [r[0] for r in first] == ["created", "created"]
+    assert [r[0] for r in rest] == ["exists", "exists", "created"]  # a resent item is a no-op
