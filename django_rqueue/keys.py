@@ -11,6 +11,8 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:reserved               zset    job id -> lease deadline (ms, Redis clock)
     <prefix>:{<queue>}:failed                 zset    job id -> failed-at (ms)
     <prefix>:{<queue>}:stats                  hash    O(1) counters (queued, succeeded, failed)
+    <prefix>:{<queue>}:throughput             hash    succeeded/failed per minute, a 60-slot ring
+    <prefix>:{<queue>}:succeeded              zset    latest 1000 kept successes, id -> finish ms
     <prefix>:{<queue>}:unique:<key>           string  id of the pending job holding a unique key
     <prefix>:{<queue>}:notify                 list    wake-up tokens for idle workers (BLPOP)
     <prefix>:{<queue>}:wake                   list    wake-up tokens for pollers (BLPOP)
@@ -31,6 +33,8 @@ from dataclasses import dataclass
 JOB = "job:"
 RING = "ring:"
 GROUP = "group:"
+THROUGHPUT = "throughput"
+SUCCEEDED = "succeeded"
 
 #: Separator between the queue name and the random part of a job id.
 ID_SEPARATOR = ":"
@@ -94,6 +98,14 @@ class QueueKeys:
     @property
     def stats(self) -> str:
         return f"{self.base}stats"
+
+    @property
+    def throughput(self) -> str:
+        return f"{self.base}{THROUGHPUT}"
+
+    @property
+    def succeeded(self) -> str:
+        return f"{self.base}{SUCCEEDED}"
 
     @property
     def notify(self) -> str:

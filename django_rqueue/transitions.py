@@ -292,3 +292,43 @@ def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, b
     """Read a job hash (a plain ``HGETALL``; reads need no script)."""
     with redis_errors():
         return client.hgetall(keys.job(job_id))  # type: ignore[return-value]
+
+
+def run_now(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
+    """Queue a scheduled job at once (``run_now.lua``).
+
+    Raises:
+        JobStateError: the job is not scheduled (``.state`` tells what it is).
+    """
+    with redis_errors():
+        reply = load("run_now")(
+            client,
+            [keys.base, keys.job(job_id), keys.delayed, keys.prios, keys.stats, keys.notify],
+            [job_id],
+        )
+    if _s(reply[0]) != "ok":
+        state = _s(reply[1]) or None
+        raise JobStateError(f"job {job_id} is {state or 'missing'}, not scheduled", state)
+
+
+def failed_batch(
+    client: redis.Redis,
+    keys: QueueKeys,
+    *,
+    mode: str,
+    limit: int,
+    offset: int,
+    upto_ms: int,
+    name: str = "",
+) -> tuple[int, int, int, int]:
+    """Retry or delete one batch of failed jobs (``failed_batch.lua``).
+
+    Returns ``(done, skipped, stale, scanned)``: see the script's header.
+    """
+    with redis_errors():
+        reply = load("failed_batch")(
+            client,
+            [keys.base, keys.failed, keys.prios, keys.stats, keys.notify],
+            [mode, limit, offset, upto_ms, name],
+        )
+    return int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3])

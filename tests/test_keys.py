@@ -10,7 +10,16 @@ from redis.crc import key_slot
 
 from django_rqueue import job, transitions
 from django_rqueue.execution import error_record
-from django_rqueue.keys import GROUP, JOB, RING, QueueKeys, new_job_id, queue_of
+from django_rqueue.keys import (
+    GROUP,
+    JOB,
+    RING,
+    SUCCEEDED,
+    THROUGHPUT,
+    QueueKeys,
+    new_job_id,
+    queue_of,
+)
 from django_rqueue.poller import Poller
 from django_rqueue.scripts import load
 from tests.waiting import wait_until
@@ -93,6 +102,14 @@ def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
     assert derived <= {JOB, RING, GROUP, "unique:"}
 
 
+def test_scripts_derive_the_admin_keys_under_the_names_of_keys_py():
+    assert f"base .. '{THROUGHPUT}'" in load("ack").source
+    assert f"base .. '{THROUGHPUT}'" in load("fail").source
+    assert f"base .. '{SUCCEEDED}'" in load("ack").source
+    keys = QueueKeys.of("p", "q")
+    assert (keys.throughput, keys.succeeded) == ("p:{q}:throughput", "p:{q}:succeeded")
+
+
 def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: redis.Redis):
     """Drive every transition through the public API, then SCAN: no key has a foreign name."""
     keys = QueueKeys.of("rqueue", "emails")
@@ -134,7 +151,7 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
     expected |= {keys.group(p, g) for p in (5, 0, -7) for g in groups}
     expected |= {keys.unique(u) for u in ("once:1", "later")}
     expected |= {keys.prios, keys.delayed, keys.reserved, keys.failed, keys.stats}
-    expected |= {keys.notify, keys.wake}
+    expected |= {keys.notify, keys.wake, keys.throughput, keys.succeeded}
     found = {k.decode() for k in client.scan_iter(match="*", count=1000)}
     assert found, "nothing was written"
     assert found <= expected, f"keys no keys.py name produces: {sorted(found - expected)}"

@@ -1,0 +1,22 @@
+-- run_now: queue a scheduled job at once instead of at its run-at time.
+--
+-- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>)   KEYS[2] job hash
+-- KEYS[3] delayed zset   KEYS[4] prios zset   KEYS[5] stats hash   KEYS[6] notify list
+-- ARGV[1] job id
+--
+-- Returns {'ok'} or {'state', current state ('' when the job does not exist)};
+-- only a job in state scheduled is changed (run_at becomes now).
+
+--@include now.lua
+--@include push_queued.lua
+
+local base, jkey, delayed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local id = ARGV[1]
+local job = redis.call('HMGET', jkey, 'state', 'prio', 'group')
+if job[1] ~= 'scheduled' then
+  return {'state', job[1] or ''}
+end
+redis.call('ZREM', delayed, id)
+redis.call('HSET', jkey, 'state', 'queued', 'run_at', now_ms())
+push_queued(base, prios, stats, notify, id, job[2], job[3])
+return {'ok'}
