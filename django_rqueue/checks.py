@@ -22,3 +22,23 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         kind = checks.Error if problem.is_error else checks.Warning
         messages.append(kind(problem.msg, hint=problem.hint or None, id=problem.id))
     return messages
+
+
+@register("rqueue", deploy=True)
+def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """With ``--deploy``: connect to each Redis in use and check it can hold jobs safely.
+
+    Ids from :func:`django_rqueue.health.redis_problems`: E010 eviction
+    policy, E011 credentials, E012 scripting permission, E013 unreachable,
+    W010 no persistence. Skipped while ``RQUEUE`` itself has errors.
+    """
+    if any(p.is_error for p in problems(raw_setting())):
+        return []
+    from .conf import get_config
+    from .health import problems_for
+
+    messages: list[CheckMessage] = []
+    for problem in problems_for(list(get_config().queues)):
+        kind = checks.Error if problem.is_error else checks.Warning
+        messages.append(kind(problem.msg, hint=problem.hint or None, id=problem.id))
+    return messages

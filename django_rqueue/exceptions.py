@@ -56,3 +56,10 @@ class LeaseExpired(RqueueError):  # noqa: N818
 
     Never raised in user code: the poller writes it when it reclaims the job.
     """
+
+
+class WorkerLost(RqueueError):  # noqa: N818
+    """Recorded as the error of an attempt whose worker process died while running it.
+
+    The message names the signal or exit code ("worker process died (signal 9)").
+    """

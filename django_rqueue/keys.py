@@ -17,6 +17,12 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:notify                 list    wake-up tokens for idle workers (BLPOP)
     <prefix>:{<queue>}:wake                   list    wake-up tokens for pollers (BLPOP)
 
+Keys shared by every queue (on the default connection, outside any hash tag)::
+
+    <prefix>:workers                          zset    worker id -> last heartbeat (ms)
+    <prefix>:worker:<worker id>               hash    a worker's state; expires one lease after
+    <prefix>:restart                          string  Redis time (ms) of the last ``rqueue_restart``
+
 Scripts whose keys depend on what they find (reserve picks a priority, a
 group and a job; promote and reclaim walk many jobs) receive the queue's
 base ``<prefix>:{<queue>}:`` in ``KEYS`` and append the suffixes
@@ -114,3 +120,18 @@ class QueueKeys:
     @property
     def wake(self) -> str:
         return f"{self.base}wake"
+
+
+def workers_key(key_prefix: str) -> str:
+    """The zset of known workers (id -> last heartbeat in ms)."""
+    return f"{key_prefix}:workers"
+
+
+def worker_key(key_prefix: str, worker_id: str) -> str:
+    """The hash a worker publishes about itself (expires one lease after its last heartbeat)."""
+    return f"{key_prefix}:worker:{worker_id}"
+
+
+def restart_key(key_prefix: str) -> str:
+    """Where ``rqueue_restart`` leaves the Redis time (ms) of its request."""
+    return f"{key_prefix}:restart"

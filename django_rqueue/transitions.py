@@ -194,7 +194,9 @@ def ack(
             [keys.base, keys.job(job_id), keys.reserved, keys.stats],
             [job_id, token, result, result_ttl],
         )
-    if _s(reply[0]) != "ok":
+    if _s(reply[0]) != "ok" and not (_s(reply[1]) == "succeeded" and _s(reply[2]) == str(token)):
+        # ("succeeded" under our own token means an earlier try of this very ack
+        # was applied and only its reply was lost: acks are idempotent.)
         raise _stale(job_id, reply)
 
 
@@ -222,8 +224,27 @@ def fail(
         )
     outcome = _s(reply[0])
     if outcome == "stale":
+        state, current = _s(reply[1]), _s(reply[2])
+        # Our own token with the job already scheduled/failed: an earlier try
+        # of this report was applied and its reply lost (fail is idempotent).
+        if current == str(token) and state == "scheduled":
+            return "retrying", None
+        if current == str(token) and state == "failed":
+            return "failed", None
         raise _stale(job_id, reply)
     return outcome, (int(reply[1]) if outcome == "retrying" else None)
+
+
+def release(client: redis.Redis, keys: QueueKeys, job_id: str, token: int) -> None:
+    """Hand a running job back without spending an attempt (``release.lua``)."""
+    with redis_errors():
+        reply = load("release")(
+            client,
+            [keys.base, keys.job(job_id), keys.reserved, keys.prios, keys.stats, keys.notify],
+            [job_id, token],
+        )
+    if _s(reply[0]) != "ok":
+        raise _stale(job_id, reply)
 
 
 def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, int]:

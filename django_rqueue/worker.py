@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import socket
 import threading
@@ -21,7 +22,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import close_old_connections
 
@@ -45,6 +46,32 @@ REPORT_RETRY = 0.5
 #: Seconds a worker keeps trying to deliver an ack/fail before giving up (the
 #: lease then expires and the poller re-delivers the job).
 REPORT_PATIENCE = 60.0
+
+
+class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Raised by a supervised child's stop handler to leave an idle wait at once."""
+
+
+class WorkerHooks(Protocol):
+    """Callbacks a supervisor gives its children (see :mod:`django_rqueue.supervisor`)."""
+
+    def started(self, queue: str, job: Job) -> None:
+        """A job was reserved and is about to run."""
+
+    def finished(self, job: Job, outcome: str) -> None:
+        """The job's outcome was reported to Redis (or discarded)."""
+
+
+def rss_mb() -> float:
+    """This process's resident set size in MiB (``/proc/self/statm``; peak RSS elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def new_worker_id() -> str:
@@ -80,8 +107,12 @@ class Worker:
     """Serve ``queues`` (declared queue names, in priority order).
 
     ``burst``: exit once no job is queued or running on the queues.
-    ``max_jobs``: exit after that many jobs. ``with_poller``: run a
-    :class:`~.poller.Poller` thread for the same queues.
+    ``max_jobs``: exit after that many jobs; ``max_memory_mb``: exit after
+    the job that left this process above that RSS (MiB). ``with_poller``:
+    run a :class:`~.poller.Poller` thread for the same queues.
+    ``renew_leases``: renew the running job's lease from a thread of this
+    process (a supervisor renews its children's leases itself).
+    ``hooks``: told when a job starts and when its outcome is reported.
     """
 
     def __init__(
@@ -92,6 +123,9 @@ class Worker:
         max_jobs: int | None = None,
         with_poller: bool = True,
         worker_id: str | None = None,
+        max_memory_mb: float | None = None,
+        renew_leases: bool = True,
+        hooks: WorkerHooks | None = None,
     ) -> None:
         config = get_config()
         for queue in queues:
@@ -101,7 +135,13 @@ class Worker:
         self.max_jobs = max_jobs
         self.with_poller = with_poller
         self.worker_id = worker_id or new_worker_id()
+        self.max_memory_mb = max_memory_mb
+        self.renew_leases = renew_leases
+        self.hooks = hooks
         self.stopping = False
+        #: True while reserving or running a job: a child's stop handler
+        #: interrupts only an idle worker.
+        self.busy = False
         self.processed = 0
 
     # -- lifecycle -------------------------------------------------------
@@ -115,6 +155,18 @@ class Worker:
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
+
+    def install_child_signal_handlers(self) -> None:
+        """As a supervised child: ignore SIGTERM/SIGINT (the master decides); SIGUSR1 stops."""
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            self.request_stop()
+            if not self.busy:
+                raise StopRequested
+
+        signal.signal(signal.SIGUSR1, stop)
 
     def run(self) -> int:
         """Work until stopped; return the exit status (0)."""
@@ -131,7 +183,7 @@ class Worker:
                 try:
                     if self.work_once():
                         backoff = 0.1
-                        if self.max_jobs is not None and self.processed >= self.max_jobs:
+                        if self._recycle_due():
                             break
                         continue
                     if self.burst and self._drained():
@@ -140,13 +192,31 @@ class Worker:
                     backoff = 0.1
                 except RedisUnavailable as exc:
                     logger.error("worker %s: %s; retrying in %.1f s", self.worker_id, exc, backoff)
-                    self._pause(backoff)
+                    self._pause(backoff * random.uniform(0.5, 1.5))  # noqa: S311 - jitter
                     backoff = min(backoff * 2, 5.0)
+        except StopRequested:
+            pass
         finally:
             if poller is not None:
                 poller.stop.set()
         logger.info("worker %s: exiting after %d job(s)", self.worker_id, self.processed)
         return 0
+
+    def _recycle_due(self) -> bool:
+        if self.max_jobs is not None and self.processed >= self.max_jobs:
+            logger.info(
+                "worker %s: ran %d job(s), exiting (--max-jobs)", self.worker_id, self.processed
+            )
+            return True
+        if self.max_memory_mb is not None and (rss := rss_mb()) > self.max_memory_mb:
+            logger.info(
+                "worker %s: RSS %.0f MiB > %.0f MiB, exiting (--max-memory)",
+                self.worker_id,
+                rss,
+                self.max_memory_mb,
+            )
+            return True
+        return False
 
     def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` in short steps, returning early once a stop is requested."""
@@ -160,23 +230,30 @@ class Worker:
         """Reserve and run at most one job; return whether there was one."""
         config = get_config()
         lease_ms = int(config.lease * 1000)
-        for queue in self.queues:
-            keys = QueueKeys.of(config.key_prefix, queue)
-            reserved = transitions.reserve(
-                get_client(queue), keys, lease_ms=lease_ms, worker_id=self.worker_id
-            )
-            if reserved is not None:
-                job_id, fields = reserved
-                self.process(queue, Job.from_fields(job_id, fields))
-                self.processed += 1
-                return True
-        return False
+        self.busy = True
+        try:
+            for queue in self.queues:
+                keys = QueueKeys.of(config.key_prefix, queue)
+                reserved = transitions.reserve(
+                    get_client(queue), keys, lease_ms=lease_ms, worker_id=self.worker_id
+                )
+                if reserved is not None:
+                    job_id, fields = reserved
+                    self.process(queue, Job.from_fields(job_id, fields))
+                    self.processed += 1
+                    return True
+            return False
+        finally:
+            self.busy = False
 
     def process(self, queue: str, job: Job) -> None:
         """Run one reserved job and report its outcome, fenced by its token."""
         started = time.monotonic()
+        if self.hooks is not None:
+            self.hooks.started(queue, job)
         keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
-        keeper.start()
+        if self.renew_leases:
+            keeper.start()
         job_function = registry.get(job.name)
         try:
             outcome = self._execute(job_function, job)
@@ -185,6 +262,8 @@ class Worker:
         # A corrupt record cannot be repaired by running it again: no retry.
         delay = None if job.problems else next_delay(job_function, job, outcome)
         result = self._report(queue, job, outcome, delay)
+        if self.hooks is not None:
+            self.hooks.finished(job, result)
         if result != "discarded":
             announce(job_function, job, outcome, delay if result == "retrying" else None)
         logger.info(

@@ -6,7 +6,8 @@
 -- ARGV[1] batch limit (> 0)
 -- ARGV[2] error recorded for the lost attempt (opaque JSON, "lease expired")
 --
--- The lost attempt counts (attempts was incremented at reserve). A job with
+-- The lost attempt counts (attempts was incremented at reserve); the token
+-- is bumped so the lost holder can no longer renew, ack or fail. A job with
 -- attempts left is queued again at once; one without goes to `failed`.
 -- Returns {requeued count, failed count, ms until the next lease deadline or
 -- -1 when nothing is reserved; 0 when the batch was full}.
@@ -29,6 +30,8 @@ for _, id in ipairs(expired) do
   local jkey = base .. 'job:' .. id
   local job = redis.call('HMGET', jkey, 'state', 'attempts', 'max_attempts', 'prio', 'group')
   if job[1] == 'running' then
+    -- Fence off the lost holder: its renew/ack/fail now carry a stale token.
+    redis.call('HINCRBY', jkey, 'token', 1)
     record_error(jkey, ARGV[2])
     if tonumber(job[2]) >= tonumber(job[3] or 1) then
       move_to_failed(base, jkey, failed, stats, id, now)

@@ -1,0 +1,98 @@
+"""Checks of the Redis server a worker is about to use.
+
+A Redis that may evict keys silently destroys queues (observed on Redis 7.0
+with ``allkeys-lru``; see ``shared/research/reliability.md`` §0.7), so a
+worker refuses to start unless ``maxmemory-policy`` is ``noeviction``. Wrong
+credentials and a user without scripting rights fail fast with the fix.
+No persistence is only a warning: it is a deployment choice, but a Redis
+restart then loses every job.
+
+The same checks run in ``manage.py check --deploy`` (``rqueue.E010``…).
+"""
+
+from __future__ import annotations
+
+import redis
+from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+from .conf import Problem, get_config
+from .connection import get_client
+from .scripts import load
+
+
+def redis_problems(client: redis.Redis, where: str) -> list[Problem]:
+    """Return what is wrong with the Redis behind ``client`` (named ``where`` in messages).
+
+    Ids: E010 maxmemory-policy is not noeviction; E011 authentication failed
+    (WRONGPASS / NOAUTH); E012 the user may not run scripts (NOPERM); E013
+    Redis unreachable; W010 neither AOF nor RDB snapshots are on.
+    """
+    try:
+        memory = client.info("memory")
+        persistence = client.info("persistence")
+    except AuthenticationError as exc:
+        return [
+            Problem(
+                "rqueue.E011",
+                f"{where}: Redis rejected the credentials ({exc}).",
+                "Fix the user/password in the Redis URL (redis://user:password@host:port/db).",
+            )
+        ]
+    except NoPermissionError as exc:
+        return [Problem("rqueue.E012", f"{where}: the Redis user may not run INFO ({exc}).")]
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        return [Problem("rqueue.E013", f"{where}: Redis is unreachable ({exc}).")]
+    found: list[Problem] = []
+    policy = memory.get("maxmemory_policy", "noeviction")
+    if policy != "noeviction":
+        found.append(
+            Problem(
+                "rqueue.E010",
+                f"{where}: maxmemory-policy is {policy!r}; Redis may evict queued jobs.",
+                "Set 'maxmemory-policy noeviction' in redis.conf "
+                "(or CONFIG SET maxmemory-policy noeviction).",
+            )
+        )
+    try:
+        load("reserve").ensure_loaded(client)
+    except NoPermissionError as exc:
+        found.append(
+            Problem(
+                "rqueue.E012",
+                f"{where}: the Redis user may not run Lua scripts ({exc}).",
+                "Grant +@scripting (EVALSHA, SCRIPT LOAD) to the user in its ACL.",
+            )
+        )
+    if not persistence.get("aof_enabled") and not _snapshots_on(client):
+        found.append(
+            Problem(
+                "rqueue.W010",
+                f"{where}: persistence is off (no AOF, no RDB snapshots); "
+                "a Redis restart loses every job.",
+                "Enable 'appendonly yes' (appendfsync everysec or always).",
+            )
+        )
+    return found
+
+
+def _snapshots_on(client: redis.Redis) -> bool:
+    try:
+        save = client.config_get("save").get("save", "")
+    except ResponseError:  # CONFIG may be renamed or forbidden: assume the operator knows
+        return True
+    return bool(str(save).strip())
+
+
+def problems_for(queues: list[str]) -> list[Problem]:
+    """Check each distinct Redis used by ``queues`` (once each)."""
+    seen: set[int] = set()
+    found: list[Problem] = []
+    config = get_config()
+    for queue in queues:
+        client = get_client(queue)
+        if id(client) in seen:
+            continue
+        seen.add(id(client))
+        where = f"queue {queue!r}" if config.queue(queue).redis_url else "Redis"
+        found.extend(redis_problems(client, where))
+    return found

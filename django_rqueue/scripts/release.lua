@@ -1,0 +1,28 @@
+-- release: hand a running job back to its queue WITHOUT spending an attempt
+-- (graceful shutdown, restart). Fenced by the reservation's token.
+--
+-- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>)   KEYS[2] job hash
+-- KEYS[3] reserved zset   KEYS[4] prios zset   KEYS[5] stats hash   KEYS[6] notify list
+-- ARGV[1] job id   ARGV[2] fencing token
+--
+-- attempts - 1 (the attempt never finished), token + 1 (any report from the
+-- released holder is now stale), state queued at the tail of its group.
+-- Returns {'ok'} or {'stale', state, current token} (nothing changed).
+
+--@include push_queued.lua
+--@include finish.lua
+
+local base, jkey, reserved, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local id = ARGV[1]
+local stale = check_token(jkey, ARGV[2])
+if stale then
+  return stale
+end
+redis.call('ZREM', reserved, id)
+redis.call('HINCRBY', jkey, 'attempts', -1)
+redis.call('HINCRBY', jkey, 'token', 1)
+redis.call('HSET', jkey, 'state', 'queued')
+redis.call('HDEL', jkey, 'worker')
+local job = redis.call('HMGET', jkey, 'prio', 'group')
+push_queued(base, prios, stats, notify, id, job[1], job[2])
+return {'ok'}

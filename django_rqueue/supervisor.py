@@ -1,0 +1,568 @@
+"""The prefork supervisor behind ``manage.py rqueue_work``.
+
+A master process forks ``concurrency`` worker children (and one poller child
+unless told not to) and supervises them, like Celery's prefork pool and the
+master-worker model of seed 003:
+
+- Children reserve and run jobs (:class:`~.worker.Worker`) and tell the
+  master over a pipe which job they run. The master renews every running
+  job's lease (fenced by its token) every third of ``RQUEUE["LEASE"]``, so a
+  job stuck in C code keeps its lease while the worker lives.
+- At ``timeout`` the child raises :class:`~.exceptions.JobTimeout` in the job
+  (soft); at ``timeout + grace`` the master SIGKILLs the child's process
+  group, fails the attempt ("hard timeout after N s"), applies the retry
+  policy and forks a new child. A child that dies mid-job has its attempt
+  failed with "worker process died (signal/exit code)" the same way.
+- ``max_jobs`` / ``max_memory_mb``: a child exits after the job that crosses
+  the limit and is replaced.
+- SIGTERM/SIGINT: children stop reserving, running jobs get
+  ``shutdown_timeout`` seconds to finish, then they are killed and their jobs
+  handed back without spending an attempt; a second signal skips the wait.
+  Children ignore SIGTERM/SIGINT (signals sent to a whole process group are
+  as graceful as one sent to the master) and die with the master
+  (``PR_SET_PDEATHSIG``).
+- ``rqueue_restart``: seen at the next heartbeat; the master stops like on
+  SIGTERM, then re-execs itself with the same command line.
+- Each heartbeat publishes the worker in the registry (:mod:`~.workers`).
+
+Signals (``job_retrying``/``job_failed``) for attempts the master fails on a
+dead child's behalf are sent from the master, the only process left.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from django import db
+
+from . import registry, transitions, workers
+from .conf import get_config
+from .connection import get_client
+from .exceptions import JobTimeout, LeaseLost, RedisUnavailable, RqueueError, WorkerLost
+from .execution import announce, failure, next_delay
+from .health import problems_for
+from .job import Job
+from .keys import QueueKeys
+from .poller import Poller
+from .worker import Worker, new_worker_id
+
+logger = logging.getLogger("django_rqueue.supervisor")
+
+#: Seconds between the master's passes over its children when nothing happens.
+TICK = 0.1
+#: Longest heartbeat interval in seconds (it is also at most a third of the lease).
+HEARTBEAT = 5.0
+
+
+class StartupError(RqueueError):
+    """The worker refused to start (Redis misconfigured); the message says how to fix it."""
+
+
+@dataclass
+class Running:
+    """A job a child told the master it is running."""
+
+    queue: str
+    job_id: str
+    token: int
+    name: str
+    timeout: float
+    started: float
+    renew_at: float
+
+
+@dataclass
+class Child:
+    pid: int
+    fd: int
+    kind: str  # "worker" or "poller"
+    buffer: bytes = b""
+    job: Running | None = None
+    #: Why the master killed it: "timeout", "handback" or "" (not killed).
+    killed_for: str = ""
+    #: Seconds the job had run when it was killed for a hard timeout.
+    ran_for: float = 0.0
+    done: list[str] = field(default_factory=list)
+
+
+def _set_pdeathsig() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+class _PipeHooks:
+    """A child's side of the pipe: one JSON line per event."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def _send(self, message: dict[str, Any]) -> None:
+        os.write(self.fd, json.dumps(message).encode() + b"\n")
+
+    def started(self, queue: str, job: Job) -> None:
+        self._send(
+            {
+                "e": "start",
+                "queue": queue,
+                "id": job.id,
+                "token": job.token,
+                "name": job.name,
+                "timeout": job.timeout,
+            }
+        )
+
+    def finished(self, job: Job, outcome: str) -> None:
+        self._send({"e": "end", "id": job.id, "outcome": outcome})
+
+
+class Supervisor:
+    """Run ``concurrency`` worker children over ``queues`` until stopped."""
+
+    def __init__(
+        self,
+        queues: list[str],
+        *,
+        concurrency: int,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        max_memory_mb: float | None = None,
+        shutdown_timeout: float = 30.0,
+        timeout_grace: float | None = None,
+        with_poller: bool = True,
+        worker_id: str | None = None,
+    ) -> None:
+        config = get_config()
+        for queue in queues:
+            config.queue(queue)
+        self.queues = queues
+        self.concurrency = concurrency
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.max_memory_mb = max_memory_mb
+        self.shutdown_timeout = shutdown_timeout
+        self.timeout_grace = config.timeout_grace if timeout_grace is None else timeout_grace
+        self.with_poller = with_poller
+        self.worker_id = worker_id or new_worker_id()
+        self.children: dict[int, Child] = {}
+        self.selector = selectors.DefaultSelector()
+        self.signals = 0
+        self.stop_deadline: float | None = None
+        self.restarting = False
+        self.started_ms = 0
+        self.processed = 0
+        self.failed = 0
+        self.next_heartbeat = 0.0
+        self.pending_reports: list[tuple[Running, BaseException]] = []
+
+    # -- startup -----------------------------------------------------------
+
+    def check_redis(self) -> None:
+        """Refuse to start on a misconfigured Redis; log warnings.
+
+        Raises:
+            StartupError: an error-level problem (eviction policy, credentials,
+                scripting permission, unreachable).
+        """
+        errors = []
+        delay = 0.5
+        found = problems_for(self.queues)
+        while any(p.id == "rqueue.E013" for p in found) and not self.signals:
+            logger.error("worker %s: Redis unreachable; retrying in %.1f s", self.worker_id, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            found = problems_for(self.queues)
+        for problem in found:
+            if problem.is_error:
+                errors.append(f"{problem.id}: {problem.msg} {problem.hint}".strip())
+            else:
+                logger.warning("%s: %s %s", problem.id, problem.msg, problem.hint)
+        if errors:
+            raise StartupError("refusing to start:\n" + "\n".join(errors))
+
+    def run(self) -> int:
+        """Supervise until stopped; return the exit status. Re-execs on ``rqueue_restart``."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        self.check_redis()
+        if self.signals:
+            return 0
+        registry.autodiscover()
+        self.started_ms = workers.redis_time_ms(get_client())
+        logger.info(
+            "worker %s: %d child(ren) serving %s",
+            self.worker_id,
+            self.concurrency,
+            ", ".join(self.queues),
+        )
+        for _ in range(self.concurrency):
+            self._spawn("worker")
+        if self.with_poller:
+            self._spawn("poller")
+        while self.children:
+            self._tick()
+        self._unpublish()
+        if self.restarting:
+            logger.info("worker %s: re-executing for rqueue_restart", self.worker_id)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execv(sys.executable, sys.orig_argv)  # noqa: S606 - our own command line
+        logger.info("worker %s: exited cleanly", self.worker_id)
+        return 0
+
+    # -- children ----------------------------------------------------------
+
+    def _spawn(self, kind: str) -> None:
+        db.connections.close_all()
+        read_fd, write_fd = os.pipe()
+        master = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # child
+            os.close(read_fd)
+            self._child_main(kind, write_fd, master)
+        os.close(write_fd)
+        try:
+            os.setpgid(pid, pid)  # also done by the child: whoever runs first wins the race
+        except OSError:
+            pass
+        os.set_blocking(read_fd, False)
+        self.children[pid] = Child(pid=pid, fd=read_fd, kind=kind)
+        self.selector.register(read_fd, selectors.EVENT_READ, pid)
+
+    def _child_main(self, kind: str, fd: int, master: int) -> None:
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            _set_pdeathsig()
+            if os.getppid() != master:
+                os._exit(1)
+            for child in self.children.values():
+                os.close(child.fd)
+            self.selector = selectors.DefaultSelector()
+            self.children = {}
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            reset_clients_after_fork()
+            if kind == "poller":
+                poller = Poller(self.queues)
+
+                def stop(signum: int, frame: FrameType | None) -> None:
+                    poller.stop.set()
+
+                signal.signal(signal.SIGUSR1, stop)
+                poller.run()
+                code = 0
+            else:
+                worker = Worker(
+                    self.queues,
+                    burst=self.burst,
+                    max_jobs=self.max_jobs,
+                    max_memory_mb=self.max_memory_mb,
+                    with_poller=False,
+                    worker_id=f"{self.worker_id}/{os.getpid()}",
+                    renew_leases=False,
+                    hooks=_PipeHooks(fd),
+                )
+                worker.install_child_signal_handlers()
+                code = worker.run()
+        except BaseException:
+            logger.exception("worker child %d crashed", os.getpid())
+        finally:
+            logging.shutdown()
+            os._exit(code)
+
+    def _read(self, child: Child) -> None:
+        while True:
+            try:
+                chunk = os.read(child.fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            child.buffer += chunk
+            *lines, child.buffer = child.buffer.split(b"\n")
+            for line in lines:
+                self._message(child, json.loads(line))
+
+    def _message(self, child: Child, message: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if message["e"] == "start":
+            child.job = Running(
+                queue=message["queue"],
+                job_id=message["id"],
+                token=int(message["token"]),
+                name=message["name"],
+                timeout=float(message["timeout"]),
+                started=now,
+                renew_at=now + get_config().lease / 3,
+            )
+        elif message["e"] == "end":
+            child.job = None
+            self.processed += 1
+            if message["outcome"] == "failed":
+                self.failed += 1
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            child = self.children.pop(pid, None)
+            if child is None:
+                continue
+            self._read(child)
+            self.selector.unregister(child.fd)
+            os.close(child.fd)
+            self._child_exited(child, status)
+
+    def _child_exited(self, child: Child, status: int) -> None:
+        if child.job is not None:
+            if child.killed_for == "handback":
+                self._hand_back(child.job)
+            else:
+                self._fail_attempt(child.job, self._death_reason(child, status))
+        stopping = self.stop_deadline is not None
+        clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        if child.kind == "worker" and not stopping and not (self.burst and clean):
+            self._spawn("worker")
+        elif child.kind == "poller" and not stopping:
+            self._spawn("poller")
+        if (
+            self.burst
+            and not stopping
+            and not any(c.kind == "worker" for c in self.children.values())
+        ):
+            self._begin_stop()
+
+    def _death_reason(self, child: Child, status: int) -> BaseException:
+        if child.killed_for == "timeout":
+            return JobTimeout(f"hard timeout after {child.ran_for:.0f} s")
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            return WorkerLost(f"worker process died (signal {sig}, {signal.Signals(sig).name})")
+        return WorkerLost(f"worker process died (exit code {os.WEXITSTATUS(status)})")
+
+    # -- reports on a dead child's behalf ------------------------------------
+
+    def _fail_attempt(self, running: Running, exc: BaseException) -> None:
+        try:
+            self._report_failure(running, exc)
+        except RedisUnavailable as error:
+            logger.warning("cannot report %s yet (%s); will retry", running.job_id, error)
+            self.pending_reports.append((running, exc))
+
+    def _report_failure(self, running: Running, exc: BaseException) -> None:
+        keys = QueueKeys.of(get_config().key_prefix, running.queue)
+        client = get_client(running.queue)
+        fields = transitions.read_job(client, keys, running.job_id)
+        if not fields:
+            return
+        job = Job.from_fields(running.job_id, fields)
+        if job.token != running.token:
+            return  # already reclaimed and handed to someone else
+        outcome = failure(exc)
+        job_function = registry.get(job.name)
+        delay = next_delay(job_function, job, outcome)
+        try:
+            result, _ = transitions.fail(
+                client,
+                keys,
+                job.id,
+                job.token,
+                outcome.error_json(),
+                -1 if delay is None else int(delay * 1000),
+            )
+        except LeaseLost:
+            return
+        if result == "failed":
+            self.failed += 1
+        logger.info(
+            "%s %s queue=%s attempt=%d/%d outcome=%s reason=%r",
+            job.name,
+            job.id,
+            job.queue,
+            job.attempts,
+            job.max_attempts,
+            result,
+            str(exc),
+        )
+        announce(job_function, job, outcome, delay if result == "retrying" else None)
+
+    def _hand_back(self, running: Running) -> None:
+        keys = QueueKeys.of(get_config().key_prefix, running.queue)
+        try:
+            transitions.release(get_client(running.queue), keys, running.job_id, running.token)
+            logger.info("handed %s back to queue %s", running.job_id, running.queue)
+        except LeaseLost:
+            pass  # it finished (or was reclaimed) before the kill
+        except RedisUnavailable as exc:
+            logger.error("could not hand %s back (%s); its lease will expire", running.job_id, exc)
+
+    # -- the loop ------------------------------------------------------------
+
+    def _tick(self) -> None:
+        for key, _ in self.selector.select(TICK):
+            child = self.children.get(key.data)
+            if child is not None:
+                self._read(child)
+        self._reap()
+        now = time.monotonic()
+        try:
+            self._renew_leases(now)
+            self._retry_reports()
+            if now >= self.next_heartbeat:
+                self._heartbeat()
+                self.next_heartbeat = now + min(HEARTBEAT, get_config().lease / 3)
+        except RedisUnavailable as exc:
+            logger.warning("worker %s: %s", self.worker_id, exc)
+        self._enforce_timeouts(now)
+        if self.stop_deadline is not None and (now >= self.stop_deadline or self.signals > 1):
+            self._kill_remaining()
+
+    def _renew_leases(self, now: float) -> None:
+        lease = get_config().lease
+        prefix = get_config().key_prefix
+        for child in self.children.values():
+            running = child.job
+            if running is None or now < running.renew_at or child.killed_for:
+                continue
+            running.renew_at = now + lease / 3
+            try:
+                transitions.renew_lease(
+                    get_client(running.queue),
+                    QueueKeys.of(prefix, running.queue),
+                    running.job_id,
+                    running.token,
+                    int(lease * 1000),
+                )
+            except LeaseLost as exc:
+                logger.debug("%s", exc)  # it just finished, or it was reclaimed
+
+    def _retry_reports(self) -> None:
+        pending, self.pending_reports = self.pending_reports, []
+        for index, (running, exc) in enumerate(pending):
+            try:
+                self._report_failure(running, exc)
+            except RedisUnavailable:
+                self.pending_reports.extend(pending[index:])
+                raise
+
+    def _enforce_timeouts(self, now: float) -> None:
+        for child in self.children.values():
+            running = child.job
+            if running is None or child.killed_for or running.timeout <= 0:
+                continue
+            ran = now - running.started
+            if ran >= running.timeout + self.timeout_grace:
+                logger.warning(
+                    "%s %s: hard timeout after %.1f s; killing child %d",
+                    running.name,
+                    running.job_id,
+                    ran,
+                    child.pid,
+                )
+                child.killed_for, child.ran_for = "timeout", ran
+                _killpg(child.pid)
+
+    def _heartbeat(self) -> None:
+        config = get_config()
+        jobs = [
+            {"id": c.job.job_id, "queue": c.job.queue, "pid": c.pid}
+            for c in self.children.values()
+            if c.job is not None
+        ]
+        info = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "queues": self.queues,
+            "concurrency": self.concurrency,
+            "jobs": jobs,
+            "processed": self.processed,
+            "failed": self.failed,
+            "started_at": self.started_ms,
+            "poller": self.with_poller,
+        }
+        restart = workers.publish(self.worker_id, info, config.lease)
+        if restart > self.started_ms and not self.restarting:
+            logger.info("worker %s: restart requested", self.worker_id)
+            self.restarting = True
+            self._begin_stop()
+
+    def _unpublish(self) -> None:
+        try:
+            workers.remove(self.worker_id)
+        except RedisUnavailable:
+            pass
+
+    # -- stopping ------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals += 1
+        if self.stop_deadline is None:
+            logger.info(
+                "worker %s: %s, finishing running jobs (up to %g s)",
+                self.worker_id,
+                signal.Signals(signum).name,
+                self.shutdown_timeout,
+            )
+            self._begin_stop()
+        else:
+            logger.info("worker %s: second signal, stopping now", self.worker_id)
+
+    def _begin_stop(self) -> None:
+        if self.stop_deadline is None:
+            self.stop_deadline = time.monotonic() + self.shutdown_timeout
+        for child in self.children.values():
+            if child.kind == "poller":
+                _killpg(child.pid)
+            else:
+                _signal(child.pid, signal.SIGUSR1)
+
+    def _kill_remaining(self) -> None:
+        for child in self.children.values():
+            if child.killed_for:
+                continue
+            child.killed_for = "handback"
+            _killpg(child.pid)
+
+
+def reset_clients_after_fork() -> None:
+    """Drop the parent's Redis clients in a child without closing the parent's sockets."""
+    from . import connection
+
+    connection._clients.clear()  # noqa: SLF001 - the module's own cache
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _killpg(pid: int) -> None:
+    """SIGKILL the child's process group (the child and anything its job started)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        _signal(pid, signal.SIGKILL)
+
+
+__all__ = ["StartupError", "Supervisor"]
