@@ -38,9 +38,11 @@ from .poller import Poller
 
 logger = logging.getLogger("django_rqueue.worker")
 
-#: Seconds an idle worker blocks on Redis per call (also the longest it takes
-#: an idle worker to notice SIGTERM).
-IDLE_BLOCK = 1.0
+#: Seconds an idle worker blocks on Redis per call: an idle worker costs Redis
+#: about 2 commands per IDLE_BLOCK (BLPOP + a reserve). It is also the longest
+#: an idle in-process worker takes to notice SIGTERM (a supervised child is
+#: interrupted at once).
+IDLE_BLOCK = 4.0
 #: Seconds between attempts to deliver an ack/fail while Redis is unreachable.
 REPORT_RETRY = 0.5
 #: Seconds a worker keeps trying to deliver an ack/fail before giving up (the

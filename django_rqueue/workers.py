@@ -47,7 +47,7 @@ def publish(worker_id: str, info: dict[str, Any], ttl: float) -> int:
         for name, value in {**info, "heartbeat": now}.items()
     }
     with redis_errors():
-        pipe = client.pipeline(transaction=True)
+        pipe = client.pipeline(transaction=False)  # no MULTI/EXEC: fewer commands per beat
         pipe.hset(key, mapping=cast(Any, mapping))  # redis-py's Mapping key type is invariant
         pipe.pexpire(key, int(ttl * 1000))
         pipe.zadd(workers_key(prefix), {worker_id: now})
