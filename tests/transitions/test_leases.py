@@ -114,12 +114,13 @@ def test_the_failed_job_reads_back_with_its_error_and_history(engine: Engine):
 
 
 def _reserved_twice(engine: Engine) -> str:
-    """A job reserved (token 1), whose lease expired and was reserved again (token 2)."""
+    """A job reserved (token 1) whose lease expired (reclaim fences it: token 2) and
+    that was reserved again (token 3)."""
     job_id = engine.add(max_attempts=5)
     engine.reserve(lease_ms=1)
     wait_until(lambda: engine.reclaim()[0] == 1, message="lease reclaimed")
     assert engine.reserve_id() == job_id
-    assert engine.token(job_id) == 2
+    assert engine.token(job_id) == 3
     return job_id
 
 
@@ -138,7 +139,7 @@ def test_a_stale_token_raises_lease_lost_and_changes_nothing(engine: Engine, act
         calls[action]()
     assert engine.snapshot() == before
     assert engine.state(other) == "queued"
-    engine.ack(job_id, token=2)  # the current holder still can
+    engine.ack(job_id, token=3)  # the current holder still can
     assert engine.state(job_id) == "succeeded"
 
 
@@ -150,11 +151,34 @@ def test_reporting_on_a_job_that_is_not_running_is_stale(engine: Engine, action:
     before = engine.snapshot()
     with pytest.raises(LeaseLost, match="succeeded"):
         if action == "ack":
-            engine.ack(job_id, token=1)
+            engine.ack(job_id, token=2)  # a token that never held the job
         elif action == "fail":
             engine.fail(job_id, token=1)
         else:
             transitions.renew_lease(engine.client, engine.keys, job_id, 1, 1000)
+    assert engine.snapshot() == before
+
+
+def test_a_repeated_ack_by_the_same_holder_is_idempotent(engine: Engine):
+    """An ack whose reply was lost is sent again: the second one changes nothing, raises nothing."""
+    job_id = engine.add()
+    engine.reserve_id()
+    engine.ack(job_id, token=1)
+    before = engine.snapshot()
+    engine.ack(job_id, token=1)
+    assert engine.snapshot() == before
+
+
+@pytest.mark.parametrize(("retry_ms", "state"), [(60_000, "scheduled"), (-1, "failed")])
+def test_a_repeated_fail_by_the_same_holder_is_idempotent(
+    engine: Engine, retry_ms: int, state: str
+):
+    job_id = engine.add(max_attempts=3)
+    engine.reserve_id()
+    engine.fail(job_id, token=1, retry_ms=retry_ms)
+    assert engine.state(job_id) == state
+    before = engine.snapshot()
+    engine.fail(job_id, token=1, retry_ms=retry_ms)
     assert engine.snapshot() == before
 
 
