@@ -185,8 +185,8 @@ info "the reset link opens: $link"
 say "queue report jobs for users a,b,c,d,e: 8,9,4,5,2 jobs, same priority (seed 004)"
 manage demo_enqueue reports >"$work/report-ids.txt"
 echo "queued $(wc -l <"$work/report-ids.txt") jobs on queue 'reports' (no worker serves it yet)"
-say "run them: rqueue_work --burst --queues reports"
-timeout 60 "$py" example_project/manage.py rqueue_work --burst --queues reports --without-poller \
+say "run them: rqueue_work --burst --queues reports --concurrency 1"
+timeout 60 "$py" example_project/manage.py rqueue_work --burst --queues reports --without-poller --concurrency 1 \
     >"$work/reports-worker.log" 2>&1 || die "the burst worker failed or timed out"
 if [[ $smoke -eq 0 ]]; then
     grep -m3 'outcome=' "$work/reports-worker.log"
