@@ -93,7 +93,7 @@ class Child:
     killed_for: str = ""
     #: Seconds the job had run when it was killed for a hard timeout.
     ran_for: float = 0.0
-    done: list[str] = field(default_factory=list)
+    born: float = field(default_factory=time.monotonic)
 
 
 def _set_pdeathsig() -> None:
@@ -340,6 +340,10 @@ class Supervisor:
                 self._fail_attempt(child.job, self._death_reason(child, status))
         stopping = self.stop_deadline is not None
         clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        if not clean and not child.killed_for and time.monotonic() - child.born < 1.0:
+            # A child that cannot even start (bad code, Redis refusing): do not spin.
+            logger.error("child %d died within 1 s of starting; pausing 1 s", child.pid)
+            time.sleep(1.0)
         if child.kind == "worker" and not stopping and not (self.burst and clean):
             self._spawn("worker")
         elif child.kind == "poller" and not stopping:
