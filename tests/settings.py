@@ -74,7 +74,9 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tes
 RQUEUE: dict[str, Any] = {
     "REDIS_URL": os.environ.get("RQUEUE_TEST_REDIS_URL", "redis://127.0.0.1:6399/15"),
     "QUEUES": {"default": {}, "emails": {}, "low": {}},
-    "LEASE": 2,
+    # Fault-injection tests (tests/faults/) shrink these for their worker subprocesses.
+    "LEASE": float(os.environ.get("RQUEUE_TEST_LEASE", "2")),
+    "TIMEOUT_GRACE": float(os.environ.get("RQUEUE_TEST_TIMEOUT_GRACE", "5")),
 }
 
 LOGGING: dict[str, Any] = {

@@ -11,13 +11,18 @@ so what a job did is checked independently of what Redis says about it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from django_rqueue import job
+from django_rqueue import job, signals
+from django_rqueue.exceptions import JobTimeout
+from django_rqueue.job import Job
 
 
 def write_ledger(ledger: str, tag: str, event: str, **extra: Any) -> None:
@@ -111,4 +116,141 @@ def chain(ledger: str, tag: str, queue: str, next_tag: str) -> str:
     """Write ``run``, then enqueue ``record(ledger, next_tag)`` on ``queue``."""
     write_ledger(ledger, tag, "run")
     record.using(queue=queue).delay(ledger, next_tag)
+    return tag
+
+
+# -- fault-injection jobs (tests/faults/) ----------------------------------------
+#
+# These write ledger lines that also carry the job's ``id``, ``attempt`` and
+# ``token`` (of the reservation running it): ``start`` when the body begins,
+# ``end`` when it returns. The receivers below add ``acked`` (the worker's ack
+# was accepted by Redis: ``job_succeeded`` is only sent then), ``retrying`` and
+# ``failed`` (a failure report accepted by Redis; for attempts the supervisor
+# fails on a dead child's behalf, these are written by the master).
+
+#: The job this process is running (set by ``job_started``, which fires in it).
+_current: list[Job] = []
+#: Memory a hog job keeps, so that its process stays big after the job.
+_hoard: list[bytes] = []
+
+
+def _remember(sender: object, job: Job, **kwargs: Any) -> None:
+    _current[:] = [job]
+
+
+def _fault_event(event: str) -> Callable[..., None]:
+    def receiver(sender: object, job: Job, **kwargs: Any) -> None:
+        if job.name.startswith(f"{__name__}.fault_") and job.args:
+            write_ledger(
+                str(job.args[0]),
+                str(job.args[1]) if len(job.args) > 1 else "",
+                event,
+                id=job.id,
+                attempt=job.attempts,
+                token=job.token,
+            )
+
+    return receiver
+
+
+_receivers = {
+    "acked": _fault_event("acked"),
+    "retrying": _fault_event("retrying"),
+    "failed": _fault_event("failed"),
+}
+signals.job_started.connect(_remember, dispatch_uid="tests.fault.current")
+signals.job_succeeded.connect(_receivers["acked"], dispatch_uid="tests.fault.acked")
+signals.job_retrying.connect(_receivers["retrying"], dispatch_uid="tests.fault.retrying")
+signals.job_failed.connect(_receivers["failed"], dispatch_uid="tests.fault.failed")
+
+
+def fault_mark(ledger: str, tag: str, event: str, **extra: Any) -> None:
+    """A ledger line naming the running job's id, attempt and token."""
+    job = _current[0] if _current else None
+    write_ledger(
+        ledger,
+        tag,
+        event,
+        id=job.id if job else "",
+        attempt=job.attempts if job else 0,
+        token=job.token if job else 0,
+        **extra,
+    )
+
+
+@job(max_attempts=5, backoff=linear_backoff)
+def fault_noop(ledger: str, tag: str) -> str:
+    """``start`` then ``end`` at once."""
+    fault_mark(ledger, tag, "start")
+    fault_mark(ledger, tag, "end")
+    return tag
+
+
+@job(max_attempts=5, backoff=linear_backoff)
+def fault_sleep(ledger: str, tag: str, seconds: float) -> str:
+    """``start``, sleep ``seconds``, ``end``."""
+    fault_mark(ledger, tag, "start")
+    time.sleep(seconds)
+    fault_mark(ledger, tag, "end")
+    return tag
+
+
+@job(max_attempts=5, backoff=linear_backoff)
+def fault_sleep_first(ledger: str, tag: str, seconds: float) -> str:
+    """Sleep ``seconds`` on the first attempt only (later attempts return at once)."""
+    fault_mark(ledger, tag, "start")
+    if _current and _current[0].attempts == 1:
+        time.sleep(seconds)
+    fault_mark(ledger, tag, "end")
+    return tag
+
+
+@job(timeout=1, max_attempts=1)
+def fault_spin(ledger: str, tag: str) -> None:
+    """A pure-Python busy loop (the soft timeout interrupts it)."""
+    fault_mark(ledger, tag, "start")
+    while True:
+        pass
+
+
+@job(timeout=1, max_attempts=1)
+def fault_sleep_forever(ledger: str, tag: str) -> None:
+    """``time.sleep(10**9)``."""
+    fault_mark(ledger, tag, "start")
+    time.sleep(10**9)
+
+
+@job(timeout=1, max_attempts=1)
+def fault_c_call(ledger: str, tag: str) -> None:
+    """A long C call that never checks for signals (so the soft timeout cannot fire)."""
+    fault_mark(ledger, tag, "start")
+    hashlib.pbkdf2_hmac("sha256", b"x", b"y", 10**10)
+    fault_mark(ledger, tag, "end")
+
+
+@job(timeout=1, max_attempts=1)
+def fault_swallow_timeout(ledger: str, tag: str) -> None:
+    """Catches the soft timeout and carries on, forever."""
+    fault_mark(ledger, tag, "start")
+    while True:
+        try:
+            while True:
+                time.sleep(0.01)
+        except JobTimeout:
+            fault_mark(ledger, tag, "soft_timeout")
+
+
+@job(max_attempts=3, backoff=linear_backoff)
+def fault_suicide(ledger: str, tag: str) -> None:
+    """Poison: SIGKILLs its own process on every attempt."""
+    fault_mark(ledger, tag, "start")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@job(max_attempts=3)
+def fault_hog(ledger: str, tag: str, megabytes: int) -> str:
+    """Keep ``megabytes`` MiB (touched) alive in this process after the job returns."""
+    fault_mark(ledger, tag, "start")
+    _hoard.append(b"x" * (megabytes * 2**20))
+    fault_mark(ledger, tag, "end")
     return tag
