@@ -25,7 +25,7 @@ from .keys import QueueKeys
 
 logger = logging.getLogger("django_rqueue.poller")
 
-#: Seconds: the longest a poller sleeps without looking at Redis.
+#: Seconds: the longest a poller sleeps without looking at Redis (at most one lease too).
 MAX_SLEEP = 5.0
 #: Seconds: Redis checks blocking-call timeouts only every ~100 ms (``hz 10``),
 #: so a poller blocks until this long before the next due time, then sleeps
@@ -46,8 +46,11 @@ class Poller:
 
     def run_once(self) -> float:
         """Do one round over every queue; return seconds until the next round is due."""
-        prefix = get_config().key_prefix
-        sleep = MAX_SLEEP
+        config = get_config()
+        prefix = config.key_prefix
+        # Never sleep longer than a lease: a job reserved right after this
+        # round must be reclaimed within about one lease if its worker dies.
+        sleep = min(MAX_SLEEP, config.lease)
         for queue in self.queues:
             client, keys = get_client(queue), QueueKeys.of(prefix, queue)
             promoted, next_due = transitions.promote_due(client, keys, self.batch)
