@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from django_rqueue import JobStatus, get_job
+from tests.faults.harness import children_of
 from tests.inprocess import keys, stats
 from tests.jobs_app.jobs import fail_then_succeed, read_ledger, record, returns_unserializable, slow
 from tests.waiting import wait_until
@@ -62,7 +63,9 @@ def test_worker_runs_jobs_and_logs_one_line_per_job(
     first = wait_until(lambda: read_ledger(ledger), timeout=5, message="job did not run")
     latency_ms = (first[0]["t"] - enqueued_at) * 1000
     print(f"idle worker started the job {latency_ms:.1f} ms after .delay()")
-    assert first[0]["pid"] == worker.pid
+    # Jobs run in a child process of the master (the command's own process).
+    assert first[0]["pid"] != worker.pid
+    assert first[0]["pid"] in children_of(worker.pid)
 
     bad = returns_unserializable.delay(ledger, "bad")  # max_attempts=1
     flaky = fail_then_succeed.delay(ledger, "flaky", 1)  # retried by the worker's own poller
@@ -99,7 +102,8 @@ def test_worker_runs_jobs_and_logs_one_line_per_job(
 def test_sigterm_while_a_job_runs_finishes_it_and_exits_0(
     manage: Manage, ledger: str, rqueue_redis: redis.Redis
 ) -> None:
-    worker = manage("rqueue_work", "--queues", "default")
+    # One child: a second one would start the queued job while the first runs.
+    worker = manage("rqueue_work", "--queues", "default", "--concurrency", "1")
     wait_serving(worker, rqueue_redis)
     running = slow.delay(ledger, "long", 1.5)
     waiting = record.delay(ledger, "next")  # queued behind it: must not be started
@@ -139,7 +143,7 @@ def test_burst_exits_0_once_nothing_is_queued_or_running(
     now = [record.delay(ledger, str(n)) for n in range(3)]
     later = record.using(delay=60).delay(ledger, "later")
 
-    worker = manage("rqueue_work", "--burst")
+    worker = manage("rqueue_work", "--burst", "--concurrency", "1")  # one child: one order
     assert worker.wait(STARTUP) == 0
 
     assert [e["tag"] for e in read_ledger(ledger)] == ["0", "1", "2"]
@@ -149,17 +153,52 @@ def test_burst_exits_0_once_nothing_is_queued_or_running(
     assert "exiting after 3 job(s)" in worker.stderr()
 
 
-def test_max_jobs_exits_0_after_that_many_jobs(
+def test_max_jobs_recycles_the_child_after_that_many_jobs(
     manage: Manage, ledger: str, rqueue_redis: redis.Redis
 ) -> None:
     for n in range(5):
         record.delay(ledger, str(n))
 
-    worker = manage("rqueue_work", "--max-jobs", "2")
-    assert worker.wait(STARTUP) == 0
+    worker = manage("rqueue_work", "--max-jobs", "2", "--concurrency", "1")
+    wait_until(lambda: len(read_ledger(ledger)) == 5, timeout=STARTUP, message="jobs did not run")
 
-    assert [e["tag"] for e in read_ledger(ledger)] == ["0", "1"]
-    assert stats(rqueue_redis)["queued"] == 3
+    runs = read_ledger(ledger)
+    assert [e["tag"] for e in runs] == ["0", "1", "2", "3", "4"]
+    pids = [e["pid"] for e in runs]
+    # Two jobs per child, then a fresh child; the master (the command) stays.
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4], pids
+    assert len(set(pids)) == 3 and worker.pid not in pids
+    assert worker.alive()
+    assert stats(rqueue_redis)["succeeded"] == 5
+    wait_until(lambda: pids[4] in children_of(worker.pid), timeout=5)
+    assert not set(pids[:4]) & set(children_of(worker.pid))  # the recycled children are gone
+    assert worker.stderr().count("exiting (--max-jobs)") >= 2
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+
+
+def test_concurrency_runs_jobs_side_by_side_in_separate_children(
+    manage: Manage, ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    worker = manage("rqueue_work", "--queues", "default", "--concurrency", "3")
+    wait_serving(worker, rqueue_redis)
+    for n in range(3):
+        slow.delay(ledger, str(n), 1.0)
+
+    wait_until(lambda: len(tags_of(ledger, "end")) == 3, timeout=10, message="jobs did not end")
+    events = read_ledger(ledger)
+    starts = [e for e in events if e["event"] == "start"]
+    first_end = min(e["t"] for e in events if e["event"] == "end")
+    assert all(e["t"] < first_end for e in starts), "the three jobs did not overlap"
+    assert len({e["pid"] for e in starts}) == 3
+    assert {e["pid"] for e in starts} <= set(children_of(worker.pid))
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+
+
+def tags_of(ledger: str, event: str) -> list[str]:
+    return [e["tag"] for e in read_ledger(ledger) if e["event"] == event]
 
 
 def test_queues_option_serves_only_those_queues_in_that_order(manage: Manage, ledger: str) -> None:
@@ -167,7 +206,7 @@ def test_queues_option_serves_only_those_queues_in_that_order(manage: Manage, le
     record.using(queue="low").delay(ledger, "low")
     record.using(queue="emails").delay(ledger, "emails")
 
-    worker = manage("rqueue_work", "--burst", "--queues", "low,emails")
+    worker = manage("rqueue_work", "--burst", "--queues", "low,emails", "--concurrency", "1")
     assert worker.wait(STARTUP) == 0
 
     assert [e["tag"] for e in read_ledger(ledger)] == ["low", "emails"]
@@ -178,6 +217,13 @@ def test_queues_option_serves_only_those_queues_in_that_order(manage: Manage, le
     [
         (("--queues", "nope"), "not declared"),
         (("--max-jobs", "0"), "must be >= 1"),
+        (("--concurrency", "0"), "must be >= 1"),
+        (("--concurrency", "two"), "invalid positive_int value"),
+        (("--max-memory", "0"), "must be >= 1"),
+        (("--shutdown-timeout", "-1"), "must be >= 0 seconds"),
+        (("--timeout-grace", "-0.5"), "must be >= 0 seconds"),
+        (("--timeout-grace", "soon"), "invalid seconds value"),
+        (("--queues", " , "), "name at least one queue"),
     ],
 )
 def test_bad_options_are_rejected(manage: Manage, args: tuple[str, ...], message: str) -> None:

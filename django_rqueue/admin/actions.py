@@ -1,0 +1,193 @@
+"""Retry, run now, cancel and delete: GET shows a confirmation, POST acts.
+
+Every mutation answers with a ``messages`` line and a redirect, and is
+recorded in the admin's history (``LogEntry``). A job that changed state
+since the page was rendered is reported and left alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods, require_POST
+
+from .. import browse, bulk
+from ..exceptions import JobStateError, RedisUnavailable
+from ..keys import queue_of
+from .common import (
+    ACTION_PERMISSION,
+    context,
+    declared_queue,
+    job_url,
+    log,
+    require,
+    unquote_id,
+    url,
+)
+from .detail import load
+
+if TYPE_CHECKING:
+    from .site import JobAdmin
+
+
+def _action(name: str) -> tuple[str, tuple[str, ...]]:
+    try:
+        return bulk.ACTIONS[name]
+    except KeyError:
+        raise Http404(f"No action {name!r}.") from None
+
+
+def _next(request: HttpRequest, default: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, {request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return default
+
+
+@require_http_methods(["GET", "POST"])
+def job_action(
+    request: HttpRequest, model_admin: JobAdmin, job_id: str, action: str
+) -> HttpResponse:
+    """Apply ``action`` to one job (confirmation page on GET)."""
+    verb, states = _action(action)
+    require(request, model_admin, ACTION_PERMISSION[action])
+    job_id = unquote_id(job_id)
+    job, _raw = load(job_id)
+    back = url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
+    if job.status.value not in browse.STATES:
+        back = url(model_admin, "django_rqueue_job_changelist")
+    if request.method == "GET":
+        return TemplateResponse(
+            request,
+            "admin/django_rqueue/confirm.html",
+            context(
+                request,
+                model_admin,
+                _("Are you sure?"),
+                queue=job.queue,
+                question=_("%(action)s this %(state)s job?")
+                % {"action": action.replace("_", " ").capitalize(), "state": job.status.value},
+                items=[(job_id, job.name, job_url(model_admin, job_id))],
+                post_url=job_url(model_admin, job_id, action),
+                submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
+                cancel_url=job_url(model_admin, job_id),
+                hidden=[("next", _next(request, back))],
+            ),
+        )
+    try:
+        bulk.perform(job_id, action)
+    except JobStateError as exc:
+        messages.warning(
+            request,
+            _("Job %(id)s was not %(verb)s: it is %(state)s now (it changed meanwhile).")
+            % {"id": job_id, "verb": verb, "state": exc.state or _("gone")},
+        )
+        return HttpResponseRedirect(job_url(model_admin, job_id) if exc.state else back)
+    log(request, job_id, f"{verb} ({job.name})", deletion=action == "delete")
+    messages.success(request, _("Job %(id)s %(verb)s.") % {"id": job_id, "verb": verb})
+    if action in ("delete", "cancel"):
+        return HttpResponseRedirect(_next(request, back))
+    return HttpResponseRedirect(_next(request, job_url(model_admin, job_id)))
+
+
+@require_POST
+def selected(request: HttpRequest, model_admin: JobAdmin, queue: str) -> HttpResponse:
+    """Apply an action to the ticked jobs of a list (confirmation first, both POST)."""
+    declared_queue(queue)
+    action = request.POST.get("action", "")
+    verb, _states = _action(action)
+    require(request, model_admin, ACTION_PERMISSION[action])
+    ids = [i for i in dict.fromkeys(request.POST.getlist("ids")) if queue_of(i) == queue]
+    back = _next(request, url(model_admin, "django_rqueue_job_changelist"))
+    if not ids:
+        messages.warning(request, _("No jobs were selected; nothing was changed."))
+        return HttpResponseRedirect(back)
+    if request.POST.get("confirm") != "yes":
+        return TemplateResponse(
+            request,
+            "admin/django_rqueue/confirm.html",
+            context(
+                request,
+                model_admin,
+                _("Are you sure?"),
+                queue=queue,
+                question=_("%(action)s these %(n)d jobs?")
+                % {"action": action.replace("_", " ").capitalize(), "n": len(ids)},
+                items=[(i, "", job_url(model_admin, i)) for i in ids],
+                post_url=url(model_admin, "django_rqueue_selected", queue),
+                submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
+                cancel_url=back,
+                hidden=[("action", action), ("confirm", "yes"), ("next", back)]
+                + [("ids", i) for i in ids],
+            ),
+        )
+    outcome = bulk.perform_many(ids, action)
+    for job_id in outcome.done:
+        log(request, job_id, verb, deletion=action == "delete")
+    if outcome.done:
+        messages.success(
+            request, _("%(n)d jobs %(verb)s.") % {"n": len(outcome.done), "verb": verb}
+        )
+    for job_id, why in outcome.refused:
+        messages.warning(
+            request,
+            _("Job %(id)s was not %(verb)s: %(why)s (it changed meanwhile).")
+            % {"id": job_id, "verb": verb, "why": why},
+        )
+    return HttpResponseRedirect(back)
+
+
+@require_http_methods(["GET", "POST"])
+def all_failed(
+    request: HttpRequest, model_admin: JobAdmin, queue: str, action: str
+) -> HttpResponse:
+    """Retry or delete every failed job of ``queue`` (optionally of one name), in batches."""
+    declared_queue(queue)
+    if action not in ("retry", "delete"):
+        raise Http404(f"No action {action!r}.")
+    require(request, model_admin, ACTION_PERMISSION[action])
+    name = (request.POST.get("name") or request.GET.get("name") or "").strip()
+    back = url(model_admin, "django_rqueue_job_list", queue, "failed")
+    if request.method == "GET":
+        total = browse.JobSource(queue, "failed").count()
+        what = _("the jobs named %(name)s among") % {"name": name} if name else _("all")
+        return TemplateResponse(
+            request,
+            "admin/django_rqueue/confirm.html",
+            context(
+                request,
+                model_admin,
+                _("Are you sure?"),
+                queue=queue,
+                question=_("%(action)s %(what)s the %(n)d failed jobs of queue %(queue)s?")
+                % {"action": action.capitalize(), "what": what, "n": total, "queue": queue},
+                items=[],
+                post_url=url(model_admin, "django_rqueue_all_failed", queue, action),
+                submit=_("Yes, %(action)s them") % {"action": action},
+                cancel_url=back,
+                hidden=[("name", name)],
+            ),
+        )
+    try:
+        result = bulk.process_failed(queue, action, name=name)
+    except RedisUnavailable as exc:
+        messages.error(request, str(exc))
+        return HttpResponseRedirect(back)
+    verb = bulk.ACTIONS[action][0]
+    text = _("%(n)d failed jobs of queue %(queue)s %(verb)s") % {
+        "n": result.done,
+        "queue": queue,
+        "verb": verb,
+    }
+    if name:
+        text += _(" (name %(name)s)") % {"name": name}
+    log(request, f"{queue}:failed", text, deletion=action == "delete")
+    messages.success(request, text + ".")
+    return HttpResponseRedirect(back)

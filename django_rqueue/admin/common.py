@@ -1,0 +1,89 @@
+"""What every rqueue admin view shares: context, permissions, URLs, history."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from django.contrib.admin.models import CHANGE, DELETION, LogEntry
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest
+from django.urls import reverse
+
+from ..conf import get_config
+from ..models import Job as JobModel
+
+if TYPE_CHECKING:
+    from .site import JobAdmin
+
+#: Jobs per page of a listing.
+PAGE_SIZE = 50
+
+
+def context(
+    request: HttpRequest, model_admin: JobAdmin, title: str, **extra: Any
+) -> dict[str, Any]:  # noqa: ANN401
+    """The admin site's ``each_context`` plus what the rqueue templates use."""
+    opts = model_admin.model._meta
+    return {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "opts": opts,
+        "app_label": opts.app_label,
+        "overview_url": url(model_admin, "django_rqueue_job_changelist"),
+        "can_change": model_admin.has_change_permission(request),
+        "can_delete": model_admin.has_delete_permission(request),
+        "queue_names": list(get_config().queues),
+        **extra,
+    }
+
+
+def url(model_admin: JobAdmin, name: str, *args: str) -> str:
+    """Reverse one of the rqueue admin URLs on the site ``model_admin`` is mounted on."""
+    site = model_admin.admin_site.name
+    return reverse(f"{site}:{name}", args=args, current_app=site)
+
+
+def job_url(model_admin: JobAdmin, job_id: str, action: str = "") -> str:
+    if action:
+        return url(model_admin, "django_rqueue_job_action", quote(job_id), action)
+    return url(model_admin, "django_rqueue_job_change", quote(job_id))
+
+
+def unquote_id(raw: str) -> str:
+    return unquote(raw)
+
+
+def declared_queue(queue: str) -> str:
+    """Return ``queue`` if it is declared, else raise 404."""
+    if queue not in get_config().queues:
+        raise Http404(f"No queue named {queue!r}.")
+    return queue
+
+
+#: Permission each action needs.
+ACTION_PERMISSION = {"retry": "change", "run_now": "change", "cancel": "delete", "delete": "delete"}
+
+
+def require(request: HttpRequest, model_admin: JobAdmin, permission: str) -> None:
+    """Raise ``PermissionDenied`` (403) unless the user has ``view``/``change``/``delete``."""
+    check = {
+        "view": model_admin.has_view_permission,
+        "change": model_admin.has_change_permission,
+        "delete": model_admin.has_delete_permission,
+    }[permission]
+    if not check(request):
+        raise PermissionDenied
+
+
+def log(request: HttpRequest, object_id: str, text: str, *, deletion: bool = False) -> None:
+    """Record an action in the admin's history (``LogEntry``), as the admin does for models."""
+    LogEntry.objects.create(
+        user_id=cast(int, request.user.pk),
+        content_type=ContentType.objects.get_for_model(JobModel, for_concrete_model=False),
+        object_id=object_id,
+        object_repr=object_id[:200],
+        action_flag=DELETION if deletion else CHANGE,
+        change_message=text,
+    )

@@ -1,0 +1,80 @@
+"""The page of one job: everything its record holds, even when part of it is corrupt."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.translation import gettext as _
+
+from .. import browse
+from ..bulk import ACTIONS
+from ..conf import get_config
+from ..connection import get_client
+from ..job import Job
+from ..keys import queue_of
+from ..transitions import read_job
+from .common import ACTION_PERMISSION, context, job_url, unquote_id, url
+
+if TYPE_CHECKING:
+    from .site import JobAdmin
+
+#: Hash fields shown in the "Options" table (the others have their own place).
+OPTION_FIELDS = ("timeout_ms", "result_ttl", "unique_key", "token", "worker", "run_at")
+
+
+def load(job_id: str) -> tuple[Job, dict[str, str]]:
+    """Return the job and its raw hash (as text), or raise 404."""
+    queue = queue_of(job_id)
+    if queue is None or queue not in get_config().queues:
+        raise Http404(_("No job with this id."))
+    raw = read_job(get_client(queue), browse.keys_of(queue), job_id)
+    if not raw:
+        raise Http404(_("No job with this id: it finished and expired, or was deleted."))
+    text = {
+        (k.decode() if isinstance(k, bytes) else k): (
+            v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+        )
+        for k, v in raw.items()
+    }
+    return Job.from_fields(job_id, raw), text
+
+
+def pretty(value: Any) -> str:  # noqa: ANN401 - any JSON value
+    return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def job_detail(request: HttpRequest, model_admin: JobAdmin, job_id: str) -> HttpResponse:
+    """Show one job (404 when it does not exist)."""
+    job_id = unquote_id(job_id)
+    job, raw = load(job_id)
+    actions = [
+        (name, verb, job_url(model_admin, job_id, name))
+        for name, (verb, states) in ACTIONS.items()
+        if job.status.value in states
+        and getattr(model_admin, f"has_{ACTION_PERMISSION[name]}_permission")(request)
+    ]
+    return TemplateResponse(
+        request,
+        "admin/django_rqueue/job_detail.html",
+        context(
+            request,
+            model_admin,
+            _("Job %(id)s") % {"id": job_id},
+            job=job,
+            queue=job.queue,
+            state=job.status.value,
+            list_url=url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
+            if job.status.value in browse.STATES
+            else "",
+            args=pretty(job.args),
+            kwargs=pretty(job.kwargs),
+            result=pretty(job.result) if "result" in raw else None,
+            options={k: raw[k] for k in OPTION_FIELDS if k in raw},
+            raw=sorted(raw.items()) if job.problems else None,
+            errors=list(enumerate(job.errors, 1)),
+            actions=actions,
+        ),
+    )

@@ -1,0 +1,213 @@
+"""One generic job list, parametrized by state (and, for queued jobs, priority and group)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from .. import browse
+from ..bulk import ACTIONS
+from ..exceptions import RedisUnavailable
+from .common import ACTION_PERMISSION, PAGE_SIZE, context, declared_queue, job_url, url
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrPromise
+
+    from .site import JobAdmin
+
+Cell = Callable[[browse.Row], Any]
+
+
+def _error(row: browse.Row) -> str:
+    error = row.job.error if row.job else None
+    if not error:
+        return ""
+    return f"{error['type'].rsplit('.', 1)[-1]}: {error['message']}"[:200]
+
+
+def _result(row: browse.Row) -> str:
+    return json.dumps(row.job.result, default=str)[:100] if row.job else ""
+
+
+def _attempts(row: browse.Row) -> str:
+    return f"{row.job.attempts}/{row.job.max_attempts}" if row.job else ""
+
+
+#: State -> (title, the "at" column's header, other columns).
+COLUMNS: dict[str, tuple[_StrPromise, _StrPromise, list[tuple[_StrPromise, Cell]]]] = {
+    "queued": (
+        gettext_lazy("Queued jobs"),
+        gettext_lazy("Due since"),
+        [(gettext_lazy("Attempts"), _attempts)],
+    ),
+    "scheduled": (
+        gettext_lazy("Scheduled jobs"),
+        gettext_lazy("Run at"),
+        [(gettext_lazy("Attempts"), _attempts), (gettext_lazy("Last error"), _error)],
+    ),
+    "running": (
+        gettext_lazy("Running jobs"),
+        gettext_lazy("Lease deadline"),
+        [
+            (gettext_lazy("Worker"), lambda r: r.job.worker if r.job else ""),
+            (gettext_lazy("Started"), lambda r: r.job.started_at if r.job else None),
+            (gettext_lazy("Attempt"), _attempts),
+        ],
+    ),
+    "failed": (
+        gettext_lazy("Failed jobs"),
+        gettext_lazy("Failed at"),
+        [(gettext_lazy("Error"), _error), (gettext_lazy("Attempts"), _attempts)],
+    ),
+    "succeeded": (
+        gettext_lazy("Recently succeeded jobs"),
+        gettext_lazy("Finished"),
+        [(gettext_lazy("Result"), _result), (gettext_lazy("Attempts"), _attempts)],
+    ),
+}
+
+#: State -> bulk actions offered on its list.
+BULK = {
+    "queued": ["cancel", "delete"],
+    "scheduled": ["run_now", "cancel", "delete"],
+    "running": [],
+    "failed": ["retry", "delete"],
+    "succeeded": ["delete"],
+}
+
+
+def _cells(row: browse.Row, state: str) -> list[Any]:
+    if row.job is not None and state == "queued":
+        at = row.job.run_at
+    else:
+        at = row.at
+    return [at, *(cell(row) for _, cell in COLUMNS[state][2])]
+
+
+def job_list(request: HttpRequest, model_admin: JobAdmin, queue: str, state: str) -> HttpResponse:
+    """List the jobs of ``queue`` in ``state``, a page at a time."""
+    declared_queue(queue)
+    if state not in browse.STATES:
+        raise Http404(f"No job state {state!r}.")
+    title, at_header, columns = COLUMNS[state]
+    extra: dict[str, Any] = {}
+    name = request.GET.get("name", "").strip()
+    try:
+        source = _source(request, queue, state, extra)
+        if extra.get("groups_page") is not None:
+            rows: list[browse.Row] = []
+        elif name:
+            cursor = _int(request.GET.get("cursor"), 0)
+            found = browse.filtered_page(source, name, cursor, PAGE_SIZE)
+            rows = found.rows
+            extra.update(cursor=cursor, next_cursor=found.next_cursor, scanned=found.scanned)
+        else:
+            paginator: Paginator[browse.Row] = Paginator(cast(Any, source), PAGE_SIZE)
+            page_obj = paginator.get_page(request.GET.get("page"))
+            rows = list(page_obj.object_list)
+            extra.update(page_obj=page_obj, page_range=_page_range(page_obj))
+    except RedisUnavailable as exc:
+        rows, extra["redis_error"] = [], str(exc)
+    actions = [
+        (a, ACTIONS[a][0])
+        for a in BULK[state]
+        if getattr(model_admin, f"has_{ACTION_PERMISSION[a]}_permission")(request)
+    ]
+    return TemplateResponse(
+        request,
+        "admin/django_rqueue/job_list.html",
+        context(
+            request,
+            model_admin,
+            f"{title} — {queue}",
+            queue=queue,
+            state=state,
+            states=[
+                (s, url(model_admin, "django_rqueue_job_list", queue, s)) for s in browse.STATES
+            ],
+            headers=[_("Job"), _("Name"), at_header, *(h for h, _cell in columns)],
+            rows=[
+                {
+                    "id": r.id,
+                    "url": job_url(model_admin, r.id),
+                    "name": r.job.name if r.job else "",
+                    "cells": _cells(r, state),
+                    "problems": r.job.problems if r.job else [_("the record is gone")],
+                }
+                for r in rows
+            ],
+            name=name,
+            bulk_actions=actions,
+            selected_url=url(model_admin, "django_rqueue_selected", queue),
+            retry_all_url=url(model_admin, "django_rqueue_all_failed", queue, "retry"),
+            delete_all_url=url(model_admin, "django_rqueue_all_failed", queue, "delete"),
+            **extra,
+        ),
+    )
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _page_range(page_obj: Any) -> list[int | str]:  # noqa: ANN401 - django Page
+    return list(page_obj.paginator.get_elided_page_range(page_obj.number))
+
+
+def _source(
+    request: HttpRequest, queue: str, state: str, extra: dict[str, Any]
+) -> browse.JobSource:
+    """The job source to list; for queued jobs also the priority tabs and groups."""
+    if state != "queued":
+        return browse.JobSource(queue, state)
+    prios = browse.priorities(queue)
+    priority = _int(request.GET.get("prio"), prios[0] if prios else 0)
+    extra.update(priorities=prios, priority=priority)
+    group = request.GET.get("group")
+    if group is None:
+        count = browse.group_count(queue, priority)
+        if count == 1:
+            group = browse.groups(queue, priority, 0, 0)[0].group
+        elif count > 1:
+            paginator: Paginator[browse.GroupRow] = Paginator(
+                cast(Any, _Groups(queue, priority, count)), PAGE_SIZE
+            )
+            groups_page = paginator.get_page(request.GET.get("page"))
+            extra.update(
+                groups_page=groups_page,
+                page_obj=groups_page,
+                page_range=_page_range(groups_page),
+                group_count=count,
+            )
+            return browse.JobSource(queue, state, priority, "")
+        else:
+            group = ""
+    extra.update(group=group, group_label=group or _("(default group)"))
+    return browse.JobSource(queue, state, priority, group)
+
+
+class _Groups:
+    """The groups of one priority level, sliceable for ``Paginator``."""
+
+    def __init__(self, queue: str, priority: int, count: int) -> None:
+        self.queue, self.priority, self._count = queue, priority, count
+
+    def count(self) -> int:
+        return self._count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: slice) -> list[browse.GroupRow]:
+        start, stop = index.start or 0, index.stop or self._count
+        return browse.groups(self.queue, self.priority, start, stop - 1)

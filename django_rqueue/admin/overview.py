@@ -1,0 +1,136 @@
+"""The overview page: per-queue counts, throughput chart, workers, warnings."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from .. import browse
+from ..conf import get_config
+from ..exceptions import RedisUnavailable
+from ..keys import queue_of
+from .common import context, declared_queue, job_url, url
+
+if TYPE_CHECKING:
+    from .site import JobAdmin
+
+#: A scheduled job this many seconds past its run-at means nobody promotes jobs.
+OVERDUE = 60
+#: Chart geometry (SVG user units): bar width, gap, height.
+BAR, GAP, HEIGHT = 4, 1, 40
+
+
+@dataclass
+class QueueCard:
+    counts: browse.QueueCounts
+    bars: list[dict[str, Any]] = field(default_factory=list)
+    succeeded_hour: int = 0
+    failed_hour: int = 0
+    peak: int = 0
+    #: State -> URL of its listing.
+    links: dict[str, str] = field(default_factory=dict)
+
+
+def chart(rows: list[tuple[datetime.datetime, int, int]]) -> tuple[list[dict[str, Any]], int]:
+    """Stacked bars (succeeded below, failed above) for an inline SVG, and the peak."""
+    peak = max((s + f for _, s, f in rows), default=0)
+    bars = []
+    for n, (minute, s, f) in enumerate(rows):
+        hs = round(HEIGHT * s / peak) if peak else 0
+        hf = round(HEIGHT * f / peak) if peak else 0
+        bars.append(
+            {
+                "x": n * (BAR + GAP),
+                "s_y": HEIGHT - hs,
+                "s_h": hs,
+                "f_y": HEIGHT - hs - hf,
+                "f_h": hf,
+                "title": f"{minute:%H:%M} UTC: {s} succeeded, {f} failed",
+            }
+        )
+    return bars, peak
+
+
+def overview(request: HttpRequest, model_admin: JobAdmin) -> HttpResponse:
+    """Counts per queue, per-minute throughput over the last hour, live workers."""
+    search = request.GET.get("id", "").strip()
+    if search:
+        queue = queue_of(search)
+        if queue is not None and queue in get_config().queues:
+            return redirect(job_url(model_admin, search))
+        declared_queue("")  # 404: not a job id of a declared queue
+    cards, warnings = [], []
+    now = timezone.now()
+    for queue in get_config().queues:
+        try:
+            card = QueueCard(browse.queue_counts(queue))
+            rows = browse.throughput(queue)
+        except RedisUnavailable as exc:
+            cards.append(QueueCard(browse.QueueCounts(queue, error=str(exc))))
+            continue
+        card.bars, card.peak = chart(rows)
+        card.succeeded_hour = sum(s for _, s, _f in rows)
+        card.failed_hour = sum(f for _, _s, f in rows)
+        due = card.counts.next_scheduled_at
+        if due is not None and (now - due).total_seconds() > OVERDUE:
+            warnings.append(
+                _(
+                    "Queue %(queue)s has scheduled jobs overdue by %(late)s s: no poller has"
+                    " promoted them. Is a worker (without --without-poller) or rqueue_poller"
+                    " running?"
+                )
+                % {"queue": queue, "late": int((now - due).total_seconds())}
+            )
+        cards.append(card)
+    try:
+        workers = browse.workers()
+    except RedisUnavailable:
+        workers = []
+    worker_rows = [_worker_row(w) for w in workers or []]
+    if not worker_rows:
+        warnings.append(
+            _("No worker has been seen recently: start one with manage.py rqueue_work.")
+        )
+    for card in cards:
+        card_links(model_admin, card)
+    return TemplateResponse(
+        request,
+        "admin/django_rqueue/overview.html",
+        context(
+            request,
+            model_admin,
+            _("Queues"),
+            cards=cards,
+            workers=worker_rows,
+            warnings=warnings,
+            chart_width=60 * (BAR + GAP),
+            chart_height=HEIGHT,
+        ),
+    )
+
+
+def card_links(model_admin: JobAdmin, card: QueueCard) -> None:
+    queue = card.counts.queue
+    card.links = {
+        state: url(model_admin, "django_rqueue_job_list", queue, state) for state in browse.STATES
+    }
+
+
+def _worker_row(info: dict[str, Any]) -> dict[str, Any]:
+    heartbeat = info.get("heartbeat")
+    jobs = info.get("jobs") or []
+    return {
+        "id": info.get("id", ""),
+        "host": info.get("host", ""),
+        "pid": info.get("pid", ""),
+        "queues": ", ".join(map(str, info.get("queues") or [])),
+        "jobs": [j.get("id", "") if isinstance(j, dict) else str(j) for j in jobs],
+        "heartbeat": browse.ms_to_datetime(heartbeat) if isinstance(heartbeat, int) else None,
+    }

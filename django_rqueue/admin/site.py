@@ -1,0 +1,62 @@
+"""The ``ModelAdmin`` that mounts the rqueue pages in the Django admin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+
+from ..models import Job as JobModel
+from . import actions, detail, lists, overview
+from .common import require
+
+View = Callable[..., HttpResponse]
+
+if TYPE_CHECKING:
+    ModelAdminBase = admin.ModelAdmin[JobModel]
+else:  # ModelAdmin is generic only in django-stubs
+    ModelAdminBase = admin.ModelAdmin
+
+
+class JobAdmin(ModelAdminBase):
+    """Queues and jobs, read from Redis; no add/change forms, no database table."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        def page(view: View, permission: str | None = "view") -> Callable[..., HttpResponse]:
+            def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:  # noqa: ANN401
+                if permission is not None:
+                    require(request, self, permission)
+                return view(request, self, *args, **kwargs)
+
+            return self.admin_site.admin_view(wrapper)
+
+        return [
+            path("", page(overview.overview), name="django_rqueue_job_changelist"),
+            path(
+                "queues/<str:queue>/failed/<str:action>-all/",
+                page(actions.all_failed, None),
+                name="django_rqueue_all_failed",
+            ),
+            path(
+                "queues/<str:queue>/selected/",
+                page(actions.selected, None),
+                name="django_rqueue_selected",
+            ),
+            path(
+                "queues/<str:queue>/<str:state>/",
+                page(lists.job_list),
+                name="django_rqueue_job_list",
+            ),
+            path("jobs/<str:job_id>/", page(detail.job_detail), name="django_rqueue_job_change"),
+            path(
+                "jobs/<str:job_id>/<str:action>/",
+                page(actions.job_action, None),
+                name="django_rqueue_job_action",
+            ),
+        ]

@@ -1,0 +1,341 @@
+"""Read-only views of the queues for the admin and the commands.
+
+Every function here costs a bounded number of round trips and reads a
+bounded amount of data, whatever the size of the queue: counts are
+``HGET``/``ZCARD``/``LLEN``, listings are ``ZRANGE``/``LRANGE`` slices whose
+job hashes are read in one pipeline, and a name filter scans at most
+:data:`SCAN_LIMIT` ids per request and hands back a cursor. Nothing here
+uses ``KEYS`` or ``SCAN``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import redis
+
+from .conf import get_config
+from .connection import get_client
+from .job import Job
+from .keys import QueueKeys
+from .transitions import redis_errors
+
+#: Job states that have a listing, and the structure each one is read from.
+STATES = ("queued", "scheduled", "running", "failed", "succeeded")
+#: Ids a filtered listing examines per request before it returns a cursor.
+SCAN_LIMIT = 5000
+#: Ids read per round trip while a filtered listing scans.
+SCAN_CHUNK = 500
+#: Priority levels and groups per level sampled for the oldest queued job.
+OLDEST_PRIOS = 10
+OLDEST_GROUPS = 20
+
+# state -> (QueueKeys attribute of the zset, newest first?)
+_ZSETS = {
+    "scheduled": ("delayed", False),
+    "running": ("reserved", False),
+    "failed": ("failed", True),
+    "succeeded": ("succeeded", True),
+}
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def ms_to_datetime(ms: float | int | None) -> datetime.datetime | None:
+    if ms is None:
+        return None
+    return datetime.datetime.fromtimestamp(float(ms) / 1000, tz=datetime.UTC)
+
+
+def keys_of(queue: str) -> QueueKeys:
+    return QueueKeys.of(get_config().key_prefix, queue)
+
+
+@dataclass
+class QueueCounts:
+    """What the overview shows for one queue; every count is O(1) to read."""
+
+    queue: str
+    queued: int = 0
+    scheduled: int = 0
+    running: int = 0
+    failed: int = 0
+    #: Successes / final failures since the queue was created (``stats`` hash).
+    succeeded_total: int = 0
+    failed_total: int = 0
+    #: When the longest-waiting job among the next groups to be served became due.
+    oldest_queued_at: datetime.datetime | None = None
+    #: Run-at of the earliest scheduled job (overdue when in the past: no poller?).
+    next_scheduled_at: datetime.datetime | None = None
+    error: str = ""
+
+
+def queue_counts(queue: str) -> QueueCounts:
+    """Counts of one queue in two round trips (one more for the oldest queued job)."""
+    keys = keys_of(queue)
+    client = get_client(queue)
+    with redis_errors():
+        pipe = client.pipeline(transaction=False)
+        pipe.hmget(keys.stats, "queued", "succeeded", "failed")
+        pipe.zcard(keys.delayed)
+        pipe.zcard(keys.reserved)
+        pipe.zcard(keys.failed)
+        pipe.zrange(keys.delayed, 0, 0, withscores=True)
+        pipe.zrevrange(keys.prios, 0, OLDEST_PRIOS - 1)
+        stats, delayed, reserved, failed, head, prios = pipe.execute()
+    counts = QueueCounts(
+        queue,
+        queued=int(stats[0] or 0),
+        scheduled=delayed,
+        running=reserved,
+        failed=failed,
+        succeeded_total=int(stats[1] or 0),
+        failed_total=int(stats[2] or 0),
+        next_scheduled_at=ms_to_datetime(head[0][1]) if head else None,
+    )
+    counts.oldest_queued_at = _oldest_queued(client, keys, [_s(p) for p in prios])
+    return counts
+
+
+def _oldest_queued(
+    client: redis.Redis, keys: QueueKeys, prios: list[str]
+) -> datetime.datetime | None:
+    """The earliest ``run_at`` among the heads of the first groups of each priority.
+
+    Exact when a queue has at most :data:`OLDEST_GROUPS` groups per priority
+    (the common case); a bounded sample otherwise.
+    """
+    if not prios:
+        return None
+    with redis_errors():
+        pipe = client.pipeline(transaction=False)
+        for prio in prios:
+            pipe.lrange(keys.ring(int(prio)), 0, OLDEST_GROUPS - 1)
+        rings = pipe.execute()
+        for prio, groups in zip(prios, rings, strict=True):
+            for group in groups:
+                pipe.lindex(keys.group(int(prio), _s(group)), 0)
+        heads = [_s(h) for h in pipe.execute() if h]
+        for job_id in heads:
+            pipe.hget(keys.job(job_id), "run_at")
+        times = [int(t) for t in pipe.execute() if t and _s(t).isdigit()]
+    return ms_to_datetime(min(times)) if times else None
+
+
+def throughput(queue: str) -> list[tuple[datetime.datetime, int, int]]:
+    """``(minute, succeeded, failed)`` for each of the last 60 minutes, oldest first."""
+    keys = keys_of(queue)
+    client = get_client(queue)
+    with redis_errors():
+        pipe = client.pipeline(transaction=False)
+        pipe.time()
+        pipe.hgetall(keys.throughput)
+        (seconds, _micros), raw = pipe.execute()
+    fields = {_s(k): int(v) for k, v in raw.items() if _s(v).lstrip("-").isdigit()}
+    now_minute = int(seconds) // 60
+    rows = []
+    for minute in range(now_minute - 59, now_minute + 1):
+        slot = minute % 60
+        counted = fields.get(f"m{slot}") == minute
+        rows.append(
+            (
+                datetime.datetime.fromtimestamp(minute * 60, tz=datetime.UTC),
+                fields.get(f"s{slot}", 0) if counted else 0,
+                fields.get(f"f{slot}", 0) if counted else 0,
+            )
+        )
+    return rows
+
+
+@dataclass
+class Row:
+    """One listed job: its record (``None`` when the hash is gone) and its score."""
+
+    id: str
+    job: Job | None
+    #: The zset score as a time (run-at, lease deadline, failed-at…); ``None`` for lists.
+    at: datetime.datetime | None = None
+
+
+def read_jobs(queue: str, ids: Sequence[str]) -> list[Job | None]:
+    """Read the hashes of ``ids`` in one pipeline (``None`` for a missing one)."""
+    if not ids:
+        return []
+    keys = keys_of(queue)
+    with redis_errors():
+        pipe = get_client(queue).pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hgetall(keys.job(job_id))
+        hashes = pipe.execute()
+    return [Job.from_fields(i, h) if h else None for i, h in zip(ids, hashes, strict=True)]
+
+
+@dataclass
+class JobSource:
+    """The ids of one state of one queue, sliceable for ``Paginator``.
+
+    ``count()`` is one ``ZCARD``/``LLEN``; a slice is one range read plus one
+    pipeline of ``HGETALL`` for that slice only.
+    """
+
+    queue: str
+    state: str
+    priority: int = 0
+    group: str = ""
+    _count: int | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.state not in STATES:
+            raise ValueError(f"unknown state {self.state!r}")
+
+    def count(self) -> int:
+        if self._count is None:
+            keys, client = keys_of(self.queue), get_client(self.queue)
+            with redis_errors():
+                if self.state == "queued":
+                    self._count = int(client.llen(keys.group(self.priority, self.group)))
+                else:
+                    self._count = int(client.zcard(getattr(keys, _ZSETS[self.state][0])))
+        return self._count
+
+    def __len__(self) -> int:
+        return self.count()
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, int):
+            return self[index : index + 1][0]
+        start, stop = index.start or 0, index.stop
+        if stop is None or stop <= start:
+            return []
+        ids, scores = self.ids(start, stop - 1)
+        jobs = read_jobs(self.queue, ids)
+        return [Row(i, j, ms_to_datetime(s)) for i, j, s in zip(ids, jobs, scores, strict=True)]
+
+    def ids(self, start: int, end: int) -> tuple[list[str], list[float | None]]:
+        """Ids (and scores) at ranks ``start..end`` inclusive, in display order."""
+        keys, client = keys_of(self.queue), get_client(self.queue)
+        with redis_errors():
+            if self.state == "queued":
+                raw = client.lrange(keys.group(self.priority, self.group), start, end)
+                return [_s(i) for i in raw], [None] * len(raw)
+            name, newest_first = _ZSETS[self.state]
+            read = client.zrevrange if newest_first else client.zrange
+            pairs: list[tuple[bytes, float]] = read(  # type: ignore[assignment]
+                getattr(keys, name), start, end, withscores=True
+            )
+        return [_s(i) for i, _ in pairs], [float(s) for _, s in pairs]
+
+
+@dataclass
+class FilteredPage:
+    """A page of jobs matching a name, found by a bounded scan from ``cursor``."""
+
+    rows: list[Row]
+    #: Rank to continue from, or ``None`` when the scan reached the end.
+    next_cursor: int | None
+    scanned: int
+
+
+def filtered_page(source: JobSource, name: str, cursor: int, size: int) -> FilteredPage:
+    """Up to ``size`` jobs named ``name`` from rank ``cursor`` on, scanning at most
+    :data:`SCAN_LIMIT` ids (names read with ``HGET`` in pipelined chunks)."""
+    keys, client = keys_of(source.queue), get_client(source.queue)
+    matches: list[tuple[str, float | None]] = []
+    position, scanned = cursor, 0
+    while scanned < SCAN_LIMIT and len(matches) < size:
+        ids, scores = source.ids(position, position + SCAN_CHUNK - 1)
+        if not ids:
+            return _finish(source, matches, None, scanned)
+        with redis_errors():
+            pipe = client.pipeline(transaction=False)
+            for job_id in ids:
+                pipe.hget(keys.job(job_id), "name")
+            names = pipe.execute()
+        for offset, (job_id, score, found) in enumerate(zip(ids, scores, names, strict=True)):
+            if found is not None and _s(found) == name:
+                matches.append((job_id, score))
+                if len(matches) == size:
+                    return _finish(source, matches, position + offset + 1, scanned + offset + 1)
+        position += len(ids)
+        scanned += len(ids)
+        if len(ids) < SCAN_CHUNK:
+            return _finish(source, matches, None, scanned)
+    return _finish(source, matches, position, scanned)
+
+
+def _finish(
+    source: JobSource, matches: list[tuple[str, float | None]], cursor: int | None, scanned: int
+) -> FilteredPage:
+    ids = [m[0] for m in matches]
+    jobs = read_jobs(source.queue, ids)
+    rows = [Row(i, j, ms_to_datetime(s)) for (i, s), j in zip(matches, jobs, strict=True)]
+    return FilteredPage(rows, cursor, scanned)
+
+
+@dataclass
+class GroupRow:
+    group: str
+    backlog: int
+    next_job: str
+
+
+def priorities(queue: str) -> list[int]:
+    """Priority levels with queued jobs, highest first (at most 201)."""
+    with redis_errors():
+        raw: list[bytes] = get_client(queue).zrevrange(keys_of(queue).prios, 0, -1)  # type: ignore[assignment]
+    return [int(p) for p in raw]
+
+
+def group_count(queue: str, priority: int) -> int:
+    with redis_errors():
+        return int(get_client(queue).llen(keys_of(queue).ring(priority)))
+
+
+def groups(queue: str, priority: int, start: int, end: int) -> list[GroupRow]:
+    """Groups at ``priority`` in serving order (ranks ``start..end``), with backlog."""
+    keys, client = keys_of(queue), get_client(queue)
+    with redis_errors():
+        names = [_s(g) for g in client.lrange(keys.ring(priority), start, end)]
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(keys.group(priority, name))
+            pipe.lindex(keys.group(priority, name), 0)
+        replies: list[Any] = pipe.execute()
+    return [
+        GroupRow(name, int(replies[2 * n]), _s(replies[2 * n + 1] or b""))
+        for n, name in enumerate(names)
+    ]
+
+
+def redis_time_ms(client: redis.Redis) -> int:
+    """The Redis server's clock in ms (``TIME``)."""
+    with redis_errors():
+        seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def workers() -> list[dict[str, Any]] | None:
+    """The live workers from the worker registry, or ``None`` when there is none.
+
+    Each dict has at least ``id`` and, as published by the worker, ``host``,
+    ``pid``, ``queues``, ``jobs`` and ``heartbeat`` (ms).
+    """
+    try:
+        module = importlib.import_module("django_rqueue.workers")
+    except ImportError:
+        return None
+    list_workers = getattr(module, "list_workers", None)
+    if list_workers is None:
+        return None
+    found: list[dict[str, Any]] = list(list_workers())
+    return found

@@ -1,0 +1,182 @@
+"""Actions: confirmation on GET, POST + CSRF, permissions, history, races."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from django.contrib.admin.models import CHANGE, DELETION, LogEntry
+from django.contrib.messages import get_messages
+from django.test import Client
+
+from .conftest import BASE, Jobs, MakeClient
+from .test_pages import job_url
+
+
+def messages_of(response: Any) -> list[str]:  # noqa: ANN401
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+@pytest.mark.parametrize(
+    ("make", "action", "after"),
+    [
+        ("failed", "retry", "queued"),
+        ("scheduled", "run_now", "queued"),
+        ("queued", "cancel", "cancelled"),
+        ("failed", "delete", None),
+        ("succeeded", "delete", None),
+    ],
+)
+def test_an_action_is_confirmed_on_get_and_done_on_post(
+    admin_client_rq: Client, jobs: Jobs, make: str, action: str, after: str | None
+):
+    job_id = getattr(jobs, make)()
+    confirm = admin_client_rq.get(job_url(job_id, action))
+    assert confirm.status_code == 200
+    assert confirm.templates[0].name == "admin/django_rqueue/confirm.html"
+    assert b'method="post"' in confirm.content
+    assert jobs.state(job_id) == make  # GET changed nothing
+    done = admin_client_rq.post(job_url(job_id, action))
+    assert done.status_code == 302
+    assert jobs.state(job_id) == after
+    assert any(job_id in m for m in messages_of(done))
+    entry = LogEntry.objects.get(object_id=job_id)
+    assert entry.action_flag == (DELETION if action == "delete" else CHANGE)
+
+
+def test_a_job_that_changed_state_meanwhile_is_reported_not_clobbered(
+    admin_client_rq: Client, jobs: Jobs
+):
+    job_id = jobs.failed()
+    admin_client_rq.get(job_url(job_id, "retry"))  # the confirmation page was shown...
+    jobs.client.hset(jobs.keys().job(job_id), "state", "running")  # ...then a worker took it
+    jobs.client.zrem(jobs.keys().failed, job_id)
+    response = admin_client_rq.post(job_url(job_id, "retry"))
+    assert response.status_code == 302
+    assert jobs.state(job_id) == "running"
+    assert any("changed meanwhile" in m for m in messages_of(response))
+    assert not LogEntry.objects.exists()
+
+
+def test_a_running_job_cannot_be_deleted(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.running()
+    response = admin_client_rq.post(job_url(job_id, "delete"))
+    assert jobs.state(job_id) == "running"
+    assert any("running" in m for m in messages_of(response))
+
+
+def test_csrf_is_enforced_on_actions(make_client: MakeClient, jobs: Jobs):
+    client = make_client(superuser=True, csrf=True)
+    job_id = jobs.failed()
+    assert client.post(job_url(job_id, "retry")).status_code == 403
+    assert jobs.state(job_id) == "failed"
+    page = client.get(job_url(job_id, "retry"))
+    token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content)
+    assert token is not None
+    response = client.post(job_url(job_id, "retry"), {"csrfmiddlewaretoken": token[1].decode()})
+    assert response.status_code == 302
+    assert jobs.state(job_id) == "queued"
+
+
+@pytest.mark.parametrize(
+    ("perms", "action", "allowed"),
+    [
+        (["view_job"], "retry", False),
+        (["view_job"], "delete", False),
+        (["view_job", "change_job"], "retry", True),
+        (["view_job", "change_job"], "delete", False),
+        (["view_job", "change_job"], "cancel", False),
+        (["view_job", "delete_job"], "delete", True),
+        (["view_job", "delete_job"], "retry", False),
+    ],
+)
+def test_action_permissions(
+    make_client: MakeClient, jobs: Jobs, perms: list[str], action: str, allowed: bool
+):
+    client = make_client(*perms)
+    job_id = jobs.failed()
+    get = client.get(job_url(job_id, action))
+    post = client.post(job_url(job_id, action))
+    if allowed:
+        assert (get.status_code, post.status_code) == (200, 302)
+        assert jobs.state(job_id) != "failed"
+    else:
+        assert (get.status_code, post.status_code) == (403, 403)
+        assert jobs.state(job_id) == "failed"
+
+
+def test_buttons_follow_permissions(make_client: MakeClient, jobs: Jobs):
+    job_id = jobs.failed()
+    client = make_client("view_job", "change_job")
+    detail = client.get(job_url(job_id))
+    assert [a[0] for a in detail.context["actions"]] == ["retry"]
+    listing = client.get(f"{BASE}queues/default/failed/")
+    assert [a for a, _ in listing.context["bulk_actions"]] == ["retry"]
+    assert b"Retry all failed" in listing.content
+    assert b"Delete all failed" not in listing.content
+
+
+def test_bulk_selection_confirms_then_acts_and_reports_refusals(
+    admin_client_rq: Client, jobs: Jobs
+):
+    ids = [jobs.failed() for _ in range(3)]
+    other_queue = jobs.failed(queue="emails")
+    url = f"{BASE}queues/default/selected/"
+    form = {"action": "retry", "ids": [*ids, other_queue], "next": f"{BASE}queues/default/failed/"}
+    confirm = admin_client_rq.post(url, form)
+    assert confirm.status_code == 200
+    assert confirm.templates[0].name == "admin/django_rqueue/confirm.html"
+    assert {jobs.state(i) for i in ids} == {"failed"}
+    jobs.client.hset(jobs.keys().job(ids[0]), "state", "running")  # changed meanwhile
+    jobs.client.zrem(jobs.keys().failed, ids[0])
+    done = admin_client_rq.post(url, {**form, "confirm": "yes"})
+    assert done.status_code == 302 and done["Location"] == f"{BASE}queues/default/failed/"
+    assert [jobs.state(i) for i in ids] == ["running", "queued", "queued"]
+    assert jobs.state(other_queue, "emails") == "failed"  # not of this queue: ignored
+    text = messages_of(done)
+    assert any("2 jobs retried" in m for m in text)
+    assert any(ids[0] in m and "running" in m for m in text)
+    assert LogEntry.objects.count() == 2
+
+
+def test_bulk_needs_post_and_permission(make_client: MakeClient, jobs: Jobs):
+    viewer = make_client("view_job")
+    job_id = jobs.failed()
+    url = f"{BASE}queues/default/selected/"
+    assert viewer.get(url).status_code == 405
+    form = {"action": "delete", "ids": [job_id], "confirm": "yes"}
+    assert viewer.post(url, form).status_code == 403
+    assert jobs.state(job_id) == "failed"
+
+
+def test_retry_all_failed_with_a_name_filter(admin_client_rq: Client, jobs: Jobs):
+    a = [jobs.failed(name="a") for _ in range(3)]
+    b = [jobs.failed(name="b") for _ in range(2)]
+    url = f"{BASE}queues/default/failed/retry-all/"
+    confirm = admin_client_rq.get(url, {"name": "a"})
+    assert confirm.status_code == 200
+    assert b"named a" in confirm.content
+    assert {jobs.state(i) for i in a} == {"failed"}
+    done = admin_client_rq.post(url, {"name": "a"})
+    assert done.status_code == 302
+    assert {jobs.state(i) for i in a} == {"queued"}
+    assert {jobs.state(i) for i in b} == {"failed"}
+    assert any("3 failed jobs" in m for m in messages_of(done))
+    assert LogEntry.objects.get().object_id == "default:failed"
+
+
+def test_delete_all_failed_needs_delete_permission(make_client: MakeClient, jobs: Jobs):
+    job_id = jobs.failed()
+    client = make_client("view_job", "change_job")
+    assert client.post(f"{BASE}queues/default/failed/delete-all/").status_code == 403
+    assert jobs.state(job_id) == "failed"
+    deleter = make_client("view_job", "delete_job")
+    assert deleter.post(f"{BASE}queues/default/failed/delete-all/").status_code == 302
+    assert jobs.state(job_id) is None
+
+
+def test_next_must_stay_on_this_site(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.failed()
+    response = admin_client_rq.post(job_url(job_id, "retry"), {"next": "https://evil.example/"})
+    assert response["Location"] == job_url(job_id)

@@ -1,0 +1,181 @@
+"""Every admin page renders, with the right data, and refuses whom it must."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from django.test import Client
+
+from .conftest import BASE, Jobs, MakeClient
+
+
+def job_url(job_id: str, action: str = "") -> str:
+    # The admin quotes ids in URLs (":" -> "_3A"), as it does for object ids.
+    path = f"{BASE}jobs/{job_id.replace(':', '_3A')}/"
+    return f"{path}{action}/" if action else path
+
+
+def test_the_admin_index_has_an_rqueue_section(admin_client_rq: Client):
+    response = admin_client_rq.get("/admin/")
+    assert response.status_code == 200
+    assert b"Rqueue" in response.content
+    assert BASE.encode() in response.content
+
+
+def test_overview_shows_counts_chart_and_warns_without_workers(admin_client_rq: Client, jobs: Jobs):
+    jobs.queued()
+    jobs.queued(group="g2")
+    jobs.scheduled()
+    jobs.running()
+    jobs.failed()
+    jobs.failed()
+    jobs.succeeded()
+    response = admin_client_rq.get(BASE)
+    assert response.status_code == 200
+    card = next(c for c in response.context["cards"] if c.counts.queue == "default")
+    c = card.counts
+    assert (c.queued, c.scheduled, c.running, c.failed) == (2, 1, 0 + 1, 2)
+    assert c.oldest_queued_at is not None
+    assert (card.succeeded_hour, card.failed_hour) == (1, 2)
+    assert len(card.bars) == 60
+    assert b"<svg" in response.content
+    assert any("No worker" in w for w in response.context["warnings"])
+    assert response.context["site_header"]  # each_context of the admin site
+
+
+def test_overview_warns_when_scheduled_jobs_are_overdue(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.scheduled()
+    jobs.client.zadd(jobs.keys().delayed, {job_id: 1_000})
+    response = admin_client_rq.get(BASE)
+    assert any("overdue" in w for w in response.context["warnings"])
+
+
+@pytest.mark.parametrize("state", ["queued", "scheduled", "running", "failed", "succeeded"])
+def test_each_state_lists_its_jobs(admin_client_rq: Client, jobs: Jobs, state: str):
+    job_id = getattr(jobs, state)()
+    response = admin_client_rq.get(f"{BASE}queues/default/{state}/")
+    assert response.status_code == 200
+    assert [r["id"] for r in response.context["rows"]] == [job_id]
+    assert job_id.encode() in response.content
+
+
+def test_failed_list_shows_error_class_and_message_newest_first(
+    admin_client_rq: Client, jobs: Jobs
+):
+    first = jobs.failed(message="first")
+    second = jobs.failed(message="second")
+    jobs.client.zadd(jobs.keys().failed, {first: 1, second: 2})
+    rows = admin_client_rq.get(f"{BASE}queues/default/failed/").context["rows"]
+    assert [r["id"] for r in rows] == [second, first]
+    assert "ValueError: second" in rows[0]["cells"]
+
+
+def test_lists_paginate_with_ranged_reads(admin_client_rq: Client, jobs: Jobs):
+    ids = [jobs.scheduled() for _ in range(120)]
+    response = admin_client_rq.get(f"{BASE}queues/default/scheduled/?page=3")
+    assert response.context["page_obj"].paginator.count == 120
+    assert [r["id"] for r in response.context["rows"]] == sorted(
+        ids, key=lambda i: (jobs.client.zscore(jobs.keys().delayed, i), i)
+    )[100:]
+
+
+def test_name_filter_and_cursor(admin_client_rq: Client, jobs: Jobs):
+    for n in range(6):
+        jobs.failed(name="a" if n % 2 else "b")
+    response = admin_client_rq.get(f"{BASE}queues/default/failed/?name=a")
+    assert {r["name"] for r in response.context["rows"]} == {"a"}
+    assert len(response.context["rows"]) == 3
+    assert response.context["next_cursor"] is None
+
+
+def test_queued_jobs_by_priority_and_group(admin_client_rq: Client, jobs: Jobs):
+    a = jobs.queued(group="user:a", priority=5)
+    jobs.queued(group="user:b", priority=5)
+    low = jobs.queued(priority=-3)
+    groups = admin_client_rq.get(f"{BASE}queues/default/queued/")
+    assert groups.context["priorities"] == [5, -3]
+    assert [g.group for g in groups.context["groups_page"]] == ["user:a", "user:b"]
+    assert groups.context["groups_page"][0].backlog == 1
+    one = admin_client_rq.get(f"{BASE}queues/default/queued/?prio=5&group=user:a")
+    assert [r["id"] for r in one.context["rows"]] == [a]
+    single = admin_client_rq.get(f"{BASE}queues/default/queued/?prio=-3")
+    assert [r["id"] for r in single.context["rows"]] == [low]
+
+
+def test_job_detail_shows_everything_escaped(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.failed(payload='{"a": ["<script>x</script>"], "k": {"n": 1}}')
+    response = admin_client_rq.get(job_url(job_id))
+    assert response.status_code == 200
+    assert b"<script>x</script>" not in response.content
+    assert b"&lt;script&gt;x&lt;/script&gt;" in response.content
+    assert b"Traceback (most recent call last)" in response.content
+    assert response.context["job"].status == "failed"
+    assert [a[0] for a in response.context["actions"]] == ["retry", "cancel", "delete"]
+
+
+def test_a_corrupt_job_still_renders_with_its_problems(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.failed()
+    key = jobs.keys().job(job_id)
+    jobs.client.hset(key, mapping={"payload": b"\xff{not json", "err:1": "nope", "state": "??"})
+    response = admin_client_rq.get(job_url(job_id))
+    assert response.status_code == 200
+    assert response.context["job"].problems
+    assert b"Corrupt record" in response.content
+    listing = admin_client_rq.get(f"{BASE}queues/default/failed/")
+    assert listing.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "jobs/default_3A" + "0" * 32 + "/",
+        "jobs/nonsense/",
+        "jobs/nope_3A" + "0" * 32 + "/",
+        "jobs/default_3A" + "0" * 32 + "/retry/",
+        "queues/nope/failed/",
+        "queues/default/bogus/",
+        "queues/default/failed/zap-all/",
+    ],
+)
+def test_missing_things_are_404(admin_client_rq: Client, path: str):
+    assert admin_client_rq.get(BASE + path).status_code == 404
+
+
+def test_search_by_id_redirects_to_the_job(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.queued()
+    response = admin_client_rq.get(BASE, {"id": job_id})
+    assert response.status_code == 302
+    assert response["Location"] == job_url(job_id)
+    assert admin_client_rq.get(BASE, {"id": "garbage"}).status_code == 404
+
+
+def test_non_staff_are_sent_to_the_login_page(make_client: MakeClient):
+    client = make_client("view_job", staff=False)
+    response = client.get(BASE)
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
+
+
+def test_anonymous_users_are_sent_to_the_login_page(client: Client, db: None):
+    response = client.get(BASE)
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+@pytest.mark.parametrize("path", ["", "queues/default/failed/"])
+def test_staff_without_view_permission_get_403(make_client: MakeClient, path: str):
+    assert make_client().get(BASE + path).status_code == 403
+
+
+def test_view_only_staff_see_no_action_buttons(make_client: MakeClient, jobs: Jobs):
+    client = make_client("view_job")
+    job_id = jobs.failed()
+    listing = client.get(f"{BASE}queues/default/failed/")
+    assert listing.status_code == 200
+    assert listing.context["bulk_actions"] == []
+    assert b"Retry all failed" not in listing.content
+    detail = client.get(job_url(job_id))
+    assert detail.context["actions"] == []
+    assert quote(job_url(job_id, "retry")).encode() not in detail.content
+    quote_free = job_url(job_id, "retry").encode()
+    assert quote_free not in detail.content
