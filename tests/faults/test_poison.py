@@ -1,0 +1,37 @@
+"""Scenario 5 of issue 3: a poison job that kills its own process on every attempt.
+
+It reaches the failed store after ``max_attempts`` (3) with the reason, while
+the other jobs keep flowing through the same worker.
+"""
+
+from __future__ import annotations
+
+from tests.jobs_app.jobs import fault_noop, fault_suicide
+
+from .harness import Faults
+
+
+def test_poison_job_is_failed_after_max_attempts_and_others_keep_flowing(faults: Faults) -> None:
+    worker = faults.worker("--queues", "default", "--concurrency", "2", lease=1, grace=1)
+    faults.wait_ready(worker)
+    poison = fault_suicide.delay(faults.ledger, "poison")
+    others = fault_noop.delay_many(((faults.ledger, f"ok{n}"), {}) for n in range(60))
+    ids = [poison.id, *(j.id for j in others)]
+
+    report = faults.wait_and_check(ids, timeout=30)
+
+    assert report.states[poison.id] == "failed"
+    assert report.starts[poison.id] == 3
+    errors = report.errors(poison.id)
+    assert len(errors) == 3
+    for error in errors:
+        assert "worker process died (signal 9, SIGKILL)" in error["message"], error
+    assert [e["event"] for e in faults.events(tag="poison") if e["event"] != "start"] == [
+        "retrying",
+        "retrying",
+        "failed",
+    ]
+    assert all(report.states[j.id] == "succeeded" for j in others)
+    assert report.duplicates == {poison.id: 3}
+    assert worker.alive()
+    assert worker.stderr().count("worker process died") == 3
