@@ -1,0 +1,1 @@
+"""Side-by-side benchmark of django-rqueue and its peers (see bench/README.md)."""

@@ -1,0 +1,30 @@
+"""Django settings of the bench's django-rqueue side (DJANGO_SETTINGS_MODULE=bench.settings)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+SECRET_KEY = "django-rqueue-bench-not-a-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+INSTALLED_APPS = ["django_rqueue", "bench"]
+DATABASES: dict[str, Any] = {}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+RQUEUE: dict[str, Any] = {
+    "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    "KEY_PREFIX": "rqueue",
+    "DEFAULT_QUEUE": "bench",
+    "QUEUES": {"bench": {}, "scale1k": {}, "scale1m": {}, "groups": {}},
+}
+
+LOGGING: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    # The worker's default: one INFO line per job (bench output goes to a log file).
+    "loggers": {"django_rqueue": {"level": "INFO"}},
+}

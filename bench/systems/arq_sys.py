@@ -1,0 +1,70 @@
+"""arq: ``ArqRedis.enqueue_job`` (also ``_defer_until=``); no bulk API; ``arq`` worker (asyncio)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from typing import Any
+
+from arq import create_pool
+from arq.connections import RedisSettings
+
+from bench.record import record
+from bench.systems import System, redis_url, venv_bin
+
+
+async def noop(ctx: dict[str, Any], sent: float, due: float, out: str) -> None:
+    record(sent, due, out)
+
+
+class WorkerSettings:
+    functions = [noop]
+    redis_settings = RedisSettings.from_dsn(redis_url())
+
+
+class Arq(System):
+    has_bulk = False
+
+    def _run(self, body: Any) -> None:  # noqa: ANN401
+        async def main() -> None:
+            pool = await create_pool(WorkerSettings.redis_settings)
+            try:
+                await body(pool)
+            finally:
+                await pool.aclose()
+
+        asyncio.run(main())
+
+    def enqueue_one(self, n: int, out: str) -> None:
+        async def body(pool: Any) -> None:  # noqa: ANN401
+            for _ in range(n):
+                await pool.enqueue_job("noop", time.time(), 0.0, out)
+
+        self._run(body)
+
+    def enqueue_paced(self, n: int, gap: float, out: str) -> None:
+        async def body(pool: Any) -> None:  # noqa: ANN401
+            start = time.perf_counter()
+            for i in range(n):
+                left = start + i * gap - time.perf_counter()
+                if left > 0:
+                    await asyncio.sleep(left)
+                await pool.enqueue_job("noop", time.time(), 0.0, out)
+
+        self._run(body)
+
+    def enqueue_delayed(self, dues: list[float], out: str) -> None:
+        async def body(pool: Any) -> None:  # noqa: ANN401
+            for due in dues:
+                when = datetime.datetime.fromtimestamp(due, datetime.UTC)
+                await pool.enqueue_job("noop", time.time(), due, out, _defer_until=when)
+
+        self._run(body)
+
+    def worker_argvs(self, processes: int) -> list[list[str]]:
+        return [[venv_bin("arq"), "bench.systems.arq_sys.WorkerSettings"]] * processes
+
+
+def make() -> System:
+    return Arq()

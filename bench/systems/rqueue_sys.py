@@ -1,0 +1,73 @@
+"""django-rqueue: ``@job`` ``.delay()`` / ``.delay_many()``; worker ``manage.py rqueue_work``."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import time
+from functools import cache
+
+from bench.systems import PYTHON, REPO, System, paced
+
+
+@cache
+def has_concurrency() -> bool:
+    """Whether ``rqueue_work`` has the prefork supervisor's ``--concurrency``."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.settings", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [PYTHON, "-m", "django", "rqueue_work", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=REPO,
+    )
+    return "--concurrency" in proc.stdout
+
+
+class Rqueue(System):
+    def __init__(self) -> None:
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+        import django
+
+        django.setup()
+        from bench.jobs import noop
+
+        self.noop = noop
+
+    def enqueue_one(self, n: int, out: str) -> None:
+        delay = self.noop.delay
+        for _ in range(n):
+            delay(time.time(), 0.0, out)
+
+    def enqueue_bulk(self, n: int, out: str) -> None:
+        sent = time.time()
+        self.noop.delay_many([((sent, 0.0, out), {}) for _ in range(n)])
+
+    def enqueue_paced(self, n: int, gap: float, out: str) -> None:
+        for _ in paced(n, gap):
+            self.noop.delay(time.time(), 0.0, out)
+
+    def enqueue_delayed(self, dues: list[float], out: str) -> None:
+        for due in dues:
+            when = datetime.datetime.fromtimestamp(due, datetime.UTC)
+            self.noop.using(run_at=when).delay(time.time(), due, out)
+
+    def worker_argvs(self, processes: int) -> list[list[str]]:
+        argv = [PYTHON, "-m", "django", "rqueue_work", "--queues", "bench"]
+        if has_concurrency():
+            return [[*argv, "--concurrency", str(processes)]]
+        return [argv] * processes
+
+    def worker_env(self) -> dict[str, str]:
+        return {"DJANGO_SETTINGS_MODULE": "bench.settings"}
+
+    def close(self) -> None:
+        from django_rqueue.connection import reset_clients
+
+        reset_clients()
+
+
+def make() -> System:
+    return Rqueue()
