@@ -1,0 +1,104 @@
+"""Scenario 12 of issue 3: a worker refuses to start on a Redis that would lose jobs.
+
+Real ``redis-server`` processes with the bad setting, a real ``rqueue_work``
+and a real ``manage.py check --deploy`` (started together to save time):
+
+- ``maxmemory-policy allkeys-lru``: the worker exits non-zero naming
+  ``maxmemory-policy`` and ``noeviction``; the deploy check shows rqueue.E010.
+- persistence off: only a warning (rqueue.W010); the worker starts.
+- a wrong password (``WRONGPASS``): the worker fails fast with rqueue.E011
+  and Redis's reason; so does the deploy check.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.redis_server import RedisServer
+
+from .harness import STARTUP, Faults
+
+
+@pytest.fixture
+def lru_redis() -> Iterator[RedisServer]:
+    with RedisServer(["--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"]) as server:
+        yield server
+
+
+@pytest.fixture
+def password_redis() -> Iterator[RedisServer]:
+    """A Redis that wants the password ``s3cret`` (set after start: RedisServer probes without)."""
+    with RedisServer() as server:
+        server.client().config_set("requirepass", "s3cret")
+        try:
+            yield server
+        finally:  # so that RedisServer can SHUTDOWN it without the password
+            server.client(password="s3cret").config_set("requirepass", "")
+
+
+@pytest.fixture
+def aof_redis() -> Iterator[RedisServer]:
+    with RedisServer(["--appendonly", "yes"]) as server:
+        yield server
+
+
+def test_eviction_policy_refuses_to_start(faults: Faults, lru_redis: RedisServer) -> None:
+    started = time.monotonic()
+    worker = faults.worker("--queues", "default", "--concurrency", "1", redis_url=lru_redis.url)
+    check = faults.command("check", "--deploy", redis_url=lru_redis.url)
+
+    assert worker.wait(timeout=STARTUP) != 0
+    print(f"worker refused to start in {time.monotonic() - started:.1f} s")
+    stderr = worker.stderr()
+    assert "maxmemory-policy" in stderr and "noeviction" in stderr, stderr
+    assert "rqueue.E010" in stderr and "allkeys-lru" in stderr
+    assert "serving" not in stderr, "a child was started anyway"
+    assert lru_redis.client().keys("rqueue:*") == [], "the worker wrote to Redis"
+
+    assert check.wait(timeout=STARTUP) != 0
+    output = check.stdout() + check.stderr()
+    assert "rqueue.E010" in output and "noeviction" in output, output
+
+
+def test_persistence_off_is_a_warning(
+    faults: Faults, redis_server: RedisServer, aof_redis: RedisServer
+) -> None:
+    worker = faults.worker("--queues", "default", "--concurrency", "1")  # the session Redis
+    check_off = faults.command("check", "--deploy")
+    check_aof = faults.command("check", "--deploy", redis_url=aof_redis.url)
+
+    assert check_off.wait(timeout=STARTUP) == 0  # warnings only
+    output = check_off.stdout() + check_off.stderr()
+    assert "rqueue.W010" in output and "persistence is off" in output, output
+    assert "rqueue.E0" not in output
+
+    assert check_aof.wait(timeout=STARTUP) == 0
+    output = check_aof.stdout() + check_aof.stderr()
+    assert "rqueue.W010" not in output and "rqueue.E0" not in output, output
+
+    faults.wait_ready(worker)  # it starts, and says why it is worried
+    assert "rqueue.W010" in worker.stderr()
+
+
+def test_wrong_password_fails_fast_and_clearly(faults: Faults, password_redis: RedisServer) -> None:
+    url = f"redis://:wrong@127.0.0.1:{password_redis.port}/0"
+    started = time.monotonic()
+    worker = faults.worker("--queues", "default", "--concurrency", "1", redis_url=url)
+    check = faults.command("check", "--deploy", redis_url=url)
+
+    assert worker.wait(timeout=STARTUP) != 0
+    print(f"worker gave up on WRONGPASS in {time.monotonic() - started:.1f} s")
+    stderr = worker.stderr()
+    # redis-py strips the WRONGPASS code; Redis's own text follows it.
+    assert "rqueue.E011" in stderr and "rejected the credentials" in stderr, stderr
+    assert "invalid username-password pair" in stderr
+    assert "redis://user:password@" in stderr  # the hint says what to fix
+    assert "serving" not in stderr
+    assert "Traceback" not in stderr, "a clear message, not a crash"
+
+    assert check.wait(timeout=STARTUP) != 0
+    output = check.stdout() + check.stderr()
+    assert "rqueue.E011" in output, output
