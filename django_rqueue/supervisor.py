@@ -159,6 +159,8 @@ class Supervisor:
         self.with_poller = with_poller
         self.worker_id = worker_id or new_worker_id()
         self.children: dict[int, Child] = {}
+        #: (monotonic time, kind) of children to fork later (after a crash at startup).
+        self.respawns: list[tuple[float, str]] = []
         self.selector = selectors.DefaultSelector()
         self.signals = 0
         self.stop_deadline: float | None = None
@@ -213,7 +215,7 @@ class Supervisor:
             self._spawn("worker")
         if self.with_poller:
             self._spawn("poller")
-        while self.children:
+        while self.children or self.respawns:
             self._tick()
         self._unpublish()
         if self.restarting:
@@ -340,20 +342,39 @@ class Supervisor:
                 self._fail_attempt(child.job, self._death_reason(child, status))
         stopping = self.stop_deadline is not None
         clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        if not clean and not child.killed_for and time.monotonic() - child.born < 1.0:
-            # A child that cannot even start (bad code, Redis refusing): do not spin.
-            logger.error("child %d died within 1 s of starting; pausing 1 s", child.pid)
-            time.sleep(1.0)
         if child.kind == "worker" and not stopping and not (self.burst and clean):
-            self._spawn("worker")
+            self._respawn(child, clean)
         elif child.kind == "poller" and not stopping:
-            self._spawn("poller")
+            self._respawn(child, clean)
         if (
             self.burst
             and not stopping
             and not any(c.kind == "worker" for c in self.children.values())
+            and not any(kind == "worker" for _, kind in self.respawns)
         ):
             self._begin_stop()
+
+    def _respawn(self, child: Child, clean: bool) -> None:
+        """Replace ``child``; 1 s later if it died right after starting.
+
+        Never by sleeping here: the master must keep renewing the leases of
+        the jobs its other children run (and enforcing their timeouts).
+        """
+        if not clean and not child.killed_for and time.monotonic() - child.born < 1.0:
+            # A child that cannot even start (bad code, Redis refusing): do not spin.
+            logger.error("child %d died within 1 s of starting; replacing it in 1 s", child.pid)
+            self.respawns.append((time.monotonic() + 1.0, child.kind))
+        else:
+            self._spawn(child.kind)
+
+    def _spawn_due(self, now: float) -> None:
+        if self.stop_deadline is not None:
+            self.respawns.clear()
+            return
+        due = [kind for at, kind in self.respawns if at <= now]
+        self.respawns = [(at, kind) for at, kind in self.respawns if at > now]
+        for kind in due:
+            self._spawn(kind)
 
     def _death_reason(self, child: Child, status: int) -> BaseException:
         if child.killed_for == "timeout":
@@ -437,6 +458,7 @@ class Supervisor:
         except RedisUnavailable as exc:
             logger.warning("worker %s: %s", self.worker_id, exc)
         self._enforce_timeouts(now)
+        self._spawn_due(now)
         if self.stop_deadline is not None and (now >= self.stop_deadline or self.signals > 1):
             self._kill_remaining()
 

@@ -6,7 +6,7 @@ the other jobs keep flowing through the same worker.
 
 from __future__ import annotations
 
-from tests.jobs_app.jobs import fault_noop, fault_suicide
+from tests.jobs_app.jobs import fault_noop, fault_sleep, fault_suicide
 
 from .harness import Faults
 
@@ -14,9 +14,12 @@ from .harness import Faults
 def test_poison_job_is_failed_after_max_attempts_and_others_keep_flowing(faults: Faults) -> None:
     worker = faults.worker("--queues", "default", "--concurrency", "2", lease=1, grace=1)
     faults.wait_ready(worker)
+    # A long job runs beside it: its lease (1 s) must keep being renewed meanwhile.
+    long = fault_sleep.delay(faults.ledger, "long", 3)
+    faults.wait_event("start", tag="long")
     poison = fault_suicide.delay(faults.ledger, "poison")
     others = fault_noop.delay_many(((faults.ledger, f"ok{n}"), {}) for n in range(60))
-    ids = [poison.id, *(j.id for j in others)]
+    ids = [poison.id, long.id, *(j.id for j in others)]
 
     report = faults.wait_and_check(ids, timeout=30)
 
@@ -31,7 +34,7 @@ def test_poison_job_is_failed_after_max_attempts_and_others_keep_flowing(faults:
         "retrying",
         "failed",
     ]
-    assert all(report.states[j.id] == "succeeded" for j in others)
+    assert all(report.states[j.id] == "succeeded" for j in [long, *others])
     assert report.duplicates == {poison.id: 3}
     assert worker.alive()
     assert worker.stderr().count("worker process died") == 3
