@@ -7,7 +7,9 @@ from urllib.parse import quote
 import pytest
 from django.test import Client
 
-from .conftest import BASE, Jobs, MakeClient
+from tests.states import Jobs
+
+from .conftest import BASE, MakeClient
 
 
 def job_url(job_id: str, action: str = "") -> str:

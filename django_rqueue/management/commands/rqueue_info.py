@@ -1,0 +1,177 @@
+"""``manage.py rqueue_info``: queues, workers and the health of Redis, at a glance."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import redis
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from django_rqueue import browse
+from django_rqueue.conf import Problem, get_config
+from django_rqueue.connection import get_client
+from django_rqueue.exceptions import RedisUnavailable
+from django_rqueue.management.tables import table
+
+#: A scheduled job this many seconds past its run-at is reported (no poller?).
+OVERDUE = 60
+
+
+def redis_facts(client: redis.Redis) -> dict[str, Any]:
+    """Version, memory, eviction policy and persistence of one Redis."""
+    try:
+        server = client.info("server")
+        memory = client.info("memory")
+        persistence = client.info("persistence")
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+    try:
+        save = str(client.config_get("save").get("save", ""))
+    except redis.ResponseError:
+        save = "?"
+    return {
+        "version": server.get("redis_version"),
+        "used_memory": memory.get("used_memory_human"),
+        "maxmemory": memory.get("maxmemory_human") or memory.get("maxmemory"),
+        "maxmemory_policy": memory.get("maxmemory_policy"),
+        "aof_enabled": bool(persistence.get("aof_enabled")),
+        "rdb_save": save,
+    }
+
+
+def health_problems(client: redis.Redis, where: str, facts: dict[str, Any]) -> list[Problem]:
+    """The worker's startup checks when available (``django_rqueue.health``), else the basics."""
+    try:
+        health = importlib.import_module("django_rqueue.health")
+    except ImportError:
+        health = None
+    if health is not None and hasattr(health, "redis_problems"):
+        found: list[Problem] = list(health.redis_problems(client, where))
+        return found
+    found = []
+    if facts["maxmemory_policy"] != "noeviction":
+        found.append(Problem("rqueue.E010", f"{where}: maxmemory-policy is not noeviction."))
+    if not facts["aof_enabled"] and not facts["rdb_save"].strip():
+        found.append(Problem("rqueue.W010", f"{where}: persistence is off (no AOF, no RDB)."))
+    return found
+
+
+class Command(BaseCommand):
+    help = "Show queues with their counts, workers, and the health of Redis."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+
+    def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+        try:
+            report = self.collect()
+        except RedisUnavailable as exc:
+            raise CommandError(str(exc)) from exc
+        if options["json"]:
+            self.stdout.write(json.dumps(report, indent=2, default=str))
+        else:
+            self.print_report(report)
+
+    def collect(self) -> dict[str, Any]:
+        config = get_config()
+        servers: dict[str, dict[str, Any]] = {}
+        warnings: list[str] = []
+        queues = []
+        now = timezone.now()
+        for queue in config.queues:
+            client = get_client(queue)
+            where = f"queue {queue!r}" if config.queue(queue).redis_url else "Redis"
+            if where not in servers:
+                facts = redis_facts(client)
+                servers[where] = facts
+                warnings += [f"{p.id}: {p.msg}" for p in health_problems(client, where, facts)]
+            counts = browse.queue_counts(queue)
+            rates = browse.throughput(queue)
+            due = counts.next_scheduled_at
+            if due is not None and (now - due).total_seconds() > OVERDUE:
+                late = int((now - due).total_seconds())
+                warnings.append(
+                    f"queue {queue!r}: scheduled jobs overdue by {late} s (is a poller running?)"
+                )
+            queues.append(
+                {
+                    "queue": queue,
+                    "queued": counts.queued,
+                    "scheduled": counts.scheduled,
+                    "running": counts.running,
+                    "failed": counts.failed,
+                    "oldest_queued_at": counts.oldest_queued_at,
+                    "succeeded_last_hour": sum(s for _, s, _f in rates),
+                    "failed_last_hour": sum(f for _, _s, f in rates),
+                }
+            )
+        workers = browse.workers()
+        if not workers:
+            warnings.append("no worker seen recently (start one with manage.py rqueue_work)")
+        return {"redis": servers, "queues": queues, "workers": workers or [], "warnings": warnings}
+
+    def print_report(self, report: dict[str, Any]) -> None:
+        for where, facts in report["redis"].items():
+            persistence = "AOF" if facts["aof_enabled"] else ""
+            if facts["rdb_save"].strip():
+                persistence = f"{persistence} RDB({facts['rdb_save']})".strip()
+            self.stdout.write(
+                f"{where}: redis {facts['version']}, memory {facts['used_memory']}"
+                f" (maxmemory {facts['maxmemory']}, policy {facts['maxmemory_policy']}),"
+                f" persistence {persistence or 'off'}"
+            )
+        self.stdout.write("")
+        self.stdout.write(
+            table(
+                [
+                    "QUEUE",
+                    "QUEUED",
+                    "SCHEDULED",
+                    "RUNNING",
+                    "FAILED",
+                    "OLDEST QUEUED",
+                    "OK/H",
+                    "KO/H",
+                ],
+                [
+                    [
+                        q["queue"],
+                        q["queued"],
+                        q["scheduled"],
+                        q["running"],
+                        q["failed"],
+                        q["oldest_queued_at"],
+                        q["succeeded_last_hour"],
+                        q["failed_last_hour"],
+                    ]
+                    for q in report["queues"]
+                ],
+            )
+        )
+        self.stdout.write("")
+        if report["workers"]:
+            self.stdout.write(
+                table(
+                    ["WORKER", "HOST", "PID", "QUEUES", "JOBS", "HEARTBEAT"],
+                    [
+                        [
+                            w.get("id"),
+                            w.get("host"),
+                            w.get("pid"),
+                            ",".join(map(str, w.get("queues") or [])),
+                            len(w.get("jobs") or []),
+                            browse.ms_to_datetime(w["heartbeat"])
+                            if isinstance(w.get("heartbeat"), int)
+                            else None,
+                        ]
+                        for w in report["workers"]
+                    ],
+                )
+            )
+        else:
+            self.stdout.write("workers: none seen")
+        for warning in report["warnings"]:
+            self.stdout.write(self.style.WARNING(f"WARNING {warning}"))
