@@ -479,7 +479,32 @@ class Supervisor:
                     int(lease * 1000),
                 )
             except LeaseLost as exc:
-                logger.debug("%s", exc)  # it just finished, or it was reclaimed
+                self._lease_lost(child, running, exc)
+
+    def _lease_lost(self, child: Child, running: Running, exc: LeaseLost) -> None:
+        """A renewal was refused: kill the child if the job now belongs to someone else.
+
+        Refused because the job just finished under our token (the child's
+        "end" message is on its way): nothing to do. Refused because the
+        token moved on (this worker was frozen or cut off past its lease and
+        the job was reclaimed, maybe re-run elsewhere): the run's outcome would
+        be rejected anyway, so stop it now rather than let it run alongside
+        the new holder.
+        """
+        keys = QueueKeys.of(get_config().key_prefix, running.queue)
+        fields = transitions.read_job(get_client(running.queue), keys, running.job_id)
+        if not fields or Job.from_fields(running.job_id, fields).token == running.token:
+            logger.debug("%s", exc)  # it finished (record kept or deleted)
+            return
+        logger.warning(
+            "%s %s: lease lost (%s); killing child %d, its run is discarded",
+            running.name,
+            running.job_id,
+            exc,
+            child.pid,
+        )
+        child.killed_for = "lease"
+        _killpg(child.pid)
 
     def _retry_reports(self) -> None:
         pending, self.pending_reports = self.pending_reports, []

@@ -36,7 +36,7 @@ def test_memory_hog_child_is_recycled_and_no_job_is_lost(faults: Faults) -> None
     pids = [e["pid"] for e in starts]
     order = [e["tag"] for e in starts]
     # One child per stretch ending with a hog: 3 hogs -> 4 children, in order.
-    segments = []
+    segments: list[int] = []
     for pid in pids:
         if not segments or segments[-1] != pid:
             segments.append(pid)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import Any
 
 import pytest
 
@@ -85,26 +86,54 @@ def test_sigkill_child_mid_job_fails_attempt_retries_and_replaces_child(faults: 
     assert worker.alive()
 
 
-@pytest.mark.slow
-def test_frozen_worker_is_fenced_off_after_its_lease(faults: Faults) -> None:
-    workers = two_workers(faults)
-    job = fault_sleep.delay(faults.ledger, "j", 2.5)
-    first = faults.wait_event("start", tag="j")
+def freeze_owner_until_taken_over(
+    faults: Faults, workers: list[WorkerProcess], tag: str
+) -> tuple[WorkerProcess, WorkerProcess, dict[str, Any], dict[str, Any]]:
+    """SIGSTOP the worker running ``tag`` until the other one starts it; then SIGCONT."""
+    first = faults.wait_event("start", tag=tag)
     victim = owner(workers, first["pid"])
     survivor = next(w for w in workers if w is not victim)
-
     kill_tree(victim.pid, signal.SIGSTOP)  # master, job child and poller child all frozen
     try:
-        second = faults.wait_event("start", tag="j", count=2, timeout=LEASE + SLACK + 1)
+        second = faults.wait_event("start", tag=tag, count=2, timeout=LEASE + SLACK + 1)
     finally:
         kill_tree(victim.pid, signal.SIGCONT)
     assert second["pid"] in survivor.children()
     assert second["token"] > first["token"]
+    return victim, survivor, first, second
 
-    # The stale run completes, but its ack is rejected and its run discarded.
-    stale_end = faults.wait_event("end", job_id=job.id, count=1, timeout=10)
-    assert stale_end["token"] == first["token"]
-    wait_until(lambda: "discarding this run" in victim.stderr(), timeout=5)
+
+@pytest.mark.slow
+def test_frozen_worker_resumed_kills_its_stale_run(faults: Faults) -> None:
+    workers = two_workers(faults)
+    job = fault_sleep_first.delay(faults.ledger, "j", 60)  # only the first attempt is long
+    victim, survivor, first, second = freeze_owner_until_taken_over(faults, workers, "j")
+
+    # On its first renewal after SIGCONT the master finds the token moved on
+    # and kills the stale run instead of letting it run beside the new one.
+    wait_until(lambda: not alive(first["pid"]), timeout=LEASE + 2, message="stale run lives on")
+    assert "lease lost" in victim.stderr()
+    report = faults.wait_and_check([job.id], timeout=10)
+    assert report.states[job.id] == "succeeded"
+    assert [e["token"] for e in faults.events("end", tag="j")] == [second["token"]]
+    assert [a["token"] for a in faults.events("acked", tag="j")] == [second["token"]]
+    assert victim.alive() and survivor.alive()
+    wait_until(lambda: len(victim.children()) == 2, timeout=5, message="child not replaced")
+
+
+@pytest.mark.slow
+def test_frozen_worker_resumed_has_its_late_ack_rejected(faults: Faults) -> None:
+    workers = two_workers(faults)
+    job = fault_sleep.delay(faults.ledger, "j", 2.5)
+    victim, survivor, first, second = freeze_owner_until_taken_over(faults, workers, "j")
+
+    # The stale run may be past its sleep when it resumes: it then reports at
+    # once (rejected, run discarded) unless its master killed it first.
+    wait_until(
+        lambda: "discarding this run" in victim.stderr() or not alive(first["pid"]),
+        timeout=LEASE + 2,
+        message="the stale run was neither rejected nor killed",
+    )
     report = faults.wait_and_check([job.id], timeout=10)
     assert report.states[job.id] == "succeeded"
     acked = faults.events("acked", tag="j")
