@@ -6,7 +6,7 @@ the other jobs keep flowing through the same worker.
 
 from __future__ import annotations
 
-from tests.jobs_app.jobs import fault_noop, fault_sleep, fault_suicide
+from tests.jobs_app.jobs import fault_die, fault_noop, fault_sleep, fault_suicide
 
 from .harness import Faults
 
@@ -38,3 +38,28 @@ def test_poison_job_is_failed_after_max_attempts_and_others_keep_flowing(faults:
     assert report.duplicates == {poison.id: 3}
     assert worker.alive()
     assert worker.stderr().count("worker process died") == 3
+
+
+def test_a_child_that_exits_or_crashes_mid_job_fails_the_attempt_with_the_cause(
+    faults: Faults,
+) -> None:
+    worker = faults.worker("--queues", "default", "--concurrency", "1", lease=1, grace=1)
+    faults.wait_ready(worker)
+    causes = {
+        "exit0": "worker process died (exit code 0)",  # no result reported: not a success
+        "exit3": "worker process died (exit code 3)",
+        "segfault": "worker process died (signal 11, SIGSEGV)",
+    }
+    jobs = {how: fault_die.delay(faults.ledger, how, how) for how in causes}
+    after = fault_noop.delay(faults.ledger, "after")
+
+    report = faults.wait_and_check([*(j.id for j in jobs.values()), after.id], timeout=20)
+
+    for how, cause in causes.items():
+        assert report.states[jobs[how].id] == "failed"
+        [error] = report.errors(jobs[how].id)
+        assert cause in error["message"], (how, error)
+    assert report.states[after.id] == "succeeded"
+    pids = [e["pid"] for e in faults.events("start")]
+    assert len(set(pids)) == 4, "each death must be followed by a fresh child"
+    assert worker.alive()

@@ -254,3 +254,14 @@ def fault_hog(ledger: str, tag: str, megabytes: int) -> str:
     _hoard.append(b"x" * (megabytes * 2**20))
     fault_mark(ledger, tag, "end")
     return tag
+
+
+@job(max_attempts=1)
+def fault_die(ledger: str, tag: str, how: str) -> None:
+    """End the process mid-job without reporting: ``exit0``, ``exit3`` or ``segfault``."""
+    fault_mark(ledger, tag, "start")
+    if how == "segfault":
+        import ctypes
+
+        ctypes.string_at(0)
+    os._exit(3 if how == "exit3" else 0)
