@@ -49,6 +49,20 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 log "redis-server: $(redis-server --version | awk '{print $3}')"
 
+# --- chromium (the admin's browser test; Playwright drives the Debian build) ---
+if [[ ! -x /usr/bin/chromium ]]; then
+    log "/usr/bin/chromium not found; installing the Debian package"
+    if [[ "$(id -u)" -eq 0 ]]; then
+        apt-get update -qq </dev/null
+        apt-get install -y -qq chromium </dev/null >/dev/null
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        sudo -n apt-get update -qq </dev/null
+        sudo -n apt-get install -y -qq chromium </dev/null >/dev/null
+    else  # the browser test then skips (or fails when CI is set)
+        log "warning: not root; install chromium with: apt-get install chromium"
+    fi
+fi
+
 # --- python + venv ----------------------------------------------------------
 if [[ -n "$python_arg" ]]; then
     python="$python_arg"

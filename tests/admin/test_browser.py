@@ -1,0 +1,124 @@
+"""A real browser (Playwright driving Debian's Chromium) retries a failed job in the admin.
+
+Needs ``/usr/bin/chromium`` (``scripts/bootstrap.sh`` installs it) and the
+``playwright`` package (dev extra). Without them the test is skipped locally
+and fails in CI (``CI`` set). Screenshots go to ``artifacts/admin/``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from django.contrib import admin
+
+from tests.inprocess import run_worker
+from tests.jobs_app.jobs import read_ledger
+from tests.states import Jobs
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "admin"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _require_browser() -> Any:  # noqa: ANN401 - the playwright module
+    try:
+        sync_api: Any = importlib.import_module("playwright.sync_api")
+    except ImportError:
+        sync_api = None
+    missing = "playwright is not installed" if sync_api is None else ""
+    if not CHROMIUM.exists():
+        missing = f"{CHROMIUM} is missing (scripts/bootstrap.sh installs it)"
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    return sync_api
+
+
+@pytest.mark.slow
+def test_staff_retry_a_failed_job_in_chromium_and_a_worker_runs_it(
+    live_server: Any,  # noqa: ANN401
+    django_user_model: Any,  # noqa: ANN401
+    rqueue_redis: redis.Redis,
+    tmp_path: Path,
+    settings: Any,  # noqa: ANN401
+):
+    sync_api = _require_browser()
+    # The live server serves STATIC_URL from STATIC_ROOT (tests.settings has no
+    # staticfiles app): point it at the admin's own CSS and JS.
+    settings.STATIC_ROOT = str(Path(admin.__file__).parent / "static")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    django_user_model.objects.create_superuser("staff", "staff@example.com", "s3cret-pass")
+    jobs = Jobs(rqueue_redis)
+    ledger = str(tmp_path / "ledger.jsonl")
+    payload = f'{{"a": ["{ledger}", "retried"], "k": {{}}}}'
+    for n in range(3):
+        jobs.succeeded(name="tests.jobs_app.jobs.record")
+        jobs.failed(name="tests.jobs_app.jobs.other", message=f"older failure {n}")
+    job_id = jobs.failed(name="tests.jobs_app.jobs.record", payload=payload, message="SMTP down")
+    jobs.scheduled(name="tests.jobs_app.jobs.record")
+
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),  # a fresh --user-data-dir
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 800},
+        )
+        try:
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(f"{live_server.url}/admin/django_rqueue/job/")
+            page.fill("#id_username", "staff")
+            page.fill("#id_password", "s3cret-pass")
+            page.click("input[type=submit]")
+            page.wait_for_selector("#rq-queues")
+            assert page.inner_text("#rq-queue-default td:nth-child(5)") == "4"
+            page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
+
+            page.click("#rq-queue-default td:nth-child(5) a")
+            page.wait_for_selector("#result_list")
+            assert "SMTP down" in page.inner_text("#result_list")
+            page.screenshot(path=str(ARTIFACTS / "failed-list.png"), full_page=True)
+
+            page.click(f"#result_list a:text('{job_id}')")
+            page.wait_for_selector("#rq-job")
+            detail_url = page.url
+            assert page.inner_text("#rq-status") == "failed"
+            page.click("#rq-job-actions a:text('Retry')")
+            page.wait_for_selector("#rq-question")
+            page.click("input[type=submit]")
+            page.wait_for_selector(".messagelist .success")  # back on the failed list
+            assert job_id not in page.inner_text("#result_list")
+            page.goto(detail_url)
+            assert page.inner_text("#rq-status") == "queued"
+
+            # A worker (in a thread: Playwright's event loop owns this one) runs it.
+            thread = threading.Thread(
+                target=run_worker, args=(["default"],), kwargs={"burst": True}
+            )
+            thread.start()
+            thread.join(60)
+            assert not thread.is_alive()
+            page.reload()
+            assert page.inner_text("#rq-status") == "succeeded"
+            page.screenshot(path=str(ARTIFACTS / "job-succeeded.png"), full_page=True)
+        finally:
+            context.close()
+    assert [e["tag"] for e in read_ledger(ledger)] == ["retried"]
