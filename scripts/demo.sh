@@ -138,6 +138,11 @@ wait_for 10 "Redis at $REDIS_URL" \
 # --- 3. site + worker -----------------------------------------------------------
 say "migrate, start the example site and a worker"
 manage migrate --noinput -v 0
+# A staff superuser for the admin's Rqueue pages (printed at the end).
+admin_user=admin
+admin_password=demo-admin-pass
+DJANGO_SUPERUSER_PASSWORD="$admin_password" manage createsuperuser --noinput \
+    --username "$admin_user" --email admin@example.com >/dev/null
 site_port="$(free_port)"
 base="http://127.0.0.1:$site_port"
 # (Not through the manage() function: $! must be python's pid, not a subshell's.)
@@ -152,6 +157,7 @@ wait_for 30 "the example site at $base" \
     "$base/password-reset/"
 wait_for 30 "the worker" grep -q "serving" "$work/worker.log"
 info "site:   $base/password-reset/   (log: artifacts/demo/site.log)"
+info "admin:  $base/admin/django_rqueue/job/   (login: $admin_user / $admin_password)"
 info "worker: $(grep -m1 serving "$work/worker.log")"
 
 # --- 4. password reset over HTTP --------------------------------------------------
@@ -208,5 +214,11 @@ manage demo_show "$flaky_job" "$failing_job" --traceback-lines 3 | tee "$work/sh
 grep -q 'status=succeeded  attempts=3/3' "$work/show.txt" || die "flaky: expected succeeded after 3 attempts"
 grep -q 'status=failed  attempts=2/2' "$work/show.txt" || die "always_fails: expected failed after 2 attempts"
 [[ "$(grep -c 'error of attempt' "$work/show.txt")" -eq 4 ]] || die "expected 2 + 2 recorded errors"
+
+say "the admin: queues, failed jobs, retry/delete"
+manage rqueue_failed list --queue default
+echo "admin:  $base/admin/django_rqueue/job/   login: $admin_user / $admin_password"
+"$py" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' \
+    "$base/admin/login/" || die "the admin login page does not open"
 
 say "demo finished: all steps passed (logs in artifacts/demo/)"
