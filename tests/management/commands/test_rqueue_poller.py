@@ -106,12 +106,17 @@ def test_two_poller_commands_racing_promote_5000_due_jobs_exactly_once(
     # the new earliest one, so the sleeping pollers are woken again and again,
     # and both end up promoting the same 0.5 s stretch of due jobs.
     start = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=2.5)
-    ids = [
-        record.using(run_at=start + datetime.timedelta(milliseconds=(total - n) / 10))
-        .delay(ledger, str(n))
-        .id
+    jobs = [
+        record.using(run_at=start + datetime.timedelta(milliseconds=(total - n) / 10)).delay(
+            ledger, str(n)
+        )
         for n in range(total)
     ]
+    ids = [job.id for job in jobs]
+    # On a loaded machine the last jobs may be enqueued after their run_at:
+    # those go straight to the queue, and no poller promotes them.
+    scheduled = sum(1 for job in jobs if job.status is JobStatus.SCHEDULED)
+    assert scheduled > total // 2, f"only {scheduled} jobs were scheduled: machine too slow"
     k = keys()
     wait_until(lambda: rqueue_redis.zcard(k.delayed) == 0, timeout=30, message="not promoted")
     stop(*pollers, nudge=rqueue_redis)
@@ -121,10 +126,10 @@ def test_two_poller_commands_racing_promote_5000_due_jobs_exactly_once(
     assert Counter(queued) == Counter(ids)  # every id exactly once
     assert stats(rqueue_redis)["queued"] == total
     assert rqueue_redis.zcard(k.delayed) == 0
-    # Each poller logs what it promoted; together exactly 5000.
+    # Each poller logs what it promoted; together exactly the scheduled ones.
     counts = [
         sum(int(n) for n in re.findall(r"promoted (\d+) due job", p.stderr())) for p in pollers
     ]
-    print(f"promoted per poller: {counts}")
-    assert sum(counts) == total
+    print(f"promoted per poller: {counts} ({scheduled} of {total} were scheduled)")
+    assert sum(counts) == scheduled
     assert min(counts) > 0, "the pollers did not race"
