@@ -7,6 +7,7 @@ from urllib.parse import quote
 import pytest
 from django.test import Client
 
+from django_rqueue import workers
 from tests.states import Jobs
 
 from .conftest import BASE, MakeClient
@@ -181,3 +182,31 @@ def test_view_only_staff_see_no_action_buttons(make_client: MakeClient, jobs: Jo
     assert quote(job_url(job_id, "retry")).encode() not in detail.content
     quote_free = job_url(job_id, "retry").encode()
     assert quote_free not in detail.content
+
+
+def test_overview_lists_the_workers_of_the_registry(admin_client_rq: Client, jobs: Jobs):
+    running = jobs.running()
+    workers.publish(
+        "web-1:4242:abc123",
+        {
+            "host": "web-1",
+            "pid": 4242,
+            "queues": ["default", "emails"],
+            "jobs": [{"id": running, "queue": "default", "started_at": 1}],
+        },
+        ttl=30,
+    )
+    response = admin_client_rq.get(BASE)
+    [worker] = response.context["workers"]
+    assert (worker["host"], worker["pid"], worker["queues"]) == ("web-1", 4242, "default, emails")
+    assert worker["jobs"] == [running]
+    assert worker["heartbeat"] is not None
+    assert not any("No worker" in w for w in response.context["warnings"])
+    assert b"web-1:4242:abc123" in response.content
+
+
+def test_a_succeeded_job_shows_its_result(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.succeeded()
+    response = admin_client_rq.get(job_url(job_id))
+    assert response.context["result"] == '{\n  "ok": 1\n}'
+    assert [a[0] for a in response.context["actions"]] == ["delete"]
