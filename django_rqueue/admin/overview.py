@@ -98,6 +98,13 @@ def overview(request: HttpRequest, model_admin: JobAdmin) -> HttpResponse:
         warnings.append(
             _("No worker has been seen recently: start one with manage.py rqueue_work.")
         )
+    elif not any(w["poller"] for w in worker_rows):
+        warnings.append(
+            _(
+                "No worker runs a poller (all use --without-poller): unless rqueue_poller runs,"
+                " scheduled jobs and retries are never queued."
+            )
+        )
     for card in cards:
         card_links(model_admin, card)
     return TemplateResponse(
@@ -133,4 +140,6 @@ def _worker_row(info: dict[str, Any]) -> dict[str, Any]:
         "queues": ", ".join(map(str, info.get("queues") or [])),
         "jobs": [j.get("id", "") if isinstance(j, dict) else str(j) for j in jobs],
         "heartbeat": browse.ms_to_datetime(heartbeat) if isinstance(heartbeat, int) else None,
+        # Workers run a poller unless started with --without-poller.
+        "poller": info.get("poller", True) is not False,
     }

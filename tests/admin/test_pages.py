@@ -210,3 +210,12 @@ def test_a_succeeded_job_shows_its_result(admin_client_rq: Client, jobs: Jobs):
     response = admin_client_rq.get(job_url(job_id))
     assert response.context["result"] == '{\n  "ok": 1\n}'
     assert [a[0] for a in response.context["actions"]] == ["delete"]
+
+
+def test_overview_warns_when_no_worker_runs_a_poller(admin_client_rq: Client):
+    workers.publish("w:1:a", {"host": "w", "pid": 1, "queues": [], "poller": False}, ttl=30)
+    response = admin_client_rq.get(BASE)
+    assert any("poller" in w for w in response.context["warnings"])
+    workers.publish("w:2:b", {"host": "w", "pid": 2, "queues": [], "poller": True}, ttl=30)
+    response = admin_client_rq.get(BASE)
+    assert not any("poller" in w for w in response.context["warnings"])

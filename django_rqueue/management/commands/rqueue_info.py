@@ -111,6 +111,11 @@ class Command(BaseCommand):
         workers = browse.workers()
         if not workers:
             warnings.append("no worker seen recently (start one with manage.py rqueue_work)")
+        elif all(w.get("poller", True) is False for w in workers):
+            warnings.append(
+                "no worker runs a poller (all use --without-poller): unless rqueue_poller"
+                " runs, scheduled jobs and retries are never queued"
+            )
         return {"redis": servers, "queues": queues, "workers": workers or [], "warnings": warnings}
 
     def print_report(self, report: dict[str, Any]) -> None:

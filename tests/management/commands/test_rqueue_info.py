@@ -8,6 +8,7 @@ from io import StringIO
 import redis
 from django.core.management import call_command
 
+from django_rqueue import workers
 from tests.states import Jobs
 
 
@@ -42,3 +43,14 @@ def test_info_json(rqueue_redis: redis.Redis):
     assert by_queue["default"]["failed"] == 1
     assert by_queue["default"]["failed_last_hour"] == 1
     assert isinstance(data["workers"], list)
+
+
+def test_info_lists_registered_workers(rqueue_redis: redis.Redis):
+    workers.publish(
+        "web-1:7:abc", {"host": "web-1", "pid": 7, "queues": ["default"], "poller": False}, ttl=30
+    )
+    out = run()
+    row = next(line for line in out.splitlines() if line.startswith("web-1:7:abc"))
+    assert row.split()[:4] == ["web-1:7:abc", "web-1", "7", "default"]
+    assert "no worker runs a poller" in out
+    assert "no worker seen" not in out
