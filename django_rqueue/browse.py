@@ -276,6 +276,8 @@ def filtered_page(source: JobSource, name: str, cursor: int, size: int) -> Filte
 def _finish(
     source: JobSource, matches: list[tuple[str, float | None]], cursor: int | None, scanned: int
 ) -> FilteredPage:
+    if cursor is not None and cursor >= source.count():
+        cursor = None  # the window ended exactly at the end of the list
     ids = [m[0] for m in matches]
     jobs = read_jobs(source.queue, ids)
     rows = [Row(i, j, ms_to_datetime(s)) for (i, s), j in zip(matches, jobs, strict=True)]

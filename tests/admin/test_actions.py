@@ -182,3 +182,30 @@ def test_next_must_stay_on_this_site(admin_client_rq: Client, jobs: Jobs):
     job_id = jobs.failed()
     response = admin_client_rq.post(job_url(job_id, "retry"), {"next": "https://evil.example/"})
     assert response["Location"] == job_url(job_id)
+
+
+@pytest.mark.parametrize(
+    ("make", "state", "action", "after"),
+    [
+        ("scheduled", "scheduled", "run_now", "queued"),
+        ("scheduled", "scheduled", "cancel", "cancelled"),
+        ("queued", "queued", "delete", None),
+        ("succeeded", "succeeded", "delete", None),
+    ],
+)
+def test_bulk_actions_of_each_list(
+    admin_client_rq: Client, jobs: Jobs, make: str, state: str, action: str, after: str | None
+):
+    ids = [getattr(jobs, make)() for _ in range(2)]
+    listing = admin_client_rq.get(f"{BASE}queues/default/{state}/")
+    assert action in [a for a, _ in listing.context["bulk_actions"]]
+    form = {"action": action, "ids": ids, "confirm": "yes"}
+    assert admin_client_rq.post(f"{BASE}queues/default/selected/", form).status_code == 302
+    assert [jobs.state(i) for i in ids] == [after, after]
+
+
+def test_running_jobs_offer_no_bulk_action(admin_client_rq: Client, jobs: Jobs):
+    jobs.running()
+    listing = admin_client_rq.get(f"{BASE}queues/default/running/")
+    assert listing.context["bulk_actions"] == []
+    assert b'class="action-select"' not in listing.content

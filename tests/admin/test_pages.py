@@ -7,7 +7,7 @@ from urllib.parse import quote
 import pytest
 from django.test import Client
 
-from django_rqueue import workers
+from django_rqueue import browse, workers
 from tests.states import Jobs
 
 from .conftest import BASE, MakeClient
@@ -219,3 +219,22 @@ def test_overview_warns_when_no_worker_runs_a_poller(admin_client_rq: Client):
     workers.publish("w:2:b", {"host": "w", "pid": 2, "queues": [], "poller": True}, ttl=30)
     response = admin_client_rq.get(BASE)
     assert not any("poller" in w for w in response.context["warnings"])
+
+
+def test_a_name_filter_scans_a_bounded_window_and_continues(
+    admin_client_rq: Client, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(browse, "SCAN_LIMIT", 4)
+    monkeypatch.setattr(browse, "SCAN_CHUNK", 2)
+    wanted = [jobs.scheduled(name="b" if n in (1, 6) else "a") for n in range(8)]
+    ordered = sorted(wanted, key=lambda i: (jobs.client.zscore(jobs.keys().delayed, i), i))
+    expected = [i for i in ordered if jobs.client.hget(jobs.keys().job(i), "name") == b"b"]
+    url = f"{BASE}queues/default/scheduled/"
+    first = admin_client_rq.get(url, {"name": "b"})
+    found = [r["id"] for r in first.context["rows"]]
+    assert first.context["scanned"] == 4 and first.context["next_cursor"] == 4
+    rest = admin_client_rq.get(url, {"name": "b", "cursor": first.context["next_cursor"]})
+    found += [r["id"] for r in rest.context["rows"]]
+    assert rest.context["next_cursor"] is None
+    assert found == expected
+    assert b"Continue searching" in first.content
