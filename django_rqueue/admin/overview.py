@@ -6,7 +6,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -16,7 +16,7 @@ from .. import browse
 from ..conf import get_config
 from ..exceptions import RedisUnavailable
 from ..keys import queue_of
-from .common import context, declared_queue, job_url, url
+from .common import context, job_url, url
 
 if TYPE_CHECKING:
     from .site import JobAdmin
@@ -65,7 +65,7 @@ def overview(request: HttpRequest, model_admin: JobAdmin) -> HttpResponse:
         queue = queue_of(search)
         if queue is not None and queue in get_config().queues:
             return redirect(job_url(model_admin, search))
-        declared_queue("")  # 404: not a job id of a declared queue
+        raise Http404(_("%(id)r is not the id of a job of a declared queue.") % {"id": search})
     cards, warnings = [], []
     now = timezone.now()
     for queue in get_config().queues:
