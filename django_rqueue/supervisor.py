@@ -35,6 +35,7 @@ import ctypes
 import json
 import logging
 import os
+import random
 import selectors
 import signal
 import socket
@@ -63,6 +64,9 @@ logger = logging.getLogger("django_rqueue.supervisor")
 TICK = 0.1
 #: Longest heartbeat interval in seconds (it is also at most a third of the lease).
 HEARTBEAT = 5.0
+#: Longest pause in seconds between the master's attempts to reach Redis while it is
+#: unreachable (backoff with jitter): short, so leases are renewed soon after it returns.
+REDIS_RETRY_MAX = 1.0
 
 
 class StartupError(RqueueError):
@@ -169,6 +173,10 @@ class Supervisor:
         self.processed = 0
         self.failed = 0
         self.next_heartbeat = 0.0
+        #: Backoff while Redis is unreachable: no Redis call before ``redis_retry_at``.
+        self.redis_backoff = 0.0
+        self.redis_retry_at = 0.0
+        self.redis_down_since: float | None = None
         self.pending_reports: list[tuple[Running, BaseException]] = []
 
     # -- startup -----------------------------------------------------------
@@ -449,6 +457,15 @@ class Supervisor:
                 self._read(child)
         self._reap()
         now = time.monotonic()
+        if now >= self.redis_retry_at:
+            self._talk_to_redis(now)
+        self._enforce_timeouts(now)
+        self._spawn_due(now)
+        if self.stop_deadline is not None and (now >= self.stop_deadline or self.signals > 1):
+            self._kill_remaining()
+
+    def _talk_to_redis(self, now: float) -> None:
+        """Renew leases, retry failure reports, heartbeat; back off while Redis is unreachable."""
         try:
             self._renew_leases(now)
             self._retry_reports()
@@ -456,11 +473,21 @@ class Supervisor:
                 self._heartbeat()
                 self.next_heartbeat = now + min(HEARTBEAT, get_config().lease / 3)
         except RedisUnavailable as exc:
-            logger.warning("worker %s: %s", self.worker_id, exc)
-        self._enforce_timeouts(now)
-        self._spawn_due(now)
-        if self.stop_deadline is not None and (now >= self.stop_deadline or self.signals > 1):
-            self._kill_remaining()
+            self.redis_backoff = min(max(self.redis_backoff * 2, TICK), REDIS_RETRY_MAX)
+            self.redis_retry_at = time.monotonic() + self.redis_backoff * random.uniform(0.5, 1.0)  # noqa: S311 - jitter
+            if self.redis_down_since is None:
+                self.redis_down_since = now
+                logger.warning("worker %s: %s; retrying", self.worker_id, exc)
+            else:
+                logger.debug("worker %s: %s", self.worker_id, exc)
+            return
+        if self.redis_down_since is not None:
+            logger.info(
+                "worker %s: Redis reachable again after %.1f s",
+                self.worker_id,
+                now - self.redis_down_since,
+            )
+        self.redis_backoff, self.redis_down_since = 0.0, None
 
     def _renew_leases(self, now: float) -> None:
         lease = get_config().lease
@@ -480,6 +507,11 @@ class Supervisor:
                 )
             except LeaseLost as exc:
                 self._lease_lost(child, running, exc)
+            except RedisUnavailable:
+                # Retry at the next attempt to reach Redis, not a third of a lease
+                # later: a short outage must not cost a running job its lease.
+                running.renew_at = now
+                raise
 
     def _lease_lost(self, child: Child, running: Running, exc: LeaseLost) -> None:
         """A renewal was refused: kill the child if the job now belongs to someone else.

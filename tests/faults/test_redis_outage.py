@@ -23,10 +23,12 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from django_rqueue.conf import get_config
+from django_rqueue.keys import QueueKeys
 from tests.jobs_app.jobs import fault_noop, fault_sleep
 from tests.redis_server import RedisServer
 
-from .harness import Faults
+from .harness import Faults, wait_until
 from .proxy import FaultProxy, Mode
 from .support import hold, wait_blocked
 
@@ -98,3 +100,56 @@ def test_redis_unreachable_for_10s_workers_idle_and_busy_recover(
     print(f"{mode}: re-delivered after a lost reserve reply: {redelivered or 'none'}")
     assert worker.alive() and set(worker.children()) == children
     assert time.monotonic() - down_at < OUTAGE[mode] + 40
+
+
+#: Lease for the next scenario: renewals every 3 s; the outage spans two of them.
+SHORT_LEASE = 9.0
+SHORT_OUTAGE = 7.0
+
+
+@pytest.mark.slow
+def test_a_job_running_across_an_outage_shorter_than_its_lease_keeps_it(
+    faults: Faults, proxy: FaultProxy, redis_client: redis.Redis
+) -> None:
+    """The master renews as soon as Redis is back, not only at its next lease/3 slot.
+
+    The worker reaches Redis through the proxy; a poller reaches it directly
+    and would reclaim the job the moment its lease expired. The outage starts
+    right after a renewal, is shorter than the lease, and spans the next two
+    renewal slots: a master that waited for its next slot after each failed
+    renewal would renew right at the deadline and lose the race to the
+    poller, and the job would run twice.
+    """
+    worker = faults.worker(
+        "--queues",
+        "default",
+        "--concurrency",
+        "1",
+        "--without-poller",
+        lease=SHORT_LEASE,
+        redis_url=proxy.url(),
+    )
+    poller = faults.command("rqueue_poller", "--queues", "default")
+    faults.wait_ready(worker)
+    wait_blocked(redis_client, 2)  # the worker child and the poller
+    job = fault_sleep.delay(faults.ledger, "long", SHORT_LEASE + SHORT_OUTAGE - 3)
+    faults.wait_event("start", tag="long")
+    reserved = QueueKeys.of(get_config().key_prefix, "default").reserved
+    first = redis_client.zscore(reserved, job.id)
+    assert first is not None
+    wait_until(
+        lambda: (redis_client.zscore(reserved, job.id) or 0) > first,
+        timeout=SHORT_LEASE,
+        interval=0.02,
+        message="the lease was never renewed",
+    )
+
+    proxy.set_mode("refuse")
+    hold(SHORT_OUTAGE, worker.alive, "the worker exited during the outage")
+    proxy.set_mode("pass")
+
+    report = faults.wait_and_check([job.id], timeout=3 * SHORT_LEASE)
+    assert report.states[job.id] == "succeeded"
+    assert "reclaimed" not in poller.stderr(), "the lease expired although Redis came back in time"
+    assert report.starts[job.id] == 1 and report.duplicates == {}
+    assert report.jobs[job.id]["attempts"] == "1"
