@@ -92,17 +92,22 @@ class LeaseKeeper(threading.Thread):
 
     def run(self) -> None:
         keys = QueueKeys.of(get_config().key_prefix, self.queue)
-        while not self.done.wait(self.lease / 3):
+        wait = self.lease / 3
+        while not self.done.wait(wait):
             try:
                 transitions.renew_lease(
                     get_client(self.queue), keys, self.job_id, self.token, int(self.lease * 1000)
                 )
+                wait = self.lease / 3
             except LeaseLost as exc:
                 self.lost = True
                 logger.error("%s; this run will be discarded", exc)
                 return
             except RedisUnavailable as exc:
                 logger.warning("could not renew lease of %s: %s", self.job_id, exc)
+                # Try again soon, not a third of a lease later: a short outage
+                # must not cost the job its lease.
+                wait = min(REPORT_RETRY, self.lease / 3)
 
 
 class Worker:

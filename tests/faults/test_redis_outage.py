@@ -96,6 +96,10 @@ def test_redis_unreachable_for_10s_workers_idle_and_busy_recover(
     report = faults.wait_and_check([j.id for j in busy + during + after], timeout=10)
     assert set(report.states.values()) == {"succeeded"}
     assert report.duplicates == {}, "a job ran twice although no lease expired"
+    if mode == "refuse":  # the master backs off: one warning, then one "reachable again"
+        master_log = [line for line in worker.stderr().splitlines() if ".supervisor:" in line]
+        assert sum("unreachable" in line for line in master_log) == 1, master_log
+        assert sum("reachable again" in line for line in master_log) == 1, master_log
     redelivered = sorted(i for i, fields in report.jobs.items() if fields["attempts"] != "1")
     print(f"{mode}: re-delivered after a lost reserve reply: {redelivered or 'none'}")
     assert worker.alive() and set(worker.children()) == children
