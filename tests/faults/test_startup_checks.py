@@ -8,6 +8,7 @@ and a real ``manage.py check --deploy`` (started together to save time):
 - persistence off: only a warning (rqueue.W010); the worker starts.
 - a wrong password (``WRONGPASS``): the worker fails fast with rqueue.E011
   and Redis's reason; so does the deploy check.
+- a user without ``+@scripting`` (``NOPERM``): rqueue.E012 with the grant to add.
 """
 
 from __future__ import annotations
@@ -102,3 +103,22 @@ def test_wrong_password_fails_fast_and_clearly(faults: Faults, password_redis: R
     assert check.wait(timeout=STARTUP) != 0
     output = check.stdout() + check.stderr()
     assert "rqueue.E011" in output, output
+
+
+def test_user_without_scripting_rights_fails_fast_and_clearly(faults: Faults) -> None:
+    with RedisServer() as server:
+        server.client().acl_setuser(
+            "app",
+            enabled=True,
+            passwords=["+s3cret"],
+            keys=["*"],
+            commands=["+@all", "-@scripting"],
+        )
+        url = f"redis://app:s3cret@127.0.0.1:{server.port}/0"
+        worker = faults.worker("--queues", "default", "--concurrency", "1", redis_url=url)
+        assert worker.wait(timeout=STARTUP) != 0
+        stderr = worker.stderr()
+        assert "rqueue.E012" in stderr and "Lua scripts" in stderr, stderr
+        assert "NOPERM" in stderr or "no permissions" in stderr
+        assert "+@scripting" in stderr  # the hint says what to grant
+        assert "serving" not in stderr and "Traceback" not in stderr
