@@ -1,9 +1,11 @@
 """Shared fixtures: one private redis-server per test session, flushed before every test."""
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
+from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from tests.redis_server import RedisServer
@@ -46,3 +48,21 @@ def rqueue_redis(
 def redis_client(rqueue_redis: redis.Redis) -> redis.Redis:
     """A ``redis.Redis`` client (db 0) connected to the per-session test server."""
     return rqueue_redis
+
+
+@pytest.fixture
+def worker_may_close_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
+    """Let an in-process worker call ``close_old_connections()`` around each job, as real ones do.
+
+    That touches Django's connection once an earlier test has opened it, which
+    pytest-django would otherwise refuse outside ``django_db`` tests. Modules
+    that run workers in-process use it with ``pytest.mark.usefixtures``.
+    """
+    with django_db_blocker.unblock():
+        yield
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> str:
+    """Path of an out-of-Redis ledger file the test jobs append JSON lines to."""
+    return str(tmp_path / "ledger.jsonl")

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 import redis
-from pytest_django import DjangoDbBlocker
 
 from django_rqueue import JobStatus, get_job, job, transitions
 from django_rqueue.backoff import BASE, CAP, exponential, retry_delay
@@ -19,11 +17,7 @@ KEYS = QueueKeys.of("rqueue", "default")
 seen_attempts: list[int] = []
 
 
-@pytest.fixture(autouse=True)
-def _worker_may_check_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
-    """The worker calls close_old_connections() around each job; let it see the test DB."""
-    with django_db_blocker.unblock():
-        yield
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
 
 def every_other_minute(attempt: int, exc: BaseException) -> float:

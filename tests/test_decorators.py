@@ -12,7 +12,6 @@ import pytest
 import redis
 from django.db import transaction
 from django.utils import timezone
-from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings
 
 from django_rqueue import (
@@ -36,11 +35,7 @@ TOKYO = zoneinfo.ZoneInfo("Asia/Tokyo")
 calls: list[tuple[object, ...]] = []
 
 
-@pytest.fixture(autouse=True)
-def _worker_may_check_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
-    """The worker calls close_old_connections() around each job; let it see the test DB."""
-    with django_db_blocker.unblock():
-        yield
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
 
 @job

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import redis
 from django.db import transaction
-from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings
 
 from django_rqueue import JobStatus, get_job, job, signals, transitions
@@ -23,10 +22,7 @@ KEYS = QueueKeys.of("rqueue", "default")
 calls: list[tuple[object, ...]] = []
 
 
-@pytest.fixture(autouse=True)
-def _worker_may_check_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
-    with django_db_blocker.unblock():
-        yield
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
 
 @job

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +21,6 @@ from tests.jobs_app.jobs import (
 )
 
 type Event = tuple[str, object, dict[str, Any]]
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.jsonl")
 
 
 @pytest.fixture

@@ -6,12 +6,9 @@ import datetime
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
-from pytest_django import DjangoDbBlocker
 
 from django_rqueue import Job, JobStatus, get_job, transitions
 from django_rqueue.connection import get_client
@@ -20,21 +17,7 @@ from tests.inprocess import keys, poller_thread, queued_ids, run_worker, stats
 from tests.jobs_app.jobs import read_ledger, record
 from tests.waiting import wait_until
 
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.jsonl")
-
-
-@pytest.fixture(autouse=True)
-def worker_may_close_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
-    """In-process workers call ``close_old_connections()`` around each job, as real ones do.
-
-    That touches Django's connection once an earlier test has opened it, which
-    pytest-django would otherwise refuse outside ``django_db`` tests.
-    """
-    with django_db_blocker.unblock():
-        yield
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
 
 def blocked_clients(client: redis.Redis) -> int:

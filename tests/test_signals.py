@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from django.dispatch import Signal
-from pytest_django import DjangoDbBlocker
 
 from django_rqueue import Job, JobStatus, get_job, signals
 from django_rqueue.serialization import encode_arguments
@@ -28,20 +26,7 @@ SIGNALS = {
 type Event = tuple[str, object, dict[str, Any]]
 
 
-@pytest.fixture
-def ledger(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.jsonl")
-
-
-@pytest.fixture(autouse=True)
-def worker_may_close_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
-    """In-process workers call ``close_old_connections()`` around each job, as real ones do.
-
-    That touches Django's connection once an earlier test has opened it, which
-    pytest-django would otherwise refuse outside ``django_db`` tests.
-    """
-    with django_db_blocker.unblock():
-        yield
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
 
 @pytest.fixture

@@ -8,12 +8,9 @@ under a watchdog that stops it (and fails the test) if it does not finish.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
-from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import JobStatus, get_job
@@ -31,21 +28,7 @@ from tests.jobs_app.jobs import (
     slow,
 )
 
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.jsonl")
-
-
-@pytest.fixture(autouse=True)
-def worker_may_close_db_connections(django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
-    """In-process workers call ``close_old_connections()`` around each job, as real ones do.
-
-    That touches Django's connection once an earlier test has opened it, which
-    pytest-django would otherwise refuse outside ``django_db`` tests.
-    """
-    with django_db_blocker.unblock():
-        yield
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
 
 def test_burst_worker_runs_queued_jobs_and_records_results(

@@ -6,9 +6,7 @@ import datetime
 import re
 import signal
 from collections import Counter
-from pathlib import Path
 
-import pytest
 import redis
 
 from django_rqueue import JobStatus, get_job
@@ -21,11 +19,6 @@ from .process import Manage, ManagedCommand
 
 #: Seconds a freshly started command gets to import Django and reach Redis.
 STARTUP = 20.0
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.jsonl")
 
 
 def blocked(client: redis.Redis) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import signal
 import time
-from pathlib import Path
 
 import pytest
 import redis
@@ -25,11 +24,6 @@ from .process import Manage, ManagedCommand
 
 #: Seconds a freshly started command gets to import Django and reach Redis.
 STARTUP = 20.0
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> str:
-    return str(tmp_path / "ledger.jsonl")
 
 
 def wait_serving(worker: ManagedCommand, client: redis.Redis) -> None:
