@@ -163,7 +163,12 @@ def test_max_jobs_recycles_the_child_after_that_many_jobs(
     assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4], pids
     assert len(set(pids)) == 3 and worker.pid not in pids
     assert worker.alive()
-    assert stats(rqueue_redis)["succeeded"] == 5
+    # The ledger line is written inside the job; its ack follows a moment later.
+    wait_until(
+        lambda: stats(rqueue_redis).get("succeeded") == 5,
+        timeout=5,
+        message="not all acked",
+    )
     wait_until(lambda: pids[4] in children_of(worker.pid), timeout=5)
     assert not set(pids[:4]) & set(children_of(worker.pid))  # the recycled children are gone
     assert worker.stderr().count("exiting (--max-jobs)") >= 2
