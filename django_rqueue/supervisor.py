@@ -56,7 +56,7 @@ from .health import problems_for
 from .job import Job
 from .keys import QueueKeys
 from .poller import Poller
-from .worker import Worker, new_worker_id
+from .worker import RELEASED, Worker, new_worker_id
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
@@ -321,8 +321,11 @@ class Supervisor:
                 renew_at=now + get_config().lease / 3,
             )
         elif message["e"] == "end":
-            child.job = None
-            self.processed += 1
+            # A prefetched next job may already be announced ("start" comes first).
+            if child.job is not None and child.job.job_id == message["id"]:
+                child.job = None
+            if message["outcome"] != RELEASED:  # a prefetched job handed back unstarted
+                self.processed += 1
             if message["outcome"] == "failed":
                 self.failed += 1
 

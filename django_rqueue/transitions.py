@@ -157,9 +157,20 @@ def enqueue_many(
     return replies
 
 
+#: A reservation: ``(job id, job hash as HGETALL returns it)``.
+Reservation = tuple[str, dict[bytes, bytes]]
+
+
+def _reservation(reply: list[Any] | None) -> Reservation | None:
+    if not reply:
+        return None
+    it = iter(reply[1:])
+    return _s(reply[0]), dict(zip(it, it, strict=True))
+
+
 def reserve(
     client: redis.Redis, keys: QueueKeys, *, lease_ms: int, worker_id: str
-) -> tuple[str, dict[bytes, bytes]] | None:
+) -> Reservation | None:
     """Reserve the next job (``reserve.lua``): ``(job id, job hash)`` or ``None`` when empty."""
     with redis_errors():
         reply = load("reserve")(
@@ -167,10 +178,38 @@ def reserve(
             [keys.base, keys.prios, keys.reserved, keys.stats, keys.notify],
             [lease_ms, worker_id],
         )
-    if not reply:
-        return None
-    it = iter(reply[1:])
-    return _s(reply[0]), dict(zip(it, it, strict=True))
+    return _reservation(reply)
+
+
+def ack_and_reserve(
+    client: redis.Redis,
+    keys: QueueKeys,
+    job_id: str,
+    token: int,
+    result: str,
+    result_ttl: int,
+    *,
+    lease_ms: int,
+    worker_id: str,
+) -> tuple[LeaseLost | None, Reservation | None]:
+    """:func:`ack`, then :func:`reserve` on the same queue, in one round trip (``ack_reserve.lua``).
+
+    Returns ``(stale, reservation)``: ``stale`` is ``None`` when the ack was
+    applied, else the :class:`LeaseLost` that :func:`ack` would have raised
+    (returned, not raised, so that the reservation made in the same call is
+    never dropped); ``reservation`` as :func:`reserve`. Do not repeat a call
+    whose reply was lost (:class:`RedisUnavailable`): send a plain :func:`ack`
+    instead, or a second job would be reserved.
+    """
+    with redis_errors():
+        reply = load("ack_reserve")(
+            client,
+            [keys.base, keys.job(job_id), keys.reserved, keys.stats, keys.prios, keys.notify],
+            [job_id, token, result, result_ttl, lease_ms, worker_id],
+        )
+    acked, reserved = reply
+    stale = None if _applied(acked, token) else _stale(job_id, acked)
+    return stale, _reservation(reserved or None)
 
 
 def renew_lease(
@@ -194,10 +233,20 @@ def ack(
             [keys.base, keys.job(job_id), keys.reserved, keys.stats],
             [job_id, token, result, result_ttl],
         )
-    if _s(reply[0]) != "ok" and not (_s(reply[1]) == "succeeded" and _s(reply[2]) == str(token)):
-        # ("succeeded" under our own token means an earlier try of this very ack
-        # was applied and only its reply was lost: acks are idempotent.)
+    if not _applied(reply, token):
         raise _stale(job_id, reply)
+
+
+def _applied(ack_reply: list[Any], token: int) -> bool:
+    """Whether an ack reply says the job is acked under ``token``.
+
+    ``{'stale', 'succeeded', <our token>}`` means an earlier try of this very
+    ack (redis-py retries after a timeout) was applied and only its reply was
+    lost: acks are idempotent.
+    """
+    if _s(ack_reply[0]) == "ok":
+        return True
+    return _s(ack_reply[1]) == "succeeded" and _s(ack_reply[2]) == str(token)
 
 
 def fail(

@@ -8,6 +8,16 @@ idle worker costs Redis about one command per second. While a job runs, a
 thread renews its lease every third of ``RQUEUE["LEASE"]``; at the job's
 ``timeout`` the job gets :class:`~.exceptions.JobTimeout` (SIGALRM, main
 thread only).
+
+After a successful job of the first queue the worker acks it and reserves
+the next job in one round trip (``ack_reserve.lua``, as BullMQ's
+``moveToFinished`` fetches the next job), unless it is stopping or about to
+recycle. Under a supervisor the master is told about that next job at once,
+so it renews its lease while the previous job's ``job_succeeded`` receivers
+run (and counts that time against its hard timeout if they hang); an
+unsupervised worker prefetches only when ``job_succeeded`` has no receivers.
+A job reserved that way and not started because a stop came in between is
+handed back without spending an attempt.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from typing import Any, Protocol
 
 from django.db import close_old_connections
 
-from . import registry, transitions
+from . import registry, signals, transitions
 from .conf import get_config
 from .connection import get_client
 from .decorators import JobFunction
@@ -50,6 +60,10 @@ REPORT_RETRY = 0.5
 REPORT_PATIENCE = 60.0
 
 
+#: The outcome word a worker reports to its hooks for a prefetched job it handed back.
+RELEASED = "released"
+
+
 class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
     """Raised by a supervised child's stop handler to leave an idle wait at once."""
 
@@ -58,10 +72,10 @@ class WorkerHooks(Protocol):
     """Callbacks a supervisor gives its children (see :mod:`django_rqueue.supervisor`)."""
 
     def started(self, queue: str, job: Job) -> None:
-        """A job was reserved and is about to run."""
+        """A job was reserved and is about to run (sent again when a prefetched job starts)."""
 
     def finished(self, job: Job, outcome: str) -> None:
-        """The job's outcome was reported to Redis (or discarded)."""
+        """The job's outcome was reported to Redis, discarded, or :data:`RELEASED`."""
 
 
 def rss_mb() -> float:
@@ -150,6 +164,8 @@ class Worker:
         #: interrupts only an idle worker.
         self.busy = False
         self.processed = 0
+        #: A job reserved together with the last ack, run next: ``(queue, job)``.
+        self._prefetched: tuple[str, Job] | None = None
 
     # -- lifecycle -------------------------------------------------------
 
@@ -204,26 +220,41 @@ class Worker:
         except StopRequested:
             pass
         finally:
+            self._hand_back_prefetched()
             if poller is not None:
                 poller.stop.set()
         logger.info("worker %s: exiting after %d job(s)", self.worker_id, self.processed)
         return 0
 
-    def _recycle_due(self) -> bool:
-        if self.max_jobs is not None and self.processed >= self.max_jobs:
-            logger.info(
-                "worker %s: ran %d job(s), exiting (--max-jobs)", self.worker_id, self.processed
-            )
-            return True
+    def _limit_reached(self, processed: int) -> str | None:
+        """Why this worker must exit once it has run ``processed`` jobs, or ``None``."""
+        if self.max_jobs is not None and processed >= self.max_jobs:
+            return f"ran {processed} job(s), exiting (--max-jobs)"
         if self.max_memory_mb is not None and (rss := rss_mb()) > self.max_memory_mb:
-            logger.info(
-                "worker %s: RSS %.0f MiB > %.0f MiB, exiting (--max-memory)",
-                self.worker_id,
-                rss,
-                self.max_memory_mb,
-            )
-            return True
-        return False
+            return f"RSS {rss:.0f} MiB > {self.max_memory_mb:.0f} MiB, exiting (--max-memory)"
+        return None
+
+    def _recycle_due(self) -> bool:
+        reason = self._limit_reached(self.processed)
+        if reason is not None:
+            logger.info("worker %s: %s", self.worker_id, reason)
+        return reason is not None
+
+    def _hand_back_prefetched(self) -> None:
+        """Give back a job reserved with the last ack but not started (no attempt spent)."""
+        if self._prefetched is None:
+            return
+        queue, job = self._prefetched
+        self._prefetched = None
+        keys = QueueKeys.of(get_config().key_prefix, queue)
+        try:
+            transitions.release(get_client(queue), keys, job.id, job.token)
+            logger.info("worker %s: handed %s back unstarted", self.worker_id, job.id)
+        except (RedisUnavailable, LeaseLost) as exc:
+            # Its lease expires and the poller re-delivers it (attempt counted).
+            logger.warning("worker %s: could not hand %s back: %s", self.worker_id, job.id, exc)
+        if self.hooks is not None:
+            self.hooks.finished(job, RELEASED)
 
     def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` in short steps, returning early once a stop is requested."""
@@ -239,6 +270,12 @@ class Worker:
         lease_ms = int(config.lease * 1000)
         self.busy = True
         try:
+            if self._prefetched is not None:
+                queue, job = self._prefetched
+                self._prefetched = None
+                self.process(queue, job)
+                self.processed += 1
+                return True
             for queue in self.queues:
                 keys = QueueKeys.of(config.key_prefix, queue)
                 reserved = transitions.reserve(
@@ -258,17 +295,26 @@ class Worker:
         started = time.monotonic()
         if self.hooks is not None:
             self.hooks.started(queue, job)
-        keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
+        keeper = None
         if self.renew_leases:
+            keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
             keeper.start()
         job_function = registry.get(job.name)
         try:
             outcome = self._execute(job_function, job)
         finally:
-            keeper.done.set()
+            if keeper is not None:
+                keeper.done.set()
         # A corrupt record cannot be repaired by running it again: no retry.
         delay = None if job.problems else next_delay(job_function, job, outcome)
-        result = self._report(queue, job, outcome, delay)
+        prefetch = (
+            outcome.ok
+            and queue == self.queues[0]
+            and not self.stopping
+            and (self.hooks is not None or not signals.job_succeeded.has_listeners(job_function))
+            and self._limit_reached(self.processed + 1) is None
+        )
+        result = self._report(queue, job, outcome, delay, prefetch=prefetch)
         if self.hooks is not None:
             self.hooks.finished(job, result)
         if result != "discarded":
@@ -304,10 +350,39 @@ class Worker:
                 signal.signal(signal.SIGALRM, previous)
             close_old_connections()
 
-    def _report(self, queue: str, job: Job, outcome: Outcome, delay: float | None) -> str:
-        """Deliver ack/fail, retrying while Redis is unreachable; return the outcome word."""
+    def _report(
+        self, queue: str, job: Job, outcome: Outcome, delay: float | None, *, prefetch: bool
+    ) -> str:
+        """Deliver ack/fail, retrying while Redis is unreachable; return the outcome word.
+
+        ``prefetch``: ack a success with ``ack_reserve.lua`` and keep the
+        job it reserves for the next :meth:`work_once`.
+        """
         config = get_config()
         keys = QueueKeys.of(config.key_prefix, queue)
+        if outcome.ok and prefetch:
+            try:
+                stale, reserved = transitions.ack_and_reserve(
+                    get_client(queue),
+                    keys,
+                    job.id,
+                    job.token,
+                    outcome.result_json or "null",
+                    job.result_ttl,
+                    lease_ms=int(config.lease * 1000),
+                    worker_id=self.worker_id,
+                )
+            except RedisUnavailable:
+                pass  # resent below as a plain ack: a repeat must not reserve a second job
+            else:
+                if reserved is not None:
+                    self._prefetched = (queue, Job.from_fields(*reserved))
+                    if self.hooks is not None:  # the master renews its lease from now on
+                        self.hooks.started(queue, self._prefetched[1])
+                if stale is not None:
+                    logger.error("%s; discarding this run", stale)
+                    return "discarded"
+                return "succeeded"
         deadline = time.monotonic() + REPORT_PATIENCE
         while True:
             try:

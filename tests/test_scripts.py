@@ -13,6 +13,7 @@ TRANSITIONS = [
     "reserve",
     "renew",
     "ack",
+    "ack_reserve",
     "fail",
     "promote",
     "reclaim",

@@ -8,13 +8,17 @@ under a watchdog that stops it (and fails the test) if it does not finish.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import JobStatus, get_job
+from django_rqueue import JobStatus, get_job, signals
+from django_rqueue.job import Job
+from django_rqueue.scripts import load
 from django_rqueue.serialization import encode_arguments
+from django_rqueue.worker import Worker
 from tests.inprocess import enqueue_raw, keys, poller_thread, run_worker, stats, tags
 from tests.jobs_app.jobs import (
     chain,
@@ -279,3 +283,100 @@ def test_lease_is_renewed_while_a_long_job_runs(
     assert job.errors == []
     assert not [r for r in caplog.records if "reclaimed" in r.getMessage()]
     assert rqueue_redis.zcard(keys().reserved) == 0
+
+
+def test_a_success_is_acked_together_with_the_next_reservation(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    for n in range(10):
+        record.delay(ledger, str(n))
+    for name in ("reserve", "ack_reserve"):  # no NOSCRIPT retries in the count
+        load(name).ensure_loaded(rqueue_redis)
+    rqueue_redis.config_resetstat()
+    hooks = RecordingHooks()
+
+    run_worker(burst=True, hooks=hooks)  # as a supervisor's child
+
+    assert tags(ledger) == [str(n) for n in range(10)]
+    assert stats(rqueue_redis)["succeeded"] == 10
+    calls = rqueue_redis.info("commandstats")["cmdstat_evalsha"]["calls"]
+    # reserve, then 10 x ack_reserve (the last finds nothing), then one empty
+    # reserve before the burst ends: 12 round trips, not 21.
+    assert calls <= 12, calls
+    # The master hears of each next job as soon as it is reserved (before the
+    # previous job's "end"), and again when it starts.
+    ids = [e[1] for e in hooks.events if e[0] == "start"]
+    assert len(ids) == 19 and len(set(ids)) == 10
+    events = [e[0] for e in hooks.events]
+    assert events[:4] == ["start", "start", "end", "start"]
+
+
+class RecordingHooks:
+    """Worker hooks that record ``("start" | "end", job id)`` in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def started(self, queue: str, job: Job) -> None:
+        self.events.append(("start", job.id))
+
+    def finished(self, job: Job, outcome: str) -> None:
+        self.events.append(("end", job.id))
+
+
+def test_receivers_of_job_succeeded_run_before_the_next_job_is_reserved(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    for n in range(3):
+        record.delay(ledger, str(n))
+    running_during_receiver: list[int] = []
+
+    def receiver(sender: object, **kwargs: object) -> None:
+        running_during_receiver.append(rqueue_redis.zcard(keys().reserved))
+
+    signals.job_succeeded.connect(receiver, weak=False)
+    try:
+        run_worker(burst=True)
+    finally:
+        signals.job_succeeded.disconnect(receiver)
+
+    assert tags(ledger) == ["0", "1", "2"]
+    # No lease of a next job ticks while a (maybe slow) receiver runs.
+    assert running_during_receiver == [0, 0, 0]
+
+
+class StopAfterPrefetch(Worker):
+    """A worker whose stop request arrives during its first ack_reserve round trip."""
+
+    def _report(self, *args: Any, **kwargs: Any) -> str:  # noqa: ANN401
+        outcome = super()._report(*args, **kwargs)
+        if self._prefetched is not None:
+            self.request_stop()
+        return outcome
+
+
+def test_a_job_reserved_with_the_ack_is_handed_back_when_a_stop_comes_in_between(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    first = record.delay(ledger, "first")
+    second = record.delay(ledger, "second")
+    hooks = RecordingHooks()
+    worker = StopAfterPrefetch(["default"], with_poller=False, hooks=hooks, burst=True)
+
+    assert worker.run() == 0
+
+    assert tags(ledger) == ["first"]
+    handed_back = get_job(second.id)
+    assert handed_back is not None
+    assert handed_back.status is JobStatus.QUEUED
+    assert handed_back.attempts == 0  # no attempt spent
+    assert handed_back.token == 2  # the prefetching reservation is fenced off
+    assert rqueue_redis.zcard(keys().reserved) == 0
+    assert stats(rqueue_redis)["queued"] == 1
+    # Announced to the master when reserved, then closed (as released).
+    assert hooks.events == [
+        ("start", first.id),
+        ("start", second.id),
+        ("end", first.id),
+        ("end", second.id),
+    ]

@@ -2,9 +2,9 @@
 
 Each ``<name>.lua`` here starts with a header listing its ``KEYS[i]`` and
 ``ARGV[i]``. Shared helpers live in ``include/`` and are pulled in by a line
-``--@include <file>.lua`` (each file at most once per script), the way
-BullMQ composes its scripts. Python calls a script only through the named
-functions of :mod:`django_rqueue.transitions`.
+``--@include <file>.lua`` (each file at most once per script; nested includes
+are expanded in place), the way BullMQ composes its scripts. Python calls a
+script only through the named functions of :mod:`django_rqueue.transitions`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def _expand(source: str) -> str:
         if name in seen:
             return ""
         seen.add(name)
-        return _read(f"include/{name}")
+        # Includes may include others (expanded in place, before their user).
+        return _INCLUDE.sub(replace, _read(f"include/{name}"))
 
     return _INCLUDE.sub(replace, source)
 

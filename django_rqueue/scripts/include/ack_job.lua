@@ -1,0 +1,34 @@
+-- ack_job(base, jkey, reserved, stats, id, token, result, ttl): record that
+-- the running job `id` succeeded under `token`; nil on success, else the
+-- reply {'stale', state, current token} (nothing changed).
+--
+-- Stores `result`, clears `error` (the history err:1.. stays), counts the
+-- success in this minute's throughput slot; when the record is kept
+-- (`ttl` > 0 s) its id joins the `succeeded` zset (id -> finished-at ms) of
+-- the latest 1000 successes, which the admin lists, and the record expires
+-- after `ttl` seconds; `ttl` 0 deletes it now.
+-- Derived keys: base .. 'succeeded', base .. 'throughput', base .. 'unique:' .. key.
+--@include now.lua
+--@include finish.lua
+local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
+  local stale = check_token(jkey, token)
+  if stale then
+    return stale
+  end
+  local now = now_ms()
+  redis.call('ZREM', reserved, id)
+  redis.call('HSET', jkey, 'state', 'succeeded', 'finished_at', now, 'result', result)
+  redis.call('HDEL', jkey, 'worker', 'error')
+  redis.call('HINCRBY', stats, 'succeeded', 1)
+  release_unique(base, jkey, id)
+  count_finished(base, 's', now)
+  if ttl > 0 then
+    local succeeded = base .. 'succeeded'
+    redis.call('ZADD', succeeded, now, id)
+    redis.call('ZREMRANGEBYRANK', succeeded, 0, -1001)
+    redis.call('EXPIRE', jkey, ttl)
+  else
+    redis.call('DEL', jkey)
+  end
+  return nil
+end

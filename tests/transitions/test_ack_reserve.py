@@ -1,0 +1,94 @@
+"""ack_reserve: ack one job and reserve the next in one call, each exactly as ack and reserve."""
+
+from __future__ import annotations
+
+import pytest
+
+from django_rqueue import LeaseLost, transitions
+from tests.transitions.conftest import Engine
+
+
+def ack_reserve(engine: Engine, job_id: str, token: int | None = None, result: str = "7"):
+    token = engine.token(job_id) if token is None else token
+    return transitions.ack_and_reserve(
+        engine.client,
+        engine.keys,
+        job_id,
+        token,
+        result,
+        600,
+        lease_ms=30_000,
+        worker_id="w2",
+    )
+
+
+def test_acks_the_job_and_reserves_the_next_in_reserve_order(engine: Engine):
+    first = engine.add(group="a")
+    low = engine.add(group="b", priority=-5)
+    high = engine.add(group="c", priority=5)
+    assert engine.reserve_id() == high
+    stale, reserved = ack_reserve(engine, high)
+    assert stale is None
+    assert engine.job(high)["state"] == "succeeded"
+    assert engine.job(high)["result"] == "7"
+    assert reserved is not None
+    job_id, fields = reserved
+    assert job_id == first  # priority 0 before -5
+    assert fields[b"state"] == b"running"
+    assert fields[b"worker"] == b"w2"
+    assert fields[b"attempts"] == b"1" and fields[b"token"] == b"1"
+    assert set(engine.zset(engine.keys.reserved)) == {first}
+    assert engine.stats()["succeeded"] == 1
+    assert engine.lrange(engine.keys.group(-5, "b")) == [low]
+    engine.check_invariants()
+
+
+def test_nothing_queued_acks_and_reserves_nothing(engine: Engine):
+    job_id = engine.add()
+    engine.reserve_id()
+    engine.client.rpush(engine.keys.notify, "1")
+    stale, reserved = ack_reserve(engine, job_id)
+    assert (stale, reserved) == (None, None)
+    assert engine.state(job_id) == "succeeded"
+    assert engine.client.llen(engine.keys.notify) == 0  # cleared, as by reserve
+    engine.check_invariants()
+
+
+def test_a_stale_ack_changes_nothing_and_still_hands_out_the_next_job(engine: Engine):
+    job_id = engine.add()
+    waiting = engine.add()
+    engine.reserve_id()
+    before = engine.job(job_id)
+    stale, reserved = ack_reserve(engine, job_id, token=99)
+    assert isinstance(stale, LeaseLost)
+    assert "stale fencing token" in str(stale)
+    assert engine.job(job_id) == before  # not acked
+    assert reserved is not None and reserved[0] == waiting  # never dropped
+    engine.check_invariants()
+
+
+def test_bad_arguments_are_refused_before_any_write(engine: Engine):
+    job_id = engine.add()
+    engine.add()
+    engine.reserve_id()
+    before = engine.snapshot()
+    with pytest.raises(Exception, match="bad lease"):
+        transitions.ack_and_reserve(
+            engine.client, engine.keys, job_id, 1, "null", 600, lease_ms=0, worker_id="w"
+        )
+    with pytest.raises(Exception, match="bad result TTL"):
+        transitions.ack_and_reserve(
+            engine.client, engine.keys, job_id, 1, "null", -1, lease_ms=1000, worker_id="w"
+        )
+    assert engine.snapshot() == before
+
+
+def test_a_repeated_call_by_the_same_holder_counts_as_acked(engine: Engine):
+    # redis-py resends a command whose reply timed out: the ack was applied once.
+    job_id = engine.add()
+    engine.reserve_id()
+    token = engine.token(job_id)
+    assert ack_reserve(engine, job_id, token=token)[0] is None
+    stale, reserved = ack_reserve(engine, job_id, token=token)
+    assert stale is None and reserved is None
+    assert engine.stats()["succeeded"] == 1
