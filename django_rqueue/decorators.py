@@ -408,22 +408,20 @@ class _SubmitMany:
     def __call__(self) -> list[Job]:
         if not self.to_write:
             return self.jobs
-        queue = self.to_write[0].job.queue
-        items = [
-            transitions.EnqueueItem(
-                job_id=s.job.id,
-                priority=s.job.priority,
-                group=s.job.group,
-                delay_ms=s.delay_ms,
-                run_at_ms=s.run_at_ms,
-                unique_key=s.job.unique_key,
-                unique_ttl=s.unique_ttl,
-                fields=s.fields(),
-            )
-            for s in self.to_write
-        ]
-        replies = transitions.enqueue_many(
-            get_client(queue), self.to_write[0]._keys(), items, batch_size=self.batch_size
+        first = self.to_write[0]
+        fields = first.fields()
+        del fields["payload"]  # every other field is the same for the whole batch
+        replies = transitions.enqueue_batch(
+            get_client(first.job.queue),
+            first._keys(),
+            [transitions.BatchItem(s.job.id, s.job.unique_key, s.payload) for s in self.to_write],
+            priority=first.job.priority,
+            group=first.job.group,
+            delay_ms=first.delay_ms,
+            run_at_ms=first.run_at_ms,
+            unique_ttl=first.unique_ttl,
+            fields=fields,
+            batch_size=self.batch_size,
         )
         from .job import get_job
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
 
 from .exceptions import JobStateError, LeaseLost, RedisUnavailable
 from .keys import QueueKeys
@@ -87,73 +86,53 @@ def enqueue(
 
 
 @dataclass(frozen=True)
-class EnqueueItem:
-    """The arguments of one :func:`enqueue` call, for :func:`enqueue_many`."""
+class BatchItem:
+    """One job of :func:`enqueue_batch`: what differs between the jobs of a batch."""
 
     job_id: str
-    priority: int
-    group: str
-    delay_ms: int
-    run_at_ms: int
     unique_key: str
-    unique_ttl: int
-    fields: Mapping[str, str | int]
+    payload: str
 
 
-def enqueue_many(
-    client: redis.Redis, keys: QueueKeys, items: Sequence[EnqueueItem], *, batch_size: int = 500
+def enqueue_batch(
+    client: redis.Redis,
+    keys: QueueKeys,
+    items: Sequence[BatchItem],
+    *,
+    priority: int,
+    group: str,
+    delay_ms: int,
+    run_at_ms: int,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+    batch_size: int = 500,
 ) -> list[tuple[str, str, str]]:
-    """Create many jobs: ``enqueue.lua`` once per item, ``batch_size`` calls per pipeline.
+    """Create many jobs that share their options (``enqueue_batch.lua``, one call per batch).
 
-    Returns one ``(outcome, job id, state)`` per item, as :func:`enqueue`.
-    Batches are written in order, each in one round trip (not atomically as
-    a whole: a batch already sent stays written if a later one fails). A
-    batch is resent after ``NOSCRIPT`` (a Redis restart): items it already
-    wrote then report ``"exists"``.
+    ``fields`` (name, options) are written into every job hash, each item's
+    payload as its ``payload`` field; the other arguments mean what they mean
+    for :func:`enqueue`. Returns one ``(outcome, job id, state)`` per item, as
+    :func:`enqueue`. Batches of ``batch_size`` items are written in order,
+    each atomically in one round trip (a batch already written stays written
+    if a later one fails); a resent batch is a no-op for the items it already
+    wrote (they report ``"exists"``).
     """
-    script = load("enqueue")
+    script = load("enqueue_batch")
+    shared: list[str | int | float] = [priority, group, delay_ms, run_at_ms, unique_ttl]
+    shared.append(len(fields))
+    for name, value in fields.items():
+        shared += [name, value]
+    head = [keys.base, keys.prios, keys.delayed, keys.stats, keys.notify, keys.wake]
     replies: list[tuple[str, str, str]] = []
-    with redis_errors():
-        script.ensure_loaded(client)
-        for start in range(0, len(items), batch_size):
-            batch = items[start : start + batch_size]
-            for attempt in (1, 2):
-                pipe = client.pipeline(transaction=False)
-                for item in batch:
-                    args: list[str | int | float] = [
-                        item.job_id,
-                        item.priority,
-                        item.group,
-                        item.delay_ms,
-                        item.run_at_ms,
-                        item.unique_key,
-                        item.unique_ttl,
-                    ]
-                    for name, value in item.fields.items():
-                        args += [name, value]
-                    ukey = keys.unique(item.unique_key)
-                    script.queue_in(
-                        pipe,
-                        [
-                            keys.base,
-                            keys.job(item.job_id),
-                            keys.prios,
-                            keys.delayed,
-                            keys.stats,
-                            keys.notify,
-                            keys.wake,
-                            ukey,
-                        ],
-                        args,
-                    )
-                try:
-                    results = pipe.execute()
-                    break
-                except NoScriptError:
-                    if attempt == 2:
-                        raise
-                    client.script_load(script.source)
-            replies += [(_s(r[0]), _s(r[1]), _s(r[2])) for r in results]
+    for start in range(0, len(items), batch_size):
+        batch_keys = list(head)
+        args = list(shared)
+        for item in items[start : start + batch_size]:
+            batch_keys += [keys.job(item.job_id), keys.unique(item.unique_key)]
+            args += [item.job_id, item.unique_key, item.payload]
+        with redis_errors():
+            flat = script(client, batch_keys, args)
+        replies += [(_s(flat[i]), _s(flat[i + 1]), _s(flat[i + 2])) for i in range(0, len(flat), 3)]
     return replies
 
 

@@ -1,4 +1,4 @@
-"""JobFunction.delay_many() (bulk enqueue) and transitions.enqueue_many(), on a real redis-server.
+"""JobFunction.delay_many() (bulk enqueue) and transitions.enqueue_batch(), on a real redis-server.
 
 A separate module from tests/test_decorators.py only to keep each file short.
 """
@@ -16,6 +16,7 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue import JobStatus, get_job, job, signals, transitions
 from django_rqueue.keys import QueueKeys
+from django_rqueue.scripts import load
 from django_rqueue.worker import Worker
 
 KEYS = QueueKeys.of("rqueue", "default")
@@ -212,23 +213,43 @@ def test_eager_runs_each_call_inline(settings: Settings, redis_client: redis.Red
     assert redis_client.dbsize() == 0
 
 
-def test_enqueue_many_reloads_the_script_after_a_script_flush(redis_client: redis.Redis):
-    items = [
-        transitions.EnqueueItem(
-            job_id=f"default:{i:032x}",
-            priority=0,
-            group="",
-            delay_ms=0,
-            run_at_ms=-1,
-            unique_key="",
-            unique_ttl=0,
-            fields={"name": "x", "queue": "default", "payload": '{"a":[],"k":{}}'},
-        )
-        for i in range(3)
-    ]
+def _batch(client: redis.Redis, items: list[transitions.BatchItem], batch_size: int) -> list[str]:
+    replies = transitions.enqueue_batch(
+        client,
+        KEYS,
+        items,
+        priority=0,
+        group="",
+        delay_ms=0,
+        run_at_ms=-1,
+        unique_ttl=0,
+        fields={"name": "x", "queue": "default"},
+        batch_size=batch_size,
+    )
+    return [outcome for outcome, _, _ in replies]
+
+
+def test_enqueue_batch_reloads_the_script_after_a_script_flush(redis_client: redis.Redis):
+    items = [transitions.BatchItem(f"default:{i:032x}", "", '{"a":[],"k":{}}') for i in range(3)]
     redis_client.script_flush()
-    first = transitions.enqueue_many(redis_client, KEYS, items[:2], batch_size=1)
+    first = _batch(redis_client, items[:2], batch_size=1)
     redis_client.script_flush()  # as after a Redis restart
-    rest = transitions.enqueue_many(redis_client, KEYS, items, batch_size=2)
-    assert [r[0] for r in first] == ["created", "created"]
-    assert [r[0] for r in rest] == ["exists", "exists", "created"]  # a resent item is a no-op
+    rest = _batch(redis_client, items, batch_size=2)
+    assert first == ["created", "created"]
+    assert rest == ["exists", "exists", "created"]  # a resent item is a no-op
+    stored = {
+        k.decode(): v.decode() for k, v in redis_client.hgetall(KEYS.job(items[2].job_id)).items()
+    }
+    assert stored["payload"] == '{"a":[],"k":{}}' and stored["name"] == "x"
+    assert stored["state"] == "queued"
+
+
+def test_enqueue_batch_refuses_items_that_do_not_match_their_keys(redis_client: redis.Redis):
+    script = load("enqueue_batch")
+    head = [KEYS.base, KEYS.prios, KEYS.delayed, KEYS.stats, KEYS.notify, KEYS.wake]
+    args: list[str | int | float] = [0, "", 0, -1, 0, 0, "default:" + "0" * 32, "", "{}"]
+    with pytest.raises(redis.ResponseError, match="items and keys do not match"):
+        script(redis_client, head, args)  # one item, no job/unique key for it
+    with pytest.raises(redis.ResponseError, match="bad priority"):
+        script(redis_client, [*head, KEYS.job("x"), KEYS.unique("")], [101, *args[1:]])
+    assert redis_client.dbsize() == 0

@@ -1,0 +1,65 @@
+-- enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey, id, prio,
+--             group, delay, run_at, unique, unique_ttl, fields, first, last):
+-- create job `id` (hash `jkey`), queued now or scheduled for later; optionally
+-- unique. `prio` is a validated integer string, `delay` ms >= 0 (ignored when
+-- `run_at` >= 0, ms since the epoch), `unique` '' for none, `unique_ttl`
+-- seconds (0 = until terminal); fields[first..last] are field, value pairs
+-- copied into the hash (name, payload, options).
+--
+-- Returns {outcome, job id, state}: outcome 'created'; 'duplicate' (the unique
+-- key is held by a pending job, whose id is returned); 'exists' (this id was
+-- already enqueued: a retried call is a no-op).
+-- Writes: job hash; a group list + ring + prios + notify, or delayed + wake; unique key.
+-- Derived key: base .. 'job:' .. <holder id> (the unique key's holder).
+--@include now.lua
+--@include push_queued.lua
+--@include delayed.lua
+local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey, id, prio,
+                           group, delay, run_at, unique, unique_ttl, fields, first, last)
+  local existing = redis.call('HGET', jkey, 'state')
+  if existing then
+    return {'exists', id, existing}
+  end
+  if unique ~= '' then
+    local holder = redis.call('GET', ukey)
+    if holder then
+      local st = redis.call('HGET', base .. 'job:' .. holder, 'state')
+      if st == 'scheduled' or st == 'queued' or st == 'running' then
+        return {'duplicate', holder, st}
+      end
+    end
+  end
+
+  local now = now_ms()
+  local due = now + delay
+  if run_at >= 0 then
+    due = run_at
+  end
+  local state = 'queued'
+  if due > now then
+    state = 'scheduled'
+  end
+
+  local hset = {'state', state, 'prio', prio, 'group', group, 'attempts', 0, 'token', 0,
+                'enqueued_at', now, 'run_at', due}
+  for i = first, last do
+    hset[#hset + 1] = fields[i]
+  end
+  if unique ~= '' then
+    hset[#hset + 1] = 'unique_key'
+    hset[#hset + 1] = unique
+    if unique_ttl > 0 then
+      redis.call('SET', ukey, id, 'EX', unique_ttl)
+    else
+      redis.call('SET', ukey, id)
+    end
+  end
+  redis.call('HSET', jkey, unpack(hset))
+
+  if state == 'scheduled' then
+    add_delayed(delayed, wake, id, due)
+  else
+    push_queued(base, prios, stats, notify, id, prio, group)
+  end
+  return {'created', id, state}
+end
