@@ -237,11 +237,9 @@ def test_enqueue_batch_reloads_the_script_after_a_script_flush(redis_client: red
     rest = _batch(redis_client, items, batch_size=2)
     assert first == ["created", "created"]
     assert rest == ["exists", "exists", "created"]  # a resent item is a no-op
-    stored = {
-        k.decode(): v.decode() for k, v in redis_client.hgetall(KEYS.job(items[2].job_id)).items()
-    }
-    assert stored["payload"] == '{"a":[],"k":{}}' and stored["name"] == "x"
-    assert stored["state"] == "queued"
+    stored = redis_client.hgetall(KEYS.job(items[2].job_id))
+    assert stored[b"payload"] == b'{"a":[],"k":{}}' and stored[b"name"] == b"x"
+    assert stored[b"state"] == b"queued"
 
 
 def test_enqueue_batch_refuses_items_that_do_not_match_their_keys(redis_client: redis.Redis):
