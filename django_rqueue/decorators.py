@@ -359,7 +359,6 @@ class _Submit:
         job = self.job
         return {
             "name": job.name,
-            "queue": job.queue,
             "payload": self.payload,
             "max_attempts": job.max_attempts,
             "timeout_ms": int(job.timeout * 1000),

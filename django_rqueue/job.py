@@ -11,7 +11,7 @@ from . import transitions
 from .conf import get_config
 from .connection import get_client
 from .keys import QueueKeys, queue_of
-from .serialization import decode_arguments, loads
+from .serialization import decode_arguments, join_payload, loads
 
 
 class JobStatus(enum.StrEnum):
@@ -106,7 +106,7 @@ class Job:
         job = cls(
             id=job_id,
             name=_text(f.get("name")),
-            queue=_text(f.get("queue")) or (queue_of(job_id) or ""),
+            queue=queue_of(job_id) or "",
             status=status,
             priority=_int(f.get("prio")),
             group=_text(f.get("group")),
@@ -124,7 +124,7 @@ class Job:
             problems=problems,
         )
         try:
-            job.args, job.kwargs = decode_arguments(f.get("payload") or b"")
+            job.args, job.kwargs = decode_arguments(join_payload(f))
         except ValueError as exc:
             problems.append(f"undecodable payload: {exc}")
         if "result" in f:

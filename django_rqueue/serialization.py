@@ -135,6 +135,25 @@ def decode_arguments(payload: str | bytes) -> tuple[list[Any], dict[str, Any]]:
     return data["a"], data["k"]
 
 
+def join_payload(fields: Mapping[str, bytes | str]) -> bytes:
+    """Return a job hash's payload: ``payload`` followed by ``payload:2``, ``payload:3``, ...
+
+    ``fields`` maps field names (``str``) to values as read with ``HGETALL``.
+    ``enqueue_job.lua`` stores a payload of 65..1024 bytes in 64-byte parts so
+    the job hash keeps Redis's compact listpack encoding (every value at most
+    ``hash-max-listpack-value``, 64 bytes by default); any other payload is
+    the single field ``payload``. A missing payload reads as ``b""``.
+    """
+    parts: list[bytes] = []
+    value = fields.get("payload")
+    part = 2
+    while value is not None:
+        parts.append(value.encode() if isinstance(value, str) else value)
+        value = fields.get(f"payload:{part}")
+        part += 1
+    return b"".join(parts)
+
+
 def encode_result(value: object) -> str:
     """Encode a job's return value; ``TypeError`` names the offending type."""
     try:

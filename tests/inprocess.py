@@ -105,7 +105,6 @@ def enqueue_raw(name: str, payload: str, queue: str = "default") -> str:
         unique_ttl=0,
         fields={
             "name": name,
-            "queue": queue,
             "payload": payload,
             "max_attempts": 3,
             "timeout_ms": 60_000,

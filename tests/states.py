@@ -46,7 +46,6 @@ class Jobs:
             unique_ttl=0,
             fields={
                 "name": name,
-                "queue": queue,
                 "payload": payload,
                 "max_attempts": max_attempts,
                 "timeout_ms": 30_000,

@@ -100,6 +100,31 @@ def test_get_job_reads_every_field_of_a_queued_job(redis_client: redis.Redis):
     assert (got.errors, got.problems, got.worker, got.unique_key) == ([], [], "", "")
 
 
+@job
+def echo(text: str) -> str:
+    return text
+
+
+@pytest.mark.parametrize("size", [10, 300, 5000])
+def test_arguments_of_any_size_round_trip_through_the_job_hash(
+    size: int, redis_client: redis.Redis
+):
+    text = ("ünïcode-" * size)[:size]  # multi-byte characters: parts end mid-character
+    queued = echo.delay(text)
+    got = get_job(queued.id)
+    assert got is not None
+    assert (got.args, got.problems) == ([text], [])
+    _work_one()
+    queued.refresh()
+    assert (queued.status, queued.result) == (JobStatus.SUCCEEDED, text)
+
+
+def test_a_small_job_is_stored_in_the_compact_listpack_encoding(redis_client: redis.Redis):
+    """A ~100-byte payload must not turn the job hash into a hashtable (bench: bytes per job)."""
+    queued = echo.delay("/tmp/rqueue-bench/0001-drain1.txt" * 3)
+    assert redis_client.object("encoding", KEYS.job(queued.id)) == b"listpack"
+
+
 def test_a_job_of_another_queue_is_found_without_naming_the_queue():
     queued = add.using(queue="emails").delay(1, 1)
     assert queued.id.startswith("emails:")

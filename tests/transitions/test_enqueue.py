@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.transitions.conftest import Engine
+from django_rqueue.serialization import join_payload
+from tests.transitions.conftest import Engine, _s
 from tests.waiting import wait_until
 
 
@@ -26,6 +27,30 @@ def test_an_immediate_job_is_queued_with_its_record(engine: Engine):
     assert engine.stats() == {"queued": 1}
     assert engine.client.llen(engine.keys.notify) == 1  # wakes an idle worker
     engine.check_invariants()
+
+
+@pytest.mark.parametrize(
+    ("size", "parts"), [(64, 1), (65, 2), (200, 4), (1024, 16), (1025, 1), (5000, 1)]
+)
+def test_a_payload_is_stored_in_64_byte_parts_up_to_1_kib(engine: Engine, size: int, parts: int):
+    payload = ("0123456789abcdef" * 400)[:size]
+    job_id = engine.add(payload=payload)
+    job = engine.job(job_id)
+    names = ["payload"] + [f"payload:{n}" for n in range(2, parts + 1)]
+    assert [k for k in job if k.startswith("payload")] == names
+    assert all(len(job[name]) <= 64 for name in names) or parts == 1
+    assert "".join(job[name] for name in names) == payload
+    compact = size <= 1024
+    encoding = engine.client.object("encoding", engine.keys.job(job_id))
+    assert (encoding == b"listpack") == compact
+
+
+def test_a_payload_split_inside_a_utf8_character_is_joined_byte_exact(engine: Engine):
+    payload = '{"a":["' + "é" * 40 + '"],"k":{}}'  # 2-byte characters; a part ends mid-character
+    job_id = engine.add(payload=payload)
+    raw = engine.client.hgetall(engine.keys.job(job_id))
+    assert raw[b"payload"][-1:] != b'"'  # really cut inside the string
+    assert join_payload({_s(k): v for k, v in raw.items()}).decode() == payload
 
 
 def test_enqueueing_the_same_id_twice_is_a_no_op(engine: Engine):

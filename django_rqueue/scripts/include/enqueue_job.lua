@@ -6,6 +6,14 @@
 -- seconds (0 = until terminal); fields[first..last] are field, value pairs
 -- copied into the hash (name, payload, options).
 --
+-- A 'payload' of 65..1024 bytes is stored in 64-byte parts: 'payload' (the
+-- first), 'payload:2', 'payload:3', ... (readers join them in order; see
+-- django_rqueue.serialization.join_payload). Redis keeps a hash in its compact
+-- listpack encoding only while every value is at most hash-max-listpack-value
+-- bytes (64 by default, redis.conf; Redis docs "Memory optimization"); one
+-- longer value turns the whole hash into a hashtable, about 2.5x the memory for
+-- a small job. Larger payloads are stored whole (the overhead is small next to them).
+--
 -- Returns {outcome, job id, state}: outcome 'created'; 'duplicate' (the unique
 -- key is held by a pending job, whose id is returned); 'exists' (this id was
 -- already enqueued: a retried call is a no-op).
@@ -14,6 +22,7 @@
 --@include now.lua
 --@include push_queued.lua
 --@include delayed.lua
+local PAYLOAD_PART, PAYLOAD_PARTS = 64, 16
 local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey, id, prio,
                            group, delay, run_at, unique, unique_ttl, fields, first, last)
   local existing = redis.call('HGET', jkey, 'state')
@@ -42,8 +51,18 @@ local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey
 
   local hset = {'state', state, 'prio', prio, 'group', group, 'attempts', 0, 'token', 0,
                 'enqueued_at', now, 'run_at', due}
-  for i = first, last do
-    hset[#hset + 1] = fields[i]
+  for i = first, last - 1, 2 do
+    local name, value = fields[i], fields[i + 1]
+    if name == 'payload' and #value > PAYLOAD_PART and #value <= PAYLOAD_PART * PAYLOAD_PARTS then
+      hset[#hset + 1], hset[#hset + 2] = name, string.sub(value, 1, PAYLOAD_PART)
+      for part = 2, math.ceil(#value / PAYLOAD_PART) do
+        local from = (part - 1) * PAYLOAD_PART + 1
+        hset[#hset + 1], hset[#hset + 2] = 'payload:' .. part,
+                                           string.sub(value, from, from + PAYLOAD_PART - 1)
+      end
+    else
+      hset[#hset + 1], hset[#hset + 2] = name, value
+    end
   end
   if unique ~= '' then
     hset[#hset + 1] = 'unique_key'
