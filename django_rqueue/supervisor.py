@@ -41,6 +41,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -93,6 +94,8 @@ class Child:
     kind: str  # "worker" or "poller"
     buffer: bytes = b""
     job: Running | None = None
+    #: Jobs reserved ahead by the child and not started yet, by id.
+    held: dict[str, Running] = field(default_factory=dict)
     #: Why the master killed it: "timeout", "handback" or "" (not killed).
     killed_for: str = ""
     #: Seconds the job had run when it was killed for a hard timeout.
@@ -110,28 +113,45 @@ def _set_pdeathsig() -> None:
 
 
 class _PipeHooks:
-    """A child's side of the pipe: one JSON line per event."""
+    """A child's side of the pipe: one JSON line per event.
+
+    "end" and "hold" lines wait in a buffer and go out with the next "start"
+    (or at :meth:`flush`, when the worker goes idle or exits): one write,
+    and one wake-up of the master, per job. "start" is never delayed: the
+    master must know which job runs before its code does.
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self.buffer: list[bytes] = []
 
-    def _send(self, message: dict[str, Any]) -> None:
-        os.write(self.fd, json.dumps(message).encode() + b"\n")
+    def _queue(self, message: dict[str, Any]) -> None:
+        self.buffer.append(json.dumps(message).encode() + b"\n")
+
+    def flush(self) -> None:
+        if self.buffer:
+            data, self.buffer = b"".join(self.buffer), []
+            os.write(self.fd, data)
+
+    @staticmethod
+    def _job(queue: str, job: Job) -> dict[str, Any]:
+        return {
+            "queue": queue,
+            "id": job.id,
+            "token": job.token,
+            "name": job.name,
+            "timeout": job.timeout,
+        }
+
+    def held(self, queue: str, jobs: Sequence[Job]) -> None:
+        self._queue({"e": "hold", "jobs": [self._job(queue, job) for job in jobs]})
 
     def started(self, queue: str, job: Job) -> None:
-        self._send(
-            {
-                "e": "start",
-                "queue": queue,
-                "id": job.id,
-                "token": job.token,
-                "name": job.name,
-                "timeout": job.timeout,
-            }
-        )
+        self._queue({"e": "start", **self._job(queue, job)})
+        self.flush()
 
     def finished(self, job: Job, outcome: str) -> None:
-        self._send({"e": "end", "id": job.id, "outcome": outcome})
+        self._queue({"e": "end", "id": job.id, "outcome": outcome})
 
 
 class Supervisor:
@@ -310,21 +330,30 @@ class Supervisor:
 
     def _message(self, child: Child, message: dict[str, Any]) -> None:
         now = time.monotonic()
-        if message["e"] == "start":
-            child.job = Running(
-                queue=message["queue"],
-                job_id=message["id"],
-                token=int(message["token"]),
-                name=message["name"],
-                timeout=float(message["timeout"]),
+        renew_at = now + get_config().lease / 3
+
+        def running(job: dict[str, Any]) -> Running:
+            return Running(
+                queue=job["queue"],
+                job_id=job["id"],
+                token=int(job["token"]),
+                name=job["name"],
+                timeout=float(job["timeout"]),
                 started=now,
-                renew_at=now + get_config().lease / 3,
+                renew_at=renew_at,
             )
+
+        if message["e"] == "start":
+            child.held.pop(message["id"], None)
+            child.job = running(message)
+        elif message["e"] == "hold":
+            for job in message["jobs"]:
+                child.held[job["id"]] = running(job)
         elif message["e"] == "end":
-            # A prefetched next job may already be announced ("start" comes first).
+            child.held.pop(message["id"], None)
             if child.job is not None and child.job.job_id == message["id"]:
                 child.job = None
-            if message["outcome"] != RELEASED:  # a prefetched job handed back unstarted
+            if message["outcome"] != RELEASED:  # a job reserved ahead, handed back unstarted
                 self.processed += 1
             if message["outcome"] == "failed":
                 self.failed += 1
@@ -346,6 +375,9 @@ class Supervisor:
             self._child_exited(child, status)
 
     def _child_exited(self, child: Child, status: int) -> None:
+        for held in child.held.values():  # reserved ahead, never started: no attempt spent
+            self._hand_back(held)
+        child.held.clear()
         if child.job is not None:
             if child.killed_for == "handback":
                 self._hand_back(child.job)
@@ -496,25 +528,33 @@ class Supervisor:
         lease = get_config().lease
         prefix = get_config().key_prefix
         for child in self.children.values():
-            running = child.job
-            if running is None or now < running.renew_at or child.killed_for:
+            if child.killed_for:
                 continue
-            running.renew_at = now + lease / 3
-            try:
-                transitions.renew_lease(
-                    get_client(running.queue),
-                    QueueKeys.of(prefix, running.queue),
-                    running.job_id,
-                    running.token,
-                    int(lease * 1000),
-                )
-            except LeaseLost as exc:
+            for running in [child.job, *child.held.values()]:
+                if running is not None and now >= running.renew_at:
+                    self._renew(child, running, now, lease, prefix)
+
+    def _renew(self, child: Child, running: Running, now: float, lease: float, prefix: str) -> None:
+        running.renew_at = now + lease / 3
+        try:
+            transitions.renew_lease(
+                get_client(running.queue),
+                QueueKeys.of(prefix, running.queue),
+                running.job_id,
+                running.token,
+                int(lease * 1000),
+            )
+        except LeaseLost as exc:
+            if running is child.job:
                 self._lease_lost(child, running, exc)
-            except RedisUnavailable:
-                # Retry at the next attempt to reach Redis, not a third of a lease
-                # later: a short outage must not cost a running job its lease.
-                running.renew_at = now
-                raise
+            else:  # held ahead: the child confirms the lease before starting it after a long hold
+                child.held.pop(running.job_id, None)
+                logger.warning("%s (reserved ahead by child %d)", exc, child.pid)
+        except RedisUnavailable:
+            # Retry at the next attempt to reach Redis, not a third of a lease
+            # later: a short outage must not cost a running job its lease.
+            running.renew_at = now
+            raise
 
     def _lease_lost(self, child: Child, running: Running, exc: LeaseLost) -> None:
         """A renewal was refused: kill the child if the job now belongs to someone else.

@@ -37,7 +37,8 @@ def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _stale(job_id: str, reply: list[Any]) -> LeaseLost:
+def stale_lease(job_id: str, reply: list[Any]) -> LeaseLost:
+    """The :class:`LeaseLost` for a ``{'stale', state, current token}`` script reply."""
     state, token = _s(reply[1]) or "missing", _s(reply[2])
     return LeaseLost(f"job {job_id}: stale fencing token (job is {state}, token {token})")
 
@@ -140,9 +141,7 @@ def enqueue_batch(
 Reservation = tuple[str, dict[bytes, bytes]]
 
 
-def _reservation(reply: list[Any] | None) -> Reservation | None:
-    if not reply:
-        return None
+def _reservation(reply: list[Any]) -> Reservation:
     it = iter(reply[1:])
     return _s(reply[0]), dict(zip(it, it, strict=True))
 
@@ -151,13 +150,27 @@ def reserve(
     client: redis.Redis, keys: QueueKeys, *, lease_ms: int, worker_id: str
 ) -> Reservation | None:
     """Reserve the next job (``reserve.lua``): ``(job id, job hash)`` or ``None`` when empty."""
+    got = reserve_many(client, keys, lease_ms=lease_ms, worker_id=worker_id, count=1)
+    return got[0] if got else None
+
+
+def reserve_many(
+    client: redis.Redis, keys: QueueKeys, *, lease_ms: int, worker_id: str, count: int
+) -> list[Reservation]:
+    """Reserve up to ``count`` jobs (1..1000) in one round trip (``reserve.lua``).
+
+    Returns the reservations in the order :func:`reserve` would have handed
+    them out one by one (priority, then round-robin between groups, then
+    FIFO); fewer than ``count``, or none, when the queue runs dry. Each job
+    has its own lease deadline (now + ``lease_ms``) and fencing token.
+    """
     with redis_errors():
         reply = load("reserve")(
             client,
             [keys.base, keys.prios, keys.reserved, keys.stats, keys.notify],
-            [lease_ms, worker_id],
+            [lease_ms, worker_id, count],
         )
-    return _reservation(reply)
+    return [_reservation(item) for item in reply]
 
 
 def ack_and_reserve(
@@ -170,25 +183,26 @@ def ack_and_reserve(
     *,
     lease_ms: int,
     worker_id: str,
-) -> tuple[LeaseLost | None, Reservation | None]:
-    """:func:`ack`, then :func:`reserve` on the same queue, in one round trip (``ack_reserve.lua``).
+    count: int = 1,
+) -> tuple[LeaseLost | None, list[Reservation]]:
+    """:func:`ack`, then :func:`reserve_many` on the same queue, in one call (``ack_reserve.lua``).
 
-    Returns ``(stale, reservation)``: ``stale`` is ``None`` when the ack was
+    Returns ``(stale, reservations)``: ``stale`` is ``None`` when the ack was
     applied, else the :class:`LeaseLost` that :func:`ack` would have raised
-    (returned, not raised, so that the reservation made in the same call is
-    never dropped); ``reservation`` as :func:`reserve`. Do not repeat a call
-    whose reply was lost (:class:`RedisUnavailable`): send a plain :func:`ack`
-    instead, or a second job would be reserved.
+    (returned, not raised, so that the reservations made in the same call are
+    never dropped); ``reservations`` as :func:`reserve_many` (up to ``count``).
+    Do not repeat a call whose reply was lost (:class:`RedisUnavailable`):
+    send a plain :func:`ack` instead, or more jobs would be reserved.
     """
     with redis_errors():
         reply = load("ack_reserve")(
             client,
             [keys.base, keys.job(job_id), keys.reserved, keys.stats, keys.prios, keys.notify],
-            [job_id, token, result, result_ttl, lease_ms, worker_id],
+            [job_id, token, result, result_ttl, lease_ms, worker_id, count],
         )
-    acked, reserved = reply
-    stale = None if _applied(acked, token) else _stale(job_id, acked)
-    return stale, _reservation(reserved or None)
+    acked, *reserved = reply
+    stale = None if applied(acked, token) else stale_lease(job_id, acked)
+    return stale, [_reservation(item) for item in reserved]
 
 
 def renew_lease(
@@ -198,7 +212,7 @@ def renew_lease(
     with redis_errors():
         reply = load("renew")(client, [keys.job(job_id), keys.reserved], [job_id, token, lease_ms])
     if _s(reply[0]) != "ok":
-        raise _stale(job_id, reply)
+        raise stale_lease(job_id, reply)
     return int(reply[1])
 
 
@@ -212,11 +226,11 @@ def ack(
             [keys.base, keys.job(job_id), keys.reserved, keys.stats],
             [job_id, token, result, result_ttl],
         )
-    if not _applied(reply, token):
-        raise _stale(job_id, reply)
+    if not applied(reply, token):
+        raise stale_lease(job_id, reply)
 
 
-def _applied(ack_reply: list[Any], token: int) -> bool:
+def applied(ack_reply: list[Any], token: int) -> bool:
     """Whether an ack reply says the job is acked under ``token``.
 
     ``{'stale', 'succeeded', <our token>}`` means an earlier try of this very
@@ -259,7 +273,7 @@ def fail(
             return "retrying", None
         if current == str(token) and state == "failed":
             return "failed", None
-        raise _stale(job_id, reply)
+        raise stale_lease(job_id, reply)
     return outcome, (int(reply[1]) if outcome == "retrying" else None)
 
 
@@ -272,7 +286,7 @@ def release(client: redis.Redis, keys: QueueKeys, job_id: str, token: int) -> No
             [job_id, token],
         )
     if _s(reply[0]) != "ok":
-        raise _stale(job_id, reply)
+        raise stale_lease(job_id, reply)
 
 
 def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, int]:

@@ -18,6 +18,18 @@ run (and counts that time against its hard timeout if they hang); an
 unsupervised worker prefetches only when ``job_succeeded`` has no receivers.
 A job reserved that way and not started because a stop came in between is
 handed back without spending an attempt.
+
+Batches: while the jobs of the first queue are short and nobody listens to
+``job_succeeded`` for them, the worker reserves up to :data:`MAX_BATCH` jobs
+per round trip (as many as fit in :data:`BATCH_BUDGET` seconds of work at the
+average run time seen so far; one while that is unknown), each with its own
+lease and fencing token, and sends each job's ack the moment it returns
+without waiting for the reply (:mod:`~.ackstream`); the replies are read with
+the next batch's round trip. A job's success is recorded as promptly as
+with one ack per round trip; the price is that a job reserved in a batch
+waits for the ones before it (at most about :data:`BATCH_BUDGET` seconds
+when they run as long as the ones before). Celery's and Dramatiq's workers
+prefetch for the same reason (``worker_prefetch_multiplier``, ``prefetch``).
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any, Protocol
@@ -37,6 +50,7 @@ from typing import Any, Protocol
 from django.db import close_old_connections
 
 from . import registry, signals, transitions
+from .ackstream import AckStream, PendingAck
 from .conf import get_config
 from .connection import get_client
 from .decorators import JobFunction
@@ -58,6 +72,10 @@ REPORT_RETRY = 0.5
 #: Seconds a worker keeps trying to deliver an ack/fail before giving up (the
 #: lease then expires and the poller re-delivers the job).
 REPORT_PATIENCE = 60.0
+#: Seconds of work (at the average run time seen) a batch reservation may hold.
+BATCH_BUDGET = 0.05
+#: Most jobs reserved in one round trip.
+MAX_BATCH = 20
 
 
 #: The outcome word a worker reports to its hooks for a prefetched job it handed back.
@@ -71,11 +89,17 @@ class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an er
 class WorkerHooks(Protocol):
     """Callbacks a supervisor gives its children (see :mod:`django_rqueue.supervisor`)."""
 
+    def held(self, queue: str, jobs: Sequence[Job]) -> None:
+        """Jobs were reserved ahead (prefetched): renew their leases until they start or end."""
+
     def started(self, queue: str, job: Job) -> None:
-        """A job was reserved and is about to run (sent again when a prefetched job starts)."""
+        """A job is about to run (reserved just now, or :meth:`held` before)."""
 
     def finished(self, job: Job, outcome: str) -> None:
         """The job's outcome was reported to Redis, discarded, or :data:`RELEASED`."""
+
+    def flush(self) -> None:
+        """Deliver what was buffered (the worker goes idle or exits)."""
 
 
 def rss_mb() -> float:
@@ -164,8 +188,16 @@ class Worker:
         #: interrupts only an idle worker.
         self.busy = False
         self.processed = 0
-        #: A job reserved together with the last ack, run next: ``(queue, job)``.
-        self._prefetched: tuple[str, Job] | None = None
+        #: Jobs reserved ahead (with the last ack, or in a batch), run next: ``(queue, job)``.
+        self._prefetched: deque[tuple[str, Job]] = deque()
+        #: Acks of the current batch sent without waiting (first queue only).
+        self._acks: AckStream | None = None
+        #: Average seconds a job of the first queue ran (EWMA), None until one ran.
+        self._run_time: float | None = None
+        #: Whether the last job of the first queue had no job_succeeded receivers.
+        self._unheard = False
+        #: When the jobs in _prefetched were reserved (time.monotonic()).
+        self._held_since = 0.0
 
     # -- lifecycle -------------------------------------------------------
 
@@ -209,6 +241,8 @@ class Worker:
                         if self._recycle_due():
                             break
                         continue
+                    if self.hooks is not None:
+                        self.hooks.flush()
                     if self.burst and self._drained():
                         break
                     self._wait_for_work()
@@ -220,7 +254,10 @@ class Worker:
         except StopRequested:
             pass
         finally:
+            self._collect_acks()
             self._hand_back_prefetched()
+            if self.hooks is not None:
+                self.hooks.flush()
             if poller is not None:
                 poller.stop.set()
         logger.info("worker %s: exiting after %d job(s)", self.worker_id, self.processed)
@@ -241,20 +278,38 @@ class Worker:
         return reason is not None
 
     def _hand_back_prefetched(self) -> None:
-        """Give back a job reserved with the last ack but not started (no attempt spent)."""
-        if self._prefetched is None:
+        """Give back the jobs reserved ahead but not started (no attempt spent)."""
+        while self._prefetched:
+            queue, job = self._prefetched.popleft()
+            keys = QueueKeys.of(get_config().key_prefix, queue)
+            try:
+                transitions.release(get_client(queue), keys, job.id, job.token)
+                logger.info("worker %s: handed %s back unstarted", self.worker_id, job.id)
+            except (RedisUnavailable, LeaseLost) as exc:
+                # Its lease expires and the poller re-delivers it (attempt counted).
+                logger.warning("worker %s: could not hand %s back: %s", self.worker_id, job.id, exc)
+            if self.hooks is not None:
+                self.hooks.finished(job, RELEASED)
+
+    def _batch_size(self) -> int:
+        """How many jobs of the first queue to reserve in the next round trip."""
+        # Only under a supervisor: its master renews the leases of jobs held ahead.
+        if not self._unheard or self._run_time is None or self.hooks is None:
+            return 1
+        size = min(MAX_BATCH, max(1, int(BATCH_BUDGET / max(self._run_time, 1e-6))))
+        if self.max_jobs is not None:
+            size = min(size, max(1, self.max_jobs - self.processed - 1))
+        return size
+
+    def _collect_acks(self) -> None:
+        """Read the replies of the acks sent without waiting; resend the unknown ones."""
+        if self._acks is None or not self._acks.owed:
             return
-        queue, job = self._prefetched
-        self._prefetched = None
-        keys = QueueKeys.of(get_config().key_prefix, queue)
-        try:
-            transitions.release(get_client(queue), keys, job.id, job.token)
-            logger.info("worker %s: handed %s back unstarted", self.worker_id, job.id)
-        except (RedisUnavailable, LeaseLost) as exc:
-            # Its lease expires and the poller re-delivers it (attempt counted).
-            logger.warning("worker %s: could not hand %s back: %s", self.worker_id, job.id, exc)
-        if self.hooks is not None:
-            self.hooks.finished(job, RELEASED)
+        for ack, verdict in self._acks.collect():
+            if isinstance(verdict, LeaseLost):
+                logger.error("%s; its run was discarded", verdict)
+            elif verdict is None:  # resent synchronously (idempotent under the token)
+                self._deliver_ack(ack)
 
     def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` in short steps, returning early once a stop is requested."""
@@ -270,25 +325,62 @@ class Worker:
         lease_ms = int(config.lease * 1000)
         self.busy = True
         try:
-            if self._prefetched is not None:
-                queue, job = self._prefetched
-                self._prefetched = None
+            while self._prefetched:
+                queue, job = self._prefetched.popleft()
+                if not self._still_held(queue, job):
+                    continue
                 self.process(queue, job)
                 self.processed += 1
                 return True
             for queue in self.queues:
                 keys = QueueKeys.of(config.key_prefix, queue)
-                reserved = transitions.reserve(
-                    get_client(queue), keys, lease_ms=lease_ms, worker_id=self.worker_id
+                count = self._batch_size() if queue == self.queues[0] else 1
+                reserved = transitions.reserve_many(
+                    get_client(queue),
+                    keys,
+                    lease_ms=lease_ms,
+                    worker_id=self.worker_id,
+                    count=count,
                 )
-                if reserved is not None:
-                    job_id, fields = reserved
-                    self.process(queue, Job.from_fields(job_id, fields))
+                if reserved:
+                    jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved]
+                    self._hold(queue, jobs[1:])
+                    self.process(queue, jobs[0])
                     self.processed += 1
                     return True
             return False
         finally:
             self.busy = False
+
+    def _hold(self, queue: str, jobs: list[Job]) -> None:
+        """Keep ``jobs`` (reserved ahead) to run next; the master renews their leases."""
+        if not jobs:
+            return
+        now = time.monotonic()
+        self._prefetched.extend((queue, job) for job in jobs)
+        self._held_since = now
+        if self.hooks is not None:
+            self.hooks.held(queue, jobs)
+
+    def _still_held(self, queue: str, job: Job) -> bool:
+        """Whether a job reserved ahead is still ours (checked only after a long hold).
+
+        Its lease is renewed by the master; a hold longer than a third of the
+        lease (a job before it ran long) is confirmed with one renewal, so a
+        job whose lease expired meanwhile (and may run elsewhere) is skipped.
+        """
+        lease = get_config().lease
+        if time.monotonic() - self._held_since < lease / 3:
+            return True
+        keys = QueueKeys.of(get_config().key_prefix, queue)
+        try:
+            transitions.renew_lease(get_client(queue), keys, job.id, job.token, int(lease * 1000))
+        except LeaseLost as exc:
+            logger.warning("worker %s: %s; skipping it", self.worker_id, exc)
+            if self.hooks is not None:
+                self.hooks.finished(job, RELEASED)
+            return False
+        return True
 
     def process(self, queue: str, job: Job) -> None:
         """Run one reserved job and report its outcome, fenced by its token."""
@@ -305,13 +397,18 @@ class Worker:
         finally:
             if keeper is not None:
                 keeper.done.set()
+        ran = time.monotonic() - started
         # A corrupt record cannot be repaired by running it again: no retry.
         delay = None if job.problems else next_delay(job_function, job, outcome)
+        first = queue == self.queues[0]
+        if first:
+            self._run_time = ran if self._run_time is None else 0.8 * self._run_time + 0.2 * ran
+            self._unheard = not signals.job_succeeded.has_listeners(job_function)
         prefetch = (
             outcome.ok
-            and queue == self.queues[0]
+            and first
             and not self.stopping
-            and (self.hooks is not None or not signals.job_succeeded.has_listeners(job_function))
+            and (self.hooks is not None or self._unheard)
             and self._limit_reached(self.processed + 1) is None
         )
         result = self._report(queue, job, outcome, delay, prefetch=prefetch)
@@ -327,7 +424,7 @@ class Worker:
             job.attempts,
             job.max_attempts,
             result,
-            (time.monotonic() - started) * 1000,
+            ran * 1000,
         )
 
     def _execute(self, job_function: JobFunction[Any, Any] | None, job: Job) -> Outcome:
@@ -355,51 +452,51 @@ class Worker:
     ) -> str:
         """Deliver ack/fail, retrying while Redis is unreachable; return the outcome word.
 
-        ``prefetch``: ack a success with ``ack_reserve.lua`` and keep the
-        job it reserves for the next :meth:`work_once`.
+        ``prefetch``: a success of the first queue. With more jobs of a batch
+        still to run (and no ``job_succeeded`` receivers to run after the
+        ack), send the ack without waiting for its reply; otherwise ack it
+        with ``ack_reserve.lua`` and keep the jobs it reserves (a batch when
+        :meth:`_batch_size` allows) for the next :meth:`work_once` calls.
         """
         config = get_config()
         keys = QueueKeys.of(config.key_prefix, queue)
-        if outcome.ok and prefetch:
+        result = outcome.result_json or "null"
+        ack = PendingAck(queue, keys, job.id, job.token, result, job.result_ttl)
+        if prefetch and self._prefetched and self._unheard and self.hooks is not None:
+            if self._acks is None:
+                self._acks = AckStream(get_client(queue))
+            self._acks.send(ack)
+            return "succeeded"  # a refusal (stale token) is logged when the reply is read
+        self._collect_acks()
+        if outcome.ok and prefetch and not self._prefetched:
             try:
                 stale, reserved = transitions.ack_and_reserve(
                     get_client(queue),
                     keys,
                     job.id,
                     job.token,
-                    outcome.result_json or "null",
+                    result,
                     job.result_ttl,
                     lease_ms=int(config.lease * 1000),
                     worker_id=self.worker_id,
+                    count=self._batch_size(),
                 )
             except RedisUnavailable:
-                pass  # resent below as a plain ack: a repeat must not reserve a second job
+                pass  # resent below as a plain ack: a repeat must not reserve more jobs
             else:
-                if reserved is not None:
-                    self._prefetched = (queue, Job.from_fields(*reserved))
-                    if self.hooks is not None:  # the master renews its lease from now on
-                        self.hooks.started(queue, self._prefetched[1])
+                self._hold(queue, [Job.from_fields(*r) for r in reserved])
                 if stale is not None:
                     logger.error("%s; discarding this run", stale)
                     return "discarded"
                 return "succeeded"
+        if outcome.ok:
+            return self._deliver_ack(ack)
         deadline = time.monotonic() + REPORT_PATIENCE
         while True:
             try:
-                client = get_client(queue)
-                if outcome.ok:
-                    transitions.ack(
-                        client,
-                        keys,
-                        job.id,
-                        job.token,
-                        outcome.result_json or "null",
-                        job.result_ttl,
-                    )
-                    return "succeeded"
                 delay_ms = -1 if delay is None else int(delay * 1000)
                 state, _ = transitions.fail(
-                    client, keys, job.id, job.token, outcome.error_json(), delay_ms
+                    get_client(queue), keys, job.id, job.token, outcome.error_json(), delay_ms
                 )
                 return state
             except LeaseLost as exc:
@@ -408,6 +505,23 @@ class Worker:
             except RedisUnavailable as exc:
                 if time.monotonic() > deadline:
                     logger.error("giving up reporting %s: %s (lease will expire)", job.id, exc)
+                    return "discarded"
+                time.sleep(REPORT_RETRY)
+
+    def _deliver_ack(self, ack: PendingAck) -> str:
+        """Ack synchronously, retrying while Redis is unreachable: ``succeeded``/``discarded``."""
+        deadline = time.monotonic() + REPORT_PATIENCE
+        while True:
+            try:
+                client = get_client(ack.queue)
+                transitions.ack(client, ack.keys, ack.job_id, ack.token, ack.result, ack.result_ttl)
+                return "succeeded"
+            except LeaseLost as exc:
+                logger.error("%s; discarding this run", exc)
+                return "discarded"
+            except RedisUnavailable as exc:
+                if time.monotonic() > deadline:
+                    logger.error("giving up reporting %s: %s (lease will expire)", ack.job_id, exc)
                     return "discarded"
                 time.sleep(REPORT_RETRY)
 

@@ -8,6 +8,7 @@ under a watchdog that stops it (and fails the test) if it does not finish.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -304,18 +305,28 @@ def test_a_success_is_acked_together_with_the_next_reservation(
     # reserve before the burst ends: 12 round trips, not 21.
     assert calls <= 12, calls
     # The master hears of each next job as soon as it is reserved (before the
-    # previous job's "end"), and again when it starts.
-    ids = [e[1] for e in hooks.events if e[0] == "start"]
-    assert len(ids) == 19 and len(set(ids)) == 10
+    # previous job's "end": it renews the lease of a held job), then when it starts.
+    assert [e[1] for e in hooks.events if e[0] == "start"] == [
+        e[1] for e in hooks.events if e[0] == "end"
+    ]
+    assert [e[1] for e in hooks.events if e[0] == "hold"] == [
+        e[1] for e in hooks.events if e[0] == "start"
+    ][1:]
     events = [e[0] for e in hooks.events]
-    assert events[:4] == ["start", "start", "end", "start"]
+    assert events[:5] == ["start", "hold", "end", "start", "hold"]
 
 
 class RecordingHooks:
-    """Worker hooks that record ``("start" | "end", job id)`` in order."""
+    """Worker hooks that record ``("hold" | "start" | "end", job id)`` in order."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
+
+    def held(self, queue: str, jobs: Sequence[Job]) -> None:
+        self.events += [("hold", job.id) for job in jobs]
+
+    def flush(self) -> None:
+        pass
 
     def started(self, queue: str, job: Job) -> None:
         self.events.append(("start", job.id))
@@ -350,7 +361,7 @@ class StopAfterPrefetch(Worker):
 
     def _report(self, *args: Any, **kwargs: Any) -> str:  # noqa: ANN401
         outcome = super()._report(*args, **kwargs)
-        if self._prefetched is not None:
+        if self._prefetched:
             self.request_stop()
         return outcome
 
@@ -376,7 +387,7 @@ def test_a_job_reserved_with_the_ack_is_handed_back_when_a_stop_comes_in_between
     # Announced to the master when reserved, then closed (as released).
     assert hooks.events == [
         ("start", first.id),
-        ("start", second.id),
+        ("hold", second.id),
         ("end", first.id),
         ("end", second.id),
     ]

@@ -6,26 +6,36 @@
 -- KEYS[3] reserved zset   KEYS[4] stats hash   KEYS[5] prios zset   KEYS[6] notify list
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] result (opaque JSON)
 -- ARGV[4] result TTL in seconds (0 = delete the record now)
--- ARGV[5] lease in ms (> 0) for the next job   ARGV[6] worker id
+-- ARGV[5] lease in ms (> 0) for the next jobs   ARGV[6] worker id
+-- ARGV[7] how many jobs to reserve at most (1..1000; default 1)
 --
--- The ack is exactly ack.lua's (include/ack_job.lua), the reservation exactly
--- reserve.lua's (include/reserve_next.lua); the next job is reserved even
--- when the ack was stale. Returns {ack reply, reservation}: the ack reply is
--- {'ok'} or {'stale', state, current token}; the reservation is 0 when
--- nothing is queued, else the id followed by the job hash's field/value list.
+-- The ack is exactly ack.lua's (include/ack_job.lua), the reservations exactly
+-- reserve.lua's (include/reserve_next.lua); the next jobs are reserved even
+-- when the ack was stale. Returns {ack reply, reservation, reservation, ...}:
+-- the ack reply is {'ok'} or {'stale', state, current token}; then zero or
+-- more reservations, each the id followed by the job hash's field/value list.
 
 --@include ack_job.lua
 --@include reserve_next.lua
 
 local base, jkey, reserved, stats, prios, notify =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local ttl, lease = tonumber(ARGV[4]), tonumber(ARGV[5])
+local ttl, lease, count = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[7] or '1')
 if not ttl or ttl < 0 then
   return redis.error_reply('ERR rqueue ack_reserve: bad result TTL ' .. tostring(ARGV[4]))
 end
 if not lease or lease <= 0 then
   return redis.error_reply('ERR rqueue ack_reserve: bad lease ' .. tostring(ARGV[5]))
 end
-local acked = ack_job(base, jkey, reserved, stats, ARGV[1], ARGV[2], ARGV[3], ttl) or {'ok'}
-local next_job = reserve_next(base, prios, reserved, stats, notify, lease, ARGV[6]) or 0
-return {acked, next_job}
+if not count or count ~= math.floor(count) or count < 1 or count > 1000 then
+  return redis.error_reply('ERR rqueue ack_reserve: bad count ' .. tostring(ARGV[7]))
+end
+local reply = {ack_job(base, jkey, reserved, stats, ARGV[1], ARGV[2], ARGV[3], ttl) or {'ok'}}
+for _ = 1, count do
+  local got = reserve_next(base, prios, reserved, stats, notify, lease, ARGV[6])
+  if not got then
+    break
+  end
+  reply[#reply + 1] = got
+end
+return reply

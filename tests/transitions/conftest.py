@@ -47,6 +47,7 @@ class Engine:
         unique_ttl: int = 0,
         max_attempts: int = 3,
         name: str = "tests.noop",
+        payload: str = '{"a":[],"k":{}}',
     ) -> tuple[str, str, str]:
         job_id = job_id or new_job_id(self.queue)
         return transitions.enqueue(
@@ -61,8 +62,7 @@ class Engine:
             unique_ttl=unique_ttl,
             fields={
                 "name": name,
-                "queue": self.queue,
-                "payload": '{"a":[],"k":{}}',
+                "payload": payload,
                 "max_attempts": max_attempts,
                 "timeout_ms": 30000,
                 "result_ttl": 600,

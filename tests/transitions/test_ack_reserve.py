@@ -8,7 +8,9 @@ from django_rqueue import LeaseLost, transitions
 from tests.transitions.conftest import Engine
 
 
-def ack_reserve(engine: Engine, job_id: str, token: int | None = None, result: str = "7"):
+def ack_reserve(
+    engine: Engine, job_id: str, token: int | None = None, result: str = "7", count: int = 1
+):
     token = engine.token(job_id) if token is None else token
     return transitions.ack_and_reserve(
         engine.client,
@@ -19,6 +21,7 @@ def ack_reserve(engine: Engine, job_id: str, token: int | None = None, result: s
         600,
         lease_ms=30_000,
         worker_id="w2",
+        count=count,
     )
 
 
@@ -31,8 +34,8 @@ def test_acks_the_job_and_reserves_the_next_in_reserve_order(engine: Engine):
     assert stale is None
     assert engine.job(high)["state"] == "succeeded"
     assert engine.job(high)["result"] == "7"
-    assert reserved is not None
-    job_id, fields = reserved
+    assert len(reserved) == 1
+    job_id, fields = reserved[0]
     assert job_id == first  # priority 0 before -5
     assert fields[b"state"] == b"running"
     assert fields[b"worker"] == b"w2"
@@ -48,7 +51,7 @@ def test_nothing_queued_acks_and_reserves_nothing(engine: Engine):
     engine.reserve_id()
     engine.client.rpush(engine.keys.notify, "1")
     stale, reserved = ack_reserve(engine, job_id)
-    assert (stale, reserved) == (None, None)
+    assert (stale, reserved) == (None, [])
     assert engine.state(job_id) == "succeeded"
     assert engine.client.llen(engine.keys.notify) == 0  # cleared, as by reserve
     engine.check_invariants()
@@ -63,7 +66,7 @@ def test_a_stale_ack_changes_nothing_and_still_hands_out_the_next_job(engine: En
     assert isinstance(stale, LeaseLost)
     assert "stale fencing token" in str(stale)
     assert engine.job(job_id) == before  # not acked
-    assert reserved is not None and reserved[0] == waiting  # never dropped
+    assert [r[0] for r in reserved] == [waiting]  # never dropped
     engine.check_invariants()
 
 
@@ -80,7 +83,29 @@ def test_bad_arguments_are_refused_before_any_write(engine: Engine):
         transitions.ack_and_reserve(
             engine.client, engine.keys, job_id, 1, "null", -1, lease_ms=1000, worker_id="w"
         )
+    with pytest.raises(Exception, match="bad count"):
+        transitions.ack_and_reserve(
+            engine.client, engine.keys, job_id, 1, "null", 600, lease_ms=1, worker_id="w", count=0
+        )
     assert engine.snapshot() == before
+
+
+def test_acks_and_reserves_a_batch_each_with_its_own_token_and_lease(engine: Engine):
+    running = engine.add(group="a")
+    queued = [engine.add(group=g) for g in ("a", "b", "a", "b", "c")]
+    engine.reserve_id()
+    engine.client.hset(engine.keys.job(queued[1]), "token", 6)  # reserved before (token 6)
+    stale, reserved = ack_reserve(engine, running, count=4)
+    assert stale is None
+    ids = [job_id for job_id, _ in reserved]
+    # Round-robin between groups (ring b, c, a after the first reservation took a's head),
+    # as four reserve calls would have done.
+    assert ids == [queued[1], queued[4], queued[0], queued[3]]
+    tokens = [fields[b"token"] for _, fields in reserved]
+    assert tokens == [b"7", b"1", b"1", b"1"]
+    assert set(engine.zset(engine.keys.reserved)) == set(ids)
+    assert engine.lrange(engine.keys.group(0, "a")) == [queued[2]]
+    engine.check_invariants()
 
 
 def test_a_repeated_call_by_the_same_holder_counts_as_acked(engine: Engine):
@@ -90,5 +115,5 @@ def test_a_repeated_call_by_the_same_holder_counts_as_acked(engine: Engine):
     token = engine.token(job_id)
     assert ack_reserve(engine, job_id, token=token)[0] is None
     stale, reserved = ack_reserve(engine, job_id, token=token)
-    assert stale is None and reserved is None
+    assert stale is None and reserved == []
     assert engine.stats()["succeeded"] == 1

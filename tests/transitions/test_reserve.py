@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from django_rqueue import transitions
 from tests.transitions.conftest import Engine
 
 
@@ -119,4 +120,40 @@ def test_a_bad_lease_is_refused_before_anything_moves(engine: Engine, lease_ms: 
     before = engine.snapshot()
     with pytest.raises(redis.ResponseError, match="bad lease"):
         engine.reserve(lease_ms=lease_ms)  # type: ignore[arg-type]
+    assert engine.snapshot() == before
+
+
+def reserve_many(engine: Engine, lease_ms: int, count: int) -> list[transitions.Reservation]:
+    return transitions.reserve_many(
+        engine.client, engine.keys, lease_ms=lease_ms, worker_id="w", count=count
+    )
+
+
+def test_reserve_many_hands_out_jobs_in_reserve_order_each_with_its_own_lease(engine: Engine):
+    ids = [engine.add(group=g, priority=p) for g, p in (("a", 0), ("a", 0), ("b", 0), ("c", 9))]
+    before = engine.now_ms()
+    got = reserve_many(engine, 5000, 3)
+    assert [job_id for job_id, _ in got] == [ids[3], ids[0], ids[2]]
+    assert all(fields[b"state"] == b"running" and fields[b"token"] == b"1" for _, fields in got)
+    leases = engine.zset(engine.keys.reserved)
+    assert set(leases) == {ids[3], ids[0], ids[2]}
+    assert all(before + 5000 <= deadline <= engine.now_ms() + 5000 for deadline in leases.values())
+    rest = reserve_many(engine, 5000, 3)
+    assert [job_id for job_id, _ in rest] == [ids[1]]  # fewer than asked: the queue ran dry
+    assert reserve_many(engine, 1, 5) == []
+    engine.check_invariants()
+
+
+@pytest.mark.parametrize("count", [0, -1, 1001, 1.5])
+def test_reserve_many_refuses_a_bad_count_before_any_write(engine: Engine, count: float):
+    engine.add()
+    before = engine.snapshot()
+    with pytest.raises(redis.ResponseError, match="bad count"):
+        transitions.reserve_many(
+            engine.client,
+            engine.keys,
+            lease_ms=5000,
+            worker_id="w",
+            count=count,  # type: ignore[arg-type]
+        )
     assert engine.snapshot() == before

@@ -1,0 +1,87 @@
+"""Batch reservations under the supervisor (worker.py, "Batches").
+
+A child whose jobs are short and have no ``job_succeeded`` receiver reserves
+several jobs per round trip and sends each ack without waiting for its reply.
+Killed while it holds a batch, only the running job's attempt is spent: the
+master hands the held jobs back (attempts stay 0) and each of them runs once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+
+import redis
+
+from django_rqueue.keys import QueueKeys
+from tests.jobs_app.jobs import fault_noop, fault_sleep_first
+
+from .harness import Faults, job_hash, wait_until
+
+#: Workers started with this have no job_succeeded receiver (tests/jobs_app/jobs.py).
+NO_RECEIVER = {"RQUEUE_TEST_NO_SUCCESS_RECEIVER": "1"}
+#: Long enough that a held job left to its lease would not finish within the test.
+LEASE = 60.0
+KEYS = QueueKeys.of("rqueue", "default")
+
+
+def _reserved(client: redis.Redis) -> set[str]:
+    return {
+        i.decode() if isinstance(i, bytes) else str(i) for i in client.zrange(KEYS.reserved, 0, -1)
+    }
+
+
+def _starts(faults: Faults) -> Counter[str]:
+    return Counter(e["id"] for e in faults.events("start"))
+
+
+def test_a_batch_runs_every_job_exactly_once(faults: Faults) -> None:
+    ids = [fault_noop.delay(faults.ledger, f"n{i}").id for i in range(400)]
+    worker = faults.worker("--queues", "default", "--concurrency", "1", env=NO_RECEIVER)
+    faults.wait_ready(worker)
+
+    wait_until(
+        lambda: (
+            all(faults.state(i) == "succeeded" for i in ids[-5:])
+            and all(faults.state(i) == "succeeded" for i in ids)
+        ),
+        timeout=60,
+        message="not every job succeeded",
+    )
+    starts = _starts(faults)
+    assert all(starts[i] == 1 for i in ids), {i: starts[i] for i in ids if starts[i] != 1}
+    assert all(job_hash(faults.client, i)["attempts"] == "1" for i in ids)
+    assert _reserved(faults.client) == set()
+    assert worker.alive()
+
+
+def test_a_child_killed_holding_a_batch_spends_only_the_running_jobs_attempt(
+    faults: Faults,
+) -> None:
+    warm = fault_noop.delay(faults.ledger, "warm")  # a short job first: batches begin after it
+    slow = fault_sleep_first.delay(faults.ledger, "slow", 60)
+    held = [fault_noop.delay(faults.ledger, f"h{i}").id for i in range(10)]
+    worker = faults.worker(
+        "--queues", "default", "--concurrency", "1", lease=LEASE, grace=1, env=NO_RECEIVER
+    )
+    first = faults.wait_event("start", tag="slow", timeout=30)
+    # The slow job came in one batch with the ten after it: all eleven are leased.
+    assert _reserved(faults.client) == {slow.id, *held}
+    assert {faults.state(i) for i in held} == {"running"}
+
+    os.kill(first["pid"], signal.SIGKILL)
+
+    wait_until(
+        lambda: all(faults.state(i) == "succeeded" for i in [slow.id, *held]),
+        timeout=30,  # well under LEASE: a held job left to its lease would not make it
+        message="held jobs did not come back before their lease",
+    )
+    starts = _starts(faults)
+    assert [starts[i] for i in held] == [1] * 10
+    assert [job_hash(faults.client, i)["attempts"] for i in held] == ["1"] * 10
+    killed = job_hash(faults.client, slow.id)
+    assert killed["attempts"] == "2"  # the running job's attempt was spent (WorkerLost)
+    assert faults.state(warm.id) == "succeeded"
+    assert "handed" in worker.stderr() + worker.stdout()
+    assert _reserved(faults.client) == set()
