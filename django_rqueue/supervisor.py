@@ -31,8 +31,6 @@ dead child's behalf are sent from the master, the only process left.
 
 from __future__ import annotations
 
-import ctypes
-import json
 import logging
 import os
 import random
@@ -41,14 +39,12 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
 
 from django import db
 
 from . import registry, transitions, workers
+from .children import Child, PipeHooks, Running, set_pdeathsig
 from .conf import get_config
 from .connection import get_client
 from .exceptions import JobTimeout, LeaseLost, RedisUnavailable, RqueueError, WorkerLost
@@ -72,86 +68,6 @@ REDIS_RETRY_MAX = 1.0
 
 class StartupError(RqueueError):
     """The worker refused to start (Redis misconfigured); the message says how to fix it."""
-
-
-@dataclass
-class Running:
-    """A job a child told the master it is running."""
-
-    queue: str
-    job_id: str
-    token: int
-    name: str
-    timeout: float
-    started: float
-    renew_at: float
-
-
-@dataclass
-class Child:
-    pid: int
-    fd: int
-    kind: str  # "worker" or "poller"
-    buffer: bytes = b""
-    job: Running | None = None
-    #: Jobs reserved ahead by the child and not started yet, by id.
-    held: dict[str, Running] = field(default_factory=dict)
-    #: Why the master killed it: "timeout", "handback" or "" (not killed).
-    killed_for: str = ""
-    #: Seconds the job had run when it was killed for a hard timeout.
-    ran_for: float = 0.0
-    born: float = field(default_factory=time.monotonic)
-
-
-def _set_pdeathsig() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
-
-
-class _PipeHooks:
-    """A child's side of the pipe: one JSON line per event.
-
-    "end" and "hold" lines wait in a buffer and go out with the next "start"
-    (or at :meth:`flush`, when the worker goes idle or exits): one write,
-    and one wake-up of the master, per job. "start" is never delayed: the
-    master must know which job runs before its code does.
-    """
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.buffer: list[bytes] = []
-
-    def _queue(self, message: dict[str, Any]) -> None:
-        self.buffer.append(json.dumps(message).encode() + b"\n")
-
-    def flush(self) -> None:
-        if self.buffer:
-            data, self.buffer = b"".join(self.buffer), []
-            os.write(self.fd, data)
-
-    @staticmethod
-    def _job(queue: str, job: Job) -> dict[str, Any]:
-        return {
-            "queue": queue,
-            "id": job.id,
-            "token": job.token,
-            "name": job.name,
-            "timeout": job.timeout,
-        }
-
-    def held(self, queue: str, jobs: Sequence[Job]) -> None:
-        self._queue({"e": "hold", "jobs": [self._job(queue, job) for job in jobs]})
-
-    def started(self, queue: str, job: Job) -> None:
-        self._queue({"e": "start", **self._job(queue, job)})
-        self.flush()
-
-    def finished(self, job: Job, outcome: str) -> None:
-        self._queue({"e": "end", "id": job.id, "outcome": outcome})
 
 
 class Supervisor:
@@ -277,7 +193,7 @@ class Supervisor:
         code = 1
         try:
             os.setpgid(0, 0)
-            _set_pdeathsig()
+            set_pdeathsig()
             if os.getppid() != master:
                 os._exit(1)
             for child in self.children.values():
@@ -305,7 +221,7 @@ class Supervisor:
                     with_poller=False,
                     worker_id=f"{self.worker_id}/{os.getpid()}",
                     renew_leases=False,
-                    hooks=_PipeHooks(fd),
+                    hooks=PipeHooks(fd),
                 )
                 worker.install_child_signal_handlers()
                 code = worker.run()
@@ -316,46 +232,10 @@ class Supervisor:
             os._exit(code)
 
     def _read(self, child: Child) -> None:
-        while True:
-            try:
-                chunk = os.read(child.fd, 65536)
-            except BlockingIOError:
-                return
-            if not chunk:
-                return
-            child.buffer += chunk
-            *lines, child.buffer = child.buffer.split(b"\n")
-            for line in lines:
-                self._message(child, json.loads(line))
-
-    def _message(self, child: Child, message: dict[str, Any]) -> None:
-        now = time.monotonic()
-        renew_at = now + get_config().lease / 3
-
-        def running(job: dict[str, Any]) -> Running:
-            return Running(
-                queue=job["queue"],
-                job_id=job["id"],
-                token=int(job["token"]),
-                name=job["name"],
-                timeout=float(job["timeout"]),
-                started=now,
-                renew_at=renew_at,
-            )
-
-        if message["e"] == "start":
-            child.held.pop(message["id"], None)
-            child.job = running(message)
-        elif message["e"] == "hold":
-            for job in message["jobs"]:
-                child.held[job["id"]] = running(job)
-        elif message["e"] == "end":
-            child.held.pop(message["id"], None)
-            if child.job is not None and child.job.job_id == message["id"]:
-                child.job = None
-            if message["outcome"] != RELEASED:  # a job reserved ahead, handed back unstarted
+        for outcome in child.read(get_config().lease):
+            if outcome != RELEASED:  # a job reserved ahead, handed back unstarted
                 self.processed += 1
-            if message["outcome"] == "failed":
+            if outcome == "failed":
                 self.failed += 1
 
     def _reap(self) -> None:

@@ -1,0 +1,154 @@
+"""The pipe between a supervised child and its master, and the master's record of each child.
+
+A child tells its master, one JSON line per event, which jobs it holds
+(reserved ahead, not started: "hold"), which one it runs ("start") and how
+each ended ("end", with the outcome word, :data:`~.worker.RELEASED` for a
+held job handed back). The master keeps that in a :class:`Child`: it renews
+the leases of the running and the held jobs, enforces the running job's hard
+timeout, and, when the child dies, fails the running job's attempt and hands
+the held ones back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .job import Job
+
+
+@dataclass
+class Running:
+    """A job a child told the master it runs (or holds); times are ``time.monotonic()``."""
+
+    queue: str
+    job_id: str
+    token: int
+    name: str
+    #: Seconds (the job's own soft timeout; 0 = none).
+    timeout: float
+    started: float
+    renew_at: float
+
+
+@dataclass
+class Child:
+    """The master's record of one child process and what it told the master."""
+
+    pid: int
+    fd: int
+    kind: str  # "worker" or "poller"
+    buffer: bytes = b""
+    job: Running | None = None
+    #: Jobs reserved ahead by the child and not started yet, by id.
+    held: dict[str, Running] = field(default_factory=dict)
+    #: Why the master killed it: "timeout", "handback", "lease" or "" (not killed).
+    killed_for: str = ""
+    #: Seconds the job had run when it was killed for a hard timeout.
+    ran_for: float = 0.0
+    born: float = field(default_factory=time.monotonic)
+
+    def read(self, lease: float) -> Iterator[str]:
+        """Read what the pipe has (non-blocking), apply it, and yield each "end" outcome.
+
+        ``lease`` (seconds): the first renewal of a job is due a third of it
+        after the master hears of the job.
+        """
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            self.buffer += chunk
+            *lines, self.buffer = self.buffer.split(b"\n")
+            for line in lines:
+                outcome = self.apply(json.loads(line), lease)
+                if outcome is not None:
+                    yield outcome
+
+    def apply(self, message: dict[str, Any], lease: float) -> str | None:
+        """Apply one message; return the outcome word of an "end", else ``None``."""
+        now = time.monotonic()
+
+        def running(job: dict[str, Any]) -> Running:
+            return Running(
+                queue=job["queue"],
+                job_id=job["id"],
+                token=int(job["token"]),
+                name=job["name"],
+                timeout=float(job["timeout"]),
+                started=now,
+                renew_at=now + lease / 3,
+            )
+
+        if message["e"] == "start":
+            self.held.pop(message["id"], None)
+            self.job = running(message)
+        elif message["e"] == "hold":
+            for job in message["jobs"]:
+                self.held[job["id"]] = running(job)
+        elif message["e"] == "end":
+            self.held.pop(message["id"], None)
+            if self.job is not None and self.job.job_id == message["id"]:
+                self.job = None
+            return str(message["outcome"])
+        return None
+
+
+def set_pdeathsig() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+class PipeHooks:
+    """A child's side of the pipe (:class:`~.worker.WorkerHooks`): one JSON line per event.
+
+    "end" and "hold" lines wait in a buffer and go out with the next "start"
+    (or at :meth:`flush`, when the worker goes idle or exits): one write,
+    and one wake-up of the master, per job. "start" is never delayed: the
+    master must know which job runs before its code does.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer: list[bytes] = []
+
+    def _queue(self, message: dict[str, Any]) -> None:
+        self.buffer.append(json.dumps(message).encode() + b"\n")
+
+    def flush(self) -> None:
+        if self.buffer:
+            data, self.buffer = b"".join(self.buffer), []
+            os.write(self.fd, data)
+
+    @staticmethod
+    def _job(queue: str, job: Job) -> dict[str, Any]:
+        return {
+            "queue": queue,
+            "id": job.id,
+            "token": job.token,
+            "name": job.name,
+            "timeout": job.timeout,
+        }
+
+    def held(self, queue: str, jobs: Sequence[Job]) -> None:
+        self._queue({"e": "hold", "jobs": [self._job(queue, job) for job in jobs]})
+
+    def started(self, queue: str, job: Job) -> None:
+        self._queue({"e": "start", **self._job(queue, job)})
+        self.flush()
+
+    def finished(self, job: Job, outcome: str) -> None:
+        self._queue({"e": "end", "id": job.id, "outcome": outcome})
