@@ -17,6 +17,8 @@ from django_rqueue import transitions
 from django_rqueue.execution import error_record
 from django_rqueue.keys import QueueKeys, new_job_id
 
+#: Fields enqueue_job.lua leaves out of a job hash while they hold their default.
+OMITTED_DEFAULTS = {"prio": "0", "group": "", "attempts": "0", "token": "0"}
 PREFIX = "rqueue"  # tests/settings.py leaves KEY_PREFIX at its default
 QUEUE = "default"
 
@@ -127,7 +129,10 @@ class Engine:
         return int(seconds) * 1000 + int(micros) // 1000
 
     def job(self, job_id: str) -> dict[str, str]:
-        return {_s(k): _s(v) for k, v in self.client.hgetall(self.keys.job(job_id)).items()}
+        """The job hash, with the fields enqueue leaves out at their default filled in
+        (as every reader does); :meth:`job_like` reads it raw."""
+        raw = self.job_like(self.keys.job(job_id))
+        return {**OMITTED_DEFAULTS, **raw} if raw else raw
 
     def state(self, job_id: str) -> str | None:
         value = self.client.hget(self.keys.job(job_id), "state")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from django_rqueue import transitions
 from django_rqueue.serialization import join_payload
 from tests.transitions.conftest import Engine, _s
 from tests.waiting import wait_until
@@ -51,6 +52,26 @@ def test_a_payload_split_inside_a_utf8_character_is_joined_byte_exact(engine: En
     raw = engine.client.hgetall(engine.keys.job(job_id))
     assert raw[b"payload"][-1:] != b'"'  # really cut inside the string
     assert join_payload({_s(k): v for k, v in raw.items()}).decode() == payload
+
+
+def test_fields_at_their_default_are_left_out_of_the_job_hash(engine: Engine):
+    plain = engine.add()
+    raw = engine.job_like(engine.keys.job(plain))
+    assert not {"prio", "group", "attempts", "token"} & set(raw)
+    assert raw["state"] == "queued"
+    other = engine.add(priority=-2, group="g")
+    assert (engine.job_like(engine.keys.job(other))["prio"], engine.job(other)["group"]) == (
+        "-2",
+        "g",
+    )
+    # Every transition reads the defaults back: reserve counts from 0, release re-queues it.
+    job_id, fields = transitions.reserve_many(
+        engine.client, engine.keys, lease_ms=5000, worker_id="w", count=1
+    )[0]
+    assert (job_id, fields[b"token"], fields[b"attempts"]) == (plain, b"1", b"1")
+    transitions.release(engine.client, engine.keys, plain, 1)
+    assert engine.lrange(engine.keys.group(0, "")) == [plain]
+    engine.check_invariants()
 
 
 def test_enqueueing_the_same_id_twice_is_a_no_op(engine: Engine):

@@ -49,8 +49,15 @@ local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey
     state = 'scheduled'
   end
 
-  local hset = {'state', state, 'prio', prio, 'group', group, 'attempts', 0, 'token', 0,
-                'enqueued_at', now, 'run_at', due}
+  -- Fields at their default are left out (fewer bytes per job; readers
+  -- default them): prio '0', group '', attempts 0, token 0.
+  local hset = {'state', state, 'enqueued_at', now, 'run_at', due}
+  if prio ~= '0' then
+    hset[#hset + 1], hset[#hset + 2] = 'prio', prio
+  end
+  if group ~= '' then
+    hset[#hset + 1], hset[#hset + 2] = 'group', group
+  end
   for i = first, last - 1, 2 do
     local name, value = fields[i], fields[i + 1]
     if name == 'payload' and #value > PAYLOAD_PART and #value <= PAYLOAD_PART * PAYLOAD_PARTS then
