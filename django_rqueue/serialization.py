@@ -59,9 +59,14 @@ def _object_hook(obj: dict[str, Any]) -> Any:  # noqa: ANN401 - any tagged type
     return obj
 
 
+#: One encoder for every call (``json.dumps(cls=...)`` builds one per call);
+#: ``JSONEncoder.encode`` keeps no state between calls, so sharing it is safe.
+_ENCODER = _Encoder(allow_nan=False, separators=(",", ":"))
+
+
 def dumps(value: object) -> str:
     """Encode ``value``; raise ``TypeError``/``ValueError`` if JSON cannot carry it."""
-    return json.dumps(value, cls=_Encoder, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def loads(data: str | bytes) -> Any:  # noqa: ANN401 - decoded JSON
