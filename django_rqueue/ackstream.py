@@ -83,6 +83,10 @@ class AckStream:
                 ack.token,
                 ack.result,
                 ack.result_ttl,
+                # redis-py's health check would PING and read the next reply,
+                # which belongs to an earlier ack: skip it (a dead connection
+                # shows when the replies are read, and those acks are resent).
+                check_health=False,
             )
         except (redis.ConnectionError, redis.TimeoutError):
             # The replies of the acks sent before are lost with the connection.

@@ -7,6 +7,7 @@ import redis
 
 from django_rqueue import LeaseLost, transitions
 from django_rqueue.ackstream import AckStream, PendingAck
+from django_rqueue.connection import get_client
 from django_rqueue.keys import QueueKeys, new_job_id
 from django_rqueue.scripts import load
 
@@ -99,6 +100,18 @@ def test_a_broken_connection_leaves_the_verdicts_unknown_and_acks_are_idempotent
     for ack, _ in verdicts:  # the first was applied: resending it reads as applied again
         transitions.ack(rqueue_redis, ack.keys, ack.job_id, ack.token, ack.result, ack.result_ttl)
     assert [_state(rqueue_redis, j) for j, _ in jobs] == [b"succeeded", b"succeeded"]
+
+
+def test_a_due_health_check_does_not_steal_a_pending_reply(rqueue_redis: redis.Redis) -> None:
+    load("ack").ensure_loaded(rqueue_redis)
+    client = get_client("default")  # django-rqueue's options: health checks every 15 s
+    jobs = _running(rqueue_redis, 2)
+    stream = AckStream(client)
+    stream.send(_ack(*jobs[0]))
+    stream._connection.next_health_check = 0  # as after a job that ran past the interval
+    stream.send(_ack(*jobs[1]))
+    assert [verdict for _, verdict in stream.collect()] == [True, True]
+    stream.close()
 
 
 @pytest.mark.parametrize("n", [0, 1])
