@@ -380,6 +380,9 @@ class Worker:
             if self.hooks is not None:
                 self.hooks.finished(job, RELEASED)
             return False
+        except RedisUnavailable:
+            self._prefetched.appendleft((queue, job))  # still held: tried again after the backoff
+            raise
         return True
 
     def process(self, queue: str, job: Job) -> None:

@@ -15,7 +15,7 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import JobStatus, get_job, signals
+from django_rqueue import JobStatus, get_job, signals, transitions
 from django_rqueue.job import Job
 from django_rqueue.scripts import load
 from django_rqueue.serialization import encode_arguments
@@ -391,3 +391,25 @@ def test_a_job_reserved_with_the_ack_is_handed_back_when_a_stop_comes_in_between
         ("end", first.id),
         ("end", second.id),
     ]
+
+
+def test_a_job_held_past_a_third_of_its_lease_is_skipped_if_its_lease_was_lost(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    lost = record.delay(ledger, "lost")
+    kept = record.delay(ledger, "kept")
+    hooks = RecordingHooks()
+    worker = Worker(["default"], with_poller=False, hooks=hooks, worker_id="w-held")
+    reserved = transitions.reserve_many(
+        rqueue_redis, keys(), lease_ms=60_000, worker_id="w-held", count=2
+    )
+    worker._hold("default", [Job.from_fields(job_id, fields) for job_id, fields in reserved])
+    worker._held_since = time.monotonic() - 3600  # held far longer than a third of a lease
+    rqueue_redis.hset(keys().job(lost.id), "token", 7)  # reclaimed and handed to someone else
+
+    assert worker.work_once()
+
+    assert tags(ledger) == ["kept"]  # the lost one never ran here
+    assert ("end", lost.id) in hooks.events  # the master stops renewing it
+    assert rqueue_redis.hget(keys().job(lost.id), "token") == b"7"
+    assert get_job(kept.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
