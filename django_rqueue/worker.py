@@ -309,6 +309,11 @@ class Worker:
             if isinstance(verdict, LeaseLost):
                 logger.error("%s; its run was discarded", verdict)
             elif verdict is None:  # resent synchronously (idempotent under the token)
+                logger.warning(
+                    "worker %s: no reply to the ack of %s; sending it again",
+                    self.worker_id,
+                    ack.job_id,
+                )
                 self._deliver_ack(ack)
 
     def _pause(self, seconds: float) -> None:

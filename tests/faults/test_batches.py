@@ -16,8 +16,10 @@ import redis
 
 from django_rqueue.keys import QueueKeys
 from tests.jobs_app.jobs import fault_noop, fault_sleep_first
+from tests.redis_server import RedisServer
 
 from .harness import Faults, job_hash, wait_until
+from .proxy import FaultProxy
 
 #: Workers started with this have no job_succeeded receiver (tests/jobs_app/jobs.py).
 NO_RECEIVER = {"RQUEUE_TEST_NO_SUCCESS_RECEIVER": "1"}
@@ -85,3 +87,36 @@ def test_a_child_killed_holding_a_batch_spends_only_the_running_jobs_attempt(
     assert faults.state(warm.id) == "succeeded"
     assert "handed" in worker.stderr() + worker.stdout()
     assert _reserved(faults.client) == set()
+
+
+def test_connections_reset_during_batches_lose_nothing_and_run_nothing_twice(
+    faults: Faults, redis_server: RedisServer
+) -> None:
+    """Resets cut acks in flight on the child's ack connection: resent, each applied once."""
+    with FaultProxy(redis_server.port) as proxy:
+        ids = [fault_noop.delay(faults.ledger, f"r{i}").id for i in range(2000)]
+        worker = faults.worker(
+            "--queues",
+            "default",
+            "--concurrency",
+            "1",
+            lease=3,
+            env=NO_RECEIVER,
+            redis_url=proxy.url(),
+        )
+        resets = 0
+
+        def drained() -> bool:
+            nonlocal resets
+            if faults.events("start") and resets < 6:
+                resets += 1  # every poll while the drain runs: cuts land mid-batch
+                proxy.reset_all()
+            return all(faults.state(i) == "succeeded" for i in ids)
+
+        wait_until(drained, timeout=60, interval=0.1, message="jobs not all succeeded")
+    assert resets >= 3
+    print(worker.stderr().count("sending it again"), "acks resent after a lost reply")
+    starts = _starts(faults)
+    assert {i: starts[i] for i in ids if starts[i] != 1} == {}
+    assert _reserved(faults.client) == set()
+    assert worker.alive()
