@@ -14,6 +14,8 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:throughput             hash    succeeded/failed per minute, a 60-slot ring
     <prefix>:{<queue>}:succeeded              zset    latest 1000 kept successes, id -> finish ms
     <prefix>:{<queue>}:unique:<key>           string  id of the pending job holding a unique key
+    <prefix>:{<queue>}:reservation:<request>  string  ids a reserve call handed out (a resent
+                                                      call returns them; expires with the lease)
     <prefix>:{<queue>}:notify                 list    wake-up tokens for idle workers (BLPOP)
     <prefix>:{<queue>}:wake                   list    wake-up tokens for pollers (BLPOP)
 
@@ -86,6 +88,9 @@ class QueueKeys:
 
     def unique(self, unique_key: str) -> str:
         return f"{self.base}unique:{unique_key}"
+
+    def reservation(self, request_id: str) -> str:
+        return f"{self.base}reservation:{request_id}"
 
     @property
     def prios(self) -> str:

@@ -12,6 +12,7 @@ those cases.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -155,7 +156,13 @@ def reserve(
 
 
 def reserve_many(
-    client: redis.Redis, keys: QueueKeys, *, lease_ms: int, worker_id: str, count: int
+    client: redis.Redis,
+    keys: QueueKeys,
+    *,
+    lease_ms: int,
+    worker_id: str,
+    count: int,
+    request_id: str | None = None,
 ) -> list[Reservation]:
     """Reserve up to ``count`` jobs (1..1000) in one round trip (``reserve.lua``).
 
@@ -163,14 +170,30 @@ def reserve_many(
     them out one by one (priority, then round-robin between groups, then
     FIFO); fewer than ``count``, or none, when the queue runs dry. Each job
     has its own lease deadline (now + ``lease_ms``) and fencing token.
+    ``request_id`` (default: a fresh random one) makes the call idempotent:
+    the same call resent, as redis-py does after a broken connection, returns
+    the jobs the first one reserved instead of reserving more.
     """
+    request = request_id or new_request_id()
     with redis_errors():
         reply = load("reserve")(
             client,
-            [keys.base, keys.prios, keys.reserved, keys.stats, keys.notify],
-            [lease_ms, worker_id, count],
+            [
+                keys.base,
+                keys.prios,
+                keys.reserved,
+                keys.stats,
+                keys.notify,
+                keys.reservation(request),
+            ],
+            [lease_ms, worker_id, count, request],
         )
     return [_reservation(item) for item in reply]
+
+
+def new_request_id() -> str:
+    """A random id for one reserve call (16 hex digits)."""
+    return os.urandom(8).hex()
 
 
 def ack_and_reserve(
@@ -184,21 +207,31 @@ def ack_and_reserve(
     lease_ms: int,
     worker_id: str,
     count: int = 1,
+    request_id: str | None = None,
 ) -> tuple[LeaseLost | None, list[Reservation]]:
     """:func:`ack`, then :func:`reserve_many` on the same queue, in one call (``ack_reserve.lua``).
 
     Returns ``(stale, reservations)``: ``stale`` is ``None`` when the ack was
     applied, else the :class:`LeaseLost` that :func:`ack` would have raised
     (returned, not raised, so that the reservations made in the same call are
-    never dropped); ``reservations`` as :func:`reserve_many` (up to ``count``).
-    Do not repeat a call whose reply was lost (:class:`RedisUnavailable`):
-    send a plain :func:`ack` instead, or more jobs would be reserved.
+    never dropped); ``reservations`` as :func:`reserve_many` (up to ``count``;
+    idempotent per ``request_id`` the same way). After :class:`RedisUnavailable`
+    send a plain :func:`ack`: a new call would reserve more jobs.
     """
+    request = request_id or new_request_id()
     with redis_errors():
         reply = load("ack_reserve")(
             client,
-            [keys.base, keys.job(job_id), keys.reserved, keys.stats, keys.prios, keys.notify],
-            [job_id, token, result, result_ttl, lease_ms, worker_id, count],
+            [
+                keys.base,
+                keys.job(job_id),
+                keys.reserved,
+                keys.stats,
+                keys.prios,
+                keys.notify,
+                keys.reservation(request),
+            ],
+            [job_id, token, result, result_ttl, lease_ms, worker_id, count, request],
         )
     acked, *reserved = reply
     stale = None if applied(acked, token) else stale_lease(job_id, acked)

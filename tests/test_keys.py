@@ -154,6 +154,10 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
     expected |= {keys.notify, keys.wake, keys.throughput, keys.succeeded}
     found = {k.decode() for k in client.scan_iter(match="*", count=1000)}
     assert found, "nothing was written"
+    # Reserve calls leave a record named after their random request id.
+    requests = [k.rpartition(":")[2] for k in found if k.startswith(f"{keys.base}reservation:")]
+    assert len(requests) >= 2
+    expected |= {keys.reservation(r) for r in requests}
     assert found <= expected, f"keys no keys.py name produces: {sorted(found - expected)}"
     # A positive control: the Lua-derived names of what is still queued are among them.
     must_exist = [

@@ -4,10 +4,13 @@
 -- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, ring:<prio>,
 --         group:<prio>:<group>, job:<next id>)   KEYS[2] job hash of the acked job
 -- KEYS[3] reserved zset   KEYS[4] stats hash   KEYS[5] prios zset   KEYS[6] notify list
+-- KEYS[7] reservation record "<base>reservation:<request id>" (string; only with ARGV[8])
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] result (opaque JSON)
 -- ARGV[4] result TTL in seconds (0 = delete the record now)
 -- ARGV[5] lease in ms (> 0) for the next jobs   ARGV[6] worker id
 -- ARGV[7] how many jobs to reserve at most (1..1000; default 1)
+-- ARGV[8] request id ('' = none): the same request again acks nothing new (acks
+--         are idempotent) and returns the same jobs (include/reserve_batch.lua)
 --
 -- The ack is exactly ack.lua's (include/ack_job.lua), the reservations exactly
 -- reserve.lua's (include/reserve_next.lua); the next jobs are reserved even
@@ -16,7 +19,7 @@
 -- more reservations, each the id followed by the job hash's field/value list.
 
 --@include ack_job.lua
---@include reserve_next.lua
+--@include reserve_batch.lua
 
 local base, jkey, reserved, stats, prios, notify =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -31,11 +34,9 @@ if not count or count ~= math.floor(count) or count < 1 or count > 1000 then
   return redis.error_reply('ERR rqueue ack_reserve: bad count ' .. tostring(ARGV[7]))
 end
 local reply = {ack_job(base, jkey, reserved, stats, ARGV[1], ARGV[2], ARGV[3], ttl) or {'ok'}}
-for _ = 1, count do
-  local got = reserve_next(base, prios, reserved, stats, notify, lease, ARGV[6])
-  if not got then
-    break
-  end
-  reply[#reply + 1] = got
+local got = reserve_batch(base, prios, reserved, stats, notify, lease, ARGV[6], count,
+                          KEYS[7] or '', ARGV[8] or '')
+for i = 1, #got do
+  reply[#reply + 1] = got[i]
 end
 return reply

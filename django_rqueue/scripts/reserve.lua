@@ -2,15 +2,18 @@
 --
 -- KEYS[1] queue base "<prefix>:{<queue>}:" (derives ring:<prio>, group:<prio>:<group>, job:<id>)
 -- KEYS[2] prios zset   KEYS[3] reserved zset   KEYS[4] stats hash   KEYS[5] notify list
+-- KEYS[6] reservation record "<base>reservation:<request id>" (string; only with ARGV[4])
 -- ARGV[1] lease in ms (> 0)   ARGV[2] worker id (stored in the job for visibility)
 -- ARGV[3] how many jobs to reserve at most (1..1000; default 1)
+-- ARGV[4] request id ('' = none): the same request again returns the same jobs
+--         (include/reserve_batch.lua)
 --
 -- Returns a list of reservations, in reservation order, empty when nothing is
 -- queued; each is the job's id followed by its whole hash as a flat
 -- field/value list (see include/reserve_next.lua for the order and what
 -- changes). Every job gets its own lease and fencing token.
 
---@include reserve_next.lua
+--@include reserve_batch.lua
 
 local lease, count = tonumber(ARGV[1]), tonumber(ARGV[3] or '1')
 if not lease or lease <= 0 then
@@ -19,12 +22,5 @@ end
 if not count or count ~= math.floor(count) or count < 1 or count > 1000 then
   return redis.error_reply('ERR rqueue reserve: bad count ' .. tostring(ARGV[3]))
 end
-local reservations = {}
-for _ = 1, count do
-  local got = reserve_next(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], lease, ARGV[2])
-  if not got then
-    break
-  end
-  reservations[#reservations + 1] = got
-end
-return reservations
+return reserve_batch(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], lease, ARGV[2], count,
+                     KEYS[6] or '', ARGV[4] or '')

@@ -117,3 +117,32 @@ def test_a_repeated_call_by_the_same_holder_counts_as_acked(engine: Engine):
     stale, reserved = ack_reserve(engine, job_id, token=token)
     assert stale is None and reserved == []
     assert engine.stats()["succeeded"] == 1
+
+
+def test_a_resent_ack_reserve_call_returns_the_same_next_jobs(engine: Engine):
+    job_id = engine.add()
+    waiting = [engine.add() for _ in range(3)]
+    engine.reserve_id()
+    token = engine.token(job_id)
+
+    def call() -> tuple[LeaseLost | None, list[transitions.Reservation]]:
+        return transitions.ack_and_reserve(
+            engine.client,
+            engine.keys,
+            job_id,
+            token,
+            "1",
+            600,
+            lease_ms=30_000,
+            worker_id="w2",
+            count=2,
+            request_id="req",
+        )
+
+    stale, first = call()
+    before = engine.snapshot()
+    stale_again, again = call()  # as redis-py resends it after a lost reply
+    assert (stale, stale_again) == (None, None)  # the repeated ack reads as applied
+    assert [r[0] for r in again] == [r[0] for r in first] == waiting[:2]
+    assert engine.snapshot() == before
+    assert engine.stats()["succeeded"] == 1

@@ -157,3 +157,36 @@ def test_reserve_many_refuses_a_bad_count_before_any_write(engine: Engine, count
             count=count,  # type: ignore[arg-type]
         )
     assert engine.snapshot() == before
+
+
+def test_a_resent_reserve_call_returns_the_same_jobs_and_reserves_no_more(engine: Engine):
+    ids = [engine.add() for _ in range(5)]
+    first = transitions.reserve_many(
+        engine.client, engine.keys, lease_ms=5000, worker_id="w", count=2, request_id="req-1"
+    )
+    before = engine.snapshot()
+    again = transitions.reserve_many(
+        engine.client, engine.keys, lease_ms=5000, worker_id="w", count=2, request_id="req-1"
+    )
+    assert [job_id for job_id, _ in again] == [job_id for job_id, _ in first] == ids[:2]
+    assert [f[b"token"] for _, f in again] == [b"1", b"1"]
+    assert engine.snapshot() == before  # nothing more reserved, no token moved
+    other = transitions.reserve_many(
+        engine.client, engine.keys, lease_ms=5000, worker_id="w", count=2, request_id="req-2"
+    )
+    assert [job_id for job_id, _ in other] == ids[2:4]
+    # The record expires with the lease.
+    assert 0 < engine.client.pttl(engine.keys.reservation("req-1")) <= 5000
+    engine.check_invariants()
+
+
+def test_a_resent_reserve_leaves_out_jobs_no_longer_running_for_the_worker(engine: Engine):
+    ids = [engine.add() for _ in range(2)]
+    transitions.reserve_many(
+        engine.client, engine.keys, lease_ms=5000, worker_id="w", count=2, request_id="req"
+    )
+    transitions.release(engine.client, engine.keys, ids[0], 1)
+    again = transitions.reserve_many(
+        engine.client, engine.keys, lease_ms=5000, worker_id="w", count=2, request_id="req"
+    )
+    assert [job_id for job_id, _ in again] == [ids[1]]
