@@ -155,11 +155,14 @@ class Engine:
         return self.job(job_id)["group"]
 
     def snapshot(self) -> dict[str, Any]:
-        """Every key of the queue except the wake-up lists, with its full content."""
+        """Every key of the queue with its full content, except the wake-up lists and
+        the reservation records (they expire with a lease, on their own)."""
         out: dict[str, Any] = {}
         for raw in self.client.scan_iter(match=f"{PREFIX}:*", count=1000):
             key = _s(raw)
-            if key in (self.keys.notify, self.keys.wake):
+            if key in (self.keys.notify, self.keys.wake) or key.startswith(
+                self.keys.reservation("")
+            ):
                 continue
             kind = _s(self.client.type(key))
             if kind == "hash":
