@@ -43,7 +43,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, Protocol
 
@@ -499,39 +499,24 @@ class Worker:
                 return "succeeded"
         if outcome.ok:
             return self._deliver_ack(ack)
-        deadline = time.monotonic() + REPORT_PATIENCE
-        while True:
-            try:
-                delay_ms = -1 if delay is None else int(delay * 1000)
-                state, _ = transitions.fail(
-                    get_client(queue), keys, job.id, job.token, outcome.error_json(), delay_ms
-                )
-                return state
-            except LeaseLost as exc:
-                logger.error("%s; discarding this run", exc)
-                return "discarded"
-            except RedisUnavailable as exc:
-                if time.monotonic() > deadline:
-                    logger.error("giving up reporting %s: %s (lease will expire)", job.id, exc)
-                    return "discarded"
-                time.sleep(REPORT_RETRY)
+        delay_ms = -1 if delay is None else int(delay * 1000)
+
+        def report_failure() -> str:
+            client = get_client(queue)
+            error = outcome.error_json()
+            return transitions.fail(client, keys, job.id, job.token, error, delay_ms)[0]
+
+        return _patiently(job.id, report_failure)
 
     def _deliver_ack(self, ack: PendingAck) -> str:
         """Ack synchronously, retrying while Redis is unreachable: ``succeeded``/``discarded``."""
-        deadline = time.monotonic() + REPORT_PATIENCE
-        while True:
-            try:
-                client = get_client(ack.queue)
-                transitions.ack(client, ack.keys, ack.job_id, ack.token, ack.result, ack.result_ttl)
-                return "succeeded"
-            except LeaseLost as exc:
-                logger.error("%s; discarding this run", exc)
-                return "discarded"
-            except RedisUnavailable as exc:
-                if time.monotonic() > deadline:
-                    logger.error("giving up reporting %s: %s (lease will expire)", ack.job_id, exc)
-                    return "discarded"
-                time.sleep(REPORT_RETRY)
+
+        def deliver() -> str:
+            client = get_client(ack.queue)
+            transitions.ack(client, ack.keys, ack.job_id, ack.token, ack.result, ack.result_ttl)
+            return "succeeded"
+
+        return _patiently(ack.job_id, deliver)
 
     # -- idle ------------------------------------------------------------
 
@@ -555,6 +540,24 @@ class Worker:
         same = [q for q in self.queues if get_client(q) is client]
         with transitions.redis_errors():
             client.blpop([QueueKeys.of(prefix, q).notify for q in same], timeout=IDLE_BLOCK)
+
+
+def _patiently(job_id: str, report: Callable[[], str]) -> str:
+    """Run ``report`` (an ack or fail), retrying for :data:`REPORT_PATIENCE` seconds while
+    Redis is unreachable; return its outcome word, or ``discarded`` for a stale token
+    or when patience runs out (the lease then expires and the poller re-delivers)."""
+    deadline = time.monotonic() + REPORT_PATIENCE
+    while True:
+        try:
+            return report()
+        except LeaseLost as exc:
+            logger.error("%s; discarding this run", exc)
+            return "discarded"
+        except RedisUnavailable as exc:
+            if time.monotonic() > deadline:
+                logger.error("giving up reporting %s: %s (lease will expire)", job_id, exc)
+                return "discarded"
+            time.sleep(REPORT_RETRY)
 
 
 def _raise_timeout(seconds: float) -> Any:  # noqa: ANN401 - a signal handler

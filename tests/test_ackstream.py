@@ -8,29 +8,17 @@ import redis
 from django_rqueue import LeaseLost, transitions
 from django_rqueue.ackstream import AckStream, PendingAck
 from django_rqueue.connection import get_client
-from django_rqueue.keys import QueueKeys, new_job_id
+from django_rqueue.keys import QueueKeys
 from django_rqueue.scripts import load
+from tests.inprocess import enqueue_raw
 
 KEYS = QueueKeys.of("rqueue", "default")
-FIELDS: dict[str, str | int] = {"name": "tests.noop", "payload": "{}", "max_attempts": 1}
 
 
 def _running(client: redis.Redis, n: int) -> list[tuple[str, int]]:
     """Enqueue and reserve ``n`` jobs; return their ``(id, token)``."""
     for _ in range(n):
-        job_id = new_job_id("default")
-        transitions.enqueue(
-            client,
-            KEYS,
-            job_id=job_id,
-            priority=0,
-            group="",
-            delay_ms=0,
-            run_at_ms=-1,
-            unique_key="",
-            unique_ttl=0,
-            fields=FIELDS,
-        )
+        enqueue_raw("tests.noop", '{"a":[],"k":{}}')
     got = transitions.reserve_many(client, KEYS, lease_ms=60_000, worker_id="w", count=n)
     return [(job_id, int(fields[b"token"])) for job_id, fields in got]
 
