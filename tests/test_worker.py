@@ -16,10 +16,12 @@ import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import JobStatus, get_job, signals, transitions
+from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job
 from django_rqueue.scripts import load
 from django_rqueue.serialization import encode_arguments
 from django_rqueue.worker import Worker
+from tests.faults.proxy import FaultProxy
 from tests.inprocess import enqueue_raw, keys, poller_thread, run_worker, stats, tags
 from tests.jobs_app.jobs import (
     chain,
@@ -32,6 +34,7 @@ from tests.jobs_app.jobs import (
     sleepy_timeout,
     slow,
 )
+from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
@@ -413,3 +416,26 @@ def test_a_job_held_past_a_third_of_its_lease_is_skipped_if_its_lease_was_lost(
     assert ("end", lost.id) in hooks.events  # the master stops renewing it
     assert rqueue_redis.hget(keys().job(lost.id), "token") == b"7"
     assert get_job(kept.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_a_held_job_whose_lease_check_meets_an_outage_stays_held_and_runs_after_it(
+    ledger: str, rqueue_redis: redis.Redis, redis_server: RedisServer, settings: SettingsFixture
+) -> None:
+    held = record.delay(ledger, "held")
+    hooks = RecordingHooks()
+    worker = Worker(["default"], with_poller=False, hooks=hooks, worker_id="w-held")
+    ((job_id, fields),) = transitions.reserve_many(
+        rqueue_redis, keys(), lease_ms=60_000, worker_id="w-held", count=1
+    )
+    worker._hold("default", [Job.from_fields(job_id, fields)])
+    worker._held_since = time.monotonic() - 3600  # its lease is checked before it runs
+    with FaultProxy(redis_server.port) as proxy:
+        settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": proxy.url()}
+        proxy.set_mode("refuse")
+        with pytest.raises(RedisUnavailable):
+            worker.work_once()
+        assert [job.id for _, job in worker._prefetched] == [held.id]  # not dropped
+        proxy.set_mode("pass")
+        assert worker.work_once()
+    assert tags(ledger) == ["held"]
+    assert rqueue_redis.hget(keys().job(held.id), "state") == b"succeeded"
