@@ -123,8 +123,10 @@ def _oldest_queued(
                 pipe.lindex(keys.group(int(prio), _s(group)), 0)
         heads = [_s(h) for h in pipe.execute() if h]
         for job_id in heads:
-            pipe.hget(keys.job(job_id), "run_at")
-        times = [int(t) for t in pipe.execute() if t and _s(t).isdigit()]
+            # run_at is left out while it equals enqueued_at (enqueue_job.lua).
+            pipe.hmget(keys.job(job_id), "run_at", "enqueued_at")
+        found = [run_at or enqueued_at for run_at, enqueued_at in pipe.execute()]
+        times = [int(t) for t in found if t and _s(t).isdigit()]
     return ms_to_datetime(min(times)) if times else None
 
 

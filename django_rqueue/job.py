@@ -115,7 +115,8 @@ class Job:
             timeout=float(_int(f.get("timeout_ms"))) / 1000,
             result_ttl=_int(f.get("result_ttl")),
             enqueued_at=_ms_to_datetime(f.get("enqueued_at")),
-            run_at=_ms_to_datetime(f.get("run_at")),
+            # Left out of the hash while it equals enqueued_at (enqueue_job.lua).
+            run_at=_ms_to_datetime(f.get("run_at") or f.get("enqueued_at")),
             started_at=_ms_to_datetime(f.get("started_at")),
             finished_at=_ms_to_datetime(f.get("finished_at")),
             token=_int(f.get("token")),

@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
 from .exceptions import JobStateError, LeaseLost, RedisUnavailable
 from .keys import QueueKeys
+from .pipelined import Call, pipelined
 from .scripts import load
 
 
@@ -87,8 +87,7 @@ def enqueue(
     return _s(reply[0]), _s(reply[1]), _s(reply[2])
 
 
-@dataclass(frozen=True)
-class BatchItem:
+class BatchItem(NamedTuple):
     """One job of :func:`enqueue_batch`: what differs between the jobs of a batch."""
 
     job_id: str
@@ -115,26 +114,45 @@ def enqueue_batch(
     payload as its ``payload`` field; the other arguments mean what they mean
     for :func:`enqueue`. Returns one ``(outcome, job id, state)`` per item, as
     :func:`enqueue`. Batches of ``batch_size`` items are written in order,
-    each atomically in one round trip (a batch already written stays written
-    if a later one fails); a resent batch is a no-op for the items it already
-    wrote (they report ``"exists"``).
+    each atomically, pipelined two deep on one connection
+    (:func:`~.pipelined.pipelined`: the next batch is encoded while Redis
+    writes the one before); a batch already written stays written if a later
+    one fails, and a resent batch is a no-op for the items it already wrote
+    (they report ``"exists"``).
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached (earlier batches stay written).
+        redis.ResponseError: the script refused its arguments (nothing of that batch written).
     """
-    script = load("enqueue_batch")
     shared: list[str | int | float] = [priority, group, delay_ms, run_at_ms, unique_ttl]
     shared.append(len(fields))
     for name, value in fields.items():
         shared += [name, value]
+    with_unique = any(item.unique_key for item in items)
+    shared.append(1 if with_unique else 0)
     head = [keys.base, keys.prios, keys.delayed, keys.stats, keys.notify, keys.wake]
+    starts = range(0, len(items), batch_size)
+
+    def calls() -> Iterator[Call]:
+        for start in starts:
+            args = list(shared)
+            if with_unique:
+                for item in items[start : start + batch_size]:
+                    args += (item.job_id, item.payload, item.unique_key)
+            else:
+                for item in items[start : start + batch_size]:
+                    args += (item.job_id, item.payload)
+            yield head, args
+
     replies: list[tuple[str, str, str]] = []
-    for start in range(0, len(items), batch_size):
-        batch_keys = list(head)
-        args = list(shared)
-        for item in items[start : start + batch_size]:
-            batch_keys += [keys.job(item.job_id), keys.unique(item.unique_key)]
-            args += [item.job_id, item.unique_key, item.payload]
-        with redis_errors():
-            flat = script(client, batch_keys, args)
-        replies += [(_s(flat[i]), _s(flat[i + 1]), _s(flat[i + 2])) for i in range(0, len(flat), 3)]
+    with redis_errors():
+        written = pipelined(client, load("enqueue_batch"), calls())
+        for start, reply in zip(starts, written, strict=True):
+            state = _s(reply[0])
+            batch = [("created", item.job_id, state) for item in items[start : start + batch_size]]
+            for i in range(1, len(reply), 4):
+                batch[int(reply[i]) - 1] = (_s(reply[i + 1]), _s(reply[i + 2]), _s(reply[i + 3]))
+            replies += batch
     return replies
 
 

@@ -242,12 +242,48 @@ def test_enqueue_batch_reloads_the_script_after_a_script_flush(redis_client: red
     assert stored[b"state"] == b"queued"
 
 
-def test_enqueue_batch_refuses_items_that_do_not_match_their_keys(redis_client: redis.Redis):
+def test_enqueue_batch_refuses_malformed_arguments_before_writing(redis_client: redis.Redis):
     script = load("enqueue_batch")
     head = [KEYS.base, KEYS.prios, KEYS.delayed, KEYS.stats, KEYS.notify, KEYS.wake]
-    args: list[str | int | float] = [0, "", 0, -1, 0, 0, "default:" + "0" * 32, "", "{}"]
-    with pytest.raises(redis.ResponseError, match="items and keys do not match"):
-        script(redis_client, head, args)  # one item, no job/unique key for it
+    shared: list[str | int | float] = [0, "", 0, -1, 0, 0]
+    one = ["default:" + "0" * 32, "[]"]
+    with pytest.raises(redis.ResponseError, match="bad unique flag"):
+        script(redis_client, head, [*shared, 2, *one])
+    with pytest.raises(redis.ResponseError, match="items are not whole"):
+        script(redis_client, head, [*shared, 1, *one])  # flag 1: each item needs a unique key
     with pytest.raises(redis.ResponseError, match="bad priority"):
-        script(redis_client, [*head, KEYS.job("x"), KEYS.unique("")], [101, *args[1:]])
+        script(redis_client, head, [101, *shared[1:], 0, *one])
+    with pytest.raises(redis.ResponseError, match="bad shared field count"):
+        script(redis_client, head, [*shared[:5], -1, 0, *one])
     assert redis_client.dbsize() == 0
+
+
+def test_enqueue_batch_links_its_jobs_like_one_by_one_enqueues(redis_client: redis.Redis):
+    """One RPUSH per batch keeps FIFO order, counts, ring and wake-up tokens as enqueue.lua does."""
+    items = [transitions.BatchItem(f"default:{i:032x}", "", "[]") for i in range(1500)]
+    assert set(_batch(redis_client, items, batch_size=1500)) == {"created"}
+    queued = redis_client.lrange(KEYS.group(0, ""), 0, -1)
+    assert queued == [item.job_id.encode() for item in items]
+    assert redis_client.lrange(KEYS.ring(0), 0, -1) == [b""]
+    assert redis_client.zrange(KEYS.prios, 0, -1) == [b"0"]
+    assert redis_client.hget(KEYS.stats, "queued") == b"1500"
+    assert redis_client.llen(KEYS.notify) == 64  # bounded, as one job at a time
+    record = redis_client.hgetall(KEYS.job(items[0].job_id))
+    assert b"run_at" not in record  # due now: readers take enqueued_at
+    later = [transitions.BatchItem(f"default:{i:032x}", "", "[]") for i in range(2000, 2003)]
+    replies = transitions.enqueue_batch(
+        redis_client,
+        KEYS,
+        later,
+        priority=0,
+        group="",
+        delay_ms=60_000,
+        run_at_ms=-1,
+        unique_ttl=0,
+        fields={"name": "x"},
+    )
+    assert {state for _, _, state in replies} == {"scheduled"}
+    due: list[tuple[bytes, float]] = redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)  # type: ignore[assignment]
+    assert [member for member, _ in due] == sorted(item.job_id.encode() for item in later)
+    assert len({score for _, score in due}) == 1
+    assert redis_client.llen(KEYS.wake) == 1

@@ -94,7 +94,9 @@ def test_the_documented_key_shapes():
     )
 
 
-@pytest.mark.parametrize("name", ["reserve", "promote", "reclaim", "enqueue", "cancel", "retry"])
+@pytest.mark.parametrize(
+    "name", ["reserve", "promote", "reclaim", "enqueue", "enqueue_batch", "cancel", "retry"]
+)
 def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
     source = load(name).source
     derived = set(re.findall(r"base \.\. '([a-z]+:)'", source))

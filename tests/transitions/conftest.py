@@ -132,7 +132,10 @@ class Engine:
         """The job hash, with the fields enqueue leaves out at their default filled in
         (as every reader does); :meth:`job_like` reads it raw."""
         raw = self.job_like(self.keys.job(job_id))
-        return {**OMITTED_DEFAULTS, **raw} if raw else raw
+        if not raw:
+            return raw
+        # run_at is left out while it equals enqueued_at (a job queued to run now).
+        return {**OMITTED_DEFAULTS, "run_at": raw.get("enqueued_at", ""), **raw}
 
     def state(self, job_id: str) -> str | None:
         value = self.client.hget(self.keys.job(job_id), "state")

@@ -1,10 +1,28 @@
+-- Creating jobs, shared by enqueue.lua (one job) and enqueue_batch.lua (many
+-- jobs of one delay_many call, which share every option).
+--
+-- schedule(now, delay, run_at) -> due ms, state: `run_at` (ms since the epoch,
+-- used when >= 0) or now + `delay` ms; 'scheduled' when that is in the future,
+-- else 'queued'.
+--
+-- create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, state, prio,
+--            group, fields, first, last) -> nil when created, else the refusal
+-- {outcome, id, state}: 'exists' (this id was already enqueued: a resent call
+-- is a no-op) or 'duplicate' (the unique key is held by a pending job, whose id
+-- and state are returned). Writes the job hash (and the unique key) only: the
+-- caller links the job into its group list or the delayed zset. `prio` is a
+-- validated integer string, `unique` '' for none, `unique_ttl` seconds (0 =
+-- until terminal); fields[first..last] are field, value pairs copied into the
+-- hash (name, payload, options).
+--
 -- enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey, id, prio,
---             group, delay, run_at, unique, unique_ttl, fields, first, last):
--- create job `id` (hash `jkey`), queued now or scheduled for later; optionally
--- unique. `prio` is a validated integer string, `delay` ms >= 0 (ignored when
--- `run_at` >= 0, ms since the epoch), `unique` '' for none, `unique_ttl`
--- seconds (0 = until terminal); fields[first..last] are field, value pairs
--- copied into the hash (name, payload, options).
+--             group, delay, run_at, unique, unique_ttl, fields, first, last)
+-- -> {outcome, id, state}: create_job, then link the one job; outcome
+-- 'created' or a refusal.
+--
+-- Fields at their default are left out of the hash (fewer bytes per job;
+-- readers default them): prio '0', group '', attempts 0, token 0, and run_at
+-- when it equals enqueued_at (a job queued to run now).
 --
 -- A 'payload' of 65..1024 bytes is stored in 64-byte parts: 'payload' (the
 -- first), 'payload:2', 'payload:3', ... (readers join them in order; see
@@ -13,18 +31,25 @@
 -- bytes (64 by default, redis.conf; Redis docs "Memory optimization"); one
 -- longer value turns the whole hash into a hashtable, about 2.5x the memory for
 -- a small job. Larger payloads are stored whole (the overhead is small next to them).
---
--- Returns {outcome, job id, state}: outcome 'created'; 'duplicate' (the unique
--- key is held by a pending job, whose id is returned); 'exists' (this id was
--- already enqueued: a retried call is a no-op).
--- Writes: job hash; a group list + ring + prios + notify, or delayed + wake; unique key.
 -- Derived key: base .. 'job:' .. <holder id> (the unique key's holder).
 --@include now.lua
 --@include push_queued.lua
 --@include delayed.lua
 local PAYLOAD_PART, PAYLOAD_PARTS = 64, 16
-local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey, id, prio,
-                           group, delay, run_at, unique, unique_ttl, fields, first, last)
+
+local function schedule(now, delay, run_at)
+  local due = now + delay
+  if run_at >= 0 then
+    due = run_at
+  end
+  if due > now then
+    return due, 'scheduled'
+  end
+  return due, 'queued'
+end
+
+local function create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, state, prio,
+                          group, fields, first, last)
   local existing = redis.call('HGET', jkey, 'state')
   if existing then
     return {'exists', id, existing}
@@ -39,19 +64,10 @@ local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey
     end
   end
 
-  local now = now_ms()
-  local due = now + delay
-  if run_at >= 0 then
-    due = run_at
+  local hset = {'state', state, 'enqueued_at', now}
+  if due ~= now then
+    hset[5], hset[6] = 'run_at', due
   end
-  local state = 'queued'
-  if due > now then
-    state = 'scheduled'
-  end
-
-  -- Fields at their default are left out (fewer bytes per job; readers
-  -- default them): prio '0', group '', attempts 0, token 0.
-  local hset = {'state', state, 'enqueued_at', now, 'run_at', due}
   if prio ~= '0' then
     hset[#hset + 1], hset[#hset + 2] = 'prio', prio
   end
@@ -72,8 +88,7 @@ local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey
     end
   end
   if unique ~= '' then
-    hset[#hset + 1] = 'unique_key'
-    hset[#hset + 1] = unique
+    hset[#hset + 1], hset[#hset + 2] = 'unique_key', unique
     if unique_ttl > 0 then
       redis.call('SET', ukey, id, 'EX', unique_ttl)
     else
@@ -81,7 +96,18 @@ local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey
     end
   end
   redis.call('HSET', jkey, unpack(hset))
+  return nil
+end
 
+local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey, id, prio,
+                           group, delay, run_at, unique, unique_ttl, fields, first, last)
+  local now = now_ms()
+  local due, state = schedule(now, delay, run_at)
+  local refused = create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, state, prio,
+                             group, fields, first, last)
+  if refused then
+    return refused
+  end
   if state == 'scheduled' then
     add_delayed(delayed, wake, id, due)
   else
