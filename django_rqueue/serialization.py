@@ -77,7 +77,10 @@ def loads(data: str | bytes) -> Any:  # noqa: ANN401 - decoded JSON
 def encode_arguments(
     args: Sequence[object], kwargs: Mapping[str, object], func: Callable[..., object] | None = None
 ) -> str:
-    """Encode a job's arguments as ``{"a": [...], "k": {...}}``.
+    """Encode a job's arguments: ``[...]`` (positional only) or ``{"a": [...], "k": {...}}``.
+
+    The bare array is the common case's shorter form (13 bytes less per job
+    record, see ``bench/README.md``); :func:`decode_arguments` reads both.
 
     Raises:
         TypeError: an argument cannot be carried by JSON. The message names
@@ -85,6 +88,8 @@ def encode_arguments(
             it, else its position or keyword).
     """
     try:
+        if not kwargs:
+            return dumps(args if type(args) in (list, tuple) else list(args))
         return dumps({"a": list(args), "k": dict(kwargs)})
     except (TypeError, ValueError) as exc:
         raise TypeError(_which_argument(args, kwargs, func, exc)) from exc
@@ -125,18 +130,23 @@ def _which_argument(
 
 
 def decode_arguments(payload: str | bytes) -> tuple[list[Any], dict[str, Any]]:
-    """Decode what :func:`encode_arguments` produced.
+    """Decode what :func:`encode_arguments` produced: ``(args, kwargs)``.
 
     Raises:
-        ValueError: the payload is not valid JSON of the expected shape.
+        ValueError: the payload is not valid JSON of either shape.
     """
     data = loads(payload)
+    if isinstance(data, list):
+        return data, {}
     if (
         not isinstance(data, dict)
         or not isinstance(data.get("a"), list)
         or not isinstance(data.get("k"), dict)
     ):
-        raise ValueError("job payload is not an object with an 'a' list and a 'k' dict")
+        raise ValueError(
+            "job payload is neither an array of arguments nor an object with an 'a' list "
+            "and a 'k' dict"
+        )
     return data["a"], data["k"]
 
 

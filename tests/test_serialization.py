@@ -127,7 +127,16 @@ def test_arguments_round_trip_through_encode_and_decode():
     assert decode_arguments(encode_arguments(args, kwargs)) == (list(args), kwargs)
 
 
-@pytest.mark.parametrize("payload", [b"", b"not json", b"[]", b'{"a":{},"k":{}}', b'{"a":[]}'])
+def test_positional_arguments_alone_are_sent_as_a_bare_array():
+    payload = encode_arguments((1, "x", None), {})
+    assert payload == '[1,"x",null]'
+    assert decode_arguments(payload) == ([1, "x", None], {})
+    assert decode_arguments(b'{"a":[1],"k":{}}') == ([1], {})  # the longer form still reads
+
+
+@pytest.mark.parametrize(
+    "payload", [b"", b"not json", b"{}", b"3", b'{"a":{},"k":{}}', b'{"a":[]}']
+)
 def test_a_payload_of_the_wrong_shape_is_a_value_error(payload: bytes):
     with pytest.raises(ValueError):
         decode_arguments(payload)
