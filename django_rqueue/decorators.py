@@ -177,7 +177,7 @@ class JobFunction[**P, R]:
             RedisUnavailable: Redis cannot be reached (nothing written).
         """
         config = get_config()
-        submit = self._prepare(config, args, kwargs)
+        submit = _Plan.of(self, config).submit(args, kwargs)
         if config.eager:
             from .execution import run_eager
 
@@ -214,11 +214,12 @@ class JobFunction[**P, R]:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
         config = get_config()
+        plan = _Plan.of(self, config)
         submits: list[_Submit] = []
         for index, call in enumerate(calls):
             args, kwargs = _call_pair(index, call)
             try:
-                submits.append(self._prepare(config, args, kwargs))
+                submits.append(plan.submit(args, kwargs))
             except TypeError as exc:
                 raise TypeError(f"call {index}: {exc}") from exc
         if config.eager:
@@ -233,46 +234,93 @@ class JobFunction[**P, R]:
             return batch.jobs
         return batch()
 
-    def _prepare(self, config: Config, args: Sequence[Any], kwargs: Mapping[str, Any]) -> _Submit:
-        """Validate and encode one call; the returned submit writes it (raises ``TypeError``)."""
-        queue = self.options.queue or config.default_queue
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """What every call of one ``.delay()`` / ``.delay_many()`` shares, resolved once."""
+
+    job_function: JobFunction[Any, Any]
+    queue: str
+    priority: int
+    group: str
+    max_attempts: int
+    #: Seconds.
+    timeout: float
+    result_ttl: int
+    unique_key: str | Callable[..., str] | None
+    unique_ttl: int
+    status: JobStatus
+    run_at: datetime.datetime | None
+    #: Milliseconds since the epoch (UTC), or -1.
+    run_at_ms: int
+    delay_ms: int
+
+    @classmethod
+    def of(cls, job_function: JobFunction[Any, Any], config: Config) -> _Plan:
+        """Resolve the options of ``job_function`` (``ValueError``: its queue is undeclared)."""
+        o = job_function.options
+        queue = o.queue or config.default_queue
         qconf = config.queue(queue)
-        payload = encode_arguments(args, kwargs, self.func)
-        o = self.options
-        unique_key = o.unique_key(*args, **kwargs) if callable(o.unique_key) else o.unique_key
-        job = Job(
-            id=new_job_id(queue),
-            name=self.name,
+        status = JobStatus.QUEUED
+        run_at, run_at_ms = o.run_at, -1
+        if run_at is not None:
+            if timezone.is_naive(run_at):
+                run_at = timezone.make_aware(run_at)
+            run_at_ms = int(run_at.timestamp() * 1000)
+            status = JobStatus.SCHEDULED
+        delay = o.delay.total_seconds() if isinstance(o.delay, datetime.timedelta) else o.delay
+        delay_ms = int((delay or 0) * 1000)
+        if delay_ms > 0:
+            status = JobStatus.SCHEDULED
+        return cls(
+            job_function=job_function,
             queue=queue,
-            status=JobStatus.QUEUED,
-            args=list(args),
-            kwargs=dict(kwargs),
             priority=o.priority or 0,
             group=o.group or "",
             max_attempts=o.max_attempts or qconf.max_attempts,
             timeout=o.timeout or qconf.timeout,
             result_ttl=o.result_ttl if o.result_ttl is not None else qconf.result_ttl,
-            unique_key=unique_key or "",
+            unique_key=o.unique_key,
+            unique_ttl=o.unique_ttl or 0,
+            status=status,
+            run_at=run_at,
+            run_at_ms=run_at_ms,
+            delay_ms=delay_ms,
         )
-        run_at_ms = -1
-        if o.run_at is not None:
-            run_at = o.run_at
-            if timezone.is_naive(run_at):
-                run_at = timezone.make_aware(run_at)
-            run_at_ms = int(run_at.timestamp() * 1000)
-            job.run_at = run_at
-            job.status = JobStatus.SCHEDULED
-        delay = o.delay.total_seconds() if isinstance(o.delay, datetime.timedelta) else o.delay
-        delay_ms = int((delay or 0) * 1000)
-        if delay_ms > 0:
-            job.status = JobStatus.SCHEDULED
-        return _Submit(self, job, payload, delay_ms, run_at_ms, o.unique_ttl or 0)
+
+    def submit(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> _Submit:
+        """Validate and encode one call; the returned submit writes it (raises ``TypeError``)."""
+        payload = encode_arguments(args, kwargs, self.job_function.func)
+        unique_key = self.unique_key
+        if callable(unique_key):
+            unique_key = unique_key(*args, **kwargs)
+        job = Job(
+            id=new_job_id(self.queue),
+            name=self.job_function.name,
+            queue=self.queue,
+            status=self.status,
+            args=list(args),
+            kwargs=dict(kwargs),
+            priority=self.priority,
+            group=self.group,
+            max_attempts=self.max_attempts,
+            timeout=self.timeout,
+            result_ttl=self.result_ttl,
+            unique_key=unique_key or "",
+            run_at=self.run_at,
+        )
+        return _Submit(
+            self.job_function, job, payload, self.delay_ms, self.run_at_ms, self.unique_ttl
+        )
 
 
 def _call_pair(index: int, call: object) -> tuple[Sequence[Any], Mapping[str, Any]]:
     """Check that ``call`` is an ``(args, kwargs)`` pair (``TypeError`` naming ``index``)."""
     if isinstance(call, tuple | list) and len(call) == 2:
         args, kwargs = call
+        plain = type(args) in (tuple, list) and type(kwargs) is dict
+        if plain and all(type(k) is str for k in kwargs):
+            return args, kwargs  # the common case, without the ABC checks below
         if (
             isinstance(args, Sequence)
             and not isinstance(args, str | bytes)
@@ -424,6 +472,8 @@ class _SubmitMany:
         )
         from .job import get_job
 
+        announce = signals.job_enqueued.has_listeners(self.job_function)
+        statuses = {status.value: status for status in JobStatus}
         for submit, (outcome, job_id, state) in zip(self.to_write, replies, strict=True):
             job = submit.job
             if outcome == "duplicate":
@@ -431,8 +481,8 @@ class _SubmitMany:
                 if existing is not None:
                     job.__dict__.update(existing.__dict__)
                     continue
-            job.status = JobStatus(state)
-            if outcome == "created":
+            job.status = statuses[state]
+            if outcome == "created" and announce:
                 signals.send(signals.job_enqueued, self.job_function, job=job)
         return self.jobs
 
