@@ -15,7 +15,7 @@ from collections import Counter
 import redis
 
 from django_rqueue.keys import QueueKeys
-from tests.jobs_app.jobs import fault_noop, fault_sleep_first
+from tests.jobs_app.jobs import fault_noop, fault_sleep, fault_sleep_first
 from tests.redis_server import RedisServer
 
 from .harness import Faults, job_hash, wait_until
@@ -94,7 +94,10 @@ def test_connections_reset_during_batches_lose_nothing_and_run_nothing_twice(
 ) -> None:
     """Resets cut acks in flight on the child's ack connection: resent, each applied once."""
     with FaultProxy(redis_server.port) as proxy:
-        ids = [fault_noop.delay(faults.ledger, f"r{i}").id for i in range(2000)]
+        # 2 ms per job: the drain lasts seconds on any host (a no-op drain of 2 000
+        # jobs can end within two polls on a fast one), and jobs stay short enough
+        # to be reserved 20 per batch.
+        ids = [fault_sleep.delay(faults.ledger, f"r{i}", 0.002).id for i in range(2000)]
         worker = faults.worker(
             "--queues",
             "default",
