@@ -21,7 +21,7 @@ import redis
 from .conf import get_config
 from .connection import get_client
 from .job import Job
-from .keys import QueueKeys
+from .keys import JobFields, QueueKeys
 from .transitions import redis_errors
 
 #: Job states that have a listing, and the structure each one is read from.
@@ -123,8 +123,8 @@ def _oldest_queued(
                 pipe.lindex(keys.group(int(prio), _s(group)), 0)
         heads = [_s(h) for h in pipe.execute() if h]
         for job_id in heads:
-            # run_at is left out while it equals enqueued_at (enqueue_job.lua).
-            pipe.hmget(keys.job(job_id), "run_at", "enqueued_at")
+            # The run-at is left out while it equals the enqueue time (enqueue_job.lua).
+            pipe.hmget(keys.job(job_id), JobFields.RUN_AT, JobFields.ENQUEUED_AT)
         found = [run_at or enqueued_at for run_at, enqueued_at in pipe.execute()]
         times = [int(t) for t in found if t and _s(t).isdigit()]
     return ms_to_datetime(min(times)) if times else None
@@ -261,7 +261,7 @@ def filtered_page(source: JobSource, name: str, cursor: int, size: int) -> Filte
         with redis_errors():
             pipe = client.pipeline(transaction=False)
             for job_id in ids:
-                pipe.hget(keys.job(job_id), "name")
+                pipe.hget(keys.job(job_id), JobFields.NAME)
             names = pipe.execute()
         for offset, (job_id, score, found) in enumerate(zip(ids, scores, names, strict=True)):
             if found is not None and _s(found) == name:

@@ -15,7 +15,7 @@ from .backoff import BackoffPolicy
 from .conf import BACKOFF_NAMES, Config, get_config
 from .connection import get_client
 from .job import Job, JobStatus
-from .keys import QueueKeys, new_job_id
+from .keys import JobFields, QueueKeys, new_job_id
 from .serialization import encode_arguments
 
 #: ``priority`` bounds, as in ``django.tasks``: higher runs first.
@@ -406,11 +406,11 @@ class _Submit:
     def fields(self) -> dict[str, str | int]:
         job = self.job
         return {
-            "name": job.name,
-            "payload": self.payload,
-            "max_attempts": job.max_attempts,
-            "timeout_ms": int(job.timeout * 1000),
-            "result_ttl": job.result_ttl,
+            JobFields.NAME: job.name,
+            JobFields.PAYLOAD: self.payload,
+            JobFields.MAX_ATTEMPTS: job.max_attempts,
+            JobFields.TIMEOUT_MS: int(job.timeout * 1000),
+            JobFields.RESULT_TTL: job.result_ttl,
         }
 
 
@@ -457,7 +457,7 @@ class _SubmitMany:
             return self.jobs
         first = self.to_write[0]
         fields = first.fields()
-        del fields["payload"]  # every other field is the same for the whole batch
+        del fields[JobFields.PAYLOAD]  # every other field is the same for the whole batch
         replies = transitions.enqueue_batch(
             get_client(first.job.queue),
             first._keys(),

@@ -10,7 +10,7 @@ from typing import Any
 from . import transitions
 from .conf import get_config
 from .connection import get_client
-from .keys import QueueKeys, queue_of
+from .keys import JobFields, QueueKeys, queue_of
 from .serialization import decode_arguments, join_payload, loads
 
 
@@ -97,7 +97,7 @@ class Job:
         """Build a Job from a job hash (``HGETALL``); never raises on corrupt data."""
         f: dict[str, bytes | str] = {_text(k): v for k, v in fields.items()}
         problems: list[str] = []
-        state = _text(f.get("state"))
+        state = _text(f.get(JobFields.STATE))
         try:
             status = JobStatus(state)
         except ValueError:
@@ -105,23 +105,23 @@ class Job:
             status = JobStatus.FAILED
         job = cls(
             id=job_id,
-            name=_text(f.get("name")),
+            name=_text(f.get(JobFields.NAME)),
             queue=queue_of(job_id) or "",
             status=status,
             priority=_int(f.get("prio")),
             group=_text(f.get("group")),
             attempts=_int(f.get("attempts")),
-            max_attempts=_int(f.get("max_attempts"), 1),
-            timeout=float(_int(f.get("timeout_ms"))) / 1000,
-            result_ttl=_int(f.get("result_ttl")),
-            enqueued_at=_ms_to_datetime(f.get("enqueued_at")),
-            # Left out of the hash while it equals enqueued_at (enqueue_job.lua).
-            run_at=_ms_to_datetime(f.get("run_at") or f.get("enqueued_at")),
+            max_attempts=_int(f.get(JobFields.MAX_ATTEMPTS), 1),
+            timeout=float(_int(f.get(JobFields.TIMEOUT_MS))) / 1000,
+            result_ttl=_int(f.get(JobFields.RESULT_TTL)),
+            enqueued_at=_ms_to_datetime(f.get(JobFields.ENQUEUED_AT)),
+            # Left out of the hash while it equals the enqueue time (enqueue_job.lua).
+            run_at=_ms_to_datetime(f.get(JobFields.RUN_AT) or f.get(JobFields.ENQUEUED_AT)),
             started_at=_ms_to_datetime(f.get("started_at")),
             finished_at=_ms_to_datetime(f.get("finished_at")),
             token=_int(f.get("token")),
             worker=_text(f.get("worker")),
-            unique_key=_text(f.get("unique_key")),
+            unique_key=_text(f.get(JobFields.UNIQUE_KEY)),
             problems=problems,
         )
         try:

@@ -44,6 +44,47 @@ GROUP = "group:"
 THROUGHPUT = "throughput"
 SUCCEEDED = "succeeded"
 
+
+class JobFields:
+    """Field names of the job hash ``<prefix>:{<queue>}:job:<id>`` (Lua uses the same literals).
+
+    The fields every queued job carries have names of one to three letters:
+    a small job's hash is a listpack of ~150 bytes in which the long names
+    (``enqueued_at``, ``max_attempts``, ``timeout_ms``, ``result_ttl``, ...)
+    took ~70 bytes and pushed it into the next jemalloc size class, ~390 ->
+    ~325 bytes of Redis memory per queued bench job (``bench/README.md``).
+    BullMQ abbreviates its job hash fields the same way (``atm``, ``ats``,
+    ``pb``, ``stc``). Fields written later in a job's life keep full names:
+    ``prio``, ``group``, ``attempts``, ``token``, ``worker``, ``started_at``,
+    ``finished_at``, ``result``, ``error``, ``nerr``, ``err:<n>``.
+    ``tests/test_keys.py`` checks that the scripts use no other spelling.
+    """
+
+    #: ``scheduled|queued|running|succeeded|failed|cancelled``.
+    STATE = "s"
+    #: Redis time (ms since the epoch, UTC) the job was enqueued.
+    ENQUEUED_AT = "at"
+    #: Run-at (ms since the epoch, UTC); left out while it equals ``at``.
+    RUN_AT = "due"
+    #: The job function's registered name.
+    NAME = "n"
+    #: JSON arguments; 65..1024 bytes are stored in 64-byte parts ``p``, ``p:2``, ...
+    PAYLOAD = "p"
+    #: Attempts allowed in all.
+    MAX_ATTEMPTS = "max"
+    #: Hard time limit of one attempt, in milliseconds.
+    TIMEOUT_MS = "tmo"
+    #: Seconds the finished record is kept.
+    RESULT_TTL = "ttl"
+    #: The unique key the job holds (absent: none).
+    UNIQUE_KEY = "uk"
+
+    @staticmethod
+    def payload_part(n: int) -> str:
+        """Name of the payload's ``n``-th part (``n >= 2``; the first is :attr:`PAYLOAD`)."""
+        return f"{JobFields.PAYLOAD}:{n}"
+
+
 #: Separator between the queue name and the random part of a job id.
 ID_SEPARATOR = ":"
 

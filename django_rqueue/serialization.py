@@ -22,6 +22,8 @@ from typing import Any
 
 from django.utils.functional import Promise
 
+from .keys import JobFields
+
 TAG = "__rqueue__"
 
 _DECODERS: dict[str, Callable[[str], Any]] = {
@@ -151,20 +153,20 @@ def decode_arguments(payload: str | bytes) -> tuple[list[Any], dict[str, Any]]:
 
 
 def join_payload(fields: Mapping[str, bytes | str]) -> bytes:
-    """Return a job hash's payload: ``payload`` followed by ``payload:2``, ``payload:3``, ...
+    """Return a job hash's payload: ``p`` followed by ``p:2``, ``p:3``, ... (``JobFields``).
 
     ``fields`` maps field names (``str``) to values as read with ``HGETALL``.
     ``enqueue_job.lua`` stores a payload of 65..1024 bytes in 64-byte parts so
     the job hash keeps Redis's compact listpack encoding (every value at most
     ``hash-max-listpack-value``, 64 bytes by default); any other payload is
-    the single field ``payload``. A missing payload reads as ``b""``.
+    the single field ``p``. A missing payload reads as ``b""``.
     """
     parts: list[bytes] = []
-    value = fields.get("payload")
+    value = fields.get(JobFields.PAYLOAD)
     part = 2
     while value is not None:
         parts.append(value.encode() if isinstance(value, str) else value)
-        value = fields.get(f"payload:{part}")
+        value = fields.get(JobFields.payload_part(part))
         part += 1
     return b"".join(parts)
 

@@ -104,11 +104,11 @@ def enqueue_raw(name: str, payload: str, queue: str = "default") -> str:
         unique_key="",
         unique_ttl=0,
         fields={
-            "name": name,
-            "payload": payload,
-            "max_attempts": 3,
-            "timeout_ms": 60_000,
-            "result_ttl": 600,
+            "n": name,
+            "p": payload,
+            "max": 3,
+            "tmo": 60_000,
+            "ttl": 600,
         },
     )
     assert (outcome, state) == ("created", "queued")

@@ -45,11 +45,11 @@ class Jobs:
             unique_key="",
             unique_ttl=0,
             fields={
-                "name": name,
-                "payload": payload,
-                "max_attempts": max_attempts,
-                "timeout_ms": 30_000,
-                "result_ttl": 600,
+                "n": name,
+                "p": payload,
+                "max": max_attempts,
+                "tmo": 30_000,
+                "ttl": 600,
             },
         )
         assert outcome == "created"
@@ -78,5 +78,5 @@ class Jobs:
         return job_id
 
     def state(self, job_id: str, queue: str = "default") -> str | None:
-        value = self.client.hget(self.keys(queue).job(job_id), "state")
+        value = self.client.hget(self.keys(queue).job(job_id), "s")
         return value.decode() if isinstance(value, bytes) else value

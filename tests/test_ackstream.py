@@ -28,7 +28,7 @@ def _ack(job_id: str, token: int) -> PendingAck:
 
 
 def _state(client: redis.Redis, job_id: str) -> bytes | None:
-    return client.hget(KEYS.job(job_id), "state")  # type: ignore[return-value]
+    return client.hget(KEYS.job(job_id), "s")  # type: ignore[return-value]
 
 
 def test_acks_apply_before_their_replies_are_read(rqueue_redis: redis.Redis) -> None:

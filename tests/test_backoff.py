@@ -161,7 +161,7 @@ def test_the_failed_store_keeps_every_attempts_error_oldest_first(redis_client: 
         messages.append(f"failure {attempt}")
         _run_one()
         if attempt < 3:
-            assert redis_client.hget(KEYS.job(queued.id), "state") == b"scheduled"
+            assert redis_client.hget(KEYS.job(queued.id), "s") == b"scheduled"
             _promote_now(redis_client, queued.id)
     got = get_job(queued.id)
     assert got is not None

@@ -110,7 +110,7 @@ def test_delay_follows_a_changed_setting_at_call_time(
     second = conf_job.delay()
     assert second.max_attempts == 9
     stored = redis_client.hgetall(QueueKeys.of("elsewhere", "default").job(second.id))
-    assert stored[b"max_attempts"] == b"9"
+    assert stored[b"max"] == b"9"
     assert not redis_client.exists(QueueKeys.of("rqueue", "default").job(second.id))
 
 

@@ -164,9 +164,9 @@ def test_delay_persists_the_job_and_returns_it(redis_client: redis.Redis):
         {},
     )
     record = _record(redis_client, queued.id)
-    assert record["state"] == "queued"
-    assert record["name"] == bare.name
-    assert record["max_attempts"] == "3"  # built-in default
+    assert record["s"] == "queued"
+    assert record["n"] == bare.name
+    assert record["max"] == "3"  # built-in default
     assert redis_client.lrange(KEYS.group(0, ""), 0, -1) == [queued.id.encode()]
 
 
@@ -174,7 +174,7 @@ def test_decorator_options_reach_redis(redis_client: redis.Redis):
     queued = configured.delay("a@example.com")
     assert queued.queue == "emails"
     record = _record(redis_client, queued.id, "emails")
-    assert (record["prio"], record["max_attempts"], record["timeout_ms"], record["result_ttl"]) == (
+    assert (record["prio"], record["max"], record["tmo"], record["ttl"]) == (
         "10",
         "9",
         "7000",
@@ -189,7 +189,7 @@ def test_using_returns_a_bound_copy_and_leaves_the_job_alone(redis_client: redis
     assert configured.options.priority == 10
     low = bound.using(queue="low").delay("x")  # options accumulate
     record = _record(redis_client, low.id, "low")
-    assert (record["prio"], record["group"], record["max_attempts"]) == ("-5", "user:1", "2")
+    assert (record["prio"], record["group"], record["max"]) == ("-5", "user:1", "2")
     plain = _record(redis_client, configured.delay("y").id, "emails")
     assert (plain["prio"], "group" in plain) == ("10", False)  # the default group is left out
 
@@ -201,8 +201,8 @@ def test_queue_options_apply_when_the_job_sets_none(settings: Settings, redis_cl
         "QUEUES": {"default": {}, "emails": {"timeout": 3, "max_attempts": 6}, "low": {}},
     }
     record = _record(redis_client, bare.using(queue="emails").delay(1).id, "emails")
-    assert (record["max_attempts"], record["timeout_ms"]) == ("6", "3000")
-    assert _record(redis_client, bare.delay(1).id)["max_attempts"] == "4"
+    assert (record["max"], record["tmo"]) == ("6", "3000")
+    assert _record(redis_client, bare.delay(1).id)["max"] == "4"
 
 
 @pytest.mark.parametrize("how", ["decorator", "using"])
@@ -265,7 +265,7 @@ def test_a_short_delay_becomes_runnable_after_it(redis_client: redis.Redis):
 
     def promoted() -> bool:
         poller.run_once()
-        return _record(redis_client, scheduled.id)["state"] == "queued"
+        return _record(redis_client, scheduled.id)["s"] == "queued"
 
     wait_until(promoted, message="promoted after its delay")
     assert run_at is not None
@@ -323,7 +323,7 @@ def test_a_unique_key_is_accepted_again_once_its_job_is_done(how: str, redis_cli
     second = report.delay(7)
     assert second.id != first.id
     assert second.status is JobStatus.QUEUED
-    assert _record(redis_client, second.id)["unique_key"] == "report:7"
+    assert _record(redis_client, second.id)["uk"] == "report:7"
 
 
 def test_a_unique_ttl_releases_the_key_after_it_expires(redis_client: redis.Redis):

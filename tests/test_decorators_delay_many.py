@@ -223,7 +223,7 @@ def _batch(client: redis.Redis, items: list[transitions.BatchItem], batch_size: 
         delay_ms=0,
         run_at_ms=-1,
         unique_ttl=0,
-        fields={"name": "x", "queue": "default"},
+        fields={"n": "x", "queue": "default"},
         batch_size=batch_size,
     )
     return [outcome for outcome, _, _ in replies]
@@ -238,8 +238,8 @@ def test_enqueue_batch_reloads_the_script_after_a_script_flush(redis_client: red
     assert first == ["created", "created"]
     assert rest == ["exists", "exists", "created"]  # a resent item is a no-op
     stored = redis_client.hgetall(KEYS.job(items[2].job_id))
-    assert stored[b"payload"] == b'{"a":[],"k":{}}' and stored[b"name"] == b"x"
-    assert stored[b"state"] == b"queued"
+    assert stored[b"p"] == b'{"a":[],"k":{}}' and stored[b"n"] == b"x"
+    assert stored[b"s"] == b"queued"
 
 
 def test_enqueue_batch_refuses_malformed_arguments_before_writing(redis_client: redis.Redis):
@@ -269,7 +269,7 @@ def test_enqueue_batch_links_its_jobs_like_one_by_one_enqueues(redis_client: red
     assert redis_client.hget(KEYS.stats, "queued") == b"1500"
     assert redis_client.llen(KEYS.notify) == 64  # bounded, as one job at a time
     record = redis_client.hgetall(KEYS.job(items[0].job_id))
-    assert b"run_at" not in record  # due now: readers take enqueued_at
+    assert b"due" not in record  # due now: readers take the enqueue time ("at")
     later = [transitions.BatchItem(f"default:{i:032x}", "", "[]") for i in range(2000, 2003)]
     replies = transitions.enqueue_batch(
         redis_client,
@@ -280,7 +280,7 @@ def test_enqueue_batch_links_its_jobs_like_one_by_one_enqueues(redis_client: red
         delay_ms=60_000,
         run_at_ms=-1,
         unique_ttl=0,
-        fields={"name": "x"},
+        fields={"n": "x"},
     )
     assert {state for _, _, state in replies} == {"scheduled"}
     due: list[tuple[bytes, float]] = redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)  # type: ignore[assignment]

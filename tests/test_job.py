@@ -225,7 +225,7 @@ def test_delete_of_a_running_job_is_refused(redis_client: redis.Redis):
         target.delete()
     assert info.value.state == "running"
     assert redis_client.zscore(KEYS.reserved, target.id) is not None
-    assert redis_client.hget(KEYS.job(target.id), "state") == b"running"
+    assert redis_client.hget(KEYS.job(target.id), "s") == b"running"
 
 
 def test_cancel_of_a_job_that_is_gone_is_a_state_error():
@@ -270,7 +270,7 @@ def test_retry_of_a_job_that_has_not_failed_is_refused(state: str, redis_client:
 
 def test_a_corrupt_payload_still_builds_a_job_with_problems(redis_client: redis.Redis):
     queued = add.delay(1, 2)
-    redis_client.hset(KEYS.job(queued.id), "payload", b"\x80not json{")
+    redis_client.hset(KEYS.job(queued.id), "p", b"\x80not json{")
     got = get_job(queued.id)
     assert got is not None
     assert got.status is JobStatus.QUEUED
@@ -282,15 +282,15 @@ def test_a_corrupt_payload_still_builds_a_job_with_problems(redis_client: redis.
 
 def test_every_corrupt_field_is_listed_and_nothing_raises():
     fields = {
-        b"state": b"exploded",
-        b"name": b"x.y",
-        b"payload": b'{"a": 1}',
+        b"s": b"exploded",
+        b"n": b"x.y",
+        b"p": b'{"a": 1}',
         b"result": b"{",
         b"error": b"plain text",
         b"nerr": b"1",
         b"err:1": b"[1, 2]",
         b"attempts": b"many",
-        b"enqueued_at": b"yesterday",
+        b"at": b"yesterday",
         b"prio": b"\xff",
     }
     got = Job.from_fields("default:" + "1" * 32, fields)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from importlib import resources
 
 import pytest
 import redis
@@ -16,6 +17,7 @@ from django_rqueue.keys import (
     RING,
     SUCCEEDED,
     THROUGHPUT,
+    JobFields,
     QueueKeys,
     new_job_id,
     queue_of,
@@ -28,6 +30,11 @@ from tests.waiting import wait_until
 @job(queue="emails")
 def keyed_job(n: int) -> int:
     return n
+
+
+@job(queue="emails")
+def text_job(text: str) -> str:
+    return text
 
 
 def test_a_job_id_is_the_queue_and_32_hex_digits():
@@ -139,9 +146,7 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
 
     def settled() -> bool:
         poller.run_once()
-        states = client.hmget(keys.job(tiny[0]), "state") + client.hmget(
-            keys.job(due_soon.id), "state"
-        )
+        states = client.hmget(keys.job(tiny[0]), "s") + client.hmget(keys.job(due_soon.id), "s")
         return states == [b"queued", b"queued"]
 
     wait_until(settled, message="lease reclaimed and delayed job promoted")
@@ -176,3 +181,53 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
         keys.stats,
     ]
     assert [k for k in must_exist if k not in found] == []
+
+
+#: Job hash fields written after enqueue, which keep their full names (JobFields).
+LATER_FIELDS = {"prio", "group", "attempts", "token", "worker", "started_at", "finished_at"}
+LATER_FIELDS |= {"result", "error", "nerr"}
+
+
+def test_every_job_hash_field_the_scripts_write_is_a_jobfields_name(redis_client: redis.Redis):
+    """Jobs driven through every state: each hash field is a JobFields name or a later one."""
+    keys = QueueKeys.of("rqueue", "emails")
+    client = redis_client
+    long_payload = "x" * 150  # stored in parts p, p:2, p:3
+    done = text_job.using(priority=3, group="g", unique_key="u1").delay(long_payload)
+    failed = keyed_job.using(max_attempts=1).delay(2)
+    cancelled = keyed_job.using(delay=3600).delay(3)
+    for _ in range(2):
+        got = transitions.reserve(client, keys, lease_ms=60_000, worker_id="w")
+        assert got is not None
+        token = int(got[1][b"token"])
+        if got[0] == done.id:
+            transitions.ack(client, keys, done.id, token, result="7", result_ttl=60)
+        else:
+            transitions.fail(client, keys, got[0], token, error_record(ValueError("x")), -1)
+    transitions.cancel(client, keys, cancelled.id, mode="cancel", ttl=60)
+
+    allowed = {v for k, v in vars(JobFields).items() if k.isupper()} | LATER_FIELDS
+    seen: set[str] = set()
+    for job_id in (done.id, failed.id, cancelled.id):
+        fields = {k.decode() if isinstance(k, bytes) else k for k in client.hkeys(keys.job(job_id))}
+        assert fields, job_id
+        seen |= fields
+    parts = {f for f in seen if f.startswith(f"{JobFields.PAYLOAD}:")}
+    errors = {f for f in seen if f.startswith("err:")}
+    assert parts == {JobFields.payload_part(2), JobFields.payload_part(3)}
+    assert errors == {"err:1"}
+    assert seen - parts - errors <= allowed, sorted(seen - parts - errors - allowed)
+    # The enqueue-time names really are the short ones (positive control).
+    assert {JobFields.STATE, JobFields.NAME, JobFields.UNIQUE_KEY, "finished_at"} <= seen
+
+
+def test_no_script_spells_a_job_field_by_its_old_long_name():
+    old = ["state", "enqueued_at", "run_at", "name", "payload", "max_attempts", "timeout_ms"]
+    old += ["result_ttl", "unique_key"]
+    scripts = resources.files("django_rqueue.scripts")
+    for name in sorted(p.name[:-4] for p in scripts.iterdir() if p.name.endswith(".lua")):
+        code = "\n".join(
+            line for line in load(name).source.splitlines() if not line.lstrip().startswith("--")
+        )
+        hits = [f for f in old if re.search(rf"'{f}'(?!,\s*(st|job\[1\]))", code)]
+        assert hits == [], f"{name}.lua uses old field names {hits}"

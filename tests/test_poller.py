@@ -160,5 +160,5 @@ def test_two_pollers_racing_promote_5000_due_jobs_exactly_once(
     assert rqueue_redis.lrange(k.ring(0), 0, -1) == [b""]  # the default group, once
     pipe = rqueue_redis.pipeline(transaction=False)
     for job_id in ids:
-        pipe.hget(k.job(job_id), "state")
+        pipe.hget(k.job(job_id), "s")
     assert set(pipe.execute()) == {b"queued"}

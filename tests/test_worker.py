@@ -188,7 +188,7 @@ def test_corrupt_payload_goes_to_failed_store_and_worker_continues(
     ledger: str, rqueue_redis: redis.Redis, payload: str | bytes
 ) -> None:
     bad = record.delay(ledger, "bad")
-    rqueue_redis.hset(keys().job(bad.id), "payload", payload)
+    rqueue_redis.hset(keys().job(bad.id), "p", payload)
     good = record.delay(ledger, "good")
 
     run_worker(burst=True)
@@ -438,4 +438,4 @@ def test_a_held_job_whose_lease_check_meets_an_outage_stays_held_and_runs_after_
         proxy.set_mode("pass")
         assert worker.work_once()
     assert tags(ledger) == ["held"]
-    assert rqueue_redis.hget(keys().job(held.id), "state") == b"succeeded"
+    assert rqueue_redis.hget(keys().job(held.id), "s") == b"succeeded"

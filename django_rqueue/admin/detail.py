@@ -14,15 +14,22 @@ from ..bulk import ACTIONS
 from ..conf import get_config
 from ..connection import get_client
 from ..job import Job
-from ..keys import queue_of
+from ..keys import JobFields, queue_of
 from ..transitions import read_job
 from .common import ACTION_PERMISSION, context, job_url, unquote_id, url
 
 if TYPE_CHECKING:
     from .site import JobAdmin
 
-#: Hash fields shown in the "Options" table (the others have their own place).
-OPTION_FIELDS = ("timeout_ms", "result_ttl", "unique_key", "token", "worker", "run_at")
+#: Hash fields shown in the "Options" table, with their labels (the others have their own place).
+OPTION_FIELDS = (
+    ("timeout_ms", JobFields.TIMEOUT_MS),
+    ("result_ttl", JobFields.RESULT_TTL),
+    ("unique_key", JobFields.UNIQUE_KEY),
+    ("token", "token"),
+    ("worker", "worker"),
+    ("run_at", JobFields.RUN_AT),
+)
 
 
 def load(job_id: str) -> tuple[Job, dict[str, str]]:
@@ -72,7 +79,7 @@ def job_detail(request: HttpRequest, model_admin: JobAdmin, job_id: str) -> Http
             args=pretty(job.args),
             kwargs=pretty(job.kwargs),
             result=pretty(job.result) if "result" in raw else None,
-            options={k: raw[k] for k in OPTION_FIELDS if k in raw},
+            options={label: raw[k] for label, k in OPTION_FIELDS if k in raw},
             raw=sorted(raw.items()) if job.problems else None,
             errors=list(enumerate(job.errors, 1)),
             actions=actions,

@@ -19,7 +19,7 @@ local id, mode, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if (mode ~= 'cancel' and mode ~= 'delete') or not ttl or ttl <= 0 then
   return redis.error_reply('ERR rqueue cancel: bad mode or TTL')
 end
-local job = redis.call('HMGET', jkey, 'state', 'prio', 'group')
+local job = redis.call('HMGET', jkey, 's', 'prio', 'group')
 local st = job[1]
 if not st or st == 'running' then
   return {'state', st or ''}
@@ -38,7 +38,7 @@ release_unique(base, jkey, id)
 if mode == 'delete' then
   redis.call('DEL', jkey)
 else
-  redis.call('HSET', jkey, 'state', 'cancelled', 'finished_at', now_ms())
+  redis.call('HSET', jkey, 's', 'cancelled', 'finished_at', now_ms())
   redis.call('EXPIRE', jkey, ttl)
 end
 return {'ok', st}

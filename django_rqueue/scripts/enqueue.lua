@@ -10,7 +10,7 @@
 -- ARGV[4] delay in ms (>= 0), ignored when ARGV[5] >= 0
 -- ARGV[5] run-at in ms since the epoch (absolute, UTC), or -1
 -- ARGV[6] unique key ('' = none)   ARGV[7] unique TTL in seconds (0 = until terminal)
--- ARGV[8..] field, value pairs copied into the job hash (name, payload, options)
+-- ARGV[8..] field, value pairs copied into the job hash ('n', 'p', 'max', 'tmo', 'ttl')
 --
 -- Returns {outcome, job id, state} (see include/enqueue_job.lua): 'created',
 -- 'duplicate' (with the holder's id) or 'exists'.

@@ -11,9 +11,9 @@
 -- ARGV[4] run-at in ms since the epoch (absolute, UTC), or -1
 -- ARGV[5] unique TTL in seconds (0 = until terminal)
 -- ARGV[6] F, the number of shared field, value pairs that follow
--- ARGV[7..6+2F] shared field, value pairs copied into every job hash (name, options)
+-- ARGV[7..6+2F] shared field, value pairs copied into every job hash ('n', 'max', 'tmo', 'ttl')
 -- ARGV[7+2F] U: 1 when every item carries a unique key, 0 when none does
--- then per item i: job id, payload (stored as field 'payload'), and its unique
+-- then per item i: job id, payload (stored as field 'p'), and its unique
 -- key ('' = none) when U is 1
 --
 -- Each item is created as enqueue.lua would create it (include/enqueue_job.lua),
@@ -56,7 +56,7 @@ for i = 7, 6 + 2 * nshared do
   fields[#fields + 1] = ARGV[i]
 end
 local last = #fields + 2
-fields[last - 1] = 'payload'
+fields[last - 1] = 'p'
 prio = tostring(prio)
 local now = now_ms()
 local due, state = schedule(now, delay, run_at)

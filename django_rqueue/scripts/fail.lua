@@ -5,7 +5,7 @@
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] error (opaque JSON)
 -- ARGV[4] retry delay in ms (>= 0), or -1 for "do not retry"
 --
--- A retry happens only when ARGV[4] >= 0 and attempts < max_attempts; it
+-- A retry happens only when ARGV[4] >= 0 and attempts < 'max'; it
 -- waits in `delayed` (state scheduled). Otherwise the job goes to `failed`.
 -- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token}.
 
@@ -26,10 +26,10 @@ end
 local now = now_ms()
 redis.call('ZREM', reserved, id)
 record_error(jkey, ARGV[3])
-local counts = redis.call('HMGET', jkey, 'attempts', 'max_attempts')
+local counts = redis.call('HMGET', jkey, 'attempts', 'max')
 if delay >= 0 and tonumber(counts[1]) < tonumber(counts[2] or 1) then
   local run_at = now + delay
-  redis.call('HSET', jkey, 'state', 'scheduled', 'run_at', run_at)
+  redis.call('HSET', jkey, 's', 'scheduled', 'due', run_at)
   redis.call('HDEL', jkey, 'worker')
   add_delayed(delayed, wake, id, run_at)
   return {'retrying', run_at}

@@ -33,7 +33,7 @@ local done, skipped, stale = 0, 0, 0
 local now = now_ms()
 for _, id in ipairs(ids) do
   local jkey = base .. 'job:' .. id
-  local job = redis.call('HMGET', jkey, 'state', 'prio', 'group', 'name')
+  local job = redis.call('HMGET', jkey, 's', 'prio', 'group', 'n')
   if job[1] ~= 'failed' then
     redis.call('ZREM', failed, id)
     stale = stale + 1
@@ -42,7 +42,7 @@ for _, id in ipairs(ids) do
   else
     redis.call('ZREM', failed, id)
     if mode == 'retry' then
-      redis.call('HSET', jkey, 'state', 'queued', 'attempts', 0, 'run_at', now)
+      redis.call('HSET', jkey, 's', 'queued', 'attempts', 0, 'due', now)
       redis.call('HDEL', jkey, 'finished_at')
       redis.call('PERSIST', jkey)
       push_queued(base, prios, stats, notify, id, job[2], job[3])

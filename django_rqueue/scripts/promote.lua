@@ -25,9 +25,9 @@ local promoted = 0
 for _, id in ipairs(due) do
   redis.call('ZREM', delayed, id)
   local jkey = base .. 'job:' .. id
-  local job = redis.call('HMGET', jkey, 'state', 'prio', 'group')
+  local job = redis.call('HMGET', jkey, 's', 'prio', 'group')
   if job[1] == 'scheduled' then
-    redis.call('HSET', jkey, 'state', 'queued')
+    redis.call('HSET', jkey, 's', 'queued')
     push_queued(base, prios, stats, notify, id, job[2], job[3])
     promoted = promoted + 1
   end

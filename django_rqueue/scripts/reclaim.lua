@@ -29,7 +29,7 @@ local requeued, failed_count = 0, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', reserved, id)
   local jkey = base .. 'job:' .. id
-  local job = redis.call('HMGET', jkey, 'state', 'attempts', 'max_attempts', 'prio', 'group')
+  local job = redis.call('HMGET', jkey, 's', 'attempts', 'max', 'prio', 'group')
   if job[1] == 'running' then
     -- Fence off the lost holder: its renew/ack/fail now carry a stale token.
     redis.call('HINCRBY', jkey, 'token', 1)
@@ -38,7 +38,7 @@ for _, id in ipairs(expired) do
       move_to_failed(base, jkey, failed, stats, id, now)
       failed_count = failed_count + 1
     else
-      redis.call('HSET', jkey, 'state', 'queued')
+      redis.call('HSET', jkey, 's', 'queued')
       redis.call('HDEL', jkey, 'worker')
       push_queued(base, prios, stats, notify, id, job[4], job[5])
       requeued = requeued + 1

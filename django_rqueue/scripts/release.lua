@@ -21,7 +21,7 @@ end
 redis.call('ZREM', reserved, id)
 redis.call('HINCRBY', jkey, 'attempts', -1)
 redis.call('HINCRBY', jkey, 'token', 1)
-redis.call('HSET', jkey, 'state', 'queued')
+redis.call('HSET', jkey, 's', 'queued')
 redis.call('HDEL', jkey, 'worker')
 local job = redis.call('HMGET', jkey, 'prio', 'group')
 push_queued(base, prios, stats, notify, id, job[1], job[2])

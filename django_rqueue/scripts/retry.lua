@@ -13,12 +13,12 @@
 
 local base, jkey, failed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
-local job = redis.call('HMGET', jkey, 'state', 'prio', 'group')
+local job = redis.call('HMGET', jkey, 's', 'prio', 'group')
 if job[1] ~= 'failed' then
   return {'state', job[1] or ''}
 end
 redis.call('ZREM', failed, id)
-redis.call('HSET', jkey, 'state', 'queued', 'attempts', 0, 'run_at', now_ms())
+redis.call('HSET', jkey, 's', 'queued', 'attempts', 0, 'due', now_ms())
 redis.call('HDEL', jkey, 'finished_at')
 redis.call('PERSIST', jkey)
 push_queued(base, prios, stats, notify, id, job[2], job[3])

@@ -5,18 +5,18 @@
 -- ARGV[1] job id
 --
 -- Returns {'ok'} or {'state', current state ('' when the job does not exist)};
--- only a job in state scheduled is changed (run_at becomes now).
+-- only a job in state scheduled is changed ('due' becomes now).
 
 --@include now.lua
 --@include push_queued.lua
 
 local base, jkey, delayed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
-local job = redis.call('HMGET', jkey, 'state', 'prio', 'group')
+local job = redis.call('HMGET', jkey, 's', 'prio', 'group')
 if job[1] ~= 'scheduled' then
   return {'state', job[1] or ''}
 end
 redis.call('ZREM', delayed, id)
-redis.call('HSET', jkey, 'state', 'queued', 'run_at', now_ms())
+redis.call('HSET', jkey, 's', 'queued', 'due', now_ms())
 push_queued(base, prios, stats, notify, id, job[2], job[3])
 return {'ok'}

@@ -52,7 +52,7 @@ def test_a_job_that_changed_state_meanwhile_is_reported_not_clobbered(
 ):
     job_id = jobs.failed()
     admin_client_rq.get(job_url(job_id, "retry"))  # the confirmation page was shown...
-    jobs.client.hset(jobs.keys().job(job_id), "state", "running")  # ...then a worker took it
+    jobs.client.hset(jobs.keys().job(job_id), "s", "running")  # ...then a worker took it
     jobs.client.zrem(jobs.keys().failed, job_id)
     response = admin_client_rq.post(job_url(job_id, "retry"))
     assert response.status_code == 302
@@ -130,7 +130,7 @@ def test_bulk_selection_confirms_then_acts_and_reports_refusals(
     assert confirm.status_code == 200
     assert confirm.templates[0].name == "admin/django_rqueue/confirm.html"
     assert {jobs.state(i) for i in ids} == {"failed"}
-    jobs.client.hset(jobs.keys().job(ids[0]), "state", "running")  # changed meanwhile
+    jobs.client.hset(jobs.keys().job(ids[0]), "s", "running")  # changed meanwhile
     jobs.client.zrem(jobs.keys().failed, ids[0])
     done = admin_client_rq.post(url, {**form, "confirm": "yes"})
     assert done.status_code == 302 and done["Location"] == f"{BASE}queues/default/failed/"

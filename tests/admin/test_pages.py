@@ -120,7 +120,7 @@ def test_job_detail_shows_everything_escaped(admin_client_rq: Client, jobs: Jobs
 def test_a_corrupt_job_still_renders_with_its_problems(admin_client_rq: Client, jobs: Jobs):
     job_id = jobs.failed()
     key = jobs.keys().job(job_id)
-    jobs.client.hset(key, mapping={"payload": b"\xff{not json", "err:1": "nope", "state": "??"})
+    jobs.client.hset(key, mapping={"p": b"\xff{not json", "err:1": "nope", "s": "??"})
     response = admin_client_rq.get(job_url(job_id))
     assert response.status_code == 200
     assert response.context["job"].problems
@@ -228,7 +228,7 @@ def test_a_name_filter_scans_a_bounded_window_and_continues(
     monkeypatch.setattr(browse, "SCAN_CHUNK", 2)
     wanted = [jobs.scheduled(name="b" if n in (1, 6) else "a") for n in range(8)]
     ordered = sorted(wanted, key=lambda i: (jobs.client.zscore(jobs.keys().delayed, i), i))
-    expected = [i for i in ordered if jobs.client.hget(jobs.keys().job(i), "name") == b"b"]
+    expected = [i for i in ordered if jobs.client.hget(jobs.keys().job(i), "n") == b"b"]
     url = f"{BASE}queues/default/scheduled/"
     first = admin_client_rq.get(url, {"name": "b"})
     found = [r["id"] for r in first.context["rows"]]

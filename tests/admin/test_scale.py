@@ -29,9 +29,9 @@ local base, n = KEYS[1], tonumber(ARGV[1])
 local err = cjson.encode({type='builtins.ValueError', message='boom', traceback='Traceback ...'})
 for i = 1, n do
   local id = 'default:' .. string.format('%032d', i)
-  redis.call('HSET', base .. 'job:' .. id, 'state', 'failed', 'name', (i % 10 == 0) and 'b' or 'a',
-    'queue', 'default', 'prio', '0', 'group', '', 'attempts', '1', 'max_attempts', '1',
-    'payload', '{"a":[],"k":{}}', 'token', '1', 'enqueued_at', '1', 'finished_at', i,
+  redis.call('HSET', base .. 'job:' .. id, 's', 'failed', 'n', (i % 10 == 0) and 'b' or 'a',
+    'prio', '0', 'group', '', 'attempts', '1', 'max', '1',
+    'p', '{"a":[],"k":{}}', 'token', '1', 'at', '1', 'finished_at', i,
     'error', err, 'nerr', '1', 'err:1', err)
   redis.call('ZADD', base .. 'failed', i, id)
 end

@@ -387,7 +387,7 @@ class Faults:
     # -- Redis ---------------------------------------------------------------
 
     def state(self, job_id: str) -> str:
-        return job_hash(self.client, job_id, _queue_of(job_id)).get("state", "")
+        return job_hash(self.client, job_id, _queue_of(job_id)).get("s", "")
 
     def wait_final(self, ids: list[str], timeout: float = 30.0) -> None:
         """Until every id is ``succeeded`` or ``failed`` in Redis (pipelined polling)
@@ -400,7 +400,7 @@ class Faults:
             try:
                 pipe = self.client.pipeline(transaction=False)
                 for job_id in pending:
-                    pipe.hget(QueueKeys.of(prefix, _queue_of(job_id)).job(job_id), "state")
+                    pipe.hget(QueueKeys.of(prefix, _queue_of(job_id)).job(job_id), "s")
                 states = pipe.execute()
             except redis.ConnectionError:
                 return False
@@ -423,7 +423,7 @@ class Faults:
         prefix = get_config().key_prefix
         pipe = self.client.pipeline(transaction=False)
         for job_id in ids:
-            pipe.hget(QueueKeys.of(prefix, _queue_of(job_id)).job(job_id), "state")
+            pipe.hget(QueueKeys.of(prefix, _queue_of(job_id)).job(job_id), "s")
         succeeded = {
             i for i, s in zip(ids, pipe.execute(), strict=True) if _text(s or b"") == "succeeded"
         }
@@ -456,7 +456,7 @@ class Faults:
             for job_id, raw in zip(qids, pipe.execute(), strict=True):
                 fields = {_text(a): _text(b) for a, b in raw.items()}
                 jobs[job_id] = fields
-                state = fields.get("state", "")
+                state = fields.get("s", "")
                 states[job_id] = state
                 if not fields:
                     problems.append(f"{job_id}: LOST (no job hash)")

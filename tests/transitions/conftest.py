@@ -63,11 +63,11 @@ class Engine:
             unique_key=unique_key,
             unique_ttl=unique_ttl,
             fields={
-                "name": name,
-                "payload": payload,
-                "max_attempts": max_attempts,
-                "timeout_ms": 30000,
-                "result_ttl": 600,
+                "n": name,
+                "p": payload,
+                "max": max_attempts,
+                "tmo": 30000,
+                "ttl": 600,
             },
         )
 
@@ -134,11 +134,11 @@ class Engine:
         raw = self.job_like(self.keys.job(job_id))
         if not raw:
             return raw
-        # run_at is left out while it equals enqueued_at (a job queued to run now).
-        return {**OMITTED_DEFAULTS, "run_at": raw.get("enqueued_at", ""), **raw}
+        # "due" is left out while it equals "at" (a job queued to run now).
+        return {**OMITTED_DEFAULTS, "due": raw.get("at", ""), **raw}
 
     def state(self, job_id: str) -> str | None:
-        value = self.client.hget(self.keys.job(job_id), "state")
+        value = self.client.hget(self.keys.job(job_id), "s")
         return None if value is None else _s(value)
 
     def token(self, job_id: str) -> int:
@@ -195,7 +195,7 @@ class Engine:
                 assert ids, f"group {group!r} is in ring {prio} but its list is empty"
                 for job_id in ids:
                     job = self.job(job_id)
-                    assert job["state"] == "queued", (job_id, job)
+                    assert job["s"] == "queued", (job_id, job)
                     assert (job["prio"], job["group"]) == (prio, group)
                 queued_ids += ids
         # No non-empty group list or ring outside what prios points at.

@@ -32,12 +32,12 @@ def test_acks_the_job_and_reserves_the_next_in_reserve_order(engine: Engine):
     assert engine.reserve_id() == high
     stale, reserved = ack_reserve(engine, high)
     assert stale is None
-    assert engine.job(high)["state"] == "succeeded"
+    assert engine.job(high)["s"] == "succeeded"
     assert engine.job(high)["result"] == "7"
     assert len(reserved) == 1
     job_id, fields = reserved[0]
     assert job_id == first  # priority 0 before -5
-    assert fields[b"state"] == b"running"
+    assert fields[b"s"] == b"running"
     assert fields[b"worker"] == b"w2"
     assert fields[b"attempts"] == b"1" and fields[b"token"] == b"1"
     assert set(engine.zset(engine.keys.reserved)) == {first}

@@ -30,7 +30,7 @@ def test_cancel_withdraws_the_job_and_keeps_a_cancelled_record(engine: Engine, s
     job_id = _in_state(engine, state)
     assert engine.cancel(job_id) == state
     job = engine.job(job_id)
-    assert job["state"] == "cancelled"
+    assert job["s"] == "cancelled"
     assert "finished_at" in job
     assert 0 < engine.client.ttl(engine.keys.job(job_id)) <= 600
     for key in (engine.keys.delayed, engine.keys.failed, engine.keys.reserved):
@@ -134,7 +134,7 @@ def test_retry_requeues_a_failed_job_with_a_fresh_attempt_budget(engine: Engine)
     errors_before = {k: v for k, v in engine.job(job_id).items() if k.startswith("err")}
     transitions.retry_failed(engine.client, engine.keys, job_id)
     job = engine.job(job_id)
-    assert job["state"] == "queued"
+    assert job["s"] == "queued"
     assert job["attempts"] == "0"
     assert "finished_at" not in job
     assert {k: v for k, v in job.items() if k.startswith("err")} == errors_before  # history kept

@@ -19,7 +19,7 @@ def test_ack_stores_the_result_and_starts_the_record_ttl(engine: Engine):
     engine.reserve_id()
     engine.ack(job_id, result='{"ok":1}')
     job = engine.job(job_id)
-    assert job["state"] == "succeeded"
+    assert job["s"] == "succeeded"
     assert job["result"] == '{"ok":1}'
     assert "worker" not in job
     assert int(job["finished_at"]) >= int(job["started_at"])
@@ -49,8 +49,8 @@ def test_fail_with_a_retry_schedules_the_job_at_now_plus_delay(engine: Engine):
     assert run_at is not None
     assert before + 45_000 <= run_at <= after + 45_000
     job = engine.job(job_id)
-    assert job["state"] == "scheduled"
-    assert int(job["run_at"]) == run_at
+    assert job["s"] == "scheduled"
+    assert int(job["due"]) == run_at
     assert "worker" not in job
     assert engine.zset(engine.keys.delayed) == {job_id: run_at}
     assert engine.zset(engine.keys.reserved) == {}
@@ -71,7 +71,7 @@ def test_fail_on_the_last_attempt_moves_the_job_to_the_failed_store(engine: Engi
             wait_until(lambda: engine.promote()[0] == 1, message="retry promoted")
     assert outcome == "failed"
     job = engine.job(job_id)
-    assert job["state"] == "failed"
+    assert job["s"] == "failed"
     assert json.loads(job["error"]) == errors[-1]
     assert [json.loads(job["err:1"]), json.loads(job["err:2"])] == errors
     assert job_id in engine.zset(engine.keys.failed)
@@ -197,7 +197,7 @@ def test_an_expired_lease_is_reclaimed_with_its_attempt_counted(engine: Engine):
     assert engine.state(job_id) == "running"
     wait_until(lambda: engine.reclaim()[:2] == (1, 0), message="lease reclaimed")
     job = engine.job(job_id)
-    assert job["state"] == "queued"
+    assert job["s"] == "queued"
     assert job["attempts"] == "1"  # the lost attempt counts
     assert "worker" not in job
     assert json.loads(job["error"])["message"] == "lease expired"

@@ -85,7 +85,7 @@ def test_reserve_marks_the_job_running_with_a_lease_and_a_new_token(engine: Engi
     assert got[0] == job_id
     fields = got[1]
     assert fields == engine.job_like(engine.keys.job(job_id))  # the reply carries the whole hash
-    assert fields["state"] == "running"
+    assert fields["s"] == "running"
     assert fields["attempts"] == "1"
     assert fields["token"] == "1"
     assert fields["worker"] == "w1"
@@ -134,7 +134,7 @@ def test_reserve_many_hands_out_jobs_in_reserve_order_each_with_its_own_lease(en
     before = engine.now_ms()
     got = reserve_many(engine, 5000, 3)
     assert [job_id for job_id, _ in got] == [ids[3], ids[0], ids[2]]
-    assert all(fields[b"state"] == b"running" and fields[b"token"] == b"1" for _, fields in got)
+    assert all(fields[b"s"] == b"running" and fields[b"token"] == b"1" for _, fields in got)
     leases = engine.zset(engine.keys.reserved)
     assert set(leases) == {ids[3], ids[0], ids[2]}
     assert all(before + 5000 <= deadline <= engine.now_ms() + 5000 for deadline in leases.values())

@@ -29,7 +29,7 @@ def test_a_duplicate_of_a_pending_job_returns_its_id_and_writes_nothing(engine: 
 def test_the_unique_key_names_its_holder(engine: Engine):
     job_id = engine.add(unique_key="report:42")
     assert engine.client.get(engine.keys.unique("report:42")) == job_id.encode()
-    assert engine.job(job_id)["unique_key"] == "report:42"
+    assert engine.job(job_id)["uk"] == "report:42"
     assert engine.client.ttl(engine.keys.unique("report:42")) == -1
 
 

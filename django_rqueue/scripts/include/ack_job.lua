@@ -17,7 +17,7 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   end
   local now = now_ms()
   redis.call('ZREM', reserved, id)
-  redis.call('HSET', jkey, 'state', 'succeeded', 'finished_at', now, 'result', result)
+  redis.call('HSET', jkey, 's', 'succeeded', 'finished_at', now, 'result', result)
   redis.call('HDEL', jkey, 'worker', 'error')
   redis.call('HINCRBY', stats, 'succeeded', 1)
   release_unique(base, jkey, id)

@@ -13,19 +13,22 @@
 -- caller links the job into its group list or the delayed zset. `prio` is a
 -- validated integer string, `unique` '' for none, `unique_ttl` seconds (0 =
 -- until terminal); fields[first..last] are field, value pairs copied into the
--- hash (name, payload, options).
+-- hash ('n', 'p', 'max', 'tmo', 'ttl').
 --
 -- enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey, id, prio,
 --             group, delay, run_at, unique, unique_ttl, fields, first, last)
 -- -> {outcome, id, state}: create_job, then link the one job; outcome
 -- 'created' or a refusal.
 --
+-- Job hash fields (names as in django_rqueue.keys.JobFields): 's' state,
+-- 'at' enqueued-at ms, 'due' run-at ms, 'n' job name, 'p' payload, 'max'
+-- max attempts, 'tmo' timeout ms, 'ttl' result TTL s, 'uk' unique key.
 -- Fields at their default are left out of the hash (fewer bytes per job;
--- readers default them): prio '0', group '', attempts 0, token 0, and run_at
--- when it equals enqueued_at (a job queued to run now).
+-- readers default them): prio '0', group '', attempts 0, token 0, and 'due'
+-- when it equals 'at' (a job queued to run now).
 --
--- A 'payload' of 65..1024 bytes is stored in 64-byte parts: 'payload' (the
--- first), 'payload:2', 'payload:3', ... (readers join them in order; see
+-- A payload ('p') of 65..1024 bytes is stored in 64-byte parts: 'p' (the
+-- first), 'p:2', 'p:3', ... (readers join them in order; see
 -- django_rqueue.serialization.join_payload). Redis keeps a hash in its compact
 -- listpack encoding only while every value is at most hash-max-listpack-value
 -- bytes (64 by default, redis.conf; Redis docs "Memory optimization"); one
@@ -50,23 +53,23 @@ end
 
 local function create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, state, prio,
                           group, fields, first, last)
-  local existing = redis.call('HGET', jkey, 'state')
+  local existing = redis.call('HGET', jkey, 's')
   if existing then
     return {'exists', id, existing}
   end
   if unique ~= '' then
     local holder = redis.call('GET', ukey)
     if holder then
-      local st = redis.call('HGET', base .. 'job:' .. holder, 'state')
+      local st = redis.call('HGET', base .. 'job:' .. holder, 's')
       if st == 'scheduled' or st == 'queued' or st == 'running' then
         return {'duplicate', holder, st}
       end
     end
   end
 
-  local hset = {'state', state, 'enqueued_at', now}
+  local hset = {'s', state, 'at', now}
   if due ~= now then
-    hset[5], hset[6] = 'run_at', due
+    hset[5], hset[6] = 'due', due
   end
   if prio ~= '0' then
     hset[#hset + 1], hset[#hset + 2] = 'prio', prio
@@ -76,11 +79,11 @@ local function create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, st
   end
   for i = first, last - 1, 2 do
     local name, value = fields[i], fields[i + 1]
-    if name == 'payload' and #value > PAYLOAD_PART and #value <= PAYLOAD_PART * PAYLOAD_PARTS then
+    if name == 'p' and #value > PAYLOAD_PART and #value <= PAYLOAD_PART * PAYLOAD_PARTS then
       hset[#hset + 1], hset[#hset + 2] = name, string.sub(value, 1, PAYLOAD_PART)
       for part = 2, math.ceil(#value / PAYLOAD_PART) do
         local from = (part - 1) * PAYLOAD_PART + 1
-        hset[#hset + 1], hset[#hset + 2] = 'payload:' .. part,
+        hset[#hset + 1], hset[#hset + 2] = 'p:' .. part,
                                            string.sub(value, from, from + PAYLOAD_PART - 1)
       end
     else
@@ -88,7 +91,7 @@ local function create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, st
     end
   end
   if unique ~= '' then
-    hset[#hset + 1], hset[#hset + 2] = 'unique_key', unique
+    hset[#hset + 1], hset[#hset + 2] = 'uk', unique
     if unique_ttl > 0 then
       redis.call('SET', ukey, id, 'EX', unique_ttl)
     else

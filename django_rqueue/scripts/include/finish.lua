@@ -1,7 +1,7 @@
 -- release_unique(base, jkey, id): drop the job's unique key if this job still holds it.
--- Derived key: base .. 'unique:' .. <unique_key field>
+-- Derived key: base .. 'unique:' .. <'uk' field>
 local function release_unique(base, jkey, id)
-  local uk = redis.call('HGET', jkey, 'unique_key')
+  local uk = redis.call('HGET', jkey, 'uk')
   if uk then
     local ukey = base .. 'unique:' .. uk
     if redis.call('GET', ukey) == id then
@@ -36,7 +36,7 @@ end
 -- move_to_failed(base, jkey, failed, stats, id, now): final failure.
 -- Derived key: base .. 'throughput' (see count_finished).
 local function move_to_failed(base, jkey, failed, stats, id, now)
-  redis.call('HSET', jkey, 'state', 'failed', 'finished_at', now)
+  redis.call('HSET', jkey, 's', 'failed', 'finished_at', now)
   redis.call('HDEL', jkey, 'worker')
   redis.call('ZADD', failed, now, id)
   redis.call('HINCRBY', stats, 'failed', 1)
@@ -47,7 +47,7 @@ end
 -- check_token(jkey, token): nil when `jkey` is running under `token`, else a
 -- reply {'stale', state, current token} that the caller returns unchanged.
 local function check_token(jkey, token)
-  local cur = redis.call('HMGET', jkey, 'state', 'token')
+  local cur = redis.call('HMGET', jkey, 's', 'token')
   if cur[1] ~= 'running' or cur[2] ~= token then
     return {'stale', cur[1] or '', cur[2] or ''}
   end

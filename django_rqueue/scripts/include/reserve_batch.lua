@@ -22,7 +22,7 @@ local function reserve_batch(base, prios, reserved, stats, notify, lease, worker
         for i = 1, #job, 2 do
           fields[job[i]] = job[i + 1]
         end
-        if fields['state'] == 'running' and fields['worker'] == worker then
+        if fields['s'] == 'running' and fields['worker'] == worker then
           table.insert(job, 1, id)
           reservations[#reservations + 1] = job
         end

@@ -35,11 +35,11 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker)
       if id then
         redis.call('HINCRBY', stats, 'queued', -1)
         local jkey = base .. 'job:' .. id
-        if redis.call('HGET', jkey, 'state') == 'queued' then
+        if redis.call('HGET', jkey, 's') == 'queued' then
           local now = now_ms()
           redis.call('HINCRBY', jkey, 'token', 1)
           redis.call('HINCRBY', jkey, 'attempts', 1)
-          redis.call('HSET', jkey, 'state', 'running', 'started_at', now, 'worker', worker)
+          redis.call('HSET', jkey, 's', 'running', 'started_at', now, 'worker', worker)
           redis.call('ZADD', reserved, now + lease, id)
           local reply = redis.call('HGETALL', jkey)
           table.insert(reply, 1, id)
