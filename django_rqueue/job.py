@@ -207,7 +207,7 @@ def _decode_error(raw: bytes | str, problems: list[str]) -> dict[str, str]:
 def get_job(job_id: str) -> Job | None:
     """Return the job with id ``job_id`` from any process, or ``None`` if unknown.
 
-    The queue is read from the id itself (``"<queue>:<hex>"``), so one
+    The queue is read from the id itself (``"<queue>:<random part>"``), so one
     ``HGETALL`` suffices. An id of the wrong shape, or of a queue that is not
     declared any more, returns ``None``.
 

@@ -293,7 +293,7 @@ def test_every_corrupt_field_is_listed_and_nothing_raises():
         b"at": b"yesterday",
         b"prio": b"\xff",
     }
-    got = Job.from_fields("default:" + "1" * 32, fields)
+    got = Job.from_fields("default:" + "1" * 22, fields)
     assert got.status is JobStatus.FAILED
     assert got.attempts == 0
     assert got.priority == 0

@@ -37,9 +37,9 @@ def text_job(text: str) -> str:
     return text
 
 
-def test_a_job_id_is_the_queue_and_32_hex_digits():
+def test_a_job_id_is_the_queue_and_22_url_safe_characters():
     job_id = new_job_id("emails")
-    assert re.fullmatch(r"emails:[0-9a-f]{32}", job_id)
+    assert re.fullmatch(r"emails:[A-Za-z0-9_-]{22}", job_id)
     assert queue_of(job_id) == "emails"
 
 
@@ -54,7 +54,8 @@ def test_queue_of_reads_back_any_valid_queue_name(queue: str):
 
 @pytest.mark.parametrize(
     "job_id",
-    ["", "default", "default:", ":" + "0" * 32, "default:" + "0" * 31, "default:" + "0" * 33, "x"],
+    ["", "default", "default:", ":" + "0" * 22, "default:" + "0" * 21, "default:" + "0" * 23]
+    + ["default:" + "0" * 32, "x"],
 )
 def test_queue_of_rejects_ids_of_the_wrong_shape(job_id: str):
     assert queue_of(job_id) is None

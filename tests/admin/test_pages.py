@@ -14,8 +14,8 @@ from .conftest import BASE, MakeClient
 
 
 def job_url(job_id: str, action: str = "") -> str:
-    # The admin quotes ids in URLs (":" -> "_3A"), as it does for object ids.
-    path = f"{BASE}jobs/{job_id.replace(':', '_3A')}/"
+    # The admin quotes ids in URLs as it does object ids (":" -> "_3A", "_" -> "_5F").
+    path = f"{BASE}jobs/{job_id.replace('_', '_5F').replace(':', '_3A')}/"
     return f"{path}{action}/" if action else path
 
 
@@ -132,10 +132,10 @@ def test_a_corrupt_job_still_renders_with_its_problems(admin_client_rq: Client, 
 @pytest.mark.parametrize(
     "path",
     [
-        "jobs/default_3A" + "0" * 32 + "/",
+        "jobs/default_3A" + "0" * 22 + "/",
         "jobs/nonsense/",
-        "jobs/nope_3A" + "0" * 32 + "/",
-        "jobs/default_3A" + "0" * 32 + "/retry/",
+        "jobs/nope_3A" + "0" * 22 + "/",
+        "jobs/default_3A" + "0" * 22 + "/retry/",
         "queues/nope/failed/",
         "queues/default/bogus/",
         "queues/default/failed/zap-all/",

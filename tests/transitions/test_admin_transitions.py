@@ -27,7 +27,7 @@ def test_run_now_queues_a_scheduled_job_at_once(engine: Engine):
 
 @pytest.mark.parametrize("setup", ["queued", "missing"])
 def test_run_now_refuses_a_job_that_is_not_scheduled(engine: Engine, setup: str):
-    job_id = engine.add() if setup == "queued" else "default:" + "0" * 32
+    job_id = engine.add() if setup == "queued" else "default:" + "0" * 22
     before = engine.snapshot()
     with pytest.raises(JobStateError) as info:
         transitions.run_now(engine.client, engine.keys, job_id)

@@ -77,7 +77,7 @@ def test_a_finished_job_cannot_be_cancelled(engine: Engine, state: str):
 @pytest.mark.parametrize("mode", ["cancel", "delete"])
 def test_a_missing_job_cannot_be_cancelled(engine: Engine, mode: str):
     with pytest.raises(JobStateError) as info:
-        engine.cancel("default:" + "f" * 32, mode=mode)
+        engine.cancel("default:" + "f" * 22, mode=mode)
     assert info.value.state is None
     assert engine.client.dbsize() == 0
 
@@ -160,5 +160,5 @@ def test_retry_only_applies_to_failed_jobs(engine: Engine, state: str):
 
 def test_retry_of_a_missing_job_is_a_state_error(engine: Engine):
     with pytest.raises(JobStateError) as info:
-        transitions.retry_failed(engine.client, engine.keys, "default:" + "a" * 32)
+        transitions.retry_failed(engine.client, engine.keys, "default:" + "a" * 22)
     assert info.value.state is None

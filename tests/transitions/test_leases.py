@@ -184,7 +184,7 @@ def test_a_repeated_fail_by_the_same_holder_is_idempotent(
 
 def test_reporting_on_a_missing_job_is_stale(engine: Engine):
     with pytest.raises(LeaseLost, match="missing"):
-        engine.ack("default:" + "0" * 32, token=1)
+        engine.ack("default:" + "0" * 22, token=1)
     assert engine.client.dbsize() == 0
 
 

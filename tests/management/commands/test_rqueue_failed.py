@@ -50,7 +50,7 @@ def test_show_prints_each_attempts_traceback(jobs: Jobs):
     assert "attempt 1: builtins.ValueError: deep trouble" in out
     assert "Traceback (most recent call last)" in out
     with pytest.raises(CommandError, match="no job"):
-        run("show", "default:" + "0" * 32)
+        run("show", "default:" + "0" * 22)
 
 
 def test_retry_and_delete_by_id_report_refusals(jobs: Jobs):
