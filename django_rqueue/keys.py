@@ -97,7 +97,7 @@ def new_job_id(queue: str) -> str:
     ``secrets.token_urlsafe(16)``: as random as a UUID4 (which keeps 122 of
     its 128 bits random), in 22 characters instead of 32 hex digits. The id
     is stored twice per queued job (in its key and in its group list), so the
-    shorter form saves ~18 bytes of Redis memory per job (``bench/README.md``).
+    shorter form saves ~10 bytes of Redis memory per job (``bench/README.md``).
     The queue is part of the id so that :func:`queue_of` finds a job's queue
     (and so its Redis connection and keys) from the id alone.
     """
