@@ -163,7 +163,7 @@ info "worker: $(grep -m1 serving "$work/worker.log")"
 # --- 4. password reset over HTTP --------------------------------------------------
 say "forgotten password: submit the reset form over HTTP (seed 000)"
 manage demo_submit_reset "$base" alice@example.com --timeout 30 | tee "$work/http.txt"
-email_job="$(grep -m1 -oE 'emails:[0-9a-f]{32}' "$work/http.txt")" || die "no job id in the answer"
+email_job="$(grep -m1 -oE 'emails:[A-Za-z0-9_-]{22}' "$work/http.txt")" || die "no job id in the answer"
 
 say "worker log lines for $email_job"
 grep -F "$email_job" "$work/worker.log" || die "the worker did not log $email_job"
