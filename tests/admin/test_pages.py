@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
+from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
 
 from django_rqueue import browse, workers
@@ -15,7 +16,7 @@ from .conftest import BASE, MakeClient
 
 def job_url(job_id: str, action: str = "") -> str:
     # The admin quotes ids in URLs as it does object ids (":" -> "_3A", "_" -> "_5F").
-    path = f"{BASE}jobs/{job_id.replace('_', '_5F').replace(':', '_3A')}/"
+    path = f"{BASE}jobs/{admin_quote(job_id)}/"
     return f"{path}{action}/" if action else path
 
 
