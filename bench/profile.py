@@ -61,7 +61,7 @@ def main() -> None:
 
     django.setup()
     from bench.jobs import noop
-    from django_rqueue.worker import Worker
+    from django_rqueue.worker.loop import Worker
 
     client = server.client()
 

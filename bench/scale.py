@@ -19,10 +19,10 @@ import redis
 
 def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dict[str, Any]:  # noqa: ANN401
     from bench.jobs import noop
-    from django_rqueue import transitions
     from django_rqueue.conf import get_config
-    from django_rqueue.connection import get_client
-    from django_rqueue.keys import QueueKeys
+    from django_rqueue.engine import transitions
+    from django_rqueue.engine.connection import get_client
+    from django_rqueue.engine.keys import QueueKeys
 
     client.flushall()
     prefix = get_config().key_prefix

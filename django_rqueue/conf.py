@@ -58,7 +58,7 @@ QUEUE_KEYS = OPTION_KEYS | {"REDIS_URL"}
 
 #: Queue names: letters, digits, ``_ . -``; at most 64 characters. Colons and
 #: braces are excluded because queue names appear in job ids and in the
-#: Redis Cluster hash tag of every key (see :mod:`django_rqueue.keys`).
+#: Redis Cluster hash tag of every key (see :mod:`django_rqueue.engine.keys`).
 QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 KEY_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})

@@ -10,12 +10,13 @@ from typing import Any, overload
 from django.db import transaction
 from django.utils import timezone
 
-from . import registry, signals, transitions
+from . import registry, signals
 from .backoff import BackoffPolicy
 from .conf import BACKOFF_NAMES, Config, get_config
-from .connection import get_client
+from .engine import transitions
+from .engine.connection import get_client
+from .engine.keys import JobFields, QueueKeys, new_job_id
 from .job import Job, JobStatus
-from .keys import JobFields, QueueKeys, new_job_id
 from .serialization import encode_arguments
 
 #: ``priority`` bounds, as in ``django.tasks``: higher runs first.

@@ -16,8 +16,8 @@ import redis
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from .conf import Problem, get_config
-from .connection import get_client
-from .scripts import load
+from .engine.connection import get_client
+from .engine.scripts import load
 
 
 def redis_problems(client: redis.Redis, where: str) -> list[Problem]:

@@ -7,10 +7,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import transitions
 from .conf import get_config
-from .connection import get_client
-from .keys import JobFields, QueueKeys, queue_of
+from .engine import transitions
+from .engine.connection import get_client
+from .engine.keys import JobFields, QueueKeys, queue_of
 from .serialization import decode_arguments, join_payload, loads
 
 

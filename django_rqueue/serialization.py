@@ -22,7 +22,7 @@ from typing import Any
 
 from django.utils.functional import Promise
 
-from .keys import JobFields
+from .engine.keys import JobFields
 
 TAG = "__rqueue__"
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import redis
 
-from django_rqueue import transitions
 from django_rqueue.conf import get_config
-from django_rqueue.connection import get_client
-from django_rqueue.keys import QueueKeys, new_job_id
-from django_rqueue.poller import Poller
-from django_rqueue.worker import Worker
+from django_rqueue.engine import transitions
+from django_rqueue.engine.connection import get_client
+from django_rqueue.engine.keys import QueueKeys, new_job_id
+from django_rqueue.worker.loop import Worker
+from django_rqueue.worker.poller import Poller
 from tests.jobs_app.jobs import read_ledger
 
 

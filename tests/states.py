@@ -6,9 +6,9 @@ from typing import Any
 
 import redis
 
-from django_rqueue import transitions
+from django_rqueue.engine import transitions
+from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.execution import error_record
-from django_rqueue.keys import QueueKeys, new_job_id
 
 PREFIX = "rqueue"
 

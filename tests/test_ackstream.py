@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue import LeaseLost, transitions
-from django_rqueue.ackstream import AckStream, PendingAck
-from django_rqueue.connection import get_client
-from django_rqueue.keys import QueueKeys
-from django_rqueue.scripts import load
+from django_rqueue import LeaseLost
+from django_rqueue.engine import transitions
+from django_rqueue.engine.ackstream import AckStream, PendingAck
+from django_rqueue.engine.connection import get_client
+from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.engine.scripts import load
 from tests.inprocess import enqueue_raw
 
 KEYS = QueueKeys.of("rqueue", "default")

@@ -7,10 +7,11 @@ import random
 import pytest
 import redis
 
-from django_rqueue import JobStatus, get_job, job, transitions
+from django_rqueue import JobStatus, get_job, job
 from django_rqueue.backoff import BASE, CAP, exponential, retry_delay
-from django_rqueue.keys import QueueKeys
-from django_rqueue.worker import Worker
+from django_rqueue.engine import transitions
+from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.worker.loop import Worker
 from tests.waiting import wait_until
 
 KEYS = QueueKeys.of("rqueue", "default")

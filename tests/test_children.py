@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from django_rqueue.children import Child, PipeHooks
 from django_rqueue.job import Job, JobStatus
-from django_rqueue.worker import RELEASED
+from django_rqueue.worker.children import Child, PipeHooks
+from django_rqueue.worker.loop import RELEASED
 
 
 def _job(n: int) -> Job:

@@ -10,7 +10,7 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue import job
 from django_rqueue.conf import BUILTIN_DEFAULTS, DEFAULT_REDIS_URL, get_config, problems
-from django_rqueue.keys import QueueKeys
+from django_rqueue.engine.keys import QueueKeys
 
 
 @job

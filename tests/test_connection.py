@@ -4,7 +4,7 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings
 
-from django_rqueue.connection import get_client
+from django_rqueue.engine.connection import get_client
 from tests.redis_server import RedisServer
 
 

@@ -23,11 +23,11 @@ from django_rqueue import (
     get_job,
     job,
     registry,
-    transitions,
 )
-from django_rqueue.keys import QueueKeys
-from django_rqueue.poller import Poller
-from django_rqueue.worker import Worker
+from django_rqueue.engine import transitions
+from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.worker.loop import Worker
+from django_rqueue.worker.poller import Poller
 from tests.waiting import wait_until
 
 KEYS = QueueKeys.of("rqueue", "default")

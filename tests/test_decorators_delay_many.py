@@ -14,10 +14,11 @@ import redis
 from django.db import transaction
 from pytest_django.fixtures import Settings
 
-from django_rqueue import JobStatus, get_job, job, signals, transitions
-from django_rqueue.keys import QueueKeys
-from django_rqueue.scripts import load
-from django_rqueue.worker import Worker
+from django_rqueue import JobStatus, get_job, job, signals
+from django_rqueue.engine import transitions
+from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.engine.scripts import load
+from django_rqueue.worker.loop import Worker
 
 KEYS = QueueKeys.of("rqueue", "default")
 calls: list[tuple[object, ...]] = []

@@ -10,9 +10,10 @@ import pytest
 import redis
 from pytest_django import DjangoDbBlocker
 
-from django_rqueue import Job, JobStateError, JobStatus, get_job, job, transitions
-from django_rqueue.keys import QueueKeys, new_job_id
-from django_rqueue.worker import Worker
+from django_rqueue import Job, JobStateError, JobStatus, get_job, job
+from django_rqueue.engine import transitions
+from django_rqueue.engine.keys import QueueKeys, new_job_id
+from django_rqueue.worker.loop import Worker
 
 KEYS = QueueKeys.of("rqueue", "default")
 

@@ -1,4 +1,4 @@
-"""Key names and job ids (django_rqueue.keys), and the Lua scripts' agreement with them."""
+"""Key names and job ids (django_rqueue.engine.keys), and the Lua scripts' agreement with them."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from django_rqueue import job, transitions
-from django_rqueue.execution import error_record
-from django_rqueue.keys import (
+from django_rqueue import job
+from django_rqueue.engine import transitions
+from django_rqueue.engine.keys import (
     GROUP,
     JOB,
     RING,
@@ -22,8 +22,9 @@ from django_rqueue.keys import (
     new_job_id,
     queue_of,
 )
-from django_rqueue.poller import Poller
-from django_rqueue.scripts import load
+from django_rqueue.engine.scripts import load
+from django_rqueue.execution import error_record
+from django_rqueue.worker.poller import Poller
 from tests.waiting import wait_until
 
 
@@ -225,7 +226,7 @@ def test_every_job_hash_field_the_scripts_write_is_a_jobfields_name(redis_client
 def test_no_script_spells_a_job_field_by_its_old_long_name():
     old = ["state", "enqueued_at", "run_at", "name", "payload", "max_attempts", "timeout_ms"]
     old += ["result_ttl", "unique_key"]
-    scripts = resources.files("django_rqueue.scripts")
+    scripts = resources.files("django_rqueue.engine.scripts")
     for name in sorted(p.name[:-4] for p in scripts.iterdir() if p.name.endswith(".lua")):
         code = "\n".join(
             line for line in load(name).source.splitlines() if not line.lstrip().startswith("--")

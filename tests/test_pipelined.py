@@ -1,4 +1,4 @@
-"""django_rqueue.pipelined: script calls kept two deep in flight, on a real redis-server.
+"""django_rqueue.engine.pipelining: script calls kept two deep in flight, on a real redis-server.
 
 The script used here is idempotent the way ``enqueue_batch.lua`` is: it sets a
 key only when absent and counts the sets, so a resent call shows as a counter
@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from django_rqueue.pipelined import Call, pipelined
-from django_rqueue.scripts import LuaScript
+from django_rqueue.engine.pipelining import Call, pipelined
+from django_rqueue.engine.scripts import LuaScript
 
 SET_ONCE = LuaScript(
     "test_set_once",

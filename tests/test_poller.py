@@ -10,9 +10,10 @@ from collections import Counter
 import pytest
 import redis
 
-from django_rqueue import Job, JobStatus, get_job, transitions
-from django_rqueue.connection import get_client
-from django_rqueue.poller import MAX_SLEEP, Poller
+from django_rqueue import Job, JobStatus, get_job
+from django_rqueue.engine import transitions
+from django_rqueue.engine.connection import get_client
+from django_rqueue.worker.poller import MAX_SLEEP, Poller
 from tests.inprocess import keys, poller_thread, queued_ids, run_worker, stats
 from tests.jobs_app.jobs import read_ledger, record
 from tests.waiting import wait_until

@@ -6,7 +6,7 @@ from importlib import resources
 import pytest
 import redis
 
-from django_rqueue.scripts import load
+from django_rqueue.engine.scripts import load
 
 TRANSITIONS = [
     "enqueue",
@@ -24,7 +24,7 @@ TRANSITIONS = [
 
 @pytest.mark.parametrize("name", TRANSITIONS)
 def test_every_transition_has_a_keys_argv_header_and_expands_its_includes(name):
-    raw = resources.files("django_rqueue.scripts").joinpath(f"{name}.lua").read_text()
+    raw = resources.files("django_rqueue.engine.scripts").joinpath(f"{name}.lua").read_text()
     header = raw.split("\n\n", 1)[0]
     assert header.startswith(f"-- {name}:")
     assert "KEYS[1]" in header

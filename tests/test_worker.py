@@ -15,12 +15,13 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import JobStatus, get_job, signals, transitions
+from django_rqueue import JobStatus, get_job, signals
+from django_rqueue.engine import transitions
+from django_rqueue.engine.scripts import load
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job
-from django_rqueue.scripts import load
 from django_rqueue.serialization import encode_arguments
-from django_rqueue.worker import Worker
+from django_rqueue.worker.loop import Worker
 from tests.faults.proxy import FaultProxy
 from tests.inprocess import enqueue_raw, keys, poller_thread, run_worker, stats, tags
 from tests.jobs_app.jobs import (

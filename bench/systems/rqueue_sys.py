@@ -64,7 +64,7 @@ class Rqueue(System):
         return {"DJANGO_SETTINGS_MODULE": "bench.settings"}
 
     def close(self) -> None:
-        from django_rqueue.connection import reset_clients
+        from django_rqueue.engine.connection import reset_clients
 
         reset_clients()
 

@@ -16,9 +16,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import browse, bulk
+from .. import operations, queries
+from ..engine.keys import queue_of
 from ..exceptions import JobStateError, RedisUnavailable
-from ..keys import queue_of
 from .common import (
     ACTION_PERMISSION,
     context,
@@ -32,12 +32,12 @@ from .common import (
 from .detail import load
 
 if TYPE_CHECKING:
-    from .site import JobAdmin
+    from .options import JobAdmin
 
 
 def _action(name: str) -> tuple[str, tuple[str, ...]]:
     try:
-        return bulk.ACTIONS[name]
+        return operations.ACTIONS[name]
     except KeyError:
         raise Http404(f"No action {name!r}.") from None
 
@@ -61,7 +61,7 @@ def job_action(
     job_id = unquote_id(job_id)
     job, _raw = load(job_id)
     back = url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
-    if job.status.value not in browse.STATES:
+    if job.status.value not in queries.STATES:
         back = url(model_admin, "django_rqueue_job_changelist")
     if request.method == "GET":
         return TemplateResponse(
@@ -82,7 +82,7 @@ def job_action(
             ),
         )
     try:
-        bulk.perform(job_id, action)
+        operations.perform(job_id, action)
     except JobStateError as exc:
         messages.warning(
             request,
@@ -128,7 +128,7 @@ def selected(request: HttpRequest, model_admin: JobAdmin, queue: str) -> HttpRes
                 + [("ids", i) for i in ids],
             ),
         )
-    outcome = bulk.perform_many(ids, action)
+    outcome = operations.perform_many(ids, action)
     for job_id in outcome.done:
         log(request, job_id, verb, deletion=action == "delete")
     if outcome.done:
@@ -156,7 +156,7 @@ def all_failed(
     name = (request.POST.get("name") or request.GET.get("name") or "").strip()
     back = url(model_admin, "django_rqueue_job_list", queue, "failed")
     if request.method == "GET":
-        total = browse.JobSource(queue, "failed").count()
+        total = queries.JobSource(queue, "failed").count()
         what = _("the jobs named %(name)s among") % {"name": name} if name else _("all")
         return TemplateResponse(
             request,
@@ -176,11 +176,11 @@ def all_failed(
             ),
         )
     try:
-        result = bulk.process_failed(queue, action, name=name)
+        result = operations.process_failed(queue, action, name=name)
     except RedisUnavailable as exc:
         messages.error(request, str(exc))
         return HttpResponseRedirect(back)
-    verb = bulk.ACTIONS[action][0]
+    verb = operations.ACTIONS[action][0]
     text = _("%(n)d failed jobs of queue %(queue)s %(verb)s") % {
         "n": result.done,
         "queue": queue,

@@ -15,7 +15,7 @@ from ..conf import get_config
 from ..models import Job as JobModel
 
 if TYPE_CHECKING:
-    from .site import JobAdmin
+    from .options import JobAdmin
 
 #: Jobs per page of a listing.
 PAGE_SIZE = 50

@@ -9,17 +9,17 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 
-from .. import browse
-from ..bulk import ACTIONS
+from .. import queries
 from ..conf import get_config
-from ..connection import get_client
+from ..engine.connection import get_client
+from ..engine.keys import JobFields, queue_of
+from ..engine.transitions import read_job
 from ..job import Job
-from ..keys import JobFields, queue_of
-from ..transitions import read_job
+from ..operations import ACTIONS
 from .common import ACTION_PERMISSION, context, job_url, unquote_id, url
 
 if TYPE_CHECKING:
-    from .site import JobAdmin
+    from .options import JobAdmin
 
 #: Hash fields shown in the "Options" table, with their labels (the others have their own place).
 OPTION_FIELDS = (
@@ -37,7 +37,7 @@ def load(job_id: str) -> tuple[Job, dict[str, str]]:
     queue = queue_of(job_id)
     if queue is None or queue not in get_config().queues:
         raise Http404(_("No job with this id."))
-    raw = read_job(get_client(queue), browse.keys_of(queue), job_id)
+    raw = read_job(get_client(queue), queries.keys_of(queue), job_id)
     if not raw:
         raise Http404(_("No job with this id: it finished and expired, or was deleted."))
     text = {
@@ -74,7 +74,7 @@ def job_detail(request: HttpRequest, model_admin: JobAdmin, job_id: str) -> Http
             queue=job.queue,
             state=job.status.value,
             list_url=url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
-            if job.status.value in browse.STATES
+            if job.status.value in queries.STATES
             else "",
             args=pretty(job.args),
             kwargs=pretty(job.kwargs),

@@ -12,31 +12,31 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from .. import browse
-from ..bulk import ACTIONS
+from .. import queries
 from ..exceptions import RedisUnavailable
+from ..operations import ACTIONS
 from .common import ACTION_PERMISSION, PAGE_SIZE, context, declared_queue, job_url, url
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrPromise
 
-    from .site import JobAdmin
+    from .options import JobAdmin
 
-Cell = Callable[[browse.Row], Any]
+Cell = Callable[[queries.Row], Any]
 
 
-def _error(row: browse.Row) -> str:
+def _error(row: queries.Row) -> str:
     error = row.job.error if row.job else None
     if not error:
         return ""
     return f"{error['type'].rsplit('.', 1)[-1]}: {error['message']}"[:200]
 
 
-def _result(row: browse.Row) -> str:
+def _result(row: queries.Row) -> str:
     return json.dumps(row.job.result, default=str)[:100] if row.job else ""
 
 
-def _attempts(row: browse.Row) -> str:
+def _attempts(row: queries.Row) -> str:
     return f"{row.job.attempts}/{row.job.max_attempts}" if row.job else ""
 
 
@@ -83,7 +83,7 @@ BULK = {
 }
 
 
-def _cells(row: browse.Row, state: str) -> list[Any]:
+def _cells(row: queries.Row, state: str) -> list[Any]:
     if row.job is not None and state == "queued":
         at = row.job.run_at
     else:
@@ -94,7 +94,7 @@ def _cells(row: browse.Row, state: str) -> list[Any]:
 def job_list(request: HttpRequest, model_admin: JobAdmin, queue: str, state: str) -> HttpResponse:
     """List the jobs of ``queue`` in ``state``, a page at a time."""
     declared_queue(queue)
-    if state not in browse.STATES:
+    if state not in queries.STATES:
         raise Http404(f"No job state {state!r}.")
     title, at_header, columns = COLUMNS[state]
     extra: dict[str, Any] = {}
@@ -102,14 +102,14 @@ def job_list(request: HttpRequest, model_admin: JobAdmin, queue: str, state: str
     try:
         source = _source(request, queue, state, extra)
         if extra.get("groups_page") is not None:
-            rows: list[browse.Row] = []
+            rows: list[queries.Row] = []
         elif name:
             cursor = _int(request.GET.get("cursor"), 0)
-            found = browse.filtered_page(source, name, cursor, PAGE_SIZE)
+            found = queries.filtered_page(source, name, cursor, PAGE_SIZE)
             rows = found.rows
             extra.update(cursor=cursor, next_cursor=found.next_cursor, scanned=found.scanned)
         else:
-            paginator: Paginator[browse.Row] = Paginator(cast(Any, source), PAGE_SIZE)
+            paginator: Paginator[queries.Row] = Paginator(cast(Any, source), PAGE_SIZE)
             page_obj = paginator.get_page(request.GET.get("page"))
             rows = list(page_obj.object_list)
             extra.update(page_obj=page_obj, page_range=_page_range(page_obj))
@@ -130,7 +130,7 @@ def job_list(request: HttpRequest, model_admin: JobAdmin, queue: str, state: str
             queue=queue,
             state=state,
             states=[
-                (s, url(model_admin, "django_rqueue_job_list", queue, s)) for s in browse.STATES
+                (s, url(model_admin, "django_rqueue_job_list", queue, s)) for s in queries.STATES
             ],
             headers=[_("Job"), _("Name"), at_header, *(h for h, _cell in columns)],
             rows=[
@@ -166,20 +166,20 @@ def _page_range(page_obj: Any) -> list[int | str]:  # noqa: ANN401 - django Page
 
 def _source(
     request: HttpRequest, queue: str, state: str, extra: dict[str, Any]
-) -> browse.JobSource:
+) -> queries.JobSource:
     """The job source to list; for queued jobs also the priority tabs and groups."""
     if state != "queued":
-        return browse.JobSource(queue, state)
-    prios = browse.priorities(queue)
+        return queries.JobSource(queue, state)
+    prios = queries.priorities(queue)
     priority = _int(request.GET.get("prio"), prios[0] if prios else 0)
     extra.update(priorities=prios, priority=priority)
     group = request.GET.get("group")
     if group is None:
-        count = browse.group_count(queue, priority)
+        count = queries.group_count(queue, priority)
         if count == 1:
-            group = browse.groups(queue, priority, 0, 0)[0].group
+            group = queries.groups(queue, priority, 0, 0)[0].group
         elif count > 1:
-            paginator: Paginator[browse.GroupRow] = Paginator(
+            paginator: Paginator[queries.GroupRow] = Paginator(
                 cast(Any, _Groups(queue, priority, count)), PAGE_SIZE
             )
             groups_page = paginator.get_page(request.GET.get("page"))
@@ -189,11 +189,11 @@ def _source(
                 page_range=_page_range(groups_page),
                 group_count=count,
             )
-            return browse.JobSource(queue, state, priority, "")
+            return queries.JobSource(queue, state, priority, "")
         else:
             group = ""
     extra.update(group=group, group_label=group or _("(default group)"))
-    return browse.JobSource(queue, state, priority, group)
+    return queries.JobSource(queue, state, priority, group)
 
 
 class _Groups:
@@ -208,6 +208,6 @@ class _Groups:
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, index: slice) -> list[browse.GroupRow]:
+    def __getitem__(self, index: slice) -> list[queries.GroupRow]:
         start, stop = index.start or 0, index.stop or self._count
-        return browse.groups(self.queue, self.priority, start, stop - 1)
+        return queries.groups(self.queue, self.priority, start, stop - 1)

@@ -12,14 +12,14 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from .. import browse
+from .. import queries
 from ..conf import get_config
+from ..engine.keys import queue_of
 from ..exceptions import RedisUnavailable
-from ..keys import queue_of
 from .common import context, job_url, url
 
 if TYPE_CHECKING:
-    from .site import JobAdmin
+    from .options import JobAdmin
 
 #: A scheduled job this many seconds past its run-at means nobody promotes jobs.
 OVERDUE = 60
@@ -29,7 +29,7 @@ BAR, GAP, HEIGHT = 4, 1, 40
 
 @dataclass
 class QueueCard:
-    counts: browse.QueueCounts
+    counts: queries.QueueCounts
     bars: list[dict[str, Any]] = field(default_factory=list)
     succeeded_hour: int = 0
     failed_hour: int = 0
@@ -70,10 +70,10 @@ def overview(request: HttpRequest, model_admin: JobAdmin) -> HttpResponse:
     now = timezone.now()
     for queue in get_config().queues:
         try:
-            card = QueueCard(browse.queue_counts(queue))
-            rows = browse.throughput(queue)
+            card = QueueCard(queries.queue_counts(queue))
+            rows = queries.throughput(queue)
         except RedisUnavailable as exc:
-            cards.append(QueueCard(browse.QueueCounts(queue, error=str(exc))))
+            cards.append(QueueCard(queries.QueueCounts(queue, error=str(exc))))
             continue
         card.bars, card.peak = chart(rows)
         card.succeeded_hour = sum(s for _, s, _f in rows)
@@ -90,7 +90,7 @@ def overview(request: HttpRequest, model_admin: JobAdmin) -> HttpResponse:
             )
         cards.append(card)
     try:
-        workers = browse.workers()
+        workers = queries.workers()
     except RedisUnavailable:
         workers = []
     worker_rows = [_worker_row(w) for w in workers or []]
@@ -126,7 +126,7 @@ def overview(request: HttpRequest, model_admin: JobAdmin) -> HttpResponse:
 def card_links(model_admin: JobAdmin, card: QueueCard) -> None:
     queue = card.counts.queue
     card.links = {
-        state: url(model_admin, "django_rqueue_job_list", queue, state) for state in browse.STATES
+        state: url(model_admin, "django_rqueue_job_list", queue, state) for state in queries.STATES
     }
 
 
@@ -139,7 +139,7 @@ def _worker_row(info: dict[str, Any]) -> dict[str, Any]:
         "pid": info.get("pid", ""),
         "queues": ", ".join(map(str, info.get("queues") or [])),
         "jobs": [j.get("id", "") if isinstance(j, dict) else str(j) for j in jobs],
-        "heartbeat": browse.ms_to_datetime(heartbeat) if isinstance(heartbeat, int) else None,
+        "heartbeat": queries.ms_to_datetime(heartbeat) if isinstance(heartbeat, int) else None,
         # Workers run a poller unless started with --without-poller.
         "poller": info.get("poller", True) is not False,
     }

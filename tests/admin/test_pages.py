@@ -8,7 +8,8 @@ import pytest
 from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
 
-from django_rqueue import browse, workers
+from django_rqueue import queries
+from django_rqueue.worker import heartbeat
 from tests.states import Jobs
 
 from .conftest import BASE, MakeClient
@@ -187,7 +188,7 @@ def test_view_only_staff_see_no_action_buttons(make_client: MakeClient, jobs: Jo
 
 def test_overview_lists_the_workers_of_the_registry(admin_client_rq: Client, jobs: Jobs):
     running = jobs.running()
-    workers.publish(
+    heartbeat.publish(
         "web-1:4242:abc123",
         {
             "host": "web-1",
@@ -214,10 +215,10 @@ def test_a_succeeded_job_shows_its_result(admin_client_rq: Client, jobs: Jobs):
 
 
 def test_overview_warns_when_no_worker_runs_a_poller(admin_client_rq: Client):
-    workers.publish("w:1:a", {"host": "w", "pid": 1, "queues": [], "poller": False}, ttl=30)
+    heartbeat.publish("w:1:a", {"host": "w", "pid": 1, "queues": [], "poller": False}, ttl=30)
     response = admin_client_rq.get(BASE)
     assert any("poller" in w for w in response.context["warnings"])
-    workers.publish("w:2:b", {"host": "w", "pid": 2, "queues": [], "poller": True}, ttl=30)
+    heartbeat.publish("w:2:b", {"host": "w", "pid": 2, "queues": [], "poller": True}, ttl=30)
     response = admin_client_rq.get(BASE)
     assert not any("poller" in w for w in response.context["warnings"])
 
@@ -225,8 +226,8 @@ def test_overview_warns_when_no_worker_runs_a_poller(admin_client_rq: Client):
 def test_a_name_filter_scans_a_bounded_window_and_continues(
     admin_client_rq: Client, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(browse, "SCAN_LIMIT", 4)
-    monkeypatch.setattr(browse, "SCAN_CHUNK", 2)
+    monkeypatch.setattr(queries, "SCAN_LIMIT", 4)
+    monkeypatch.setattr(queries, "SCAN_CHUNK", 2)
     wanted = [jobs.scheduled(name="b" if n in (1, 6) else "a") for n in range(8)]
     ordered = sorted(wanted, key=lambda i: (jobs.client.zscore(jobs.keys().delayed, i), i))
     expected = [i for i in ordered if jobs.client.hget(jobs.keys().job(i), "n") == b"b"]

@@ -16,7 +16,7 @@ import pytest
 import redis
 from django.test import Client
 
-from django_rqueue import bulk
+from django_rqueue import operations
 from tests.states import Jobs
 
 from .conftest import BASE
@@ -86,7 +86,7 @@ def test_100k_failed_jobs_first_page_and_retry_all_are_bounded(
     assert response.status_code == 200
 
     with measured() as retry_all:
-        result = bulk.process_failed("default", "retry")
+        result = operations.process_failed("default", "retry")
     assert result.done == N
     assert rqueue_redis.zcard(jobs.keys().failed) == 0
     assert rqueue_redis.llen(jobs.keys().group(0, "")) == N
@@ -109,7 +109,7 @@ def test_100k_failed_jobs_first_page_and_retry_all_are_bounded(
     # The filter scans in chunks of 500 ids until it has a page (every 10th is "b").
     assert filtered["round_trips"] <= 12
     # One Lua call per batch of 500 (+ TIME, + a SCRIPT LOAD on first use): about 200.
-    assert retry_all["round_trips"] <= N // bulk.BATCH + 5
+    assert retry_all["round_trips"] <= N // operations.BATCH + 5
     # Loading every id alone would take ~9 MB of Python objects; no step comes close.
     for name, figures in report.items():
         assert figures["peak_bytes"] < 4_000_000, (name, figures)

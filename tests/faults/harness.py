@@ -63,7 +63,7 @@ from typing import Any
 import redis
 
 from django_rqueue.conf import get_config
-from django_rqueue.keys import QueueKeys, queue_of
+from django_rqueue.engine.keys import QueueKeys, queue_of
 from tests.jobs_app.jobs import read_ledger
 from tests.waiting import wait_until
 

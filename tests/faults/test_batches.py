@@ -14,7 +14,7 @@ from collections import Counter
 
 import redis
 
-from django_rqueue.keys import QueueKeys
+from django_rqueue.engine.keys import QueueKeys
 from tests.jobs_app.jobs import fault_noop, fault_sleep, fault_sleep_first
 from tests.redis_server import RedisServer
 

@@ -1,4 +1,4 @@
-"""A plain :class:`~django_rqueue.worker.Worker`'s lease thread after a short Redis outage.
+"""A plain :class:`~django_rqueue.worker.loop.Worker`'s lease thread after a short Redis outage.
 
 (The supervised path, where the master renews, is scenario 8b in
 ``test_redis_outage.py``.) After a failed renewal the thread must try again
@@ -16,11 +16,11 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import transitions
 from django_rqueue.conf import get_config
-from django_rqueue.connection import get_client, reset_clients
-from django_rqueue.keys import QueueKeys
-from django_rqueue.worker import LeaseKeeper
+from django_rqueue.engine import transitions
+from django_rqueue.engine.connection import get_client, reset_clients
+from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.worker.loop import LeaseKeeper
 from tests.jobs_app.jobs import record
 from tests.redis_server import RedisServer
 

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from django_rqueue.connection import SOCKET_TIMEOUT
-from django_rqueue.scripts import load
+from django_rqueue.engine.connection import SOCKET_TIMEOUT
+from django_rqueue.engine.scripts import load
 from tests.jobs_app.jobs import fault_sleep
 from tests.redis_server import RedisServer
 

@@ -20,7 +20,7 @@ import redis
 from django.utils import timezone
 
 from django_rqueue.conf import get_config
-from django_rqueue.keys import QueueKeys
+from django_rqueue.engine.keys import QueueKeys
 from tests.jobs_app.jobs import fault_noop
 
 from .harness import Faults, WorkerProcess, wait_until

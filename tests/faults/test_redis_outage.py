@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from django_rqueue.conf import get_config
-from django_rqueue.keys import QueueKeys
+from django_rqueue.engine.keys import QueueKeys
 from tests.jobs_app.jobs import fault_noop, fault_sleep
 from tests.redis_server import RedisServer
 
@@ -33,7 +33,7 @@ from .proxy import FaultProxy, Mode
 from .support import hold, wait_blocked
 
 #: Seconds Redis is unreachable. A blackhole lasts longer than the client's
-#: socket timeout (10 s, :data:`django_rqueue.connection.SOCKET_TIMEOUT`), so
+#: socket timeout (10 s, :data:`django_rqueue.engine.connection.SOCKET_TIMEOUT`), so
 #: that hung calls time out and reconnect into the blackhole again.
 OUTAGE: dict[Mode, float] = {"refuse": 10.0, "blackhole": 12.0}
 #: Lease in the workers: longer than any outage plus a renew interval (lease / 3),

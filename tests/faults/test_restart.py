@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from django_rqueue.workers import list_workers
+from django_rqueue.worker.heartbeat import list_workers
 from tests.jobs_app.jobs import fault_noop, fault_sleep
 
 from .harness import Faults, alive, wait_until

@@ -16,7 +16,7 @@ import pytest
 
 from django_rqueue import JobStatus, get_job
 from django_rqueue.conf import get_config
-from django_rqueue.keys import QueueKeys
+from django_rqueue.engine.keys import QueueKeys
 from tests.jobs_app.jobs import fault_sleep
 
 from .harness import Faults, alive, job_hash

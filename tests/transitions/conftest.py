@@ -1,4 +1,4 @@
-"""Fixtures for the transition tests: a thin driver over ``django_rqueue.transitions``.
+"""Fixtures for the transition tests: a thin driver over ``django_rqueue.engine.transitions``.
 
 The driver calls the real Lua scripts on the session's redis-server; it only
 fills in the boring arguments, reads back structures, and checks the queue's
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import redis
 
-from django_rqueue import transitions
+from django_rqueue.engine import transitions
+from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.execution import error_record
-from django_rqueue.keys import QueueKeys, new_job_id
 
 #: Fields enqueue_job.lua leaves out of a job hash while they hold their default.
 OMITTED_DEFAULTS = {"prio": "0", "group": "", "attempts": "0", "token": "0"}

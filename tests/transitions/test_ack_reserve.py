@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from django_rqueue import LeaseLost, transitions
+from django_rqueue import LeaseLost
+from django_rqueue.engine import transitions
 from tests.transitions.conftest import Engine
 
 

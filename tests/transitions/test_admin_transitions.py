@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_rqueue import transitions
+from django_rqueue.engine import transitions
 from django_rqueue.exceptions import JobStateError
 
 from .conftest import Engine, _s

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue import JobStateError, transitions
+from django_rqueue import JobStateError
+from django_rqueue.engine import transitions
 from tests.transitions.conftest import Engine
 
 

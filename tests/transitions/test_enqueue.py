@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue import transitions
+from django_rqueue.engine import transitions
 from django_rqueue.serialization import join_payload
 from tests.transitions.conftest import Engine, _s
 from tests.waiting import wait_until

@@ -7,9 +7,10 @@ import traceback
 
 import pytest
 
-from django_rqueue import JobStatus, LeaseLost, get_job, transitions
+from django_rqueue import JobStatus, LeaseLost, get_job
+from django_rqueue.engine import transitions
 from django_rqueue.execution import error_record
-from django_rqueue.poller import Poller
+from django_rqueue.worker.poller import Poller
 from tests.transitions.conftest import Engine
 from tests.waiting import wait_until
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_rqueue import browse, bulk
+from django_rqueue import operations, queries
 from django_rqueue.conf import get_config
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job, get_job
@@ -83,10 +83,10 @@ class Command(BaseCommand):
     def do_list(self, options: dict[str, Any]) -> None:
         rows, totals = [], {}
         for queue in self.queues(options):
-            source = browse.JobSource(queue, "failed")
+            source = queries.JobSource(queue, "failed")
             totals[queue] = source.count()
             if options["name"]:
-                found = browse.filtered_page(source, options["name"], 0, options["limit"]).rows
+                found = queries.filtered_page(source, options["name"], 0, options["limit"]).rows
             else:
                 found = source[0 : options["limit"]]
             rows += found
@@ -150,14 +150,14 @@ class Command(BaseCommand):
         if bool(options["ids"]) == bool(options["all"]):
             raise CommandError("give job ids, or --all (with --queue/--name to narrow it)")
         if options["ids"]:
-            outcome = bulk.perform_many(options["ids"], action)
+            outcome = operations.perform_many(options["ids"], action)
             if options["json"]:
                 self.emit_json({"done": outcome.done, "refused": dict(outcome.refused)})
             else:
                 for job_id in outcome.done:
-                    self.stdout.write(f"{job_id}: {bulk.ACTIONS[action][0]}")
+                    self.stdout.write(f"{job_id}: {operations.ACTIONS[action][0]}")
                 for job_id, why in outcome.refused:
-                    self.stderr.write(f"{job_id}: not {bulk.ACTIONS[action][0]}: {why}")
+                    self.stderr.write(f"{job_id}: not {operations.ACTIONS[action][0]}: {why}")
             if outcome.refused:
                 raise CommandError(f"{len(outcome.refused)} job(s) were not {action}d")
             return
@@ -171,9 +171,9 @@ class Command(BaseCommand):
                 raise CommandError("cancelled; nothing was changed")
         results = {}
         for queue in queues:
-            result = bulk.process_failed(queue, action, name=options["name"])
+            result = operations.process_failed(queue, action, name=options["name"])
             results[queue] = result.done
             if not options["json"]:
-                self.stdout.write(f"{queue}: {result.done} {bulk.ACTIONS[action][0]}")
+                self.stdout.write(f"{queue}: {result.done} {operations.ACTIONS[action][0]}")
         if options["json"]:
             self.emit_json({"done": results})

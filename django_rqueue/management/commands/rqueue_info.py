@@ -10,9 +10,9 @@ import redis
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from django_rqueue import browse
+from django_rqueue import queries
 from django_rqueue.conf import Problem, get_config
-from django_rqueue.connection import get_client
+from django_rqueue.engine.connection import get_client
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.management.tables import table
 
@@ -88,8 +88,8 @@ class Command(BaseCommand):
                 facts = redis_facts(client)
                 servers[where] = facts
                 warnings += [f"{p.id}: {p.msg}" for p in health_problems(client, where, facts)]
-            counts = browse.queue_counts(queue)
-            rates = browse.throughput(queue)
+            counts = queries.queue_counts(queue)
+            rates = queries.throughput(queue)
             due = counts.next_scheduled_at
             if due is not None and (now - due).total_seconds() > OVERDUE:
                 late = int((now - due).total_seconds())
@@ -108,7 +108,7 @@ class Command(BaseCommand):
                     "failed_last_hour": sum(f for _, _s, f in rates),
                 }
             )
-        workers = browse.workers()
+        workers = queries.workers()
         if not workers:
             warnings.append("no worker seen recently (start one with manage.py rqueue_work)")
         elif all(w.get("poller", True) is False for w in workers):
@@ -168,7 +168,7 @@ class Command(BaseCommand):
                             w.get("pid"),
                             ",".join(map(str, w.get("queues") or [])),
                             len(w.get("jobs") or []),
-                            browse.ms_to_datetime(w["heartbeat"])
+                            queries.ms_to_datetime(w["heartbeat"])
                             if isinstance(w.get("heartbeat"), int)
                             else None,
                         ]

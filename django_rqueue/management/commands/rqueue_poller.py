@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue.conf import get_config
-from django_rqueue.poller import Poller
+from django_rqueue.worker.poller import Poller
 
 from .rqueue_work import configure_logging, queue_list
 

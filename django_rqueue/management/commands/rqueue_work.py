@@ -1,4 +1,4 @@
-"""``manage.py rqueue_work``: run a worker (see :mod:`django_rqueue.supervisor`)."""
+"""``manage.py rqueue_work``: run a worker (see :mod:`django_rqueue.worker.supervisor`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue.conf import get_config
-from django_rqueue.supervisor import StartupError, Supervisor
+from django_rqueue.worker.supervisor import StartupError, Supervisor
 
 
 def positive_int(value: str) -> int:

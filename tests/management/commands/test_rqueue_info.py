@@ -8,7 +8,7 @@ from io import StringIO
 import redis
 from django.core.management import call_command
 
-from django_rqueue import workers
+from django_rqueue.worker import heartbeat
 from tests.states import Jobs
 
 
@@ -46,7 +46,7 @@ def test_info_json(rqueue_redis: redis.Redis):
 
 
 def test_info_lists_registered_workers(rqueue_redis: redis.Redis):
-    workers.publish(
+    heartbeat.publish(
         "web-1:7:abc", {"host": "web-1", "pid": 7, "queues": ["default"], "poller": False}, ttl=30
     )
     out = run()

@@ -13,10 +13,10 @@ from typing import Any, cast
 
 import redis
 
-from .conf import get_config
-from .connection import get_client
-from .keys import restart_key, worker_key, workers_key
-from .transitions import redis_errors
+from ..conf import get_config
+from ..engine.connection import get_client
+from ..engine.keys import restart_key, worker_key, workers_key
+from ..engine.transitions import redis_errors
 
 
 def redis_time_ms(client: redis.Redis) -> int:

@@ -24,8 +24,8 @@ from typing import Any
 
 import redis
 
+from ..exceptions import LeaseLost
 from . import transitions
-from .exceptions import LeaseLost
 from .keys import QueueKeys
 from .scripts import load
 

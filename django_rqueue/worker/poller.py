@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 import redis
 
-from . import transitions
-from .conf import get_config
-from .connection import get_client
-from .exceptions import LeaseExpired, RedisUnavailable
-from .execution import error_record
-from .keys import QueueKeys
+from ..conf import get_config
+from ..engine import transitions
+from ..engine.connection import get_client
+from ..engine.keys import QueueKeys
+from ..exceptions import LeaseExpired, RedisUnavailable
+from ..execution import error_record
 
 logger = logging.getLogger("django_rqueue.poller")
 

@@ -24,7 +24,7 @@ Batches: while the jobs of the first queue are short and nobody listens to
 per round trip (as many as fit in :data:`BATCH_BUDGET` seconds of work at the
 average run time seen so far; one while that is unknown), each with its own
 lease and fencing token, and sends each job's ack the moment it returns
-without waiting for the reply (:mod:`~.ackstream`); the replies are read with
+without waiting for the reply (:mod:`~django_rqueue.engine.ackstream`); the replies are read with
 the next batch's round trip. A job's success is recorded as promptly as
 with one ack per round trip; the price is that a job reserved in a batch
 waits for the ones before it (at most about :data:`BATCH_BUDGET` seconds
@@ -49,15 +49,16 @@ from typing import Any, Protocol
 
 from django.db import close_old_connections
 
-from . import registry, signals, transitions
-from .ackstream import AckStream, PendingAck
-from .conf import get_config
-from .connection import get_client
-from .decorators import JobFunction
-from .exceptions import JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
-from .execution import Outcome, announce, failure, next_delay, run_attempt
-from .job import Job
-from .keys import QueueKeys
+from .. import registry, signals
+from ..conf import get_config
+from ..decorators import JobFunction
+from ..engine import transitions
+from ..engine.ackstream import AckStream, PendingAck
+from ..engine.connection import get_client
+from ..engine.keys import QueueKeys
+from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
+from ..execution import Outcome, announce, failure, next_delay, run_attempt
+from ..job import Job
 from .poller import Poller
 
 logger = logging.getLogger("django_rqueue.worker")
@@ -87,7 +88,7 @@ class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an er
 
 
 class WorkerHooks(Protocol):
-    """Callbacks a supervisor gives its children (see :mod:`django_rqueue.supervisor`)."""
+    """Callbacks a supervisor gives its children (see :mod:`django_rqueue.worker.supervisor`)."""
 
     def held(self, queue: str, jobs: Sequence[Job]) -> None:
         """Jobs were reserved ahead (prefetched): renew their leases until they start or end."""

@@ -4,7 +4,7 @@ Each ``<name>.lua`` here starts with a header listing its ``KEYS[i]`` and
 ``ARGV[i]``. Shared helpers live in ``include/`` and are pulled in by a line
 ``--@include <file>.lua`` (each file at most once per script; nested includes
 are expanded in place), the way BullMQ composes its scripts. Python calls a
-script only through the named functions of :mod:`django_rqueue.transitions`.
+script only through the named functions of :mod:`django_rqueue.engine.transitions`.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 
 import redis
 
-from .exceptions import JobStateError, LeaseLost, RedisUnavailable
+from ..exceptions import JobStateError, LeaseLost, RedisUnavailable
 from .keys import QueueKeys
-from .pipelined import Call, pipelined
+from .pipelining import Call, pipelined
 from .scripts import load
 
 
@@ -115,7 +115,7 @@ def enqueue_batch(
     for :func:`enqueue`. Returns one ``(outcome, job id, state)`` per item, as
     :func:`enqueue`. Batches of ``batch_size`` items are written in order,
     each atomically, pipelined two deep on one connection
-    (:func:`~.pipelined.pipelined`: the next batch is encoded while Redis
+    (:func:`~.pipelining.pipelined`: the next batch is encoded while Redis
     writes the one before); a batch already written stays written if a later
     one fails, and a resent batch is a no-op for the items it already wrote
     (they report ``"exists"``).

@@ -19,10 +19,10 @@ from typing import Any, overload
 import redis
 
 from .conf import get_config
-from .connection import get_client
+from .engine.connection import get_client
+from .engine.keys import JobFields, QueueKeys
+from .engine.transitions import redis_errors
 from .job import Job
-from .keys import JobFields, QueueKeys
-from .transitions import redis_errors
 
 #: Job states that have a listing, and the structure each one is read from.
 STATES = ("queued", "scheduled", "running", "failed", "succeeded")
@@ -335,7 +335,7 @@ def workers() -> list[dict[str, Any]] | None:
     ``pid``, ``queues``, ``jobs`` and ``heartbeat`` (ms).
     """
     try:
-        module = importlib.import_module("django_rqueue.workers")
+        module = importlib.import_module("django_rqueue.worker.heartbeat")
     except ImportError:
         return None
     list_workers = getattr(module, "list_workers", None)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from . import transitions
-from .browse import redis_time_ms
 from .conf import get_config
-from .connection import get_client
+from .engine import transitions
+from .engine.connection import get_client
+from .engine.keys import QueueKeys, queue_of
 from .exceptions import JobStateError
-from .keys import QueueKeys, queue_of
+from .queries import redis_time_ms
 
 #: Failed jobs handled per Lua call by :func:`process_failed`.
 BATCH = 500

@@ -4,7 +4,7 @@ A master process forks ``concurrency`` worker children (and one poller child
 unless told not to) and supervises them, like Celery's prefork pool and the
 master-worker model of seed 003:
 
-- Children reserve and run jobs (:class:`~.worker.Worker`) and tell the
+- Children reserve and run jobs (:class:`~.loop.Worker`) and tell the
   master over a pipe which job they run. The master renews every running
   job's lease (fenced by its token) every third of ``RQUEUE["LEASE"]``, so a
   job stuck in C code keeps its lease while the worker lives.
@@ -23,7 +23,7 @@ master-worker model of seed 003:
   (``PR_SET_PDEATHSIG``).
 - ``rqueue_restart``: seen at the next heartbeat; the master stops like on
   SIGTERM, then re-execs itself with the same command line.
-- Each heartbeat publishes the worker in the registry (:mod:`~.workers`).
+- Each heartbeat publishes the worker in the registry (:mod:`~.heartbeat`).
 
 Signals (``job_retrying``/``job_failed``) for attempts the master fails on a
 dead child's behalf are sent from the master, the only process left.
@@ -43,17 +43,19 @@ from types import FrameType
 
 from django import db
 
-from . import registry, transitions, workers
+from .. import registry
+from ..conf import get_config
+from ..engine import transitions
+from ..engine.connection import get_client
+from ..engine.keys import QueueKeys
+from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, RqueueError, WorkerLost
+from ..execution import announce, failure, next_delay
+from ..health import problems_for
+from ..job import Job
+from . import heartbeat
 from .children import Child, PipeHooks, Running, set_pdeathsig
-from .conf import get_config
-from .connection import get_client
-from .exceptions import JobTimeout, LeaseLost, RedisUnavailable, RqueueError, WorkerLost
-from .execution import announce, failure, next_delay
-from .health import problems_for
-from .job import Job
-from .keys import QueueKeys
+from .loop import RELEASED, Worker, new_worker_id
 from .poller import Poller
-from .worker import RELEASED, Worker, new_worker_id
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
@@ -148,7 +150,7 @@ class Supervisor:
         if self.signals:
             return 0
         registry.autodiscover()
-        self.started_ms = workers.redis_time_ms(get_client())
+        self.started_ms = heartbeat.redis_time_ms(get_client())
         logger.info(
             "worker %s: %d child(ren) serving %s",
             self.worker_id,
@@ -505,7 +507,7 @@ class Supervisor:
             "started_at": self.started_ms,
             "poller": self.with_poller,
         }
-        restart = workers.publish(self.worker_id, info, config.lease)
+        restart = heartbeat.publish(self.worker_id, info, config.lease)
         if restart > self.started_ms and not self.restarting:
             logger.info("worker %s: restart requested", self.worker_id)
             self.restarting = True
@@ -513,7 +515,7 @@ class Supervisor:
 
     def _unpublish(self) -> None:
         try:
-            workers.remove(self.worker_id)
+            heartbeat.remove(self.worker_id)
         except RedisUnavailable:
             pass
 
@@ -551,7 +553,7 @@ class Supervisor:
 
 def reset_clients_after_fork() -> None:
     """Drop the parent's Redis clients in a child without closing the parent's sockets."""
-    from . import connection
+    from ..engine import connection
 
     connection._clients.clear()  # noqa: SLF001 - the module's own cache
 

@@ -2,7 +2,7 @@
 
 A child tells its master, one JSON line per event, which jobs it holds
 (reserved ahead, not started: "hold"), which one it runs ("start") and how
-each ended ("end", with the outcome word, :data:`~.worker.RELEASED` for a
+each ended ("end", with the outcome word, :data:`~.loop.RELEASED` for a
 held job handed back). The master keeps that in a :class:`Child`: it renews
 the leases of the running and the held jobs, enforces the running job's hard
 timeout, and, when the child dies, fails the running job's attempt and hands
@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .job import Job
+from ..job import Job
 
 
 @dataclass
@@ -113,7 +113,7 @@ def set_pdeathsig() -> None:
 
 
 class PipeHooks:
-    """A child's side of the pipe (:class:`~.worker.WorkerHooks`): one JSON line per event.
+    """A child's side of the pipe (:class:`~.loop.WorkerHooks`): one JSON line per event.
 
     "end" and "hold" lines wait in a buffer and go out with the next "start"
     (or at :meth:`flush`, when the worker goes idle or exits): one write,

@@ -20,7 +20,7 @@
 -- -> {outcome, id, state}: create_job, then link the one job; outcome
 -- 'created' or a refusal.
 --
--- Job hash fields (names as in django_rqueue.keys.JobFields): 's' state,
+-- Job hash fields (names as in django_rqueue.engine.keys.JobFields): 's' state,
 -- 'at' enqueued-at ms, 'due' run-at ms, 'n' job name, 'p' payload, 'max'
 -- max attempts, 'tmo' timeout ms, 'ttl' result TTL s, 'uk' unique key.
 -- Fields at their default are left out of the hash (fewer bytes per job;
