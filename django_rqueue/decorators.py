@@ -14,7 +14,7 @@ from . import registry, signals
 from .backoff import BackoffPolicy
 from .conf import BACKOFF_NAMES, Config, get_config
 from .engine import transitions
-from .engine.connection import get_client
+from .engine.connection import get_client, redis_errors
 from .engine.keys import JobFields, QueueKeys, new_job_id
 from .job import Job, JobStatus
 from .serialization import encode_arguments
@@ -353,7 +353,7 @@ class _Submit:
         if not self.job.unique_key:
             return None
         client = get_client(self.job.queue)
-        with transitions.redis_errors():
+        with redis_errors():
             holder = client.get(self._keys().unique(self.job.unique_key))
         if holder is not None:
             from .job import get_job

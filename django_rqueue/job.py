@@ -9,7 +9,7 @@ from typing import Any
 
 from .conf import get_config
 from .engine import transitions
-from .engine.connection import get_client
+from .engine.connection import as_text, get_client, ms_to_datetime
 from .engine.keys import JobFields, QueueKeys, queue_of
 from .serialization import decode_arguments, join_payload, loads
 
@@ -28,21 +28,6 @@ class JobStatus(enum.StrEnum):
     FAILED = "failed"
     #: Withdrawn before it ran; the record expires after ``result_ttl``.
     CANCELLED = "cancelled"
-
-
-def _ms_to_datetime(value: bytes | str | None) -> datetime.datetime | None:
-    if value in (None, b"", ""):
-        return None
-    try:
-        return datetime.datetime.fromtimestamp(int(value) / 1000, tz=datetime.UTC)
-    except (TypeError, ValueError):
-        return None
-
-
-def _text(value: bytes | str | None, default: str = "") -> str:
-    if value is None:
-        return default
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _int(value: bytes | str | None, default: int = 0) -> int:
@@ -95,9 +80,9 @@ class Job:
     @classmethod
     def from_fields(cls, job_id: str, fields: dict[bytes, bytes] | dict[str, str]) -> Job:
         """Build a Job from a job hash (``HGETALL``); never raises on corrupt data."""
-        f: dict[str, bytes | str] = {_text(k): v for k, v in fields.items()}
+        f: dict[str, bytes | str] = {as_text(k): v for k, v in fields.items()}
         problems: list[str] = []
-        state = _text(f.get(JobFields.STATE))
+        state = as_text(f.get(JobFields.STATE))
         try:
             status = JobStatus(state)
         except ValueError:
@@ -105,23 +90,23 @@ class Job:
             status = JobStatus.FAILED
         job = cls(
             id=job_id,
-            name=_text(f.get(JobFields.NAME)),
+            name=as_text(f.get(JobFields.NAME)),
             queue=queue_of(job_id) or "",
             status=status,
             priority=_int(f.get("prio")),
-            group=_text(f.get("group")),
+            group=as_text(f.get("group")),
             attempts=_int(f.get("attempts")),
             max_attempts=_int(f.get(JobFields.MAX_ATTEMPTS), 1),
             timeout=float(_int(f.get(JobFields.TIMEOUT_MS))) / 1000,
             result_ttl=_int(f.get(JobFields.RESULT_TTL)),
-            enqueued_at=_ms_to_datetime(f.get(JobFields.ENQUEUED_AT)),
+            enqueued_at=ms_to_datetime(f.get(JobFields.ENQUEUED_AT)),
             # Left out of the hash while it equals the enqueue time (enqueue_job.lua).
-            run_at=_ms_to_datetime(f.get(JobFields.RUN_AT) or f.get(JobFields.ENQUEUED_AT)),
-            started_at=_ms_to_datetime(f.get("started_at")),
-            finished_at=_ms_to_datetime(f.get("finished_at")),
+            run_at=ms_to_datetime(f.get(JobFields.RUN_AT) or f.get(JobFields.ENQUEUED_AT)),
+            started_at=ms_to_datetime(f.get("started_at")),
+            finished_at=ms_to_datetime(f.get("finished_at")),
             token=_int(f.get("token")),
-            worker=_text(f.get("worker")),
-            unique_key=_text(f.get(JobFields.UNIQUE_KEY)),
+            worker=as_text(f.get("worker")),
+            unique_key=as_text(f.get(JobFields.UNIQUE_KEY)),
             problems=problems,
         )
         try:
@@ -200,7 +185,7 @@ def _decode_error(raw: bytes | str, problems: list[str]) -> dict[str, str]:
         value = None
     if not isinstance(value, dict):
         problems.append("undecodable error record")
-        return {"type": "", "message": _text(raw), "traceback": ""}
+        return {"type": "", "message": as_text(raw), "traceback": ""}
     return {k: str(value.get(k, "")) for k in ("type", "message", "traceback")}
 
 

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 
 from .conf import get_config
 from .engine import transitions
-from .engine.connection import get_client
+from .engine.connection import get_client, redis_time_ms
 from .engine.keys import QueueKeys, queue_of
 from .exceptions import JobStateError
-from .queries import redis_time_ms
 
 #: Failed jobs handled per Lua call by :func:`process_failed`.
 BATCH = 500

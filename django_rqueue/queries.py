@@ -11,7 +11,6 @@ uses ``KEYS`` or ``SCAN``.
 from __future__ import annotations
 
 import datetime
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -19,9 +18,8 @@ from typing import Any, overload
 import redis
 
 from .conf import get_config
-from .engine.connection import get_client
+from .engine.connection import as_text, get_client, ms_to_datetime, redis_errors
 from .engine.keys import JobFields, QueueKeys
-from .engine.transitions import redis_errors
 from .job import Job
 
 #: Job states that have a listing, and the structure each one is read from.
@@ -41,16 +39,6 @@ _ZSETS = {
     "failed": ("failed", True),
     "succeeded": ("succeeded", True),
 }
-
-
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def ms_to_datetime(ms: float | int | None) -> datetime.datetime | None:
-    if ms is None:
-        return None
-    return datetime.datetime.fromtimestamp(float(ms) / 1000, tz=datetime.UTC)
 
 
 def keys_of(queue: str) -> QueueKeys:
@@ -99,7 +87,7 @@ def queue_counts(queue: str) -> QueueCounts:
         failed_total=int(stats[2] or 0),
         next_scheduled_at=ms_to_datetime(head[0][1]) if head else None,
     )
-    counts.oldest_queued_at = _oldest_queued(client, keys, [_s(p) for p in prios])
+    counts.oldest_queued_at = _oldest_queued(client, keys, [as_text(p) for p in prios])
     return counts
 
 
@@ -120,13 +108,13 @@ def _oldest_queued(
         rings = pipe.execute()
         for prio, groups in zip(prios, rings, strict=True):
             for group in groups:
-                pipe.lindex(keys.group(int(prio), _s(group)), 0)
-        heads = [_s(h) for h in pipe.execute() if h]
+                pipe.lindex(keys.group(int(prio), as_text(group)), 0)
+        heads = [as_text(h) for h in pipe.execute() if h]
         for job_id in heads:
             # The run-at is left out while it equals the enqueue time (enqueue_job.lua).
             pipe.hmget(keys.job(job_id), JobFields.RUN_AT, JobFields.ENQUEUED_AT)
         found = [run_at or enqueued_at for run_at, enqueued_at in pipe.execute()]
-        times = [int(t) for t in found if t and _s(t).isdigit()]
+        times = [int(t) for t in found if t and as_text(t).isdigit()]
     return ms_to_datetime(min(times)) if times else None
 
 
@@ -139,7 +127,7 @@ def throughput(queue: str) -> list[tuple[datetime.datetime, int, int]]:
         pipe.time()
         pipe.hgetall(keys.throughput)
         (seconds, _micros), raw = pipe.execute()
-    fields = {_s(k): int(v) for k, v in raw.items() if _s(v).lstrip("-").isdigit()}
+    fields = {as_text(k): int(v) for k, v in raw.items() if as_text(v).lstrip("-").isdigit()}
     now_minute = int(seconds) // 60
     rows = []
     for minute in range(now_minute - 59, now_minute + 1):
@@ -229,13 +217,13 @@ class JobSource:
         with redis_errors():
             if self.state == "queued":
                 raw = client.lrange(keys.group(self.priority, self.group), start, end)
-                return [_s(i) for i in raw], [None] * len(raw)
+                return [as_text(i) for i in raw], [None] * len(raw)
             name, newest_first = _ZSETS[self.state]
             read = client.zrevrange if newest_first else client.zrange
             pairs: list[tuple[bytes, float]] = read(  # type: ignore[assignment]
                 getattr(keys, name), start, end, withscores=True
             )
-        return [_s(i) for i, _ in pairs], [float(s) for _, s in pairs]
+        return [as_text(i) for i, _ in pairs], [float(s) for _, s in pairs]
 
 
 @dataclass
@@ -264,7 +252,7 @@ def filtered_page(source: JobSource, name: str, cursor: int, size: int) -> Filte
                 pipe.hget(keys.job(job_id), JobFields.NAME)
             names = pipe.execute()
         for offset, (job_id, score, found) in enumerate(zip(ids, scores, names, strict=True)):
-            if found is not None and _s(found) == name:
+            if found is not None and as_text(found) == name:
                 matches.append((job_id, score))
                 if len(matches) == size:
                     return _finish(source, matches, position + offset + 1, scanned + offset + 1)
@@ -309,37 +297,13 @@ def groups(queue: str, priority: int, start: int, end: int) -> list[GroupRow]:
     """Groups at ``priority`` in serving order (ranks ``start..end``), with backlog."""
     keys, client = keys_of(queue), get_client(queue)
     with redis_errors():
-        names = [_s(g) for g in client.lrange(keys.ring(priority), start, end)]
+        names = [as_text(g) for g in client.lrange(keys.ring(priority), start, end)]
         pipe = client.pipeline(transaction=False)
         for name in names:
             pipe.llen(keys.group(priority, name))
             pipe.lindex(keys.group(priority, name), 0)
         replies: list[Any] = pipe.execute()
     return [
-        GroupRow(name, int(replies[2 * n]), _s(replies[2 * n + 1] or b""))
+        GroupRow(name, int(replies[2 * n]), as_text(replies[2 * n + 1] or b""))
         for n, name in enumerate(names)
     ]
-
-
-def redis_time_ms(client: redis.Redis) -> int:
-    """The Redis server's clock in ms (``TIME``)."""
-    with redis_errors():
-        seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
-def workers() -> list[dict[str, Any]] | None:
-    """The live workers from the worker registry, or ``None`` when there is none.
-
-    Each dict has at least ``id`` and, as published by the worker, ``host``,
-    ``pid``, ``queues``, ``jobs`` and ``heartbeat`` (ms).
-    """
-    try:
-        module = importlib.import_module("django_rqueue.worker.heartbeat")
-    except ImportError:
-        return None
-    list_workers = getattr(module, "list_workers", None)
-    if list_workers is None:
-        return None
-    found: list[dict[str, Any]] = list(list_workers())
-    return found

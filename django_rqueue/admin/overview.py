@@ -14,8 +14,10 @@ from django.utils.translation import gettext as _
 
 from .. import queries
 from ..conf import get_config
+from ..engine.connection import ms_to_datetime
 from ..engine.keys import queue_of
 from ..exceptions import RedisUnavailable
+from ..worker.heartbeat import list_workers
 from .common import context, job_url, url
 
 if TYPE_CHECKING:
@@ -90,7 +92,7 @@ def overview(request: HttpRequest, model_admin: JobAdmin) -> HttpResponse:
             )
         cards.append(card)
     try:
-        workers = queries.workers()
+        workers = list_workers()
     except RedisUnavailable:
         workers = []
     worker_rows = [_worker_row(w) for w in workers or []]
@@ -139,7 +141,7 @@ def _worker_row(info: dict[str, Any]) -> dict[str, Any]:
         "pid": info.get("pid", ""),
         "queues": ", ".join(map(str, info.get("queues") or [])),
         "jobs": [j.get("id", "") if isinstance(j, dict) else str(j) for j in jobs],
-        "heartbeat": queries.ms_to_datetime(heartbeat) if isinstance(heartbeat, int) else None,
+        "heartbeat": ms_to_datetime(heartbeat) if isinstance(heartbeat, int) else None,
         # Workers run a poller unless started with --without-poller.
         "poller": info.get("poller", True) is not False,
     }

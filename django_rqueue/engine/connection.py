@@ -12,6 +12,9 @@ keepalive on, and a health check of idle connections every 15 s.
 
 from __future__ import annotations
 
+import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -19,6 +22,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from ..conf import get_config
+from ..exceptions import RedisUnavailable
 
 #: Seconds to wait for a TCP connect before retrying.
 CONNECT_TIMEOUT = 0.5
@@ -75,3 +79,52 @@ def reset_clients() -> None:
     for client in _clients.values():
         client.close()
     _clients.clear()
+
+
+def reset_after_fork() -> None:
+    """In a forked child: forget the parent's clients without closing the parent's sockets.
+
+    redis-py's pools would notice the fork by themselves; dropping the cache
+    also drops clients borrowed from django-redis, which do not.
+    """
+    _clients.clear()
+
+
+@contextmanager
+def redis_errors() -> Iterator[None]:
+    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+
+
+def as_text(value: bytes | str | None, default: str = "") -> str:
+    """A Redis reply value as ``str`` (UTF-8; undecodable bytes replaced); ``default`` for None."""
+    if value is None:
+        return default
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def redis_time_ms(client: redis.Redis) -> int:
+    """The Redis server's clock in ms since the epoch (``TIME``).
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached.
+    """
+    with redis_errors():
+        seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def ms_to_datetime(value: bytes | str | float | None) -> datetime.datetime | None:
+    """Milliseconds since the epoch (a number, or as Redis stores it) as an aware UTC datetime.
+
+    ``None``, an empty value or one that is not a number gives ``None``.
+    """
+    if value is None or value in (b"", ""):
+        return None
+    try:
+        return datetime.datetime.fromtimestamp(float(value) / 1000, tz=datetime.UTC)
+    except (TypeError, ValueError, OverflowError):
+        return None

@@ -14,33 +14,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import redis
 
-from ..exceptions import JobStateError, LeaseLost, RedisUnavailable
+from ..exceptions import JobStateError, LeaseLost
+from .connection import as_text, redis_errors
 from .keys import QueueKeys
 from .pipelining import Call, pipelined
 from .scripts import load
 
 
-@contextmanager
-def redis_errors() -> Iterator[None]:
-    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`."""
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
-
-
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def stale_lease(job_id: str, reply: list[Any]) -> LeaseLost:
     """The :class:`LeaseLost` for a ``{'stale', state, current token}`` script reply."""
-    state, token = _s(reply[1]) or "missing", _s(reply[2])
+    state, token = as_text(reply[1]) or "missing", as_text(reply[2])
     return LeaseLost(f"job {job_id}: stale fencing token (job is {state}, token {token})")
 
 
@@ -84,7 +71,7 @@ def enqueue(
             ],
             args,
         )
-    return _s(reply[0]), _s(reply[1]), _s(reply[2])
+    return as_text(reply[0]), as_text(reply[1]), as_text(reply[2])
 
 
 class BatchItem(NamedTuple):
@@ -148,10 +135,14 @@ def enqueue_batch(
     with redis_errors():
         written = pipelined(client, load("enqueue_batch"), calls())
         for start, reply in zip(starts, written, strict=True):
-            state = _s(reply[0])
+            state = as_text(reply[0])
             batch = [("created", item.job_id, state) for item in items[start : start + batch_size]]
             for i in range(1, len(reply), 4):
-                batch[int(reply[i]) - 1] = (_s(reply[i + 1]), _s(reply[i + 2]), _s(reply[i + 3]))
+                batch[int(reply[i]) - 1] = (
+                    as_text(reply[i + 1]),
+                    as_text(reply[i + 2]),
+                    as_text(reply[i + 3]),
+                )
             replies += batch
     return replies
 
@@ -162,7 +153,7 @@ Reservation = tuple[str, dict[bytes, bytes]]
 
 def _reservation(reply: list[Any]) -> Reservation:
     it = iter(reply[1:])
-    return _s(reply[0]), dict(zip(it, it, strict=True))
+    return as_text(reply[0]), dict(zip(it, it, strict=True))
 
 
 def reserve(
@@ -262,7 +253,7 @@ def renew_lease(
     """Extend a running job's lease (``renew.lua``); return the new deadline in ms."""
     with redis_errors():
         reply = load("renew")(client, [keys.job(job_id), keys.reserved], [job_id, token, lease_ms])
-    if _s(reply[0]) != "ok":
+    if as_text(reply[0]) != "ok":
         raise stale_lease(job_id, reply)
     return int(reply[1])
 
@@ -288,9 +279,9 @@ def applied(ack_reply: list[Any], token: int) -> bool:
     ack (redis-py retries after a timeout) was applied and only its reply was
     lost: acks are idempotent.
     """
-    if _s(ack_reply[0]) == "ok":
+    if as_text(ack_reply[0]) == "ok":
         return True
-    return _s(ack_reply[1]) == "succeeded" and _s(ack_reply[2]) == str(token)
+    return as_text(ack_reply[1]) == "succeeded" and as_text(ack_reply[2]) == str(token)
 
 
 def fail(
@@ -315,9 +306,9 @@ def fail(
             ],
             [job_id, token, error, retry_delay_ms],
         )
-    outcome = _s(reply[0])
+    outcome = as_text(reply[0])
     if outcome == "stale":
-        state, current = _s(reply[1]), _s(reply[2])
+        state, current = as_text(reply[1]), as_text(reply[2])
         # Our own token with the job already scheduled/failed: an earlier try
         # of this report was applied and its reply lost (fail is idempotent).
         if current == str(token) and state == "scheduled":
@@ -336,7 +327,7 @@ def release(client: redis.Redis, keys: QueueKeys, job_id: str, token: int) -> No
             [keys.base, keys.job(job_id), keys.reserved, keys.prios, keys.stats, keys.notify],
             [job_id, token],
         )
-    if _s(reply[0]) != "ok":
+    if as_text(reply[0]) != "ok":
         raise stale_lease(job_id, reply)
 
 
@@ -380,8 +371,8 @@ def retry_failed(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
             [keys.base, keys.job(job_id), keys.failed, keys.prios, keys.stats, keys.notify],
             [job_id],
         )
-    if _s(reply[0]) != "ok":
-        state = _s(reply[1]) or None
+    if as_text(reply[0]) != "ok":
+        state = as_text(reply[1]) or None
         raise JobStateError(f"job {job_id} is {state or 'missing'}, not failed", state)
 
 
@@ -396,10 +387,10 @@ def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: str, ttl:
             [keys.base, keys.job(job_id), keys.delayed, keys.failed, keys.prios, keys.stats],
             [job_id, mode, ttl],
         )
-    if _s(reply[0]) != "ok":
-        state = _s(reply[1]) or None
+    if as_text(reply[0]) != "ok":
+        state = as_text(reply[1]) or None
         raise JobStateError(f"cannot {mode} job {job_id}: it is {state or 'missing'}", state)
-    return _s(reply[1])
+    return as_text(reply[1])
 
 
 def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes]:
@@ -420,8 +411,8 @@ def run_now(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
             [keys.base, keys.job(job_id), keys.delayed, keys.prios, keys.stats, keys.notify],
             [job_id],
         )
-    if _s(reply[0]) != "ok":
-        state = _s(reply[1]) or None
+    if as_text(reply[0]) != "ok":
+        state = as_text(reply[1]) or None
         raise JobStateError(f"job {job_id} is {state or 'missing'}, not scheduled", state)
 
 

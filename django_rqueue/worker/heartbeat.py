@@ -11,19 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-import redis
-
 from ..conf import get_config
-from ..engine.connection import get_client
+from ..engine.connection import as_text, get_client, redis_errors, redis_time_ms
 from ..engine.keys import restart_key, worker_key, workers_key
-from ..engine.transitions import redis_errors
-
-
-def redis_time_ms(client: redis.Redis) -> int:
-    """The Redis server's clock in ms (``TIME``)."""
-    with redis_errors():
-        seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
 
 
 def publish(worker_id: str, info: dict[str, Any], ttl: float) -> int:
@@ -77,10 +67,8 @@ def list_workers() -> list[dict[str, Any]]:
     prefix = get_config().key_prefix
     client = get_client()
     with redis_errors():
-        ids = [
-            i.decode() if isinstance(i, bytes) else str(i)
-            for i in client.zrange(workers_key(prefix), 0, -1)
-        ]
+        members: list[bytes] = client.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
+        ids = [as_text(i) for i in members]
         pipe = client.pipeline(transaction=False)
         for worker_id in ids:
             pipe.hgetall(worker_key(prefix, worker_id))

@@ -54,7 +54,7 @@ from ..conf import get_config
 from ..decorators import JobFunction
 from ..engine import transitions
 from ..engine.ackstream import AckStream, PendingAck
-from ..engine.connection import get_client
+from ..engine.connection import get_client, redis_errors
 from ..engine.keys import QueueKeys
 from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
 from ..execution import Outcome, announce, failure, next_delay, run_attempt
@@ -526,7 +526,7 @@ class Worker:
         prefix = get_config().key_prefix
         for queue in self.queues:
             keys = QueueKeys.of(prefix, queue)
-            with transitions.redis_errors():
+            with redis_errors():
                 pipe = get_client(queue).pipeline(transaction=False)
                 pipe.zcard(keys.prios)
                 pipe.zcard(keys.reserved)
@@ -539,7 +539,7 @@ class Worker:
         prefix = get_config().key_prefix
         client = get_client(self.queues[0])
         same = [q for q in self.queues if get_client(q) is client]
-        with transitions.redis_errors():
+        with redis_errors():
             client.blpop([QueueKeys.of(prefix, q).notify for q in same], timeout=IDLE_BLOCK)
 
 

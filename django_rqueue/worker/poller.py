@@ -18,7 +18,7 @@ import redis
 
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import get_client
+from ..engine.connection import get_client, redis_errors
 from ..engine.keys import QueueKeys
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
@@ -98,7 +98,7 @@ class Poller:
             by_client[id(client)] = (client, grouped[id(client)])
             grouped[id(client)].append(QueueKeys.of(prefix, queue).wake)
         timeout = max(seconds, 0.001) / max(1, len(by_client))
-        with transitions.redis_errors():
+        with redis_errors():
             for client, wake_keys in by_client.values():
                 if client.blpop(wake_keys, timeout=timeout):
                     return

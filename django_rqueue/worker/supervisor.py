@@ -46,7 +46,7 @@ from django import db
 from .. import registry
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import get_client
+from ..engine.connection import get_client, redis_time_ms, reset_after_fork
 from ..engine.keys import QueueKeys
 from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, RqueueError, WorkerLost
 from ..execution import announce, failure, next_delay
@@ -150,7 +150,7 @@ class Supervisor:
         if self.signals:
             return 0
         registry.autodiscover()
-        self.started_ms = heartbeat.redis_time_ms(get_client())
+        self.started_ms = redis_time_ms(get_client())
         logger.info(
             "worker %s: %d child(ren) serving %s",
             self.worker_id,
@@ -204,7 +204,7 @@ class Supervisor:
             self.children = {}
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            reset_clients_after_fork()
+            reset_after_fork()
             if kind == "poller":
                 poller = Poller(self.queues)
 
@@ -549,13 +549,6 @@ class Supervisor:
                 continue
             child.killed_for = "handback"
             _killpg(child.pid)
-
-
-def reset_clients_after_fork() -> None:
-    """Drop the parent's Redis clients in a child without closing the parent's sockets."""
-    from ..engine import connection
-
-    connection._clients.clear()  # noqa: SLF001 - the module's own cache
 
 
 def _signal(pid: int, signum: int) -> None:

@@ -12,9 +12,10 @@ from django.utils import timezone
 
 from django_rqueue import queries
 from django_rqueue.conf import Problem, get_config
-from django_rqueue.engine.connection import get_client
+from django_rqueue.engine.connection import get_client, ms_to_datetime
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.management.tables import table
+from django_rqueue.worker.heartbeat import list_workers
 
 #: A scheduled job this many seconds past its run-at is reported (no poller?).
 OVERDUE = 60
@@ -108,7 +109,7 @@ class Command(BaseCommand):
                     "failed_last_hour": sum(f for _, _s, f in rates),
                 }
             )
-        workers = queries.workers()
+        workers = list_workers()
         if not workers:
             warnings.append("no worker seen recently (start one with manage.py rqueue_work)")
         elif all(w.get("poller", True) is False for w in workers):
@@ -168,7 +169,7 @@ class Command(BaseCommand):
                             w.get("pid"),
                             ",".join(map(str, w.get("queues") or [])),
                             len(w.get("jobs") or []),
-                            queries.ms_to_datetime(w["heartbeat"])
+                            ms_to_datetime(w["heartbeat"])
                             if isinstance(w.get("heartbeat"), int)
                             else None,
                         ]
