@@ -7,9 +7,9 @@ import redis
 
 from django_rqueue import LeaseLost
 from django_rqueue.engine import transitions
-from django_rqueue.engine.ackstream import AckStream, PendingAck
 from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.engine.pipelining import AckStream, PendingAck
 from django_rqueue.engine.scripts import load
 from tests.inprocess import enqueue_raw
 
@@ -97,7 +97,7 @@ def test_a_due_health_check_does_not_steal_a_pending_reply(rqueue_redis: redis.R
     jobs = _running(rqueue_redis, 2)
     stream = AckStream(client)
     stream.send(_ack(*jobs[0]))
-    stream._connection.next_health_check = 0  # as after a job that ran past the interval
+    stream.wire.connection.next_health_check = 0  # as after a job that ran past the interval
     stream.send(_ack(*jobs[1]))
     assert [verdict for _, verdict in stream.collect()] == [True, True]
     stream.close()

@@ -1,35 +1,104 @@
-"""Calls of one idempotent Lua script, pipelined a few deep on one connection.
+"""Script calls sent now and read later, on one connection (Redis pipelining).
 
-``delay_many`` writes its jobs in batches (``enqueue_batch.lua``, one call per
-batch). Calling the script batch after batch leaves Python idle while Redis
-runs a batch and Redis idle while Python encodes the next one. Here call
-``k + 1`` is sent before the reply of call ``k`` is read (Redis pipelining,
-https://redis.io/docs/latest/develop/use/pipelining/), so the two overlap; the
-replies still come back in order.
+Redis answers the commands of one connection in order, so a client may send
+call ``k + 1`` before it reads the reply of call ``k``
+(https://redis.io/docs/latest/develop/use/pipelining/). redis-py's
+``Pipeline`` reads every reply at ``execute()``; django-rqueue needs the
+replies later, one at a time, so :class:`InFlight` holds one connection of a
+client's pool and does the sending and reading itself. Two users:
 
-Only for scripts that are idempotent per call, as ``enqueue_batch.lua`` is (a
-resent batch reports its jobs as ``exists``): a call whose reply is unknown
-(the connection broke, or Redis answered ``NOSCRIPT`` after losing its script
-cache) is made again synchronously with :class:`~.scripts.LuaScript`, which
-has redis-py's retries and loads the script when it is missing.
+- :func:`pipelined`: ``delay_many`` writes its batches (``enqueue_batch.lua``)
+  two deep, so that Python encodes batch ``k + 1`` while Redis writes batch
+  ``k``.
+- :class:`AckStream`: a worker that reserved a batch of jobs sends each job's
+  ack the moment the job returns and reads the replies when it next waits
+  for Redis anyway. Redis applies each ack as soon as its bytes arrive, so a
+  worker killed after the send has not lost the ack; only the worker learning
+  that an ack was refused (stale fencing token) is deferred.
+
+Only for scripts that are idempotent per call, as ``enqueue_batch.lua`` (a
+resent batch reports its jobs as ``exists``) and ``ack.lua`` (a resent ack
+reads as applied) are: a call whose reply is unknown (the connection broke,
+or Redis answered ``NOSCRIPT`` after losing its script cache) is made again
+synchronously with :class:`~.scripts.LuaScript`, which has redis-py's retries
+and loads the script when it is missing.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 from redis.exceptions import NoScriptError
 
-from .scripts import LuaScript
+from ..exceptions import LeaseLost
+from . import calls
+from .calls import Arg
+from .keys import QueueKeys
+from .scripts import LuaScript, load
 
 #: ``(KEYS, ARGV)`` of one script call.
-Call = tuple[list[str], list[str | int | float]]
-
+Call = tuple[list[str], list[Arg]]
 #: Calls in flight at once: two is enough to overlap one encoder with one Redis.
 DEPTH = 2
+
+
+class InFlight:
+    """One connection of ``client``'s pool for calls whose replies are read later.
+
+    The connection is taken at the first :meth:`send` and given back by
+    :meth:`release` (when no reply is owed) or :meth:`drop` (when the
+    connection is out of step: it is closed first).
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.connection: Any = None
+
+    def send(self, script: LuaScript, keys: list[str], args: list[Arg]) -> bool:
+        """Send a call of ``script`` (``EVALSHA``); ``False`` when the connection dropped."""
+        try:
+            if self.connection is None:
+                self.connection = self.client.connection_pool.get_connection()
+            self.connection.send_command(
+                "EVALSHA",
+                script.sha,
+                len(keys),
+                *keys,
+                *args,
+                # redis-py's health check would PING and read the next reply,
+                # which belongs to an earlier call: skip it (a dead connection
+                # shows when the replies are read, and those calls are resent).
+                check_health=False,
+            )
+        except (redis.ConnectionError, redis.TimeoutError):
+            self.drop()
+            return False
+        return True
+
+    def read(self) -> Any:  # noqa: ANN401 - a Lua reply
+        """Read the next reply owed (redis-py's exceptions propagate; the caller drops)."""
+        return self.connection.read_response()
+
+    @property
+    def connected(self) -> bool:
+        return self.connection is not None
+
+    def drop(self) -> None:
+        """Close the connection and give it back: every reply still owed on it is lost."""
+        if self.connection is not None:
+            self.connection.disconnect()
+            self.client.connection_pool.release(self.connection)
+            self.connection = None
+
+    def release(self) -> None:
+        """Give the connection back (only when no reply is owed on it)."""
+        if self.connection is not None:
+            self.client.connection_pool.release(self.connection)
+            self.connection = None
 
 
 def pipelined(
@@ -44,48 +113,102 @@ def pipelined(
     """
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth!r}")
-    pool = client.connection_pool
-    connection: Any = pool.get_connection()
-    #: Calls sent and not read yet, each with whether it went out on ``connection``.
+    wire = InFlight(client)
+    #: Calls sent and not read yet, each with whether it went out on the connection.
     in_flight: deque[tuple[Call, bool]] = deque()
-
-    def drop() -> None:
-        nonlocal connection
-        if connection is not None:
-            connection.disconnect()
-            pool.release(connection)
-            connection = None
 
     def read_one() -> Any:  # noqa: ANN401 - a Lua reply
         call, sent = in_flight.popleft()
-        if sent and connection is not None:
+        if sent and wire.connected:
             try:
-                return connection.read_response()
+                return wire.read()
             except NoScriptError:
                 pass  # Redis lost its script cache: the resend below loads it
             except (redis.ConnectionError, redis.TimeoutError):
-                drop()  # every reply still owed on it is lost: resend those too
+                wire.drop()  # every reply still owed on it is lost: resend those too
         return script(client, *call)
 
     try:
         for call in calls:
-            sent = False
-            if connection is not None:
-                try:
-                    # No health check: its PING would read a reply owed to an earlier call.
-                    connection.send_command(
-                        "EVALSHA", script.sha, len(call[0]), *call[0], *call[1], check_health=False
-                    )
-                    sent = True
-                except (redis.ConnectionError, redis.TimeoutError):
-                    drop()
-            in_flight.append((call, sent))
+            in_flight.append((call, wire.send(script, *call)))
             while len(in_flight) >= depth:
                 yield read_one()
         while in_flight:
             yield read_one()
     finally:
         if in_flight:
-            drop()  # replies still owed: the connection is out of step
-        elif connection is not None:
-            pool.release(connection)
+            wire.drop()  # replies still owed: the connection is out of step
+        else:
+            wire.release()
+
+
+@dataclass(frozen=True)
+class PendingAck:
+    """An ack sent on an :class:`AckStream` whose reply is not read yet."""
+
+    queue: str
+    keys: QueueKeys
+    job_id: str
+    token: int
+    result: str
+    result_ttl: int
+
+    def call(self) -> Call:
+        """``ack.lua``'s ``(KEYS, ARGV)`` for this ack."""
+        call = calls.ack(self.keys, self.job_id, self.token, self.result, self.result_ttl)
+        return call.keys, call.args
+
+
+class AckStream:
+    """Acks written to one connection of ``client``'s pool without waiting for the replies.
+
+    ``send`` writes an ``EVALSHA ack`` and returns at once; ``collect`` reads
+    every reply still owed, in order, and returns ``(ack, verdict)`` pairs:
+    verdict ``True`` (applied), a :class:`~django_rqueue.exceptions.LeaseLost`
+    (stale token: nothing changed), or ``None`` (reply unknown: resend it
+    synchronously). ``close`` gives the connection back to the pool.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.wire = InFlight(client)
+        self.pending: list[PendingAck] = []
+        #: Acks whose send failed: their verdict is None.
+        self._unsent: list[PendingAck] = []
+
+    @property
+    def owed(self) -> bool:
+        """Whether :meth:`collect` has verdicts to return."""
+        return bool(self.pending or self._unsent)
+
+    def send(self, ack: PendingAck) -> None:
+        """Write ``ack`` to Redis without waiting for the reply."""
+        if self.wire.send(load("ack"), *ack.call()):
+            self.pending.append(ack)
+        else:  # the replies of the acks sent before are lost with the connection
+            self._unsent += [*self.pending, ack]
+            self.pending = []
+
+    def collect(self) -> list[tuple[PendingAck, bool | LeaseLost | None]]:
+        """Read the replies of every ack sent so far (see the class docstring)."""
+        verdicts: list[tuple[PendingAck, bool | LeaseLost | None]] = []
+        pending, self.pending = self.pending, []
+        for index, ack in enumerate(pending):
+            try:
+                reply = self.wire.read()
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.wire.drop()
+                verdicts += [(rest, None) for rest in pending[index:]]
+                break
+            except redis.ResponseError:  # NOSCRIPT, or the server refused the call
+                verdicts.append((ack, None))
+                continue
+            if calls.applied(reply, ack.token):
+                verdicts.append((ack, True))
+            else:
+                verdicts.append((ack, calls.stale_lease(ack.job_id, reply)))
+        unsent, self._unsent = self._unsent, []
+        return verdicts + [(ack, None) for ack in unsent]
+
+    def close(self) -> None:
+        """Give the connection back (after :meth:`collect`)."""
+        self.wire.release()

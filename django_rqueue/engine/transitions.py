@@ -19,16 +19,28 @@ from typing import Any, NamedTuple
 import redis
 
 from ..exceptions import JobStateError, LeaseLost
+from . import calls
+from .calls import ScriptCall, applied, stale_lease
 from .connection import as_text, redis_errors
 from .keys import QueueKeys
-from .pipelining import Call, pipelined
+from .pipelining import pipelined
 from .scripts import load
 
 
-def stale_lease(job_id: str, reply: list[Any]) -> LeaseLost:
-    """The :class:`LeaseLost` for a ``{'stale', state, current token}`` script reply."""
-    state, token = as_text(reply[1]) or "missing", as_text(reply[2])
-    return LeaseLost(f"job {job_id}: stale fencing token (job is {state}, token {token})")
+def _run(client: redis.Redis, call: ScriptCall) -> Any:  # noqa: ANN401 - a Lua reply
+    """Run ``call`` and return its reply (``RedisUnavailable``: Redis unreachable)."""
+    with redis_errors():
+        return load(call.script)(client, call.keys, call.args)
+
+
+def _refused(reply: list[Any], job_id: str, message: str) -> JobStateError:
+    """The :class:`JobStateError` of a refusal ``{status, state}``.
+
+    ``message`` is formatted with ``job_id`` and ``state`` (``"missing"`` when
+    the job is gone; ``.state`` is then ``None``).
+    """
+    state = as_text(reply[1]) or None
+    return JobStateError(message.format(job_id=job_id, state=state or "missing"), state)
 
 
 def enqueue(
@@ -51,26 +63,18 @@ def enqueue(
     ``"duplicate"`` (another pending job holds ``unique_key``; its id is
     returned) or ``"exists"`` (``job_id`` was already enqueued).
     """
-    ukey = keys.unique(unique_key) if unique_key else keys.unique("")
-    args: list[str | int | float] = [job_id, priority, group, delay_ms, run_at_ms, unique_key]
-    args.append(unique_ttl)
-    for name, value in fields.items():
-        args += [name, value]
-    with redis_errors():
-        reply = load("enqueue")(
-            client,
-            [
-                keys.base,
-                keys.job(job_id),
-                keys.prios,
-                keys.delayed,
-                keys.stats,
-                keys.notify,
-                keys.wake,
-                ukey,
-            ],
-            args,
-        )
+    call = calls.enqueue(
+        keys,
+        job_id=job_id,
+        priority=priority,
+        group=group,
+        delay_ms=delay_ms,
+        run_at_ms=run_at_ms,
+        unique_key=unique_key,
+        unique_ttl=unique_ttl,
+        fields=fields,
+    )
+    reply = _run(client, call)
     return as_text(reply[0]), as_text(reply[1]), as_text(reply[2])
 
 
@@ -111,29 +115,29 @@ def enqueue_batch(
         RedisUnavailable: Redis cannot be reached (earlier batches stay written).
         redis.ResponseError: the script refused its arguments (nothing of that batch written).
     """
-    shared: list[str | int | float] = [priority, group, delay_ms, run_at_ms, unique_ttl]
-    shared.append(len(fields))
-    for name, value in fields.items():
-        shared += [name, value]
     with_unique = any(item.unique_key for item in items)
-    shared.append(1 if with_unique else 0)
-    head = [keys.base, keys.prios, keys.delayed, keys.stats, keys.notify, keys.wake]
     starts = range(0, len(items), batch_size)
 
-    def calls() -> Iterator[Call]:
+    def batches() -> Iterator[ScriptCall]:
         for start in starts:
-            args = list(shared)
-            if with_unique:
-                for item in items[start : start + batch_size]:
-                    args += (item.job_id, item.payload, item.unique_key)
-            else:
-                for item in items[start : start + batch_size]:
-                    args += (item.job_id, item.payload)
-            yield head, args
+            yield calls.enqueue_batch(
+                keys,
+                priority=priority,
+                group=group,
+                delay_ms=delay_ms,
+                run_at_ms=run_at_ms,
+                unique_ttl=unique_ttl,
+                fields=fields,
+                with_unique=with_unique,
+                items=(
+                    (item.job_id, item.payload, item.unique_key)
+                    for item in items[start : start + batch_size]
+                ),
+            )
 
     replies: list[tuple[str, str, str]] = []
     with redis_errors():
-        written = pipelined(client, load("enqueue_batch"), calls())
+        written = pipelined(client, load("enqueue_batch"), ((c.keys, c.args) for c in batches()))
         for start, reply in zip(starts, written, strict=True):
             state = as_text(reply[0])
             batch = [("created", item.job_id, state) for item in items[start : start + batch_size]]
@@ -184,19 +188,10 @@ def reserve_many(
     the jobs the first one reserved instead of reserving more.
     """
     request = request_id or new_request_id()
-    with redis_errors():
-        reply = load("reserve")(
-            client,
-            [
-                keys.base,
-                keys.prios,
-                keys.reserved,
-                keys.stats,
-                keys.notify,
-                keys.reservation(request),
-            ],
-            [lease_ms, worker_id, count, request],
-        )
+    call = calls.reserve(
+        keys, lease_ms=lease_ms, worker_id=worker_id, count=count, request_id=request
+    )
+    reply = _run(client, call)
     return [_reservation(item) for item in reply]
 
 
@@ -228,20 +223,18 @@ def ack_and_reserve(
     send a plain :func:`ack`: a new call would reserve more jobs.
     """
     request = request_id or new_request_id()
-    with redis_errors():
-        reply = load("ack_reserve")(
-            client,
-            [
-                keys.base,
-                keys.job(job_id),
-                keys.reserved,
-                keys.stats,
-                keys.prios,
-                keys.notify,
-                keys.reservation(request),
-            ],
-            [job_id, token, result, result_ttl, lease_ms, worker_id, count, request],
-        )
+    call = calls.ack_reserve(
+        keys,
+        job_id,
+        token,
+        result,
+        result_ttl,
+        lease_ms=lease_ms,
+        worker_id=worker_id,
+        count=count,
+        request_id=request,
+    )
+    reply = _run(client, call)
     acked, *reserved = reply
     stale = None if applied(acked, token) else stale_lease(job_id, acked)
     return stale, [_reservation(item) for item in reserved]
@@ -251,8 +244,7 @@ def renew_lease(
     client: redis.Redis, keys: QueueKeys, job_id: str, token: int, lease_ms: int
 ) -> int:
     """Extend a running job's lease (``renew.lua``); return the new deadline in ms."""
-    with redis_errors():
-        reply = load("renew")(client, [keys.job(job_id), keys.reserved], [job_id, token, lease_ms])
+    reply = _run(client, calls.renew(keys, job_id, token, lease_ms))
     if as_text(reply[0]) != "ok":
         raise stale_lease(job_id, reply)
     return int(reply[1])
@@ -262,26 +254,9 @@ def ack(
     client: redis.Redis, keys: QueueKeys, job_id: str, token: int, result: str, result_ttl: int
 ) -> None:
     """Record success (``ack.lua``); the record expires after ``result_ttl`` seconds."""
-    with redis_errors():
-        reply = load("ack")(
-            client,
-            [keys.base, keys.job(job_id), keys.reserved, keys.stats],
-            [job_id, token, result, result_ttl],
-        )
+    reply = _run(client, calls.ack(keys, job_id, token, result, result_ttl))
     if not applied(reply, token):
         raise stale_lease(job_id, reply)
-
-
-def applied(ack_reply: list[Any], token: int) -> bool:
-    """Whether an ack reply says the job is acked under ``token``.
-
-    ``{'stale', 'succeeded', <our token>}`` means an earlier try of this very
-    ack (redis-py retries after a timeout) was applied and only its reply was
-    lost: acks are idempotent.
-    """
-    if as_text(ack_reply[0]) == "ok":
-        return True
-    return as_text(ack_reply[1]) == "succeeded" and as_text(ack_reply[2]) == str(token)
 
 
 def fail(
@@ -292,20 +267,7 @@ def fail(
     ``retry_delay_ms`` ``-1`` forbids a retry. Returns ``("retrying", run-at
     ms)`` or ``("failed", None)``.
     """
-    with redis_errors():
-        reply = load("fail")(
-            client,
-            [
-                keys.base,
-                keys.job(job_id),
-                keys.reserved,
-                keys.delayed,
-                keys.failed,
-                keys.stats,
-                keys.wake,
-            ],
-            [job_id, token, error, retry_delay_ms],
-        )
+    reply = _run(client, calls.fail(keys, job_id, token, error, retry_delay_ms))
     outcome = as_text(reply[0])
     if outcome == "stale":
         state, current = as_text(reply[1]), as_text(reply[2])
@@ -321,12 +283,7 @@ def fail(
 
 def release(client: redis.Redis, keys: QueueKeys, job_id: str, token: int) -> None:
     """Hand a running job back without spending an attempt (``release.lua``)."""
-    with redis_errors():
-        reply = load("release")(
-            client,
-            [keys.base, keys.job(job_id), keys.reserved, keys.prios, keys.stats, keys.notify],
-            [job_id, token],
-        )
+    reply = _run(client, calls.release(keys, job_id, token))
     if as_text(reply[0]) != "ok":
         raise stale_lease(job_id, reply)
 
@@ -337,12 +294,7 @@ def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, 
     Returns ``(promoted, ms until the next due job)``; the second is ``-1``
     when nothing is scheduled and ``0`` when more are due right now.
     """
-    with redis_errors():
-        reply = load("promote")(
-            client,
-            [keys.base, keys.delayed, keys.prios, keys.stats, keys.notify, keys.wake],
-            [limit],
-        )
+    reply = _run(client, calls.promote(keys, limit))
     return int(reply[0]), int(reply[1])
 
 
@@ -354,26 +306,15 @@ def reclaim_expired(
     Returns ``(requeued, failed, ms until the next lease deadline)`` with the
     same ``-1``/``0`` conventions as :func:`promote_due`.
     """
-    with redis_errors():
-        reply = load("reclaim")(
-            client,
-            [keys.base, keys.reserved, keys.prios, keys.failed, keys.stats, keys.notify],
-            [limit, error],
-        )
+    reply = _run(client, calls.reclaim(keys, limit, error))
     return int(reply[0]), int(reply[1]), int(reply[2])
 
 
 def retry_failed(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
     """Re-queue a failed job with attempts reset to 0 (``retry.lua``)."""
-    with redis_errors():
-        reply = load("retry")(
-            client,
-            [keys.base, keys.job(job_id), keys.failed, keys.prios, keys.stats, keys.notify],
-            [job_id],
-        )
+    reply = _run(client, calls.retry(keys, job_id))
     if as_text(reply[0]) != "ok":
-        state = as_text(reply[1]) or None
-        raise JobStateError(f"job {job_id} is {state or 'missing'}, not failed", state)
+        raise _refused(reply, job_id, "job {job_id} is {state}, not failed")
 
 
 def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: str, ttl: int) -> str:
@@ -381,15 +322,9 @@ def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: str, ttl:
 
     Returns the state the job was in.
     """
-    with redis_errors():
-        reply = load("cancel")(
-            client,
-            [keys.base, keys.job(job_id), keys.delayed, keys.failed, keys.prios, keys.stats],
-            [job_id, mode, ttl],
-        )
+    reply = _run(client, calls.cancel(keys, job_id, mode, ttl))
     if as_text(reply[0]) != "ok":
-        state = as_text(reply[1]) or None
-        raise JobStateError(f"cannot {mode} job {job_id}: it is {state or 'missing'}", state)
+        raise _refused(reply, job_id, f"cannot {mode} job {{job_id}}: it is {{state}}")
     return as_text(reply[1])
 
 
@@ -405,15 +340,9 @@ def run_now(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
     Raises:
         JobStateError: the job is not scheduled (``.state`` tells what it is).
     """
-    with redis_errors():
-        reply = load("run_now")(
-            client,
-            [keys.base, keys.job(job_id), keys.delayed, keys.prios, keys.stats, keys.notify],
-            [job_id],
-        )
+    reply = _run(client, calls.run_now(keys, job_id))
     if as_text(reply[0]) != "ok":
-        state = as_text(reply[1]) or None
-        raise JobStateError(f"job {job_id} is {state or 'missing'}, not scheduled", state)
+        raise _refused(reply, job_id, "job {job_id} is {state}, not scheduled")
 
 
 def failed_batch(
@@ -430,10 +359,8 @@ def failed_batch(
 
     Returns ``(done, skipped, stale, scanned)``: see the script's header.
     """
-    with redis_errors():
-        reply = load("failed_batch")(
-            client,
-            [keys.base, keys.failed, keys.prios, keys.stats, keys.notify],
-            [mode, limit, offset, upto_ms, name],
-        )
+    call = calls.failed_batch(
+        keys, mode=mode, limit=limit, offset=offset, upto_ms=upto_ms, name=name
+    )
+    reply = _run(client, call)
     return int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3])

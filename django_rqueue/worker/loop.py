@@ -24,8 +24,9 @@ Batches: while the jobs of the first queue are short and nobody listens to
 per round trip (as many as fit in :data:`BATCH_BUDGET` seconds of work at the
 average run time seen so far; one while that is unknown), each with its own
 lease and fencing token, and sends each job's ack the moment it returns
-without waiting for the reply (:mod:`~django_rqueue.engine.ackstream`); the replies are read with
-the next batch's round trip. A job's success is recorded as promptly as
+without waiting for the reply
+(:class:`~django_rqueue.engine.pipelining.AckStream`); the replies are read
+with the next batch's round trip. A job's success is recorded as promptly as
 with one ack per round trip; the price is that a job reserved in a batch
 waits for the ones before it (at most about :data:`BATCH_BUDGET` seconds
 when they run as long as the ones before). Celery's and Dramatiq's workers
@@ -53,9 +54,9 @@ from .. import registry, signals
 from ..conf import get_config
 from ..decorators import JobFunction
 from ..engine import transitions
-from ..engine.ackstream import AckStream, PendingAck
 from ..engine.connection import get_client, redis_errors
 from ..engine.keys import QueueKeys
+from ..engine.pipelining import AckStream, PendingAck
 from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
 from ..execution import Outcome, announce, failure, next_delay, run_attempt
 from ..job import Job

@@ -1,0 +1,258 @@
+"""One builder per Lua script: the ``KEYS`` and ``ARGV`` of a call, in the script's order.
+
+Every caller of a script, whether it waits for the reply
+(:mod:`~django_rqueue.engine.transitions`) or sends now and reads later
+(:mod:`~django_rqueue.engine.pipelining`), builds its call here, so a change
+to a script's header is made in exactly one Python function. Each builder
+says which script it calls; the header of that ``.lua`` file documents every
+key and argument. Durations are milliseconds, TTLs seconds.
+
+Also here: the reading of the replies that more than one caller reads
+(:func:`applied` and :func:`stale_lease` for acks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from ..exceptions import LeaseLost
+from .connection import as_text
+from .keys import QueueKeys
+
+#: An ``ARGV`` entry as redis-py sends it.
+Arg = str | int | float
+
+
+class ScriptCall(NamedTuple):
+    """One call of the script ``engine/scripts/<script>.lua``."""
+
+    script: str
+    keys: list[str]
+    args: list[Arg]
+
+
+def _pairs(fields: Mapping[str, str | int]) -> list[Arg]:
+    flat: list[Arg] = []
+    for name, value in fields.items():
+        flat += [name, value]
+    return flat
+
+
+def enqueue(
+    keys: QueueKeys,
+    *,
+    job_id: str,
+    priority: int,
+    group: str,
+    delay_ms: int,
+    run_at_ms: int,
+    unique_key: str,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+) -> ScriptCall:
+    """``enqueue.lua``: create one job."""
+    return ScriptCall(
+        "enqueue",
+        [
+            keys.base,
+            keys.job(job_id),
+            keys.prios,
+            keys.delayed,
+            keys.stats,
+            keys.notify,
+            keys.wake,
+            keys.unique(unique_key),
+        ],
+        [job_id, priority, group, delay_ms, run_at_ms, unique_key, unique_ttl, *_pairs(fields)],
+    )
+
+
+def enqueue_batch(
+    keys: QueueKeys,
+    *,
+    priority: int,
+    group: str,
+    delay_ms: int,
+    run_at_ms: int,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+    with_unique: bool,
+    items: Iterable[tuple[str, str, str]],
+) -> ScriptCall:
+    """``enqueue_batch.lua``: create the jobs ``items`` (``(id, payload, unique key)``).
+
+    ``with_unique``: every item carries a unique key (``False``: none does, and
+    the keys are not sent).
+    """
+    args: list[Arg] = [priority, group, delay_ms, run_at_ms, unique_ttl, len(fields)]
+    args += _pairs(fields)
+    args.append(1 if with_unique else 0)
+    if with_unique:
+        for item in items:
+            args += item
+    else:
+        for job_id, payload, _ in items:
+            args += (job_id, payload)
+    head = [keys.base, keys.prios, keys.delayed, keys.stats, keys.notify, keys.wake]
+    return ScriptCall("enqueue_batch", head, args)
+
+
+def reserve(
+    keys: QueueKeys, *, lease_ms: int, worker_id: str, count: int, request_id: str
+) -> ScriptCall:
+    """``reserve.lua``: reserve up to ``count`` jobs, idempotent per ``request_id``."""
+    return ScriptCall(
+        "reserve",
+        [
+            keys.base,
+            keys.prios,
+            keys.reserved,
+            keys.stats,
+            keys.notify,
+            keys.reservation(request_id),
+        ],
+        [lease_ms, worker_id, count, request_id],
+    )
+
+
+def ack_reserve(
+    keys: QueueKeys,
+    job_id: str,
+    token: int,
+    result: str,
+    result_ttl: int,
+    *,
+    lease_ms: int,
+    worker_id: str,
+    count: int,
+    request_id: str,
+) -> ScriptCall:
+    """``ack_reserve.lua``: ack one job and reserve up to ``count`` more."""
+    return ScriptCall(
+        "ack_reserve",
+        [
+            keys.base,
+            keys.job(job_id),
+            keys.reserved,
+            keys.stats,
+            keys.prios,
+            keys.notify,
+            keys.reservation(request_id),
+        ],
+        [job_id, token, result, result_ttl, lease_ms, worker_id, count, request_id],
+    )
+
+
+def renew(keys: QueueKeys, job_id: str, token: int, lease_ms: int) -> ScriptCall:
+    """``renew.lua``: extend a running job's lease."""
+    return ScriptCall("renew", [keys.job(job_id), keys.reserved], [job_id, token, lease_ms])
+
+
+def ack(keys: QueueKeys, job_id: str, token: int, result: str, result_ttl: int) -> ScriptCall:
+    """``ack.lua``: record a success."""
+    return ScriptCall(
+        "ack",
+        [keys.base, keys.job(job_id), keys.reserved, keys.stats],
+        [job_id, token, result, result_ttl],
+    )
+
+
+def fail(keys: QueueKeys, job_id: str, token: int, error: str, retry_delay_ms: int) -> ScriptCall:
+    """``fail.lua``: record a failed attempt (``retry_delay_ms`` -1: no retry)."""
+    return ScriptCall(
+        "fail",
+        [
+            keys.base,
+            keys.job(job_id),
+            keys.reserved,
+            keys.delayed,
+            keys.failed,
+            keys.stats,
+            keys.wake,
+        ],
+        [job_id, token, error, retry_delay_ms],
+    )
+
+
+def release(keys: QueueKeys, job_id: str, token: int) -> ScriptCall:
+    """``release.lua``: hand a running job back without spending an attempt."""
+    return ScriptCall(
+        "release",
+        [keys.base, keys.job(job_id), keys.reserved, keys.prios, keys.stats, keys.notify],
+        [job_id, token],
+    )
+
+
+def promote(keys: QueueKeys, limit: int) -> ScriptCall:
+    """``promote.lua``: queue up to ``limit`` due scheduled jobs."""
+    return ScriptCall(
+        "promote",
+        [keys.base, keys.delayed, keys.prios, keys.stats, keys.notify, keys.wake],
+        [limit],
+    )
+
+
+def reclaim(keys: QueueKeys, limit: int, error: str) -> ScriptCall:
+    """``reclaim.lua``: take back up to ``limit`` jobs whose lease expired."""
+    return ScriptCall(
+        "reclaim",
+        [keys.base, keys.reserved, keys.prios, keys.failed, keys.stats, keys.notify],
+        [limit, error],
+    )
+
+
+def retry(keys: QueueKeys, job_id: str) -> ScriptCall:
+    """``retry.lua``: re-queue a failed job."""
+    return ScriptCall(
+        "retry",
+        [keys.base, keys.job(job_id), keys.failed, keys.prios, keys.stats, keys.notify],
+        [job_id],
+    )
+
+
+def cancel(keys: QueueKeys, job_id: str, mode: str, ttl: int) -> ScriptCall:
+    """``cancel.lua``: cancel (keep the record ``ttl`` s) or delete a job."""
+    return ScriptCall(
+        "cancel",
+        [keys.base, keys.job(job_id), keys.delayed, keys.failed, keys.prios, keys.stats],
+        [job_id, mode, ttl],
+    )
+
+
+def run_now(keys: QueueKeys, job_id: str) -> ScriptCall:
+    """``run_now.lua``: queue a scheduled job at once."""
+    return ScriptCall(
+        "run_now",
+        [keys.base, keys.job(job_id), keys.delayed, keys.prios, keys.stats, keys.notify],
+        [job_id],
+    )
+
+
+def failed_batch(
+    keys: QueueKeys, *, mode: str, limit: int, offset: int, upto_ms: int, name: str
+) -> ScriptCall:
+    """``failed_batch.lua``: retry or delete one batch of failed jobs."""
+    return ScriptCall(
+        "failed_batch",
+        [keys.base, keys.failed, keys.prios, keys.stats, keys.notify],
+        [mode, limit, offset, upto_ms, name],
+    )
+
+
+def stale_lease(job_id: str, reply: list[Any]) -> LeaseLost:
+    """The :class:`LeaseLost` for a ``{'stale', state, current token}`` script reply."""
+    state, token = as_text(reply[1]) or "missing", as_text(reply[2])
+    return LeaseLost(f"job {job_id}: stale fencing token (job is {state}, token {token})")
+
+
+def applied(ack_reply: list[Any], token: int) -> bool:
+    """Whether an ``ack.lua`` reply says the job is acked under ``token``.
+
+    ``{'stale', 'succeeded', <our token>}`` means an earlier try of this very
+    ack (redis-py retries after a timeout) was applied and only its reply was
+    lost: acks are idempotent.
+    """
+    if as_text(ack_reply[0]) == "ok":
+        return True
+    return as_text(ack_reply[1]) == "succeeded" and as_text(ack_reply[2]) == str(token)
