@@ -10,14 +10,16 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import traceback as tb
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import signals
 from .backoff import retry_delay
 from .conf import get_config
-from .decorators import JobFunction
 from .job import Job, JobStatus
 from .serialization import dumps, encode_result, loads
+
+if TYPE_CHECKING:
+    from .decorators import JobFunction
 
 
 @dataclasses.dataclass

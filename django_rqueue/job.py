@@ -140,7 +140,11 @@ class Job:
             from .exceptions import JobStateError
 
             raise JobStateError(f"job {self.id} no longer exists", None)
-        self.__dict__.update(fresh.__dict__)
+        self.assign(fresh)
+
+    def assign(self, other: Job) -> None:
+        """Make this object a copy of ``other`` (in place: callers keep their reference)."""
+        self.__dict__.update(other.__dict__)
 
     def cancel(self) -> None:
         """Withdraw the job if it is scheduled, queued or failed.

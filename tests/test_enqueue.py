@@ -1,6 +1,7 @@
-"""JobFunction.delay_many() (bulk enqueue) and transitions.enqueue_batch(), on a real redis-server.
-
-A separate module from tests/test_decorators.py only to keep each file short.
+"""The enqueue path (django_rqueue.enqueue) on a real redis-server: delay_many() (bulk
+enqueue, transitions.enqueue_batch()) and the package's own record of the jobs that wait
+for a transaction's commit. The decorator's options and single delay() are in
+tests/test_decorators.py.
 """
 
 from __future__ import annotations
@@ -200,6 +201,41 @@ def test_unique_keys_inside_atomic_see_pending_jobs_and_each_other(redis_client:
         again = digest.delay(3)  # a later single delay sees the batch's pending job
         assert again.id == jobs[2].id
     assert _job_ids(redis_client) == {holder.id, single.id, jobs[2].id}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_transaction_leaves_no_pending_holder_behind(redis_client: redis.Redis):
+    with pytest.raises(ZeroDivisionError), transaction.atomic():
+        dropped = digest.delay(7)
+        dropped_many = digest.delay_many([((8,), {})])[0]
+        raise ZeroDivisionError
+    with transaction.atomic():  # a new transaction: the rolled-back jobs hold nothing
+        fresh = digest.delay(7)
+        fresh_many = digest.delay_many([((8,), {})])[0]
+        assert {fresh.id, fresh_many.id}.isdisjoint({dropped.id, dropped_many.id})
+    assert _job_ids(redis_client) == {fresh.id, fresh_many.id}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_dropped_with_its_savepoint_does_not_hold_its_keys(redis_client: redis.Redis):
+    with transaction.atomic():
+        with pytest.raises(ZeroDivisionError), transaction.atomic():
+            dropped = digest.delay_many([((9,), {})])[0]
+            raise ZeroDivisionError
+        kept = digest.delay(9)
+        assert kept.id != dropped.id
+    assert _job_ids(redis_client) == {kept.id}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_commit_a_finished_holder_no_longer_holds_the_key(redis_client: redis.Redis):
+    with transaction.atomic():
+        first = digest.delay(10)
+    get_job(first.id).delete()  # type: ignore[union-attr]
+    with transaction.atomic():
+        second = digest.delay(10)
+        assert second.id != first.id
+    assert _job_ids(redis_client) == {second.id}
 
 
 def test_eager_runs_each_call_inline(settings: Settings, redis_client: redis.Redis):

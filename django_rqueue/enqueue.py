@@ -1,0 +1,376 @@
+"""The enqueue path: from ``.delay()`` / ``.delay_many()`` to a job in Redis.
+
+:func:`submit` and :func:`submit_many` resolve a job function's options once
+per call (:class:`Plan`), validate and encode every call's arguments before
+anything is written, and then either run the jobs inline (``RQUEUE["EAGER"]``),
+write them now, or, inside ``transaction.atomic()``, hand them to
+``transaction.on_commit`` so that they are written when the outermost
+transaction commits and not at all on a rollback.
+
+Unique keys inside a transaction: a call whose ``unique_key`` is held by a
+job that waits for the same commit gets that job. The package keeps its own
+record of the submissions waiting for commit (:class:`_Pending`), one per
+database connection, holding each submission *weakly*: Django holds the
+on-commit callback, so a submission stays visible exactly as long as Django
+would still run it. A rollback (of the transaction or of the savepoint it
+was made in) makes Django drop the callback, and with it the submission;
+Django's own list of callbacks is never read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from . import signals
+from .conf import Config, get_config
+from .engine import transitions
+from .engine.connection import as_text, get_client, redis_errors
+from .engine.keys import JobFields, QueueKeys, new_job_id
+from .execution import run_eager
+from .job import Job, JobStatus, get_job
+from .serialization import encode_arguments
+
+if TYPE_CHECKING:
+    from .decorators import JobFunction
+
+#: States in which a job holds its unique key.
+HOLDING = (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+def submit(
+    job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> Job:
+    """Enqueue one call of ``job_function`` (see :meth:`JobFunction.delay`)."""
+    config = get_config()
+    submission = Plan.of(job_function, config).submission(args, kwargs)
+    if config.eager:
+        return run_eager(job_function, submission.job)
+    if _deferred(job_function):
+        holder = submission.pending_holder()
+        if holder is not None:
+            return holder
+        _defer(submission, [submission])
+        return submission.job
+    return submission()
+
+
+def submit_many(
+    job_function: JobFunction[Any, Any],
+    calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]],
+    batch_size: int,
+) -> list[Job]:
+    """Enqueue one run per ``(args, kwargs)`` pair (see :meth:`JobFunction.delay_many`)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+    config = get_config()
+    plan = Plan.of(job_function, config)
+    submissions: list[Submission] = []
+    for index, call in enumerate(calls):
+        args, kwargs = call_pair(index, call)
+        try:
+            submissions.append(plan.submission(args, kwargs))
+        except TypeError as exc:
+            raise TypeError(f"call {index}: {exc}") from exc
+    if config.eager:
+        return [run_eager(job_function, s.job) for s in submissions]
+    batch = BatchSubmission(job_function, submissions, batch_size)
+    if _deferred(job_function):
+        batch.resolve_pending()
+        if batch.to_write:
+            _defer(batch, batch.to_write)
+        return batch.jobs
+    return batch()
+
+
+def _deferred(job_function: JobFunction[Any, Any]) -> bool:
+    """Whether this call waits for the current transaction's commit."""
+    return (
+        job_function.options.on_commit is not False and transaction.get_connection().in_atomic_block
+    )
+
+
+def call_pair(index: int, call: object) -> tuple[Sequence[Any], Mapping[str, Any]]:
+    """Check that ``call`` is an ``(args, kwargs)`` pair (``TypeError`` naming ``index``)."""
+    if isinstance(call, tuple | list) and len(call) == 2:
+        args, kwargs = call
+        plain = type(args) in (tuple, list) and type(kwargs) is dict
+        if plain and all(type(k) is str for k in kwargs):
+            return args, kwargs  # the common case, without the ABC checks below
+        if (
+            isinstance(args, Sequence)
+            and not isinstance(args, str | bytes)
+            and isinstance(kwargs, Mapping)
+            and all(isinstance(k, str) for k in kwargs)
+        ):
+            return args, kwargs
+    raise TypeError(
+        f"call {index}: expected an (args, kwargs) pair such as ((1, 2), {{}}), got {call!r:.80}"
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    """What every call of one ``.delay()`` / ``.delay_many()`` shares, resolved once."""
+
+    job_function: JobFunction[Any, Any]
+    queue: str
+    priority: int
+    group: str
+    max_attempts: int
+    #: Seconds.
+    timeout: float
+    result_ttl: int
+    unique_key: str | Callable[..., str] | None
+    unique_ttl: int
+    status: JobStatus
+    run_at: datetime.datetime | None
+    #: Milliseconds since the epoch (UTC), or -1.
+    run_at_ms: int
+    delay_ms: int
+
+    @classmethod
+    def of(cls, job_function: JobFunction[Any, Any], config: Config) -> Plan:
+        """Resolve the options of ``job_function`` (``ValueError``: its queue is undeclared).
+
+        Resolution, first set wins: ``using()``, ``@job(...)``, the queue's
+        entry in ``RQUEUE["QUEUES"]``, ``RQUEUE["DEFAULTS"]``, built-in defaults.
+        """
+        o = job_function.options
+        queue = o.queue or config.default_queue
+        qconf = config.queue(queue)
+        status = JobStatus.QUEUED
+        run_at, run_at_ms = o.run_at, -1
+        if run_at is not None:
+            if timezone.is_naive(run_at):
+                run_at = timezone.make_aware(run_at)
+            run_at_ms = int(run_at.timestamp() * 1000)
+            status = JobStatus.SCHEDULED
+        # JobOptions has already turned a timedelta into seconds.
+        delay_ms = int((o.delay or 0) * 1000)
+        if delay_ms > 0:
+            status = JobStatus.SCHEDULED
+        return cls(
+            job_function=job_function,
+            queue=queue,
+            priority=o.priority or 0,
+            group=o.group or "",
+            max_attempts=o.max_attempts or qconf.max_attempts,
+            timeout=o.timeout or qconf.timeout,
+            result_ttl=o.result_ttl if o.result_ttl is not None else qconf.result_ttl,
+            unique_key=o.unique_key,
+            unique_ttl=o.unique_ttl or 0,
+            status=status,
+            run_at=run_at,
+            run_at_ms=run_at_ms,
+            delay_ms=delay_ms,
+        )
+
+    def submission(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Submission:
+        """Validate and encode one call (``TypeError``); the submission writes it when called."""
+        payload = encode_arguments(args, kwargs, self.job_function.func)
+        unique_key = self.unique_key
+        if callable(unique_key):
+            unique_key = unique_key(*args, **kwargs)
+        job = Job(
+            id=new_job_id(self.queue),
+            name=self.job_function.name,
+            queue=self.queue,
+            status=self.status,
+            args=list(args),
+            kwargs=dict(kwargs),
+            priority=self.priority,
+            group=self.group,
+            max_attempts=self.max_attempts,
+            timeout=self.timeout,
+            result_ttl=self.result_ttl,
+            unique_key=unique_key or "",
+            run_at=self.run_at,
+        )
+        return Submission(
+            self.job_function, job, payload, self.delay_ms, self.run_at_ms, self.unique_ttl
+        )
+
+
+@dataclasses.dataclass(eq=False)
+class Submission:
+    """Writes one job to Redis, now or from ``transaction.on_commit``."""
+
+    job_function: JobFunction[Any, Any]
+    job: Job
+    payload: str
+    delay_ms: int
+    run_at_ms: int
+    unique_ttl: int
+
+    def keys(self) -> QueueKeys:
+        return QueueKeys.of(get_config().key_prefix, self.job.queue)
+
+    def pending_holder(self) -> Job | None:
+        """The job already holding this job's unique key: in Redis, or waiting for this commit."""
+        if not self.job.unique_key:
+            return None
+        client = get_client(self.job.queue)
+        with redis_errors():
+            holder = client.get(self.keys().unique(self.job.unique_key))
+        if holder is not None:
+            existing = get_job(as_text(holder))
+            if existing and existing.status in HOLDING:
+                return existing
+        return _Pending.of_current().holder(self.job.queue, self.job.unique_key)
+
+    def __call__(self) -> Job:
+        job = self.job
+        outcome, job_id, state = transitions.enqueue(
+            get_client(job.queue),
+            self.keys(),
+            job_id=job.id,
+            priority=job.priority,
+            group=job.group,
+            delay_ms=self.delay_ms,
+            run_at_ms=self.run_at_ms,
+            unique_key=job.unique_key,
+            unique_ttl=self.unique_ttl,
+            fields=self.fields(),
+        )
+        if outcome == "duplicate":
+            existing = get_job(job_id)
+            if existing is not None:
+                # In place: a Job returned earlier (before commit) now names the holder.
+                job.assign(existing)
+                return job
+        job.status = JobStatus(state)
+        if outcome == "created":
+            signals.send(signals.job_enqueued, self.job_function, job=job)
+        return job
+
+    def fields(self) -> dict[str, str | int]:
+        job = self.job
+        return {
+            JobFields.NAME: job.name,
+            JobFields.PAYLOAD: self.payload,
+            JobFields.MAX_ATTEMPTS: job.max_attempts,
+            JobFields.TIMEOUT_MS: int(job.timeout * 1000),
+            JobFields.RESULT_TTL: job.result_ttl,
+        }
+
+
+class BatchSubmission:
+    """Writes the jobs of one :meth:`JobFunction.delay_many` call, now or on commit.
+
+    ``jobs`` are the Jobs returned to the caller, in call order; a call whose
+    unique key an earlier call of the batch (or, after :meth:`resolve_pending`,
+    a pending job) holds shares that Job. ``to_write`` are the submissions
+    still to be written.
+    """
+
+    def __init__(
+        self, job_function: JobFunction[Any, Any], submissions: list[Submission], batch_size: int
+    ) -> None:
+        self.job_function = job_function
+        self.batch_size = batch_size
+        self.jobs: list[Job] = []
+        self.to_write: list[Submission] = []
+        first: dict[str, Job] = {}
+        for submission in submissions:
+            key = submission.job.unique_key
+            if key and key in first:
+                self.jobs.append(first[key])
+                continue
+            if key:
+                first[key] = submission.job
+            self.jobs.append(submission.job)
+            self.to_write.append(submission)
+
+    def resolve_pending(self) -> None:
+        """Inside a transaction: calls whose unique key a pending job holds get that job."""
+        keep: list[Submission] = []
+        for submission in self.to_write:
+            holder = submission.pending_holder() if submission.job.unique_key else None
+            if holder is None:
+                keep.append(submission)
+            else:
+                self.jobs = [holder if j is submission.job else j for j in self.jobs]
+        self.to_write = keep
+
+    def __call__(self) -> list[Job]:
+        if not self.to_write:
+            return self.jobs
+        first = self.to_write[0]
+        fields = first.fields()
+        del fields[JobFields.PAYLOAD]  # every other field is the same for the whole batch
+        replies = transitions.enqueue_batch(
+            get_client(first.job.queue),
+            first.keys(),
+            [transitions.BatchItem(s.job.id, s.job.unique_key, s.payload) for s in self.to_write],
+            priority=first.job.priority,
+            group=first.job.group,
+            delay_ms=first.delay_ms,
+            run_at_ms=first.run_at_ms,
+            unique_ttl=first.unique_ttl,
+            fields=fields,
+            batch_size=self.batch_size,
+        )
+        announce = signals.job_enqueued.has_listeners(self.job_function)
+        statuses = {status.value: status for status in JobStatus}
+        for submission, (outcome, job_id, state) in zip(self.to_write, replies, strict=True):
+            job = submission.job
+            if outcome == "duplicate":
+                existing = get_job(job_id)
+                if existing is not None:
+                    job.assign(existing)
+                    continue
+            job.status = statuses[state]
+            if outcome == "created" and announce:
+                signals.send(signals.job_enqueued, self.job_function, job=job)
+        return self.jobs
+
+
+class _Pending:
+    """The submissions of one database connection that wait for its commit, by unique key.
+
+    Values are held weakly: the strong reference is the one Django keeps for
+    the on-commit callback, so an entry disappears when Django runs the
+    callback (commit) or drops it (rollback of the transaction or of the
+    savepoint the call was made in). CPython frees them at once (reference
+    counting; the submissions hold no reference cycle).
+    """
+
+    _by_connection: weakref.WeakKeyDictionary[BaseDatabaseWrapper, _Pending] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self) -> None:
+        self.by_key: weakref.WeakValueDictionary[tuple[str, str], Submission] = (
+            weakref.WeakValueDictionary()
+        )
+
+    @classmethod
+    def of_current(cls) -> _Pending:
+        connection = transaction.get_connection()
+        pending = cls._by_connection.get(connection)
+        if pending is None:
+            pending = cls._by_connection[connection] = cls()
+        return pending
+
+    def holder(self, queue: str, unique_key: str) -> Job | None:
+        submission = self.by_key.get((queue, unique_key))
+        return None if submission is None else submission.job
+
+    def add(self, submissions: Iterable[Submission]) -> None:
+        for submission in submissions:
+            if submission.job.unique_key:
+                self.by_key[submission.job.queue, submission.job.unique_key] = submission
+
+
+def _defer(callback: Callable[[], object], submissions: Iterable[Submission]) -> None:
+    """Run ``callback`` when the current transaction commits; remember its unique keys."""
+    transaction.on_commit(callback)
+    _Pending.of_current().add(submissions)
