@@ -9,7 +9,7 @@ import pytest
 
 from django_rqueue.job import Job, JobStatus
 from django_rqueue.worker.children import Child, PipeHooks
-from django_rqueue.worker.loop import RELEASED
+from django_rqueue.worker.reporting import AttemptOutcome
 
 
 def _job(n: int) -> Job:
@@ -37,7 +37,7 @@ def test_hold_and_end_wait_for_the_next_start_which_goes_out_at_once(
     assert child.job is not None and child.job.job_id == first.id
 
     hooks.held("default", [second, third])
-    hooks.finished(first, "succeeded")
+    hooks.finished(first, AttemptOutcome.SUCCEEDED)
     assert list(child.read(lease=30)) == []  # buffered: nothing written yet
     assert child.job.job_id == first.id
 
@@ -52,10 +52,10 @@ def test_flush_delivers_a_handed_back_job_and_clears_it(pipe: tuple[PipeHooks, C
     running, held = _job(1), _job(2)
     hooks.started("default", running)
     hooks.held("default", [held])
-    hooks.finished(running, "failed")
-    hooks.finished(held, RELEASED)
+    hooks.finished(running, AttemptOutcome.FAILED)
+    hooks.finished(held, AttemptOutcome.RELEASED)
     hooks.flush()
-    assert list(child.read(lease=30)) == ["failed", RELEASED]
+    assert list(child.read(lease=30)) == ["failed", AttemptOutcome.RELEASED]
     assert (child.job, child.held) == (None, {})
 
 

@@ -22,6 +22,7 @@ from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job
 from django_rqueue.serialization import encode_arguments
 from django_rqueue.worker.loop import Worker
+from django_rqueue.worker.reporting import AttemptOutcome
 from tests.faults.proxy import FaultProxy
 from tests.inprocess import enqueue_raw, keys, poller_thread, run_worker, stats, tags
 from tests.jobs_app.jobs import (
@@ -363,7 +364,7 @@ def test_receivers_of_job_succeeded_run_before_the_next_job_is_reserved(
 class StopAfterPrefetch(Worker):
     """A worker whose stop request arrives during its first ack_reserve round trip."""
 
-    def _report(self, *args: Any, **kwargs: Any) -> str:  # noqa: ANN401
+    def _report(self, *args: Any, **kwargs: Any) -> AttemptOutcome:  # noqa: ANN401
         outcome = super()._report(*args, **kwargs)
         if self._prefetched:
             self.request_stop()

@@ -2,7 +2,7 @@
 
 A child tells its master, one JSON line per event, which jobs it holds
 (reserved ahead, not started: "hold"), which one it runs ("start") and how
-each ended ("end", with the outcome word, :data:`~.loop.RELEASED` for a
+each ended ("end", with the outcome word, ``released`` for a
 held job handed back). The master keeps that in a :class:`Child`: it renews
 the leases of the running and the held jobs, enforces the running job's hard
 timeout, and, when the child dies, fails the running job's attempt and hands
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..job import Job
+from .reporting import AttemptOutcome
 
 
 @dataclass
@@ -54,7 +55,7 @@ class Child:
     ran_for: float = 0.0
     born: float = field(default_factory=time.monotonic)
 
-    def read(self, lease: float) -> Iterator[str]:
+    def read(self, lease: float) -> Iterator[AttemptOutcome]:
         """Read what the pipe has (non-blocking), apply it, and yield each "end" outcome.
 
         ``lease`` (seconds): the first renewal of a job is due a third of it
@@ -74,7 +75,7 @@ class Child:
                 if outcome is not None:
                     yield outcome
 
-    def apply(self, message: dict[str, Any], lease: float) -> str | None:
+    def apply(self, message: dict[str, Any], lease: float) -> AttemptOutcome | None:
         """Apply one message; return the outcome word of an "end", else ``None``."""
         now = time.monotonic()
 
@@ -99,7 +100,7 @@ class Child:
             self.held.pop(message["id"], None)
             if self.job is not None and self.job.job_id == message["id"]:
                 self.job = None
-            return str(message["outcome"])
+            return AttemptOutcome(message["outcome"])
         return None
 
 
@@ -150,5 +151,5 @@ class PipeHooks:
         self._queue({"e": "start", **self._job(queue, job)})
         self.flush()
 
-    def finished(self, job: Job, outcome: str) -> None:
+    def finished(self, job: Job, outcome: AttemptOutcome) -> None:
         self._queue({"e": "end", "id": job.id, "outcome": outcome})

@@ -44,7 +44,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any, Protocol
 
@@ -58,9 +58,17 @@ from ..engine.connection import get_client, redis_errors
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import AckStream, PendingAck
 from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
-from ..execution import Outcome, announce, failure, next_delay, run_attempt
+from ..execution import Outcome, failure, next_delay, run_attempt
 from ..job import Job
 from .poller import Poller
+from .reporting import (
+    REPORT_RETRY,
+    AttemptOutcome,
+    conclude,
+    deliver_ack,
+    deliver_failure,
+    hand_back,
+)
 
 logger = logging.getLogger("django_rqueue.worker")
 
@@ -69,19 +77,10 @@ logger = logging.getLogger("django_rqueue.worker")
 #: an idle in-process worker takes to notice SIGTERM (a supervised child is
 #: interrupted at once).
 IDLE_BLOCK = 4.0
-#: Seconds between attempts to deliver an ack/fail while Redis is unreachable.
-REPORT_RETRY = 0.5
-#: Seconds a worker keeps trying to deliver an ack/fail before giving up (the
-#: lease then expires and the poller re-delivers the job).
-REPORT_PATIENCE = 60.0
 #: Seconds of work (at the average run time seen) a batch reservation may hold.
 BATCH_BUDGET = 0.05
 #: Most jobs reserved in one round trip.
 MAX_BATCH = 20
-
-
-#: The outcome word a worker reports to its hooks for a prefetched job it handed back.
-RELEASED = "released"
 
 
 class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
@@ -97,8 +96,8 @@ class WorkerHooks(Protocol):
     def started(self, queue: str, job: Job) -> None:
         """A job is about to run (reserved just now, or :meth:`held` before)."""
 
-    def finished(self, job: Job, outcome: str) -> None:
-        """The job's outcome was reported to Redis, discarded, or :data:`RELEASED`."""
+    def finished(self, job: Job, outcome: AttemptOutcome) -> None:
+        """The job's outcome was reported to Redis, discarded, or ``released`` (handed back)."""
 
     def flush(self) -> None:
         """Deliver what was buffered (the worker goes idle or exits)."""
@@ -283,15 +282,9 @@ class Worker:
         """Give back the jobs reserved ahead but not started (no attempt spent)."""
         while self._prefetched:
             queue, job = self._prefetched.popleft()
-            keys = QueueKeys.of(get_config().key_prefix, queue)
-            try:
-                transitions.release(get_client(queue), keys, job.id, job.token)
-                logger.info("worker %s: handed %s back unstarted", self.worker_id, job.id)
-            except (RedisUnavailable, LeaseLost) as exc:
-                # Its lease expires and the poller re-delivers it (attempt counted).
-                logger.warning("worker %s: could not hand %s back: %s", self.worker_id, job.id, exc)
+            hand_back(queue, job.id, job.token)
             if self.hooks is not None:
-                self.hooks.finished(job, RELEASED)
+                self.hooks.finished(job, AttemptOutcome.RELEASED)
 
     def _batch_size(self) -> int:
         """How many jobs of the first queue to reserve in the next round trip."""
@@ -316,7 +309,7 @@ class Worker:
                     self.worker_id,
                     ack.job_id,
                 )
-                self._deliver_ack(ack)
+                deliver_ack(ack)
 
     def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` in short steps, returning early once a stop is requested."""
@@ -385,7 +378,7 @@ class Worker:
         except LeaseLost as exc:
             logger.warning("worker %s: %s; skipping it", self.worker_id, exc)
             if self.hooks is not None:
-                self.hooks.finished(job, RELEASED)
+                self.hooks.finished(job, AttemptOutcome.RELEASED)
             return False
         except RedisUnavailable:
             self._prefetched.appendleft((queue, job))  # still held: tried again after the backoff
@@ -424,18 +417,7 @@ class Worker:
         result = self._report(queue, job, outcome, delay, prefetch=prefetch)
         if self.hooks is not None:
             self.hooks.finished(job, result)
-        if result != "discarded":
-            announce(job_function, job, outcome, delay if result == "retrying" else None)
-        logger.info(
-            "%s %s queue=%s attempt=%d/%d outcome=%s duration_ms=%d",
-            job.name,
-            job.id,
-            queue,
-            job.attempts,
-            job.max_attempts,
-            result,
-            ran * 1000,
-        )
+        conclude(job_function, job, queue, outcome, result, delay, duration=ran)
 
     def _execute(self, job_function: JobFunction[Any, Any] | None, job: Job) -> Outcome:
         if job_function is None:
@@ -459,8 +441,8 @@ class Worker:
 
     def _report(
         self, queue: str, job: Job, outcome: Outcome, delay: float | None, *, prefetch: bool
-    ) -> str:
-        """Deliver ack/fail, retrying while Redis is unreachable; return the outcome word.
+    ) -> AttemptOutcome:
+        """Deliver ack/fail, retrying while Redis is unreachable; return the outcome.
 
         ``prefetch``: a success of the first queue. With more jobs of a batch
         still to run (and no ``job_succeeded`` receivers to run after the
@@ -476,7 +458,8 @@ class Worker:
             if self._acks is None:
                 self._acks = AckStream(get_client(queue))
             self._acks.send(ack)
-            return "succeeded"  # a refusal (stale token) is logged when the reply is read
+            # A refusal (stale token) is logged when the reply is read.
+            return AttemptOutcome.SUCCEEDED
         self._collect_acks()
         if outcome.ok and prefetch and not self._prefetched:
             try:
@@ -497,28 +480,11 @@ class Worker:
                 self._hold(queue, [Job.from_fields(*r) for r in reserved])
                 if stale is not None:
                     logger.error("%s; discarding this run", stale)
-                    return "discarded"
-                return "succeeded"
+                    return AttemptOutcome.DISCARDED
+                return AttemptOutcome.SUCCEEDED
         if outcome.ok:
-            return self._deliver_ack(ack)
-        delay_ms = -1 if delay is None else int(delay * 1000)
-
-        def report_failure() -> str:
-            client = get_client(queue)
-            error = outcome.error_json()
-            return transitions.fail(client, keys, job.id, job.token, error, delay_ms)[0]
-
-        return _patiently(job.id, report_failure)
-
-    def _deliver_ack(self, ack: PendingAck) -> str:
-        """Ack synchronously, retrying while Redis is unreachable: ``succeeded``/``discarded``."""
-
-        def deliver() -> str:
-            client = get_client(ack.queue)
-            transitions.ack(client, ack.keys, ack.job_id, ack.token, ack.result, ack.result_ttl)
-            return "succeeded"
-
-        return _patiently(ack.job_id, deliver)
+            return deliver_ack(ack)
+        return deliver_failure(queue, job, outcome, delay)
 
     # -- idle ------------------------------------------------------------
 
@@ -542,24 +508,6 @@ class Worker:
         same = [q for q in self.queues if get_client(q) is client]
         with redis_errors():
             client.blpop([QueueKeys.of(prefix, q).notify for q in same], timeout=IDLE_BLOCK)
-
-
-def _patiently(job_id: str, report: Callable[[], str]) -> str:
-    """Run ``report`` (an ack or fail), retrying for :data:`REPORT_PATIENCE` seconds while
-    Redis is unreachable; return its outcome word, or ``discarded`` for a stale token
-    or when patience runs out (the lease then expires and the poller re-delivers)."""
-    deadline = time.monotonic() + REPORT_PATIENCE
-    while True:
-        try:
-            return report()
-        except LeaseLost as exc:
-            logger.error("%s; discarding this run", exc)
-            return "discarded"
-        except RedisUnavailable as exc:
-            if time.monotonic() > deadline:
-                logger.error("giving up reporting %s: %s (lease will expire)", job_id, exc)
-                return "discarded"
-            time.sleep(REPORT_RETRY)
 
 
 def _raise_timeout(seconds: float) -> Any:  # noqa: ANN401 - a signal handler

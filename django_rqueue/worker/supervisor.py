@@ -49,13 +49,13 @@ from ..engine import transitions
 from ..engine.connection import get_client, redis_time_ms, reset_after_fork
 from ..engine.keys import QueueKeys
 from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, RqueueError, WorkerLost
-from ..execution import announce, failure, next_delay
 from ..health import problems_for
 from ..job import Job
 from . import heartbeat
 from .children import Child, PipeHooks, Running, set_pdeathsig
-from .loop import RELEASED, Worker, new_worker_id
+from .loop import Worker, new_worker_id
 from .poller import Poller
+from .reporting import AttemptOutcome, fail_lost_attempt, hand_back
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
@@ -235,9 +235,9 @@ class Supervisor:
 
     def _read(self, child: Child) -> None:
         for outcome in child.read(get_config().lease):
-            if outcome != RELEASED:  # a job reserved ahead, handed back unstarted
+            if outcome != AttemptOutcome.RELEASED:  # reserved ahead, handed back unstarted
                 self.processed += 1
-            if outcome == "failed":
+            if outcome == AttemptOutcome.FAILED:
                 self.failed += 1
 
     def _reap(self) -> None:
@@ -319,51 +319,12 @@ class Supervisor:
             self.pending_reports.append((running, exc))
 
     def _report_failure(self, running: Running, exc: BaseException) -> None:
-        keys = QueueKeys.of(get_config().key_prefix, running.queue)
-        client = get_client(running.queue)
-        fields = transitions.read_job(client, keys, running.job_id)
-        if not fields:
-            return
-        job = Job.from_fields(running.job_id, fields)
-        if job.token != running.token:
-            return  # already reclaimed and handed to someone else
-        outcome = failure(exc)
-        job_function = registry.get(job.name)
-        delay = next_delay(job_function, job, outcome)
-        try:
-            result, _ = transitions.fail(
-                client,
-                keys,
-                job.id,
-                job.token,
-                outcome.error_json(),
-                -1 if delay is None else int(delay * 1000),
-            )
-        except LeaseLost:
-            return
-        if result == "failed":
+        reported = fail_lost_attempt(running.queue, running.job_id, running.token, exc)
+        if reported is AttemptOutcome.FAILED:
             self.failed += 1
-        logger.info(
-            "%s %s queue=%s attempt=%d/%d outcome=%s reason=%r",
-            job.name,
-            job.id,
-            job.queue,
-            job.attempts,
-            job.max_attempts,
-            result,
-            str(exc),
-        )
-        announce(job_function, job, outcome, delay if result == "retrying" else None)
 
     def _hand_back(self, running: Running) -> None:
-        keys = QueueKeys.of(get_config().key_prefix, running.queue)
-        try:
-            transitions.release(get_client(running.queue), keys, running.job_id, running.token)
-            logger.info("handed %s back to queue %s", running.job_id, running.queue)
-        except LeaseLost:
-            pass  # it finished (or was reclaimed) before the kill
-        except RedisUnavailable as exc:
-            logger.error("could not hand %s back (%s); its lease will expire", running.job_id, exc)
+        hand_back(running.queue, running.job_id, running.token)
 
     # -- the loop ------------------------------------------------------------
 

@@ -1,0 +1,201 @@
+"""Reporting an attempt's outcome to Redis: one path for the worker loop and the master.
+
+A child reports the jobs it ran (:func:`deliver_ack`, :func:`deliver_failure`)
+and hands back the ones it reserved ahead and never started
+(:func:`hand_back`); the master reports on a dead child's behalf
+(:func:`fail_lost_attempt`, :func:`hand_back`). Either way the attempt ends
+with :func:`conclude`: the outcome signal (``job_succeeded``,
+``job_retrying`` or ``job_failed``) and one log line per job on the
+``django_rqueue.worker`` logger::
+
+    <name> <id> queue=<queue> attempt=<n>/<max> outcome=<outcome> duration_ms=<ms>
+
+(``reason=<why>`` instead of ``duration_ms`` for an attempt the master failed).
+Every report is fenced by the job's token: one whose lease was lost changes
+nothing and reads as :attr:`AttemptOutcome.DISCARDED`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .. import registry
+from ..conf import get_config
+from ..engine import transitions
+from ..engine.connection import get_client
+from ..engine.keys import QueueKeys
+from ..engine.pipelining import PendingAck
+from ..exceptions import LeaseLost, RedisUnavailable
+from ..execution import Outcome, announce, failure, next_delay
+from ..job import Job
+
+if TYPE_CHECKING:
+    from ..decorators import JobFunction
+
+logger = logging.getLogger("django_rqueue.worker")
+
+#: Seconds between attempts to deliver an ack/fail while Redis is unreachable.
+REPORT_RETRY = 0.5
+#: Seconds a worker keeps trying to deliver an ack/fail before giving up (the
+#: lease then expires and the poller re-delivers the job).
+REPORT_PATIENCE = 60.0
+
+
+class AttemptOutcome(enum.StrEnum):
+    """How an attempt ended once reported (the word in the log line and on the pipe)."""
+
+    SUCCEEDED = "succeeded"
+    #: Failed with attempts left: scheduled again after its backoff.
+    RETRYING = "retrying"
+    #: Failed for good: in the failed store.
+    FAILED = "failed"
+    #: The report was refused (stale fencing token) or could not be delivered in time.
+    DISCARDED = "discarded"
+    #: Reserved ahead and handed back unstarted (no attempt spent).
+    RELEASED = "released"
+
+
+def retry_while_unreachable(job_id: str, report: Callable[[], AttemptOutcome]) -> AttemptOutcome:
+    """Run ``report`` (an ack or fail), retrying every :data:`REPORT_RETRY` seconds for
+    :data:`REPORT_PATIENCE` seconds while Redis is unreachable.
+
+    Returns ``report``'s outcome, or :attr:`~AttemptOutcome.DISCARDED` for a
+    stale token or when patience runs out (the lease then expires and the
+    poller re-delivers the job).
+    """
+    deadline = time.monotonic() + REPORT_PATIENCE
+    while True:
+        try:
+            return report()
+        except LeaseLost as exc:
+            logger.error("%s; discarding this run", exc)
+            return AttemptOutcome.DISCARDED
+        except RedisUnavailable as exc:
+            if time.monotonic() > deadline:
+                logger.error("giving up reporting %s: %s (lease will expire)", job_id, exc)
+                return AttemptOutcome.DISCARDED
+            time.sleep(REPORT_RETRY)
+
+
+def deliver_ack(ack: PendingAck) -> AttemptOutcome:
+    """Ack synchronously, retrying while Redis is unreachable (``succeeded``/``discarded``)."""
+
+    def deliver() -> AttemptOutcome:
+        client = get_client(ack.queue)
+        transitions.ack(client, ack.keys, ack.job_id, ack.token, ack.result, ack.result_ttl)
+        return AttemptOutcome.SUCCEEDED
+
+    return retry_while_unreachable(ack.job_id, deliver)
+
+
+def deliver_failure(queue: str, job: Job, outcome: Outcome, delay: float | None) -> AttemptOutcome:
+    """Record a failed attempt, retrying while Redis is unreachable.
+
+    ``delay``: seconds until the retry, ``None`` for none. Returns
+    ``retrying``, ``failed`` or ``discarded``.
+    """
+    keys = QueueKeys.of(get_config().key_prefix, queue)
+    delay_ms = -1 if delay is None else int(delay * 1000)
+
+    def deliver() -> AttemptOutcome:
+        client = get_client(queue)
+        result, _ = transitions.fail(
+            client, keys, job.id, job.token, outcome.error_json(), delay_ms
+        )
+        return AttemptOutcome(result)
+
+    return retry_while_unreachable(job.id, deliver)
+
+
+def fail_lost_attempt(
+    queue: str, job_id: str, token: int, exc: BaseException
+) -> AttemptOutcome | None:
+    """Fail the attempt of a job whose process died or overran (the master's report).
+
+    Applies the job's retry policy, sends the outcome signal and logs the
+    line with ``reason=``. Returns ``None`` when there is nothing to report
+    (the record is gone, or the attempt was already reclaimed under another
+    token).
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached (nothing changed; report again later).
+    """
+    keys = QueueKeys.of(get_config().key_prefix, queue)
+    client = get_client(queue)
+    fields = transitions.read_job(client, keys, job_id)
+    if not fields:
+        return None
+    job = Job.from_fields(job_id, fields)
+    if job.token != token:
+        return None  # already reclaimed and handed to someone else
+    attempt = failure(exc)
+    job_function = registry.get(job.name)
+    delay = next_delay(job_function, job, attempt)
+    try:
+        result, _ = transitions.fail(
+            client,
+            keys,
+            job.id,
+            job.token,
+            attempt.error_json(),
+            -1 if delay is None else int(delay * 1000),
+        )
+    except LeaseLost:
+        return None
+    reported = AttemptOutcome(result)
+    conclude(job_function, job, queue, attempt, reported, delay, reason=str(exc))
+    return reported
+
+
+def hand_back(queue: str, job_id: str, token: int) -> bool:
+    """Give a reserved job back without spending an attempt; whether it was handed back.
+
+    Refused (it finished, or was reclaimed): nothing to do. Redis unreachable:
+    logged; the lease expires and the poller re-delivers the job (attempt
+    counted).
+    """
+    keys = QueueKeys.of(get_config().key_prefix, queue)
+    try:
+        transitions.release(get_client(queue), keys, job_id, token)
+    except LeaseLost:
+        return False
+    except RedisUnavailable as exc:
+        logger.warning("could not hand %s back (%s); its lease will expire", job_id, exc)
+        return False
+    logger.info("handed %s back to queue %s unstarted", job_id, queue)
+    return True
+
+
+def conclude(
+    job_function: JobFunction[Any, Any] | None,
+    job: Job,
+    queue: str,
+    attempt: Outcome,
+    reported: AttemptOutcome,
+    delay: float | None,
+    *,
+    duration: float | None = None,
+    reason: str | None = None,
+) -> None:
+    """End a reported attempt: send its outcome signal (unless discarded) and log its line.
+
+    ``delay`` (seconds) is the retry's, passed on only with ``retrying``;
+    ``duration`` (seconds) how long the job ran, ``reason`` why the master failed it.
+    """
+    if reported is not AttemptOutcome.DISCARDED:
+        announce(job_function, job, attempt, delay if reported is AttemptOutcome.RETRYING else None)
+    extra = f"duration_ms={int(duration * 1000)}" if duration is not None else f"reason={reason!r}"
+    logger.info(
+        "%s %s queue=%s attempt=%d/%d outcome=%s %s",
+        job.name,
+        job.id,
+        queue,
+        job.attempts,
+        job.max_attempts,
+        reported,
+        extra,
+    )
