@@ -60,9 +60,9 @@ from ..engine.pipelining import AckStream, PendingAck
 from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
 from ..execution import Outcome, failure, next_delay, run_attempt
 from ..job import Job
+from .lease import LeaseKeeper
 from .poller import Poller
 from .reporting import (
-    REPORT_RETRY,
     AttemptOutcome,
     conclude,
     deliver_ack,
@@ -120,45 +120,31 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
-class LeaseKeeper(threading.Thread):
-    """Renews one running job's lease every ``lease / 3`` seconds until stopped."""
-
-    def __init__(self, queue: str, job_id: str, token: int, lease: float) -> None:
-        super().__init__(name=f"rqueue-lease-{job_id}", daemon=True)
-        self.queue, self.job_id, self.token, self.lease = queue, job_id, token, lease
-        self.done = threading.Event()
-        self.lost = False
-
-    def run(self) -> None:
-        keys = QueueKeys.of(get_config().key_prefix, self.queue)
-        wait = self.lease / 3
-        while not self.done.wait(wait):
-            try:
-                transitions.renew_lease(
-                    get_client(self.queue), keys, self.job_id, self.token, int(self.lease * 1000)
-                )
-                wait = self.lease / 3
-            except LeaseLost as exc:
-                self.lost = True
-                logger.error("%s; this run will be discarded", exc)
-                return
-            except RedisUnavailable as exc:
-                logger.warning("could not renew lease of %s: %s", self.job_id, exc)
-                # Try again soon, not a third of a lease later: a short outage
-                # must not cost the job its lease.
-                wait = min(REPORT_RETRY, self.lease / 3)
-
-
 class Worker:
     """Serve ``queues`` (declared queue names, in priority order).
 
-    ``burst``: exit once no job is queued or running on the queues.
-    ``max_jobs``: exit after that many jobs; ``max_memory_mb``: exit after
-    the job that left this process above that RSS (MiB). ``with_poller``:
-    run a :class:`~.poller.Poller` thread for the same queues.
-    ``renew_leases``: renew the running job's lease from a thread of this
-    process (a supervisor renews its children's leases itself).
-    ``hooks``: told when a job starts and when its outcome is reported.
+    ``rqueue_work`` runs one in each supervised child. It can also run in the
+    calling process (the in-process mode, for tests and scripts, like RQ's
+    ``SimpleWorker``): ``Worker(["default"], burst=True).run()`` runs the
+    queued jobs here, one at a time, renewing each running job's lease from a
+    thread (:class:`~.lease.LeaseKeeper`) and promoting due scheduled jobs and
+    retries from a poller thread. There is no hard timeout in this mode (the
+    soft ``timeout`` still raises :class:`~django_rqueue.exceptions.JobTimeout`
+    in the job when it runs in the main thread); :meth:`request_stop` stops it
+    after the current job.
+
+    ``burst``: exit once no job is queued or running on the queues (scheduled
+    jobs, retries included, are not waited for). ``max_jobs``: exit after that
+    many jobs; ``max_memory_mb``: exit after the job that left this process
+    above that RSS (MiB). ``with_poller``: run a :class:`~.poller.Poller`
+    thread for the same queues. ``renew_leases``: renew the running job's
+    lease from a thread of this process. ``hooks``: told when a job starts and
+    when its outcome is reported; a supervisor's children get
+    ``with_poller=False, renew_leases=False`` and hooks, as the master
+    renews their leases and runs the poller in a child of its own.
+
+    Raises:
+        ValueError: a queue is not declared.
     """
 
     def __init__(
@@ -207,10 +193,6 @@ class Worker:
         if not self.stopping:
             logger.info("worker %s: stopping after the current job", self.worker_id)
         self.stopping = True
-
-    def install_signal_handlers(self) -> None:
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
 
     def install_child_signal_handlers(self) -> None:
         """As a supervised child: ignore SIGTERM/SIGINT (the master decides); SIGUSR1 stops."""

@@ -20,7 +20,7 @@ from django_rqueue.conf import get_config
 from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client, reset_clients
 from django_rqueue.engine.keys import QueueKeys
-from django_rqueue.worker.loop import LeaseKeeper
+from django_rqueue.worker.lease import LeaseKeeper
 from tests.jobs_app.jobs import record
 from tests.redis_server import RedisServer
 

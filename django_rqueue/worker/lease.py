@@ -1,0 +1,49 @@
+"""Lease renewal from a thread of the worker's own process (the in-process mode).
+
+Under ``rqueue_work`` the master renews its children's leases; a
+:class:`~.loop.Worker` run in the calling process renews the running job's
+lease with a :class:`LeaseKeeper` instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ..conf import get_config
+from ..engine import transitions
+from ..engine.connection import get_client
+from ..engine.keys import QueueKeys
+from ..exceptions import LeaseLost, RedisUnavailable
+from .reporting import REPORT_RETRY
+
+logger = logging.getLogger("django_rqueue.worker")
+
+
+class LeaseKeeper(threading.Thread):
+    """Renews one running job's lease every ``lease / 3`` seconds until stopped."""
+
+    def __init__(self, queue: str, job_id: str, token: int, lease: float) -> None:
+        super().__init__(name=f"rqueue-lease-{job_id}", daemon=True)
+        self.queue, self.job_id, self.token, self.lease = queue, job_id, token, lease
+        self.done = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        keys = QueueKeys.of(get_config().key_prefix, self.queue)
+        wait = self.lease / 3
+        while not self.done.wait(wait):
+            try:
+                transitions.renew_lease(
+                    get_client(self.queue), keys, self.job_id, self.token, int(self.lease * 1000)
+                )
+                wait = self.lease / 3
+            except LeaseLost as exc:
+                self.lost = True
+                logger.error("%s; this run will be discarded", exc)
+                return
+            except RedisUnavailable as exc:
+                logger.warning("could not renew lease of %s: %s", self.job_id, exc)
+                # Try again soon, not a third of a lease later: a short outage
+                # must not cost the job its lease.
+                wait = min(REPORT_RETRY, self.lease / 3)
