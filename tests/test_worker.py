@@ -7,6 +7,7 @@ under a watchdog that stops it (and fails the test) if it does not finish.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -37,8 +38,37 @@ from tests.jobs_app.jobs import (
     slow,
 )
 from tests.redis_server import RedisServer
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
+
+
+def test_an_in_process_worker_promotes_retries_with_its_own_poller_thread(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    flaky = fail_then_succeed.delay(ledger, "flaky", 1)  # its retry is scheduled 0.1 s later
+    worker = Worker(["default"])  # as documented: with its poller and lease threads
+    thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+    before = {t.name for t in threading.enumerate()}
+    thread.start()
+
+    def succeeded() -> Job | None:
+        job = get_job(flaky.id)
+        return job if job is not None and job.status is JobStatus.SUCCEEDED else None
+
+    try:
+        done = wait_until(succeeded, timeout=10, message="the retry was never promoted and run")
+    finally:
+        worker.request_stop()
+        rqueue_redis.rpush(keys().notify, "1")  # wake it from its idle wait
+        thread.join(15)
+    assert not thread.is_alive()
+    assert done is not None and done.attempts == 2
+    assert [e["run"] for e in read_ledger(ledger)] == [1, 2]
+    # Its poller thread ended with it (lease threads end once their job did):
+    # nothing of this worker touches the next test's Redis data.
+    assert "rqueue-poller" not in {t.name for t in threading.enumerate()}
+    wait_until(lambda: {t.name for t in threading.enumerate()} <= before, message="threads left")
 
 
 def test_burst_worker_runs_queued_jobs_and_records_results(

@@ -241,8 +241,8 @@ class Worker:
             self._hand_back_prefetched()
             if self.hooks is not None:
                 self.hooks.flush()
-            if poller is not None:
-                poller.stop.set()
+            if poller is not None and thread is not None:
+                poller.halt(thread)
         logger.info("worker %s: exiting after %d job(s)", self.worker_id, self.processed)
         return 0
 

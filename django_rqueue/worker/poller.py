@@ -88,6 +88,24 @@ class Poller:
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    def halt(self, thread: threading.Thread) -> None:
+        """Stop this poller running in ``thread`` and wait for the thread to end.
+
+        Wakes it from its blocking wait with a token on each queue's ``wake``
+        list (other pollers then do one extra round, which moves nothing).
+        With Redis unreachable it ends by itself within :data:`MAX_SLEEP`
+        seconds; this waits that long at most.
+        """
+        self.stop.set()
+        prefix = get_config().key_prefix
+        for queue in self.queues:
+            try:
+                with redis_errors():
+                    get_client(queue).rpush(QueueKeys.of(prefix, queue).wake, "1")
+            except RedisUnavailable:
+                break
+        thread.join(MAX_SLEEP + 1)
+
     def _wait(self, seconds: float) -> None:
         """Block on the ``wake`` lists for up to ``seconds`` (at least 1 ms)."""
         prefix = get_config().key_prefix
