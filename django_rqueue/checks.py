@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core import checks
 from django.core.checks import CheckMessage, register
 
 from .conf import problems, raw_setting
@@ -17,11 +16,7 @@ from .conf import problems, raw_setting
 @register("rqueue")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:  # noqa: ANN401
     """Report every problem of ``settings.RQUEUE``."""
-    messages: list[CheckMessage] = []
-    for problem in problems(raw_setting()):
-        kind = checks.Error if problem.is_error else checks.Warning
-        messages.append(kind(problem.msg, hint=problem.hint or None, id=problem.id))
-    return messages
+    return problems(raw_setting())
 
 
 @register("rqueue", deploy=True)
@@ -32,13 +27,9 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     policy, E011 credentials, E012 scripting permission, E013 unreachable,
     W010 no persistence. Skipped while ``RQUEUE`` itself has errors.
     """
-    if any(p.is_error for p in problems(raw_setting())):
+    if any(p.is_serious() for p in problems(raw_setting())):
         return []
     from .conf import get_config
     from .health import problems_for
 
-    messages: list[CheckMessage] = []
-    for problem in problems_for(list(get_config().queues)):
-        kind = checks.Error if problem.is_error else checks.Warning
-        messages.append(kind(problem.msg, hint=problem.hint or None, id=problem.id))
-    return messages
+    return problems_for(list(get_config().queues))

@@ -20,6 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core import checks
+from django.core.checks import CheckMessage
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
@@ -62,19 +64,6 @@ QUEUE_KEYS = OPTION_KEYS | {"REDIS_URL"}
 QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 KEY_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with ``RQUEUE``: a check id (``rqueue.E001``…), message and hint."""
-
-    id: str
-    msg: str
-    hint: str = ""
-
-    @property
-    def is_error(self) -> bool:
-        return ".E" in self.id
 
 
 @dataclass(frozen=True)
@@ -145,7 +134,7 @@ def get_config() -> Config:
     global _cache
     if _cache is None:
         raw = raw_setting()
-        errors = [p for p in problems(raw) if p.is_error]
+        errors = [p for p in problems(raw) if p.is_serious()]
         if errors:
             first = errors[0]
             raise ImproperlyConfigured(f"{first.id}: {first.msg}")
@@ -158,38 +147,49 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _unknown_keys(
+    where: str, options: Mapping[str, Any], allowed: frozenset[str]
+) -> list[CheckMessage]:
+    return [
+        checks.Error(
+            f"{where} has an unknown key {key!r}.",
+            hint=f"Allowed keys: {', '.join(sorted(allowed))}.",
+            id="rqueue.E002",
+        )
+        for key in options
+        if key not in allowed
+    ]
+
+
 def _option_problems(
     where: str, options: Mapping[str, Any], allowed: frozenset[str]
-) -> list[Problem]:
-    found: list[Problem] = []
-    for key in options:
-        if key not in allowed:
-            found.append(
-                Problem(
-                    "rqueue.E002",
-                    f"{where} has an unknown key {key!r}.",
-                    f"Allowed keys: {', '.join(sorted(allowed))}.",
-                )
-            )
+) -> list[CheckMessage]:
+    found = _unknown_keys(where, options, allowed)
     if "timeout" in options and (not _is_number(options["timeout"]) or options["timeout"] <= 0):
         found.append(
-            Problem("rqueue.E005", f"{where}['timeout'] must be a positive number of seconds.")
+            checks.Error(
+                f"{where}['timeout'] must be a positive number of seconds.", id="rqueue.E005"
+            )
         )
     attempts = options.get("max_attempts", 1)
     if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
-        found.append(Problem("rqueue.E005", f"{where}['max_attempts'] must be an integer >= 1."))
+        found.append(
+            checks.Error(f"{where}['max_attempts'] must be an integer >= 1.", id="rqueue.E005")
+        )
     ttl = options.get("result_ttl", 1)
     if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
         found.append(
-            Problem("rqueue.E005", f"{where}['result_ttl'] must be an integer >= 0 (seconds).")
+            checks.Error(
+                f"{where}['result_ttl'] must be an integer >= 0 (seconds).", id="rqueue.E005"
+            )
         )
     backoff = options.get("backoff", "exponential")
     if not callable(backoff) and backoff not in BACKOFF_NAMES:
         found.append(
-            Problem(
-                "rqueue.E006",
+            checks.Error(
                 f"{where}['backoff'] must be 'exponential' or a callable "
                 "(attempt, exception) -> seconds | None.",
+                id="rqueue.E006",
             )
         )
     if "REDIS_URL" in options:
@@ -197,19 +197,19 @@ def _option_problems(
     return found
 
 
-def _url_problems(where: str, url: object) -> list[Problem]:
+def _url_problems(where: str, url: object) -> list[CheckMessage]:
     if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
         return [
-            Problem(
-                "rqueue.E007",
+            checks.Error(
                 f"{where} must be a redis://, rediss:// or unix:// URL, got {url!r}.",
+                id="rqueue.E007",
             )
         ]
     return []
 
 
-def problems(raw: object) -> list[Problem]:  # noqa: C901 - a flat list of independent checks
-    """Return every problem of a raw ``RQUEUE`` value, errors and warnings.
+def problems(raw: object) -> list[CheckMessage]:
+    """Return every problem of a raw ``RQUEUE`` value: ``checks.Error`` and ``checks.Warning``.
 
     Ids: E001 not a dict; E002 unknown key; E003 wrong type; E004 bad queue
     name or undeclared default queue; E005 non-positive timeout / lease /
@@ -219,24 +219,31 @@ def problems(raw: object) -> list[Problem]:  # noqa: C901 - a flat list of indep
     """
     if not isinstance(raw, Mapping):
         return [
-            Problem(
-                "rqueue.E001", "RQUEUE must be a dict.", "See the settings table in the README."
+            checks.Error(
+                "RQUEUE must be a dict.",
+                hint="See the settings table in the README.",
+                id="rqueue.E001",
             )
         ]
-    found: list[Problem] = []
-    for key in raw:
-        if key not in TOP_LEVEL_KEYS:
-            found.append(
-                Problem(
-                    "rqueue.E002",
-                    f"RQUEUE has an unknown key {key!r}.",
-                    f"Allowed keys: {', '.join(sorted(TOP_LEVEL_KEYS))}.",
-                )
-            )
+    return [
+        *_unknown_keys("RQUEUE", raw, TOP_LEVEL_KEYS),
+        *_connection_problems(raw),
+        *_queue_problems(raw),
+        *_default_problems(raw),
+        *_timing_problems(raw),
+        *_eager_problems(raw),
+    ]
+
+
+def _connection_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
+    """Where Redis is (``REDIS_URL`` or ``CACHE_ALIAS``) and the ``KEY_PREFIX`` of every key."""
+    found: list[CheckMessage] = []
     url, alias = raw.get("REDIS_URL"), raw.get("CACHE_ALIAS")
     if url is not None and alias is not None:
         found.append(
-            Problem("rqueue.E007", "Set RQUEUE['REDIS_URL'] or RQUEUE['CACHE_ALIAS'], not both.")
+            checks.Error(
+                "Set RQUEUE['REDIS_URL'] or RQUEUE['CACHE_ALIAS'], not both.", id="rqueue.E007"
+            )
         )
     elif url is not None:
         found.extend(_url_problems("RQUEUE['REDIS_URL']", url))
@@ -244,88 +251,124 @@ def problems(raw: object) -> list[Problem]:  # noqa: C901 - a flat list of indep
         found.extend(_cache_alias_problems(alias))
     else:
         found.append(
-            Problem(
-                "rqueue.W001",
+            checks.Warning(
                 f"RQUEUE sets neither REDIS_URL nor CACHE_ALIAS; using {DEFAULT_REDIS_URL}.",
+                id="rqueue.W001",
             )
         )
     prefix = raw.get("KEY_PREFIX", "rqueue")
     if not isinstance(prefix, str) or not KEY_PREFIX_RE.match(prefix):
         found.append(
-            Problem(
-                "rqueue.E003", "RQUEUE['KEY_PREFIX'] must be 1-64 characters of [A-Za-z0-9_.:-]."
+            checks.Error(
+                "RQUEUE['KEY_PREFIX'] must be 1-64 characters of [A-Za-z0-9_.:-].",
+                id="rqueue.E003",
             )
         )
+    return found
+
+
+def _declared_queues(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``RQUEUE['QUEUES']``, or ``{}`` when it is not a dict (that is reported elsewhere)."""
     queues = raw.get("QUEUES", {})
-    if not isinstance(queues, Mapping):
-        found.append(
-            Problem("rqueue.E003", "RQUEUE['QUEUES'] must be a dict of queue name -> options.")
-        )
-        queues = {}
-    for name, options in queues.items():
+    return queues if isinstance(queues, Mapping) else {}
+
+
+def _queue_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
+    """``QUEUES``: a dict of valid queue names to valid options."""
+    if not isinstance(raw.get("QUEUES", {}), Mapping):
+        return [
+            checks.Error(
+                "RQUEUE['QUEUES'] must be a dict of queue name -> options.", id="rqueue.E003"
+            )
+        ]
+    found: list[CheckMessage] = []
+    for name, options in _declared_queues(raw).items():
         if not isinstance(name, str) or not QUEUE_NAME_RE.match(name):
             found.append(
-                Problem(
-                    "rqueue.E004",
+                checks.Error(
                     f"Queue name {name!r} is invalid.",
-                    "Use 1-64 characters of letters, digits, '_', '.', '-', starting with a "
+                    hint="Use 1-64 characters of letters, digits, '_', '.', '-', starting with a "
                     "letter or digit.",
+                    id="rqueue.E004",
                 )
             )
         if not isinstance(options, Mapping):
-            found.append(Problem("rqueue.E003", f"RQUEUE['QUEUES'][{name!r}] must be a dict."))
+            found.append(
+                checks.Error(f"RQUEUE['QUEUES'][{name!r}] must be a dict.", id="rqueue.E003")
+            )
             continue
         found.extend(_option_problems(f"RQUEUE['QUEUES'][{name!r}]", options, QUEUE_KEYS))
+    return found
+
+
+def _default_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
+    """``DEFAULT_QUEUE`` (a valid name, declared when ``QUEUES`` is given) and ``DEFAULTS``."""
+    found: list[CheckMessage] = []
+    queues = _declared_queues(raw)
     default_queue = raw.get("DEFAULT_QUEUE", "default")
     if not isinstance(default_queue, str) or not QUEUE_NAME_RE.match(default_queue):
         found.append(
-            Problem("rqueue.E004", f"RQUEUE['DEFAULT_QUEUE'] {default_queue!r} is invalid.")
+            checks.Error(f"RQUEUE['DEFAULT_QUEUE'] {default_queue!r} is invalid.", id="rqueue.E004")
         )
     elif queues and default_queue not in queues and default_queue != "default":
         found.append(
-            Problem(
-                "rqueue.E004",
+            checks.Error(
                 f"RQUEUE['DEFAULT_QUEUE'] {default_queue!r} is not declared in RQUEUE['QUEUES'].",
+                id="rqueue.E004",
             )
         )
     defaults = raw.get("DEFAULTS", {})
     if not isinstance(defaults, Mapping):
-        found.append(Problem("rqueue.E003", "RQUEUE['DEFAULTS'] must be a dict."))
+        found.append(checks.Error("RQUEUE['DEFAULTS'] must be a dict.", id="rqueue.E003"))
     else:
         found.extend(_option_problems("RQUEUE['DEFAULTS']", defaults, OPTION_KEYS))
+    return found
+
+
+def _timing_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
+    """``LEASE`` and ``TIMEOUT_GRACE``."""
+    found: list[CheckMessage] = []
     lease = raw.get("LEASE", 30)
     if not _is_number(lease) or lease <= 0:
         found.append(
-            Problem("rqueue.E005", "RQUEUE['LEASE'] must be a positive number of seconds.")
+            checks.Error("RQUEUE['LEASE'] must be a positive number of seconds.", id="rqueue.E005")
         )
     grace = raw.get("TIMEOUT_GRACE", 5)
     if not _is_number(grace) or grace < 0:
         found.append(
-            Problem("rqueue.E005", "RQUEUE['TIMEOUT_GRACE'] must be a number of seconds >= 0.")
+            checks.Error(
+                "RQUEUE['TIMEOUT_GRACE'] must be a number of seconds >= 0.", id="rqueue.E005"
+            )
         )
-    for key in ("EAGER", "EAGER_PROPAGATE"):
-        if key in raw and not isinstance(raw[key], bool):
-            found.append(Problem("rqueue.E003", f"RQUEUE[{key!r}] must be True or False."))
     return found
 
 
-def _cache_alias_problems(alias: object) -> list[Problem]:
+def _eager_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
+    """``EAGER`` and ``EAGER_PROPAGATE``: booleans."""
+    return [
+        checks.Error(f"RQUEUE[{key!r}] must be True or False.", id="rqueue.E003")
+        for key in ("EAGER", "EAGER_PROPAGATE")
+        if key in raw and not isinstance(raw[key], bool)
+    ]
+
+
+def _cache_alias_problems(alias: object) -> list[CheckMessage]:
     caches = getattr(settings, "CACHES", {})
     if not isinstance(alias, str) or alias not in caches:
         return [
-            Problem(
-                "rqueue.E007",
+            checks.Error(
                 f"RQUEUE['CACHE_ALIAS'] {alias!r} is not a key of CACHES.",
-                "Name a cache configured with django_redis.cache.RedisCache.",
+                hint="Name a cache configured with django_redis.cache.RedisCache.",
+                id="rqueue.E007",
             )
         ]
     backend = str(caches[alias].get("BACKEND", ""))
     if not backend.startswith("django_redis."):
         return [
-            Problem(
-                "rqueue.E007",
+            checks.Error(
                 f"CACHES[{alias!r}] uses {backend!r}, not django-redis.",
-                "CACHE_ALIAS reuses a django-redis connection; use REDIS_URL otherwise.",
+                hint="CACHE_ALIAS reuses a django-redis connection; use REDIS_URL otherwise.",
+                id="rqueue.E007",
             )
         ]
     return []

@@ -13,15 +13,19 @@ The same checks run in ``manage.py check --deploy`` (``rqueue.E010``…).
 from __future__ import annotations
 
 import redis
+from django.core import checks
+from django.core.checks import CheckMessage
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
-from .conf import Problem, get_config
+from .conf import get_config
 from .engine.connection import get_client
 from .engine.scripts import load
 
 
-def redis_problems(client: redis.Redis, where: str) -> list[Problem]:
+def redis_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
     """Return what is wrong with the Redis behind ``client`` (named ``where`` in messages).
+
+    Each problem is a ``checks.Error`` or a ``checks.Warning``.
 
     Ids: E010 maxmemory-policy is not noeviction; E011 authentication failed
     (WRONGPASS / NOAUTH); E012 the user may not run scripts (NOPERM); E013
@@ -32,44 +36,46 @@ def redis_problems(client: redis.Redis, where: str) -> list[Problem]:
         persistence = client.info("persistence")
     except AuthenticationError as exc:
         return [
-            Problem(
-                "rqueue.E011",
+            checks.Error(
                 f"{where}: Redis rejected the credentials ({exc}).",
-                "Fix the user/password in the Redis URL (redis://user:password@host:port/db).",
+                hint="Fix the user/password in the Redis URL (redis://user:password@host:port/db).",
+                id="rqueue.E011",
             )
         ]
     except NoPermissionError as exc:
-        return [Problem("rqueue.E012", f"{where}: the Redis user may not run INFO ({exc}).")]
+        return [
+            checks.Error(f"{where}: the Redis user may not run INFO ({exc}).", id="rqueue.E012")
+        ]
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        return [Problem("rqueue.E013", f"{where}: Redis is unreachable ({exc}).")]
-    found: list[Problem] = []
+        return [checks.Error(f"{where}: Redis is unreachable ({exc}).", id="rqueue.E013")]
+    found: list[CheckMessage] = []
     policy = memory.get("maxmemory_policy", "noeviction")
     if policy != "noeviction":
         found.append(
-            Problem(
-                "rqueue.E010",
+            checks.Error(
                 f"{where}: maxmemory-policy is {policy!r}; Redis may evict queued jobs.",
-                "Set 'maxmemory-policy noeviction' in redis.conf "
+                hint="Set 'maxmemory-policy noeviction' in redis.conf "
                 "(or CONFIG SET maxmemory-policy noeviction).",
+                id="rqueue.E010",
             )
         )
     try:
         load("reserve").ensure_loaded(client)
     except NoPermissionError as exc:
         found.append(
-            Problem(
-                "rqueue.E012",
+            checks.Error(
                 f"{where}: the Redis user may not run Lua scripts ({exc}).",
-                "Grant +@scripting (EVALSHA, SCRIPT LOAD) to the user in its ACL.",
+                hint="Grant +@scripting (EVALSHA, SCRIPT LOAD) to the user in its ACL.",
+                id="rqueue.E012",
             )
         )
     if not persistence.get("aof_enabled") and not _snapshots_on(client):
         found.append(
-            Problem(
-                "rqueue.W010",
+            checks.Warning(
                 f"{where}: persistence is off (no AOF, no RDB snapshots); "
                 "a Redis restart loses every job.",
-                "Enable 'appendonly yes' (appendfsync everysec or always).",
+                hint="Enable 'appendonly yes' (appendfsync everysec or always).",
+                id="rqueue.W010",
             )
         )
     return found
@@ -83,10 +89,10 @@ def _snapshots_on(client: redis.Redis) -> bool:
     return bool(str(save).strip())
 
 
-def problems_for(queues: list[str]) -> list[Problem]:
-    """Check each distinct Redis used by ``queues`` (once each)."""
+def problems_for(queues: list[str]) -> list[CheckMessage]:
+    """Check each distinct Redis used by ``queues`` (once each); see :func:`redis_problems`."""
     seen: set[int] = set()
-    found: list[Problem] = []
+    found: list[CheckMessage] = []
     config = get_config()
     for queue in queues:
         client = get_client(queue)

@@ -135,10 +135,10 @@ class Supervisor:
             delay = min(delay * 2, 5.0)
             found = problems_for(self.queues)
         for problem in found:
-            if problem.is_error:
-                errors.append(f"{problem.id}: {problem.msg} {problem.hint}".strip())
+            if problem.is_serious():
+                errors.append(f"{problem.id}: {problem.msg} {problem.hint or ''}".strip())
             else:
-                logger.warning("%s: %s %s", problem.id, problem.msg, problem.hint)
+                logger.warning("%s: %s %s", problem.id, problem.msg, problem.hint or "")
         if errors:
             raise StartupError("refusing to start:\n" + "\n".join(errors))
 

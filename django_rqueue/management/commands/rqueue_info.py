@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from typing import Any
 
@@ -10,8 +9,8 @@ import redis
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from django_rqueue import queries
-from django_rqueue.conf import Problem, get_config
+from django_rqueue import health, queries
+from django_rqueue.conf import get_config
 from django_rqueue.engine.connection import get_client, ms_to_datetime
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.management.tables import table
@@ -43,23 +42,6 @@ def redis_facts(client: redis.Redis) -> dict[str, Any]:
     }
 
 
-def health_problems(client: redis.Redis, where: str, facts: dict[str, Any]) -> list[Problem]:
-    """The worker's startup checks when available (``django_rqueue.health``), else the basics."""
-    try:
-        health = importlib.import_module("django_rqueue.health")
-    except ImportError:
-        health = None
-    if health is not None and hasattr(health, "redis_problems"):
-        found: list[Problem] = list(health.redis_problems(client, where))
-        return found
-    found = []
-    if facts["maxmemory_policy"] != "noeviction":
-        found.append(Problem("rqueue.E010", f"{where}: maxmemory-policy is not noeviction."))
-    if not facts["aof_enabled"] and not facts["rdb_save"].strip():
-        found.append(Problem("rqueue.W010", f"{where}: persistence is off (no AOF, no RDB)."))
-    return found
-
-
 class Command(BaseCommand):
     help = "Show queues with their counts, workers, and the health of Redis."
 
@@ -86,9 +68,8 @@ class Command(BaseCommand):
             client = get_client(queue)
             where = f"queue {queue!r}" if config.queue(queue).redis_url else "Redis"
             if where not in servers:
-                facts = redis_facts(client)
-                servers[where] = facts
-                warnings += [f"{p.id}: {p.msg}" for p in health_problems(client, where, facts)]
+                servers[where] = redis_facts(client)
+                warnings += [f"{p.id}: {p.msg}" for p in health.redis_problems(client, where)]
             counts = queries.queue_counts(queue)
             rates = queries.throughput(queue)
             due = counts.next_scheduled_at
