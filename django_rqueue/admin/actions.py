@@ -7,9 +7,8 @@ since the page was rendered is reported and left alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.contrib import messages
+from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -21,18 +20,15 @@ from ..engine.keys import queue_of
 from ..exceptions import JobStateError, RedisUnavailable
 from .common import (
     ACTION_PERMISSION,
+    RqueueAdmin,
     context,
     declared_queue,
     job_url,
     log,
     require,
-    unquote_id,
     url,
 )
 from .detail import load
-
-if TYPE_CHECKING:
-    from .options import JobAdmin
 
 
 def _action(name: str) -> tuple[str, tuple[str, ...]]:
@@ -51,35 +47,61 @@ def _next(request: HttpRequest, default: str) -> str:
     return default
 
 
+def _confirm(
+    request: HttpRequest,
+    model_admin: RqueueAdmin,
+    *,
+    queue: str,
+    question: str,
+    items: list[tuple[str, str, str]],
+    post_url: str,
+    submit: str,
+    cancel_url: str,
+    hidden: list[tuple[str, str]],
+) -> TemplateResponse:
+    """The "Are you sure?" page: ``items`` are (id, name, URL), ``hidden`` fields go back."""
+    return TemplateResponse(
+        request,
+        "admin/django_rqueue/confirm.html",
+        context(
+            request,
+            model_admin,
+            _("Are you sure?"),
+            queue=queue,
+            question=question,
+            items=items,
+            post_url=post_url,
+            submit=submit,
+            cancel_url=cancel_url,
+            hidden=hidden,
+        ),
+    )
+
+
 @require_http_methods(["GET", "POST"])
 def job_action(
-    request: HttpRequest, model_admin: JobAdmin, job_id: str, action: str
+    request: HttpRequest, model_admin: RqueueAdmin, job_id: str, action: str
 ) -> HttpResponse:
     """Apply ``action`` to one job (confirmation page on GET)."""
     verb, states = _action(action)
     require(request, model_admin, ACTION_PERMISSION[action])
-    job_id = unquote_id(job_id)
+    job_id = unquote(job_id)
     job, _raw = load(job_id)
     back = url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
     if job.status.value not in queries.STATES:
         back = url(model_admin, "django_rqueue_job_changelist")
     if request.method == "GET":
-        return TemplateResponse(
+        return _confirm(
             request,
-            "admin/django_rqueue/confirm.html",
-            context(
-                request,
-                model_admin,
-                _("Are you sure?"),
-                queue=job.queue,
-                question=_("%(action)s this %(state)s job?")
-                % {"action": action.replace("_", " ").capitalize(), "state": job.status.value},
-                items=[(job_id, job.name, job_url(model_admin, job_id))],
-                post_url=job_url(model_admin, job_id, action),
-                submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
-                cancel_url=job_url(model_admin, job_id),
-                hidden=[("next", _next(request, back))],
-            ),
+            model_admin,
+            queue=job.queue,
+            question=_("%(action)s this %(state)s job?")
+            % {"action": action.replace("_", " ").capitalize(), "state": job.status.value},
+            items=[(job_id, job.name, job_url(model_admin, job_id))],
+            post_url=job_url(model_admin, job_id, action),
+            submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
+            cancel_url=job_url(model_admin, job_id),
+            hidden=[("next", _next(request, back))],
         )
     try:
         operations.perform(job_id, action)
@@ -98,7 +120,7 @@ def job_action(
 
 
 @require_POST
-def selected(request: HttpRequest, model_admin: JobAdmin, queue: str) -> HttpResponse:
+def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> HttpResponse:
     """Apply an action to the ticked jobs of a list (confirmation first, both POST)."""
     declared_queue(queue)
     action = request.POST.get("action", "")
@@ -110,23 +132,18 @@ def selected(request: HttpRequest, model_admin: JobAdmin, queue: str) -> HttpRes
         messages.warning(request, _("No jobs were selected; nothing was changed."))
         return HttpResponseRedirect(back)
     if request.POST.get("confirm") != "yes":
-        return TemplateResponse(
+        return _confirm(
             request,
-            "admin/django_rqueue/confirm.html",
-            context(
-                request,
-                model_admin,
-                _("Are you sure?"),
-                queue=queue,
-                question=_("%(action)s these %(n)d jobs?")
-                % {"action": action.replace("_", " ").capitalize(), "n": len(ids)},
-                items=[(i, "", job_url(model_admin, i)) for i in ids],
-                post_url=url(model_admin, "django_rqueue_selected", queue),
-                submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
-                cancel_url=back,
-                hidden=[("action", action), ("confirm", "yes"), ("next", back)]
-                + [("ids", i) for i in ids],
-            ),
+            model_admin,
+            queue=queue,
+            question=_("%(action)s these %(n)d jobs?")
+            % {"action": action.replace("_", " ").capitalize(), "n": len(ids)},
+            items=[(i, "", job_url(model_admin, i)) for i in ids],
+            post_url=url(model_admin, "django_rqueue_selected", queue),
+            submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
+            cancel_url=back,
+            hidden=[("action", action), ("confirm", "yes"), ("next", back)]
+            + [("ids", i) for i in ids],
         )
     outcome = operations.perform_many(ids, action)
     for job_id in outcome.done:
@@ -146,7 +163,7 @@ def selected(request: HttpRequest, model_admin: JobAdmin, queue: str) -> HttpRes
 
 @require_http_methods(["GET", "POST"])
 def all_failed(
-    request: HttpRequest, model_admin: JobAdmin, queue: str, action: str
+    request: HttpRequest, model_admin: RqueueAdmin, queue: str, action: str
 ) -> HttpResponse:
     """Retry or delete every failed job of ``queue`` (optionally of one name), in batches."""
     declared_queue(queue)
@@ -158,22 +175,17 @@ def all_failed(
     if request.method == "GET":
         total = queries.JobSource(queue, "failed").count()
         what = _("the jobs named %(name)s among") % {"name": name} if name else _("all")
-        return TemplateResponse(
+        return _confirm(
             request,
-            "admin/django_rqueue/confirm.html",
-            context(
-                request,
-                model_admin,
-                _("Are you sure?"),
-                queue=queue,
-                question=_("%(action)s %(what)s the %(n)d failed jobs of queue %(queue)s?")
-                % {"action": action.capitalize(), "what": what, "n": total, "queue": queue},
-                items=[],
-                post_url=url(model_admin, "django_rqueue_all_failed", queue, action),
-                submit=_("Yes, %(action)s them") % {"action": action},
-                cancel_url=back,
-                hidden=[("name", name)],
-            ),
+            model_admin,
+            queue=queue,
+            question=_("%(action)s %(what)s the %(n)d failed jobs of queue %(queue)s?")
+            % {"action": action.capitalize(), "what": what, "n": total, "queue": queue},
+            items=[],
+            post_url=url(model_admin, "django_rqueue_all_failed", queue, action),
+            submit=_("Yes, %(action)s them") % {"action": action},
+            cancel_url=back,
+            hidden=[("name", name)],
         )
     try:
         result = operations.process_failed(queue, action, name=name)

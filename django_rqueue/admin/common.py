@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
+from django.contrib.admin import AdminSite
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
-from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.utils import quote
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
@@ -14,15 +15,28 @@ from django.urls import reverse
 from ..conf import get_config
 from ..models import Job as JobModel
 
-if TYPE_CHECKING:
-    from .options import JobAdmin
-
 #: Jobs per page of a listing.
 PAGE_SIZE = 50
 
 
+class RqueueAdmin(Protocol):
+    """What the views use of the ``ModelAdmin`` they are mounted by (:class:`.options.JobAdmin`)."""
+
+    @property
+    def model(self) -> type[JobModel]: ...
+
+    @property
+    def admin_site(self) -> AdminSite: ...
+
+    def has_view_permission(self, request: HttpRequest) -> bool: ...
+
+    def has_change_permission(self, request: HttpRequest) -> bool: ...
+
+    def has_delete_permission(self, request: HttpRequest) -> bool: ...
+
+
 def context(
-    request: HttpRequest, model_admin: JobAdmin, title: str, **extra: Any
+    request: HttpRequest, model_admin: RqueueAdmin, title: str, **extra: Any
 ) -> dict[str, Any]:  # noqa: ANN401
     """The admin site's ``each_context`` plus what the rqueue templates use."""
     opts = model_admin.model._meta
@@ -39,20 +53,16 @@ def context(
     }
 
 
-def url(model_admin: JobAdmin, name: str, *args: str) -> str:
+def url(model_admin: RqueueAdmin, name: str, *args: str) -> str:
     """Reverse one of the rqueue admin URLs on the site ``model_admin`` is mounted on."""
     site = model_admin.admin_site.name
     return reverse(f"{site}:{name}", args=args, current_app=site)
 
 
-def job_url(model_admin: JobAdmin, job_id: str, action: str = "") -> str:
+def job_url(model_admin: RqueueAdmin, job_id: str, action: str = "") -> str:
     if action:
         return url(model_admin, "django_rqueue_job_action", quote(job_id), action)
     return url(model_admin, "django_rqueue_job_change", quote(job_id))
-
-
-def unquote_id(raw: str) -> str:
-    return unquote(raw)
 
 
 def declared_queue(queue: str) -> str:
@@ -66,14 +76,24 @@ def declared_queue(queue: str) -> str:
 ACTION_PERMISSION = {"retry": "change", "run_now": "change", "cancel": "delete", "delete": "delete"}
 
 
-def require(request: HttpRequest, model_admin: JobAdmin, permission: str) -> None:
-    """Raise ``PermissionDenied`` (403) unless the user has ``view``/``change``/``delete``."""
+def has_permission(request: HttpRequest, model_admin: RqueueAdmin, permission: str) -> bool:
+    """Whether the user has ``permission`` (``view``, ``change`` or ``delete``)."""
     check = {
         "view": model_admin.has_view_permission,
         "change": model_admin.has_change_permission,
         "delete": model_admin.has_delete_permission,
     }[permission]
-    if not check(request):
+    return check(request)
+
+
+def allowed(request: HttpRequest, model_admin: RqueueAdmin, action: str) -> bool:
+    """Whether the user may apply ``action`` (``retry``, ``run_now``, ``cancel``, ``delete``)."""
+    return has_permission(request, model_admin, ACTION_PERMISSION[action])
+
+
+def require(request: HttpRequest, model_admin: RqueueAdmin, permission: str) -> None:
+    """Raise ``PermissionDenied`` (403) unless the user has ``view``/``change``/``delete``."""
+    if not has_permission(request, model_admin, permission):
         raise PermissionDenied
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
@@ -16,10 +17,7 @@ from ..engine.keys import JobFields, queue_of
 from ..engine.transitions import read_job
 from ..job import Job
 from ..operations import ACTIONS
-from .common import ACTION_PERMISSION, context, job_url, unquote_id, url
-
-if TYPE_CHECKING:
-    from .options import JobAdmin
+from .common import RqueueAdmin, allowed, context, job_url, url
 
 #: Hash fields shown in the "Options" table, with their labels (the others have their own place).
 OPTION_FIELDS = (
@@ -53,15 +51,14 @@ def pretty(value: Any) -> str:  # noqa: ANN401 - any JSON value
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 
-def job_detail(request: HttpRequest, model_admin: JobAdmin, job_id: str) -> HttpResponse:
+def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> HttpResponse:
     """Show one job (404 when it does not exist)."""
-    job_id = unquote_id(job_id)
+    job_id = unquote(job_id)
     job, raw = load(job_id)
     actions = [
         (name, verb, job_url(model_admin, job_id, name))
         for name, (verb, states) in ACTIONS.items()
-        if job.status.value in states
-        and getattr(model_admin, f"has_{ACTION_PERMISSION[name]}_permission")(request)
+        if job.status.value in states and allowed(request, model_admin, name)
     ]
     return TemplateResponse(
         request,

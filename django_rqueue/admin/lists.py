@@ -15,12 +15,10 @@ from django.utils.translation import gettext_lazy
 from .. import queries
 from ..exceptions import RedisUnavailable
 from ..operations import ACTIONS
-from .common import ACTION_PERMISSION, PAGE_SIZE, context, declared_queue, job_url, url
+from .common import PAGE_SIZE, RqueueAdmin, allowed, context, declared_queue, job_url, url
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrPromise
-
-    from .options import JobAdmin
 
 Cell = Callable[[queries.Row], Any]
 
@@ -91,7 +89,9 @@ def _cells(row: queries.Row, state: str) -> list[Any]:
     return [at, *(cell(row) for _, cell in COLUMNS[state][2])]
 
 
-def job_list(request: HttpRequest, model_admin: JobAdmin, queue: str, state: str) -> HttpResponse:
+def job_list(
+    request: HttpRequest, model_admin: RqueueAdmin, queue: str, state: str
+) -> HttpResponse:
     """List the jobs of ``queue`` in ``state``, a page at a time."""
     declared_queue(queue)
     if state not in queries.STATES:
@@ -115,11 +115,7 @@ def job_list(request: HttpRequest, model_admin: JobAdmin, queue: str, state: str
             extra.update(page_obj=page_obj, page_range=_page_range(page_obj))
     except RedisUnavailable as exc:
         rows, extra["redis_error"] = [], str(exc)
-    actions = [
-        (a, ACTIONS[a][0])
-        for a in BULK[state]
-        if getattr(model_admin, f"has_{ACTION_PERMISSION[a]}_permission")(request)
-    ]
+    actions = [(a, ACTIONS[a][0]) for a in BULK[state] if allowed(request, model_admin, a)]
     return TemplateResponse(
         request,
         "admin/django_rqueue/job_list.html",

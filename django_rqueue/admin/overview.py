@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -18,10 +18,7 @@ from ..engine.connection import ms_to_datetime
 from ..engine.keys import queue_of
 from ..exceptions import RedisUnavailable
 from ..worker.heartbeat import list_workers
-from .common import context, job_url, url
-
-if TYPE_CHECKING:
-    from .options import JobAdmin
+from .common import RqueueAdmin, context, job_url, url
 
 #: A scheduled job this many seconds past its run-at means nobody promotes jobs.
 OVERDUE = 60
@@ -60,7 +57,7 @@ def chart(rows: list[tuple[datetime.datetime, int, int]]) -> tuple[list[dict[str
     return bars, peak
 
 
-def overview(request: HttpRequest, model_admin: JobAdmin) -> HttpResponse:
+def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
     """Counts per queue, per-minute throughput over the last hour, live workers."""
     search = request.GET.get("id", "").strip()
     if search:
@@ -120,12 +117,13 @@ def overview(request: HttpRequest, model_admin: JobAdmin) -> HttpResponse:
             workers=worker_rows,
             warnings=warnings,
             chart_width=60 * (BAR + GAP),
+            bar_width=BAR,
             chart_height=HEIGHT,
         ),
     )
 
 
-def card_links(model_admin: JobAdmin, card: QueueCard) -> None:
+def card_links(model_admin: RqueueAdmin, card: QueueCard) -> None:
     queue = card.counts.queue
     card.links = {
         state: url(model_admin, "django_rqueue_job_list", queue, state) for state in queries.STATES
