@@ -11,11 +11,13 @@ uses ``KEYS`` or ``SCAN``.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, overload
 
 import redis
+from django.utils import timezone
 
 from .conf import get_config
 from .engine.connection import as_text, get_client, ms_to_datetime, redis_errors
@@ -31,6 +33,8 @@ SCAN_CHUNK = 500
 #: Priority levels and groups per level sampled for the oldest queued job.
 OLDEST_PRIOS = 10
 OLDEST_GROUPS = 20
+#: A scheduled job this many seconds past its run-at means nobody promotes jobs (no poller?).
+OVERDUE = 60
 
 # state -> (QueueKeys attribute of the zset, newest first?)
 _ZSETS = {
@@ -141,6 +145,56 @@ def throughput(queue: str) -> list[tuple[datetime.datetime, int, int]]:
             )
         )
     return rows
+
+
+class WarningKind(StrEnum):
+    """What a :class:`QueueWarning` is about (the admin and rqueue_info each word it their way)."""
+
+    #: The earliest scheduled job of ``queue`` is more than :data:`OVERDUE` seconds late.
+    OVERDUE = "overdue"
+    #: No worker has published a heartbeat recently.
+    NO_WORKER = "no_worker"
+    #: Workers are live, but every one runs with ``--without-poller``.
+    NO_POLLER = "no_poller"
+
+
+@dataclass(frozen=True)
+class QueueWarning:
+    """Something for an operator to look at: see :func:`queue_warnings`, :func:`worker_warnings`."""
+
+    kind: WarningKind
+    #: The queue concerned (``OVERDUE`` only).
+    queue: str = ""
+    #: Whole seconds the earliest scheduled job is late (``OVERDUE`` only).
+    late: int = 0
+
+
+def queue_warnings(
+    counts: Iterable[QueueCounts], now: datetime.datetime | None = None
+) -> list[QueueWarning]:
+    """``OVERDUE`` for each queue whose earliest scheduled job is over :data:`OVERDUE` s late."""
+    now = timezone.now() if now is None else now
+    found = []
+    for each in counts:
+        due = each.next_scheduled_at
+        if due is not None and (now - due).total_seconds() > OVERDUE:
+            late = int((now - due).total_seconds())
+            found.append(QueueWarning(WarningKind.OVERDUE, queue=each.queue, late=late))
+    return found
+
+
+def runs_poller(worker: Mapping[str, Any]) -> bool:
+    """Whether a worker (its heartbeat info) runs a poller: yes unless started --without-poller."""
+    return worker.get("poller", True) is not False
+
+
+def worker_warnings(workers: Sequence[Mapping[str, Any]]) -> list[QueueWarning]:
+    """``NO_WORKER`` when no worker is live, ``NO_POLLER`` when none of them runs a poller."""
+    if not workers:
+        return [QueueWarning(WarningKind.NO_WORKER)]
+    if not any(runs_poller(w) for w in workers):
+        return [QueueWarning(WarningKind.NO_POLLER)]
+    return []
 
 
 @dataclass

@@ -9,7 +9,6 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from .. import queries
@@ -20,8 +19,6 @@ from ..exceptions import RedisUnavailable
 from ..worker.heartbeat import list_workers
 from .common import RqueueAdmin, context, job_url, url
 
-#: A scheduled job this many seconds past its run-at means nobody promotes jobs.
-OVERDUE = 60
 #: Chart geometry (SVG user units): bar width, gap, height.
 BAR, GAP, HEIGHT = 4, 1, 40
 
@@ -65,8 +62,7 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
         if queue is not None and queue in get_config().queues:
             return redirect(job_url(model_admin, search))
         raise Http404(_("%(id)r is not the id of a job of a declared queue.") % {"id": search})
-    cards, warnings = [], []
-    now = timezone.now()
+    cards = []
     for queue in get_config().queues:
         try:
             card = QueueCard(queries.queue_counts(queue))
@@ -77,33 +73,12 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
         card.bars, card.peak = chart(rows)
         card.succeeded_hour = sum(s for _, s, _f in rows)
         card.failed_hour = sum(f for _, _s, f in rows)
-        due = card.counts.next_scheduled_at
-        if due is not None and (now - due).total_seconds() > OVERDUE:
-            warnings.append(
-                _(
-                    "Queue %(queue)s has scheduled jobs overdue by %(late)s s: no poller has"
-                    " promoted them. Is a worker (without --without-poller) or rqueue_poller"
-                    " running?"
-                )
-                % {"queue": queue, "late": int((now - due).total_seconds())}
-            )
         cards.append(card)
     try:
         workers = list_workers()
     except RedisUnavailable:
         workers = []
-    worker_rows = [_worker_row(w) for w in workers or []]
-    if not worker_rows:
-        warnings.append(
-            _("No worker has been seen recently: start one with manage.py rqueue_work.")
-        )
-    elif not any(w["poller"] for w in worker_rows):
-        warnings.append(
-            _(
-                "No worker runs a poller (all use --without-poller): unless rqueue_poller runs,"
-                " scheduled jobs and retries are never queued."
-            )
-        )
+    found = queries.queue_warnings(c.counts for c in cards) + queries.worker_warnings(workers)
     for card in cards:
         card_links(model_admin, card)
     return TemplateResponse(
@@ -114,13 +89,31 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
             model_admin,
             _("Queues"),
             cards=cards,
-            workers=worker_rows,
-            warnings=warnings,
+            workers=[_worker_row(w) for w in workers],
+            warnings=[warning_text(w) for w in found],
             chart_width=60 * (BAR + GAP),
             bar_width=BAR,
             chart_height=HEIGHT,
         ),
     )
+
+
+def warning_text(warning: queries.QueueWarning) -> str:
+    """The overview's words for a warning of :mod:`django_rqueue.queries`."""
+    match warning.kind:
+        case queries.WarningKind.OVERDUE:
+            return _(
+                "Queue %(queue)s has scheduled jobs overdue by %(late)s s: no poller has"
+                " promoted them. Is a worker (without --without-poller) or rqueue_poller"
+                " running?"
+            ) % {"queue": warning.queue, "late": warning.late}
+        case queries.WarningKind.NO_WORKER:
+            return _("No worker has been seen recently: start one with manage.py rqueue_work.")
+        case queries.WarningKind.NO_POLLER:
+            return _(
+                "No worker runs a poller (all use --without-poller): unless rqueue_poller runs,"
+                " scheduled jobs and retries are never queued."
+            )
 
 
 def card_links(model_admin: RqueueAdmin, card: QueueCard) -> None:
@@ -140,6 +133,5 @@ def _worker_row(info: dict[str, Any]) -> dict[str, Any]:
         "queues": ", ".join(map(str, info.get("queues") or [])),
         "jobs": [j.get("id", "") if isinstance(j, dict) else str(j) for j in jobs],
         "heartbeat": ms_to_datetime(heartbeat) if isinstance(heartbeat, int) else None,
-        # Workers run a poller unless started with --without-poller.
-        "poller": info.get("poller", True) is not False,
+        "poller": queries.runs_poller(info),
     }

@@ -16,9 +16,6 @@ from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.management.tables import table
 from django_rqueue.worker.heartbeat import list_workers
 
-#: A scheduled job this many seconds past its run-at is reported (no poller?).
-OVERDUE = 60
-
 
 def redis_facts(client: redis.Redis) -> dict[str, Any]:
     """Version, memory, eviction policy and persistence of one Redis."""
@@ -40,6 +37,23 @@ def redis_facts(client: redis.Redis) -> dict[str, Any]:
         "aof_enabled": bool(persistence.get("aof_enabled")),
         "rdb_save": save,
     }
+
+
+def warning_text(warning: queries.QueueWarning) -> str:
+    """The command's words for a warning of :mod:`django_rqueue.queries`."""
+    match warning.kind:
+        case queries.WarningKind.OVERDUE:
+            return (
+                f"queue {warning.queue!r}: scheduled jobs overdue by {warning.late} s"
+                " (is a poller running?)"
+            )
+        case queries.WarningKind.NO_WORKER:
+            return "no worker seen recently (start one with manage.py rqueue_work)"
+        case queries.WarningKind.NO_POLLER:
+            return (
+                "no worker runs a poller (all use --without-poller): unless rqueue_poller"
+                " runs, scheduled jobs and retries are never queued"
+            )
 
 
 class Command(BaseCommand):
@@ -72,12 +86,7 @@ class Command(BaseCommand):
                 warnings += [f"{p.id}: {p.msg}" for p in health.redis_problems(client, where)]
             counts = queries.queue_counts(queue)
             rates = queries.throughput(queue)
-            due = counts.next_scheduled_at
-            if due is not None and (now - due).total_seconds() > OVERDUE:
-                late = int((now - due).total_seconds())
-                warnings.append(
-                    f"queue {queue!r}: scheduled jobs overdue by {late} s (is a poller running?)"
-                )
+            warnings += [warning_text(w) for w in queries.queue_warnings([counts], now)]
             queues.append(
                 {
                     "queue": queue,
@@ -91,13 +100,7 @@ class Command(BaseCommand):
                 }
             )
         workers = list_workers()
-        if not workers:
-            warnings.append("no worker seen recently (start one with manage.py rqueue_work)")
-        elif all(w.get("poller", True) is False for w in workers):
-            warnings.append(
-                "no worker runs a poller (all use --without-poller): unless rqueue_poller"
-                " runs, scheduled jobs and retries are never queued"
-            )
+        warnings += [warning_text(w) for w in queries.worker_warnings(workers)]
         return {"redis": servers, "queues": queues, "workers": workers or [], "warnings": warnings}
 
     def print_report(self, report: dict[str, Any]) -> None:
