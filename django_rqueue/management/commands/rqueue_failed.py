@@ -12,7 +12,7 @@ from django_rqueue import operations, queries
 from django_rqueue.conf import get_config
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job, get_job
-from django_rqueue.management.tables import table
+from django_rqueue.management.base import table
 
 
 def _error(job: Job | None) -> str:
@@ -64,8 +64,14 @@ class Command(BaseCommand):
                 each.add_argument("--name", default="", help="Only jobs with this job name.")
 
     def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+        actions = {
+            "list": self.do_list,
+            "show": self.do_show,
+            "retry": self.do_retry,
+            "delete": self.do_delete,
+        }
         try:
-            getattr(self, f"do_{options['action']}")(options)
+            actions[options["action"]](options)
         except RedisUnavailable as exc:
             raise CommandError(str(exc)) from exc
 

@@ -11,20 +11,18 @@ from django.utils import timezone
 
 from django_rqueue import health, queries
 from django_rqueue.conf import get_config
-from django_rqueue.engine.connection import get_client, ms_to_datetime
+from django_rqueue.engine.connection import get_client, ms_to_datetime, redis_errors
 from django_rqueue.exceptions import RedisUnavailable
-from django_rqueue.management.tables import table
+from django_rqueue.management.base import table
 from django_rqueue.worker.heartbeat import list_workers
 
 
 def redis_facts(client: redis.Redis) -> dict[str, Any]:
     """Version, memory, eviction policy and persistence of one Redis."""
-    try:
+    with redis_errors():
         server = client.info("server")
         memory = client.info("memory")
         persistence = client.info("persistence")
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
     try:
         save = str(client.config_get("save").get("save", ""))
     except redis.ResponseError:

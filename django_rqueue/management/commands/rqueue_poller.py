@@ -9,9 +9,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue.conf import get_config
+from django_rqueue.management.base import configure_logging, queue_list
 from django_rqueue.worker.poller import Poller
-
-from .rqueue_work import configure_logging, queue_list
 
 
 class Command(BaseCommand):

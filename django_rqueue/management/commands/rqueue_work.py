@@ -2,48 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue.conf import get_config
+from django_rqueue.management.base import configure_logging, positive_int, queue_list, seconds
 from django_rqueue.worker.supervisor import StartupError, Supervisor
-
-
-def positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
-    return number
-
-
-def seconds(value: str) -> float:
-    number = float(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {value}")
-    return number
-
-
-def queue_list(value: str) -> list[str]:
-    queues = [q.strip() for q in value.split(",") if q.strip()]
-    if not queues:
-        raise argparse.ArgumentTypeError("name at least one queue")
-    return queues
-
-
-def configure_logging(verbosity: int) -> None:
-    """Log ``django_rqueue`` to stderr unless the project already configured a handler."""
-    logger = logging.getLogger("django_rqueue")
-    logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
-    if not logger.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s")
-        )
-        logger.addHandler(handler)
 
 
 class Command(BaseCommand):

@@ -1,0 +1,71 @@
+"""What the management commands share: argparse types, logging set-up, plain-text tables.
+
+Commands import from here, never from each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import logging
+from collections.abc import Sequence
+
+# -- argparse types (their names appear in argparse's "invalid <name> value" errors) --
+
+
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
+def seconds(value: str) -> float:
+    number = float(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {value}")
+    return number
+
+
+def queue_list(value: str) -> list[str]:
+    queues = [q.strip() for q in value.split(",") if q.strip()]
+    if not queues:
+        raise argparse.ArgumentTypeError("name at least one queue")
+    return queues
+
+
+# -- logging --
+
+
+def configure_logging(verbosity: int) -> None:
+    """Log ``django_rqueue`` to stderr unless the project already configured a handler."""
+    logger = logging.getLogger("django_rqueue")
+    logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s")
+        )
+        logger.addHandler(handler)
+
+
+# -- aligned plain-text tables --
+
+
+def cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, datetime.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value).replace("\n", " ")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligned columns separated by two spaces, one header line."""
+    text = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[n]) for r in text)) for n, h in enumerate(headers)]
+    lines = [
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip()
+        for line in [list(headers), *text]
+    ]
+    return "\n".join(lines)
