@@ -78,7 +78,7 @@ def workers(system: System, processes: int, url: str, logdir: Path) -> Iterator[
     procs = []
     safe = system.name.split()[0].lower()
     for i, argv in enumerate(system.worker_argvs(processes)):
-        logfile = open(logdir / f"{safe}-w{processes}-{i}.log", "ab")  # noqa: SIM115
+        logfile = open(logdir / f"{safe}-w{processes}-{i}.log", "ab")
         procs.append(
             (
                 subprocess.Popen(
@@ -159,7 +159,7 @@ class Run:
         def phase(name: str, body: Callable[[], dict[str, Any]]) -> None:
             try:
                 res.update(body())
-            except Exception as exc:  # noqa: BLE001 - report, go on with the next phase
+            except Exception as exc:  # report, go on with the next phase
                 log(f"  {system.name}: phase {name} failed: {exc!r}")
                 res.setdefault("errors", []).append(f"{name}: {exc!r}")
                 traceback.print_exc(limit=2)
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 systems[name] = load(name)
                 results["systems"][name] = {"runs": []}
-            except Exception as exc:  # noqa: BLE001 - a peer that cannot load is skipped
+            except Exception as exc:  # a peer that cannot load is skipped
                 results["skipped"][name] = f"import failed: {exc!r}"
                 log(f"skipping {name}: {exc!r}")
         run = Run(params, server, tmp)

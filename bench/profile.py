@@ -27,7 +27,7 @@ from tests.redis_server import RedisServer
 REPO = Path(__file__).resolve().parents[1]
 
 
-def commandstats(client: Any) -> dict[str, tuple[int, float]]:  # noqa: ANN401
+def commandstats(client: Any) -> dict[str, tuple[int, float]]:
     stats = client.info("commandstats")
     return {k.removeprefix("cmdstat_"): (v["calls"], v["usec"]) for k, v in stats.items()}
 
@@ -65,7 +65,7 @@ def main() -> None:
 
     client = server.client()
 
-    def profiled(label: str, body: Any) -> None:  # noqa: ANN401
+    def profiled(label: str, body: Any) -> None:
         before = commandstats(client)
         profiler = Profiler(interval=0.0005)
         t = time.perf_counter()

@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 
-def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dict[str, Any]:  # noqa: ANN401
+def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dict[str, Any]:
     from bench.jobs import noop
     from django_rqueue.conf import get_config
     from django_rqueue.engine import transitions
@@ -59,7 +59,7 @@ def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dic
         for i in range(n):
             (bound[i % len(bound)] if grouped else plain).delay(0.0, 0.0, "")
             got = transitions.reserve(rclient, keys, lease_ms=30_000, worker_id="bench")
-            assert got is not None  # noqa: S101 - the backlog never runs dry
+            assert got is not None  # the backlog never runs dry
             job_id, fields = got
             transitions.ack(rclient, keys, job_id, int(fields[b"token"]), "null", 60)
         return (time.perf_counter() - t) / n * 1e6

@@ -14,7 +14,7 @@ from .conf import problems, raw_setting
 
 
 @register("rqueue")
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:  # noqa: ANN401
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Report every problem of ``settings.RQUEUE``."""
     return problems(raw_setting())
 

@@ -66,7 +66,7 @@ def _number(name: str, value: object, *, minimum: float, integer: bool = False) 
         raise ValueError(f"{name} must be {kind} >= {minimum}, got {value!r}")
 
 
-def _validate(o: JobOptions) -> None:  # noqa: C901 - one check per option
+def _validate(o: JobOptions) -> None:  # one check per option
     if o.priority is not None:
         if isinstance(o.priority, bool) or not isinstance(o.priority, int):
             raise ValueError(f"priority must be an integer, got {o.priority!r}")

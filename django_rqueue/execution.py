@@ -72,7 +72,7 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job) -> Outcome:
         return Outcome(result_json=encode_result(value))
     except KeyboardInterrupt:
         raise
-    except BaseException as exc:  # noqa: BLE001 - a job's failure is data, not a crash
+    except BaseException as exc:  # a job's failure is data, not a crash
         return Outcome(exception=exc, traceback=tb.format_exc())
 
 
@@ -90,7 +90,7 @@ def next_delay(
     policy = job_function.options.backoff or get_config().queue(job.queue).backoff
     try:
         return retry_delay(policy, job.attempts, outcome.exception)
-    except Exception as exc:  # noqa: BLE001 - a broken policy must not lose the job
+    except Exception as exc:  # a broken policy must not lose the job
         outcome.traceback += f"\n(backoff policy failed: {exc!r}; not retrying)\n"
         return None
 

@@ -53,7 +53,7 @@ class _Encoder(json.JSONEncoder):
         raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
 
-def _object_hook(obj: dict[str, Any]) -> Any:  # noqa: ANN401 - any tagged type
+def _object_hook(obj: dict[str, Any]) -> Any:  # any tagged type
     if len(obj) == 2 and TAG in obj and "v" in obj:
         decoder = _DECODERS.get(obj[TAG])
         if decoder is not None and isinstance(obj["v"], str):
@@ -71,7 +71,7 @@ def dumps(value: object) -> str:
     return _ENCODER.encode(value)
 
 
-def loads(data: str | bytes) -> Any:  # noqa: ANN401 - decoded JSON
+def loads(data: str | bytes) -> Any:  # decoded JSON
     """Decode what :func:`dumps` produced (raises ``ValueError`` on corrupt data)."""
     return json.loads(data, object_hook=_object_hook)
 

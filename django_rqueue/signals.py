@@ -36,7 +36,7 @@ job_retrying = Signal()
 job_failed = Signal()
 
 
-def send(signal: Signal, sender: object, **kwargs: Any) -> None:  # noqa: ANN401
+def send(signal: Signal, sender: object, **kwargs: Any) -> None:
     """Send ``signal`` robustly, logging (not raising) what receivers raise."""
     for receiver, response in signal.send_robust(sender, **kwargs):
         if isinstance(response, BaseException):

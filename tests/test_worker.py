@@ -394,7 +394,7 @@ def test_receivers_of_job_succeeded_run_before_the_next_job_is_reserved(
 class StopAfterPrefetch(Worker):
     """A worker whose stop request arrives during its first ack_reserve round trip."""
 
-    def _report(self, *args: Any, **kwargs: Any) -> AttemptOutcome:  # noqa: ANN401
+    def _report(self, *args: Any, **kwargs: Any) -> AttemptOutcome:
         outcome = super()._report(*args, **kwargs)
         if self._prefetched:
             self.request_stop()

@@ -26,7 +26,7 @@ class WorkerSettings:
 class Arq(System):
     has_bulk = False
 
-    def _run(self, body: Any) -> None:  # noqa: ANN401
+    def _run(self, body: Any) -> None:
         async def main() -> None:
             pool = await create_pool(WorkerSettings.redis_settings)
             try:
@@ -37,14 +37,14 @@ class Arq(System):
         asyncio.run(main())
 
     def enqueue_one(self, n: int, out: str) -> None:
-        async def body(pool: Any) -> None:  # noqa: ANN401
+        async def body(pool: Any) -> None:
             for _ in range(n):
                 await pool.enqueue_job("noop", time.time(), 0.0, out)
 
         self._run(body)
 
     def enqueue_paced(self, n: int, gap: float, out: str) -> None:
-        async def body(pool: Any) -> None:  # noqa: ANN401
+        async def body(pool: Any) -> None:
             start = time.perf_counter()
             for i in range(n):
                 left = start + i * gap - time.perf_counter()
@@ -55,7 +55,7 @@ class Arq(System):
         self._run(body)
 
     def enqueue_delayed(self, dues: list[float], out: str) -> None:
-        async def body(pool: Any) -> None:  # noqa: ANN401
+        async def body(pool: Any) -> None:
             for due in dues:
                 when = datetime.datetime.fromtimestamp(due, datetime.UTC)
                 await pool.enqueue_job("noop", time.time(), due, out, _defer_until=when)

@@ -37,7 +37,7 @@ class RqueueAdmin(Protocol):
 
 def context(
     request: HttpRequest, model_admin: RqueueAdmin, title: str, **extra: Any
-) -> dict[str, Any]:  # noqa: ANN401
+) -> dict[str, Any]:
     """The admin site's ``each_context`` plus what the rqueue templates use."""
     opts = model_admin.model._meta
     return {

@@ -47,7 +47,7 @@ def load(job_id: str) -> tuple[Job, dict[str, str]]:
     return Job.from_fields(job_id, raw), text
 
 
-def pretty(value: Any) -> str:  # noqa: ANN401 - any JSON value
+def pretty(value: Any) -> str:  # any JSON value
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
 

@@ -156,7 +156,7 @@ def _int(value: str | None, default: int) -> int:
         return default
 
 
-def _page_range(page_obj: Any) -> list[int | str]:  # noqa: ANN401 - django Page
+def _page_range(page_obj: Any) -> list[int | str]:  # django Page
     return list(page_obj.paginator.get_elided_page_range(page_obj.number))
 
 

@@ -29,7 +29,7 @@ class JobAdmin(ModelAdminBase):
 
     def get_urls(self) -> list[URLPattern]:
         def page(view: View, permission: str | None = "view") -> Callable[..., HttpResponse]:
-            def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:  # noqa: ANN401
+            def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
                 if permission is not None:
                     require(request, self, permission)
                 return view(request, self, *args, **kwargs)

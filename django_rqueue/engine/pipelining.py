@@ -79,7 +79,7 @@ class InFlight:
             return False
         return True
 
-    def read(self) -> Any:  # noqa: ANN401 - a Lua reply
+    def read(self) -> Any:  # a Lua reply
         """Read the next reply owed (redis-py's exceptions propagate; the caller drops)."""
         return self.connection.read_response()
 
@@ -117,7 +117,7 @@ def pipelined(
     #: Calls sent and not read yet, each with whether it went out on the connection.
     in_flight: deque[tuple[Call, bool]] = deque()
 
-    def read_one() -> Any:  # noqa: ANN401 - a Lua reply
+    def read_one() -> Any:  # a Lua reply
         call, sent = in_flight.popleft()
         if sent and wire.connected:
             try:

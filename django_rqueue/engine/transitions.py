@@ -27,7 +27,7 @@ from .pipelining import pipelined
 from .scripts import load
 
 
-def _run(client: redis.Redis, call: ScriptCall) -> Any:  # noqa: ANN401 - a Lua reply
+def _run(client: redis.Redis, call: ScriptCall) -> Any:  # a Lua reply
     """Run ``call`` and return its reply (``RedisUnavailable``: Redis unreachable)."""
     with redis_errors():
         return load(call.script)(client, call.keys, call.args)

@@ -492,7 +492,7 @@ class Worker:
             client.blpop([QueueKeys.of(prefix, q).notify for q in same], timeout=IDLE_BLOCK)
 
 
-def _raise_timeout(seconds: float) -> Any:  # noqa: ANN401 - a signal handler
+def _raise_timeout(seconds: float) -> Any:  # a signal handler
     def handler(signum: int, frame: FrameType | None) -> None:
         raise JobTimeout(f"job exceeded its timeout of {seconds:g} s")
 

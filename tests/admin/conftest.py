@@ -24,7 +24,7 @@ MakeClient = Callable[..., Client]
 
 
 @pytest.fixture
-def make_client(django_user_model: Any, db: None) -> MakeClient:  # noqa: ANN401
+def make_client(django_user_model: Any, db: None) -> MakeClient:
     """``make_client(*codenames, superuser=False, staff=True, csrf=False)``: a logged-in client."""
     count = [0]
 

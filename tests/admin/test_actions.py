@@ -16,7 +16,7 @@ from .conftest import BASE, MakeClient
 from .test_pages import job_url
 
 
-def messages_of(response: Any) -> list[str]:  # noqa: ANN401
+def messages_of(response: Any) -> list[str]:
     return [str(m) for m in get_messages(response.wsgi_request)]
 
 

@@ -35,7 +35,7 @@ ARGS = [
 ]
 
 
-def _require_browser() -> Any:  # noqa: ANN401 - the playwright module
+def _require_browser() -> Any:  # the playwright module
     try:
         sync_api: Any = importlib.import_module("playwright.sync_api")
     except ImportError:
@@ -52,11 +52,11 @@ def _require_browser() -> Any:  # noqa: ANN401 - the playwright module
 
 @pytest.mark.slow
 def test_staff_retry_a_failed_job_in_chromium_and_a_worker_runs_it(
-    live_server: Any,  # noqa: ANN401
-    django_user_model: Any,  # noqa: ANN401
+    live_server: Any,
+    django_user_model: Any,
     rqueue_redis: redis.Redis,
     tmp_path: Path,
-    settings: Any,  # noqa: ANN401
+    settings: Any,
 ):
     sync_api = _require_browser()
     # The live server serves STATIC_URL from STATIC_ROOT (tests.settings has no

@@ -45,7 +45,7 @@ def measured() -> Iterator[dict[str, int]]:
     figures = {"round_trips": 0, "peak_bytes": 0}
     original: Callable[..., Any] = redis.connection.AbstractConnection.send_packed_command
 
-    def counting(self: Any, command: Any, check_health: bool = True) -> None:  # noqa: ANN401
+    def counting(self: Any, command: Any, check_health: bool = True) -> None:
         figures["round_trips"] += 1
         original(self, command, check_health)
 

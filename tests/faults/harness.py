@@ -224,7 +224,7 @@ class WorkerProcess:
 # -- Redis ---------------------------------------------------------------------
 
 
-def _text(value: Any) -> str:  # noqa: ANN401 - a Redis reply
+def _text(value: Any) -> str:  # a Redis reply
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

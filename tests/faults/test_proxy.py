@@ -170,7 +170,7 @@ def test_close_stops_the_thread_and_frees_the_port(redis_server: RedisServer) ->
     proxy = FaultProxy(redis_server.port).start()
     client = through(proxy)
     assert client.ping()
-    thread = proxy._thread  # noqa: SLF001 - checking the cleanup
+    thread = proxy._thread  # checking the cleanup
     proxy.close()
     proxy.close()  # idempotent
     assert thread is not None and not thread.is_alive()

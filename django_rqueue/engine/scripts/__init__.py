@@ -51,7 +51,7 @@ class LuaScript:
         self.source = source
         self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
 
-    def __call__(self, client: redis.Redis, keys: list[str], args: list[str | int | float]) -> Any:  # noqa: ANN401 - Lua replies are nested lists of bytes/ints
+    def __call__(self, client: redis.Redis, keys: list[str], args: list[str | int | float]) -> Any:
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:

@@ -63,7 +63,7 @@ class Command(BaseCommand):
                 each.add_argument("--queue", action="append", help="Only this queue (repeatable).")
                 each.add_argument("--name", default="", help="Only jobs with this job name.")
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+    def handle(self, *args: Any, **options: Any) -> None:
         actions = {
             "list": self.do_list,
             "show": self.do_show,

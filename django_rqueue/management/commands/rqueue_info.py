@@ -60,7 +60,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             report = self.collect()
         except RedisUnavailable as exc:

@@ -24,7 +24,7 @@ class Command(BaseCommand):
             help="Comma-separated queues (default: every declared queue).",
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+    def handle(self, *args: Any, **options: Any) -> None:
         configure_logging(options["verbosity"])
         config = get_config()
         queues = options["queues"] or list(config.queues)

@@ -34,7 +34,7 @@ class Command(BaseCommand):
             help=f"user=count,... for 'reports' (default {DEFAULT_REPORTS}).",
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+    def handle(self, *args: Any, **options: Any) -> None:
         what = options["what"]
         if what == "reports":
             redis_client().delete(demo_key(REPORT_ORDER))

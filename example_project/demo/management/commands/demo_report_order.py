@@ -26,7 +26,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--expect", default=None, help="Fail unless the rounds equal this.")
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+    def handle(self, *args: Any, **options: Any) -> None:
         entries = [str(e) for e in redis_client().lrange(demo_key(REPORT_ORDER), 0, -1)]
         runs = [entry.split() for entry in entries]
         users = [user for user, _ in runs]

@@ -31,7 +31,7 @@ class Command(BaseCommand):
             "--traceback-lines", type=int, default=3, help="Traceback lines to show (0: none)."
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+    def handle(self, *args: Any, **options: Any) -> None:
         for job_id in options["ids"]:
             job = get_job(job_id)
             if job is None:

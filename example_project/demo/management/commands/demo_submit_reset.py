@@ -27,7 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("email")
         parser.add_argument("--timeout", type=float, default=30.0, help="Seconds (default 30).")
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+    def handle(self, *args: Any, **options: Any) -> None:
         base = options["base_url"].rstrip("/")
         if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
             raise CommandError("base_url must be an http(s) URL")

@@ -18,7 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--expect", choices=[s.value for s in FINAL], default=None)
         parser.add_argument("--timeout", type=float, default=30.0, help="Seconds (default 30).")
 
-    def handle(self, *args: Any, **options: Any) -> None:  # noqa: ANN401
+    def handle(self, *args: Any, **options: Any) -> None:
         deadline = time.monotonic() + options["timeout"]
         for job_id in options["ids"]:
             while True:
