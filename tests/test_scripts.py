@@ -38,9 +38,39 @@ def test_every_transition_has_a_keys_argv_header_and_expands_its_includes(name):
 
 
 def test_each_include_is_expanded_once_per_script():
-    source = load("cancel").source
+    # ack_reserve.lua reaches now_ms.lua twice: through ack_job.lua and reserve_next.lua.
+    source = load("ack_reserve").source
     assert source.count("local function now_ms()") == 1
-    assert source.count("local function push_queued(") == 1
+    assert source.count("local function ack_job(") == 1
+
+
+SCRIPTS = resources.files("django_rqueue.engine.scripts")
+INCLUDES = sorted(
+    p.name.removesuffix(".lua")
+    for p in SCRIPTS.joinpath("include").iterdir()
+    if p.name.endswith(".lua")
+)
+
+
+@pytest.mark.parametrize("name", INCLUDES)
+def test_each_include_defines_one_function_named_after_its_file(name):
+    text = SCRIPTS.joinpath("include", f"{name}.lua").read_text()
+    assert re.findall(r"^local function (\w+)\(", text, re.MULTILINE) == [name]
+
+
+def _lua_files() -> list[str]:
+    tops = [p.name for p in SCRIPTS.iterdir() if p.name.endswith(".lua")]
+    return sorted(tops) + [f"include/{name}.lua" for name in INCLUDES]
+
+
+@pytest.mark.parametrize("path", _lua_files())
+def test_each_file_includes_exactly_the_functions_it_calls(path):
+    text = SCRIPTS.joinpath(path).read_text()
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    own = set(re.findall(r"^local function (\w+)\(", text, re.MULTILINE))
+    called = {n for n in INCLUDES if n not in own and re.search(rf"(?<![\w.]){n}\(", code)}
+    included = set(re.findall(r"^--@include (\w+)\.lua$", text, re.MULTILINE))
+    assert included == called
 
 
 def test_a_flushed_script_cache_is_reloaded_transparently(redis_client: redis.Redis):

@@ -10,9 +10,9 @@
 -- Returns {'ok', previous state} or {'state', current state ('' when missing)}
 -- when the job is running (either mode) or already finished (mode cancel).
 
---@include now.lua
---@include push_queued.lua
---@include finish.lua
+--@include now_ms.lua
+--@include release_unique.lua
+--@include unlink_queued.lua
 
 local base, jkey, delayed, failed, prios, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, mode, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])

@@ -23,7 +23,11 @@
 -- item that was not created} (index 1-based; outcome 'exists' or 'duplicate',
 -- as enqueue.lua). An empty refusal list means every item was created.
 
---@include enqueue_job.lua
+--@include add_delayed_many.lua
+--@include create_job.lua
+--@include now_ms.lua
+--@include push_queued_many.lua
+--@include schedule.lua
 
 local prio, delay, run_at = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local unique_ttl, nshared = tonumber(ARGV[5]), tonumber(ARGV[6])

@@ -9,9 +9,11 @@
 -- waits in `delayed` (state scheduled). Otherwise the job goes to `failed`.
 -- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token}.
 
---@include now.lua
---@include delayed.lua
---@include finish.lua
+--@include add_delayed.lua
+--@include check_token.lua
+--@include move_to_failed.lua
+--@include now_ms.lua
+--@include record_error.lua
 
 local base, jkey, reserved, delayed, failed, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]

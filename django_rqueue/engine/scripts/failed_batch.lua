@@ -17,9 +17,9 @@
 -- Returns {done, skipped (name did not match), stale, scanned}; the caller
 -- stops when scanned < limit and adds skipped to its next offset.
 
---@include now.lua
+--@include now_ms.lua
 --@include push_queued.lua
---@include finish.lua
+--@include release_unique.lua
 
 local base, failed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local mode, limit, offset = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])

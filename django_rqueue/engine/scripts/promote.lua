@@ -10,7 +10,7 @@
 -- the batch was full and more may be due}. Safe to run from any number of
 -- pollers at once: each due id is removed from `delayed` exactly once.
 
---@include now.lua
+--@include now_ms.lua
 --@include push_queued.lua
 
 local base, delayed, prios, stats, notify, wake =

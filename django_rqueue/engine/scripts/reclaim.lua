@@ -13,9 +13,10 @@
 -- Returns {requeued count, failed count, ms until the next lease deadline or
 -- -1 when nothing is reserved; 0 when the batch was full}.
 
---@include now.lua
+--@include move_to_failed.lua
+--@include now_ms.lua
 --@include push_queued.lua
---@include finish.lua
+--@include record_error.lua
 
 local base, reserved, prios, failed, stats, notify =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

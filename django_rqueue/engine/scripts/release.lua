@@ -9,8 +9,8 @@
 -- released holder is now stale), state queued at the tail of its group.
 -- Returns {'ok'} or {'stale', state, current token} (nothing changed).
 
+--@include check_token.lua
 --@include push_queued.lua
---@include finish.lua
 
 local base, jkey, reserved, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]

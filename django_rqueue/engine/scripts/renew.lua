@@ -5,8 +5,8 @@
 --
 -- Returns {'ok', new deadline ms} or {'stale', state, current token} (nothing changed).
 
---@include now.lua
---@include finish.lua
+--@include check_token.lua
+--@include now_ms.lua
 
 local jkey, reserved = KEYS[1], KEYS[2]
 local lease = tonumber(ARGV[3])

@@ -8,7 +8,7 @@
 -- only a job in state failed is changed. Attempts go back to 0; the error
 -- history is kept.
 
---@include now.lua
+--@include now_ms.lua
 --@include push_queued.lua
 
 local base, jkey, failed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

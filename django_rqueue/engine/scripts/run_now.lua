@@ -7,7 +7,7 @@
 -- Returns {'ok'} or {'state', current state ('' when the job does not exist)};
 -- only a job in state scheduled is changed ('due' becomes now).
 
---@include now.lua
+--@include now_ms.lua
 --@include push_queued.lua
 
 local base, jkey, delayed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

@@ -8,8 +8,10 @@
 -- the latest 1000 successes, which the admin lists, and the record expires
 -- after `ttl` seconds; `ttl` 0 deletes it now.
 -- Derived keys: base .. 'succeeded', base .. 'throughput', base .. 'unique:' .. key.
---@include now.lua
---@include finish.lua
+--@include check_token.lua
+--@include count_finished.lua
+--@include now_ms.lua
+--@include release_unique.lua
 local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   local stale = check_token(jkey, token)
   if stale then

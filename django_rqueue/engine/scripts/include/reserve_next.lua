@@ -11,7 +11,7 @@
 -- the job's id followed by its whole hash as a flat field/value list.
 -- Derived keys: base .. 'ring:' .. prio, base .. 'group:' .. prio .. ':' .. group,
 -- base .. 'job:' .. id (which group and job is only known once popped).
---@include now.lua
+--@include now_ms.lua
 local function reserve_next(base, prios, reserved, stats, notify, lease, worker)
   -- Bounded: ids whose job hash vanished (deleted behind our back) are skipped.
   for _ = 1, 100 do

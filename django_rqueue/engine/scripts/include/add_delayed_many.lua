@@ -1,8 +1,7 @@
--- add_delayed(delayed, wake, id, run_at): schedule `id` at `run_at` (ms) and,
--- when it becomes the earliest due job, leave a token on `wake` so a sleeping
--- poller wakes early (at most 16 tokens).
--- add_delayed_many(delayed, wake, ids, run_at): the same for the jobs `ids`
--- (a Lua array), all due at `run_at`, with one ZADD per 1000 jobs.
+-- add_delayed_many(delayed, wake, ids, run_at): schedule the jobs `ids` (a Lua
+-- array), all due at `run_at` (ms), with one ZADD per 1000 jobs and, when they
+-- become the earliest due jobs, leave a token on `wake` so a sleeping poller
+-- wakes early (at most 16 tokens).
 local DELAYED_CHUNK, WAKE_TOKENS = 1000, 16
 local function add_delayed_many(delayed, wake, ids, run_at)
   local n = #ids
@@ -20,8 +19,4 @@ local function add_delayed_many(delayed, wake, ids, run_at)
   if (head[2] == nil or run_at < tonumber(head[2])) and redis.call('LLEN', wake) < WAKE_TOKENS then
     redis.call('RPUSH', wake, '1')
   end
-end
-
-local function add_delayed(delayed, wake, id, run_at)
-  add_delayed_many(delayed, wake, {id}, run_at)
 end

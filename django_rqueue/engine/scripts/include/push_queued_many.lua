@@ -1,0 +1,36 @@
+-- push_queued_many(base, prios, stats, notify, ids, prio, group): append the
+-- jobs `ids` (a Lua array, in order) to their group's FIFO at priority `prio`,
+-- with one command of each kind instead of one per job; add the group to the
+-- tail of that priority's ring and the priority to `prios` when the group
+-- list was empty (a group is in the ring exactly when its list is non-empty);
+-- count them queued; leave wake-up tokens for idle workers (at most 64).
+-- Derived keys: base .. 'group:' .. prio .. ':' .. group, base .. 'ring:' .. prio
+-- `prio` and `group` may be false (HMGET of a field the job hash leaves out
+-- at its default): priority '0', the default group ''.
+local PUSH_CHUNK, NOTIFY_TOKENS = 1000, 64
+local function push_queued_many(base, prios, stats, notify, ids, prio, group)
+  local n = #ids
+  if n == 0 then
+    return
+  end
+  prio, group = prio or '0', group or ''
+  local gkey = base .. 'group:' .. prio .. ':' .. group
+  local length = 0
+  for i = 1, n, PUSH_CHUNK do  -- unpack() is bounded by Lua's C stack
+    length = redis.call('RPUSH', gkey, unpack(ids, i, math.min(i + PUSH_CHUNK - 1, n)))
+  end
+  if length == n then
+    if redis.call('RPUSH', base .. 'ring:' .. prio, group) == 1 then
+      redis.call('ZADD', prios, prio, prio)
+    end
+  end
+  redis.call('HINCRBY', stats, 'queued', n)
+  local tokens = math.min(n, NOTIFY_TOKENS - redis.call('LLEN', notify))
+  if tokens > 0 then
+    local ones = {}
+    for i = 1, tokens do
+      ones[i] = '1'
+    end
+    redis.call('RPUSH', notify, unpack(ones))
+  end
+end
