@@ -17,6 +17,7 @@ from .engine import transitions
 from .engine.connection import get_client, redis_time_ms
 from .engine.keys import QueueKeys, queue_of
 from .exceptions import JobStateError
+from .job import get_job
 
 #: Failed jobs handled per Lua call by :func:`process_failed`.
 BATCH = 500
@@ -48,7 +49,10 @@ def perform(job_id: str, action: str) -> None:
     elif action == "run_now":
         transitions.run_now(client, keys, job_id)
     elif action in ("cancel", "delete"):
-        ttl = max(1, config.queue(queue).result_ttl)
+        # The job's own result_ttl (``@job(result_ttl=...)``), as Job.cancel() keeps it.
+        found = get_job(job_id)
+        own = found.result_ttl if found is not None else 0
+        ttl = max(1, own or config.queue(queue).result_ttl)
         transitions.cancel(client, keys, job_id, mode=action, ttl=ttl)
     else:
         raise ValueError(f"unknown action {action!r}")
