@@ -34,6 +34,7 @@ from .conf import Config, get_config
 from .engine import transitions
 from .engine.connection import as_text, get_client, redis_errors
 from .engine.keys import JobFields, QueueKeys, new_job_id
+from .engine.transitions import EnqueueOutcome
 from .execution import run_eager
 from .job import Job, JobStatus, get_job
 from .serialization import encode_arguments
@@ -240,14 +241,14 @@ class Submission:
             unique_ttl=self.unique_ttl,
             fields=self.fields(),
         )
-        if outcome == "duplicate":
+        if outcome is EnqueueOutcome.DUPLICATE:
             existing = get_job(job_id)
             if existing is not None:
                 # In place: a Job returned earlier (before commit) now names the holder.
                 job.assign(existing)
                 return job
         job.status = JobStatus(state)
-        if outcome == "created":
+        if outcome is EnqueueOutcome.CREATED:
             signals.send(signals.job_enqueued, self.job_function, job=job)
         return job
 
@@ -322,13 +323,13 @@ class BatchSubmission:
         statuses = {status.value: status for status in JobStatus}
         for submission, (outcome, job_id, state) in zip(self.to_write, replies, strict=True):
             job = submission.job
-            if outcome == "duplicate":
+            if outcome is EnqueueOutcome.DUPLICATE:
                 existing = get_job(job_id)
                 if existing is not None:
                     job.assign(existing)
                     continue
             job.status = statuses[state]
-            if outcome == "created" and announce:
+            if outcome is EnqueueOutcome.CREATED and announce:
                 signals.send(signals.job_enqueued, self.job_function, job=job)
         return self.jobs
 

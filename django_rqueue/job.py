@@ -9,6 +9,7 @@ from typing import Any
 
 from .conf import get_config
 from .engine import transitions
+from .engine.calls import CancelMode
 from .engine.connection import as_text, get_client, ms_to_datetime
 from .engine.keys import JobFields, QueueKeys, queue_of
 from .serialization import decode_arguments, join_payload, loads
@@ -93,19 +94,19 @@ class Job:
             name=as_text(f.get(JobFields.NAME)),
             queue=queue_of(job_id) or "",
             status=status,
-            priority=_int(f.get("prio")),
-            group=as_text(f.get("group")),
-            attempts=_int(f.get("attempts")),
+            priority=_int(f.get(JobFields.PRIORITY)),
+            group=as_text(f.get(JobFields.GROUP)),
+            attempts=_int(f.get(JobFields.ATTEMPTS)),
             max_attempts=_int(f.get(JobFields.MAX_ATTEMPTS), 1),
             timeout=float(_int(f.get(JobFields.TIMEOUT_MS))) / 1000,
             result_ttl=_int(f.get(JobFields.RESULT_TTL)),
             enqueued_at=ms_to_datetime(f.get(JobFields.ENQUEUED_AT)),
             # Left out of the hash while it equals the enqueue time (enqueue_job.lua).
             run_at=ms_to_datetime(f.get(JobFields.RUN_AT) or f.get(JobFields.ENQUEUED_AT)),
-            started_at=ms_to_datetime(f.get("started_at")),
-            finished_at=ms_to_datetime(f.get("finished_at")),
-            token=_int(f.get("token")),
-            worker=as_text(f.get("worker")),
+            started_at=ms_to_datetime(f.get(JobFields.STARTED_AT)),
+            finished_at=ms_to_datetime(f.get(JobFields.FINISHED_AT)),
+            token=_int(f.get(JobFields.TOKEN)),
+            worker=as_text(f.get(JobFields.WORKER)),
             unique_key=as_text(f.get(JobFields.UNIQUE_KEY)),
             problems=problems,
         )
@@ -113,19 +114,19 @@ class Job:
             job.args, job.kwargs = decode_arguments(join_payload(f))
         except ValueError as exc:
             problems.append(f"undecodable payload: {exc}")
-        if "result" in f:
+        if JobFields.RESULT in f:
             try:
-                job.result = loads(f["result"])
+                job.result = loads(f[JobFields.RESULT])
             except ValueError as exc:
                 problems.append(f"undecodable result: {exc}")
         errors = []
-        for n in range(1, _int(f.get("nerr")) + 1):
-            raw = f.get(f"err:{n}")
+        for n in range(1, _int(f.get(JobFields.ERROR_COUNT)) + 1):
+            raw = f.get(JobFields.error_part(n))
             if raw is not None:
                 errors.append(_decode_error(raw, problems))
         job.errors = errors
-        if "error" in f:
-            job.error = _decode_error(f["error"], problems)
+        if JobFields.ERROR in f:
+            job.error = _decode_error(f[JobFields.ERROR], problems)
         return job
 
     def refresh(self) -> None:
@@ -164,7 +165,7 @@ class Job:
         """
         self._withdraw("delete")
 
-    def _withdraw(self, mode: str) -> None:
+    def _withdraw(self, mode: CancelMode) -> None:
         keys = QueueKeys.of(get_config().key_prefix, self.queue)
         ttl = max(1, self.result_ttl or get_config().queue(self.queue).result_ttl)
         transitions.cancel(get_client(self.queue), keys, self.id, mode=mode, ttl=ttl)

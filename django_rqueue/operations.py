@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from .conf import get_config
 from .engine import transitions
+from .engine.calls import CancelMode, FailedBatchMode
 from .engine.connection import get_client, redis_time_ms
 from .engine.keys import QueueKeys, queue_of
 from .exceptions import JobStateError
@@ -53,7 +54,8 @@ def perform(job_id: str, action: str) -> None:
         found = get_job(job_id)
         own = found.result_ttl if found is not None else 0
         ttl = max(1, own or config.queue(queue).result_ttl)
-        transitions.cancel(client, keys, job_id, mode=action, ttl=ttl)
+        mode: CancelMode = "cancel" if action == "cancel" else "delete"
+        transitions.cancel(client, keys, job_id, mode=mode, ttl=ttl)
     else:
         raise ValueError(f"unknown action {action!r}")
 
@@ -95,7 +97,7 @@ class BulkResult:
 
 def process_failed(
     queue: str,
-    mode: str,
+    mode: FailedBatchMode,
     *,
     name: str = "",
     batch: int = BATCH,

@@ -22,10 +22,16 @@ from django.utils import timezone
 from .conf import get_config
 from .engine.connection import as_text, get_client, ms_to_datetime, redis_errors
 from .engine.keys import JobFields, QueueKeys
-from .job import Job
+from .job import Job, JobStatus
 
-#: Job states that have a listing, and the structure each one is read from.
-STATES = ("queued", "scheduled", "running", "failed", "succeeded")
+#: Job states that have a listing (cancelled jobs have none), in display order.
+STATES: tuple[JobStatus, ...] = (
+    JobStatus.QUEUED,
+    JobStatus.SCHEDULED,
+    JobStatus.RUNNING,
+    JobStatus.FAILED,
+    JobStatus.SUCCEEDED,
+)
 #: Ids a filtered listing examines per request before it returns a cursor.
 SCAN_LIMIT = 5000
 #: Ids read per round trip while a filtered listing scans.
@@ -38,10 +44,10 @@ OVERDUE = 60
 
 # state -> (QueueKeys attribute of the zset, newest first?)
 _ZSETS = {
-    "scheduled": ("delayed", False),
-    "running": ("reserved", False),
-    "failed": ("failed", True),
-    "succeeded": ("succeeded", True),
+    JobStatus.SCHEDULED: ("delayed", False),
+    JobStatus.RUNNING: ("reserved", False),
+    JobStatus.FAILED: ("failed", True),
+    JobStatus.SUCCEEDED: ("succeeded", True),
 }
 
 
@@ -229,7 +235,8 @@ class JobSource:
     """
 
     queue: str
-    state: str
+    #: One of :data:`STATES` (a string naming one is accepted and converted).
+    state: JobStatus
     priority: int = 0
     group: str = ""
     _count: int | None = field(default=None, repr=False)
@@ -237,12 +244,13 @@ class JobSource:
     def __post_init__(self) -> None:
         if self.state not in STATES:
             raise ValueError(f"unknown state {self.state!r}")
+        self.state = JobStatus(self.state)
 
     def count(self) -> int:
         if self._count is None:
             keys, client = keys_of(self.queue), get_client(self.queue)
             with redis_errors():
-                if self.state == "queued":
+                if self.state is JobStatus.QUEUED:
                     self._count = int(client.llen(keys.group(self.priority, self.group)))
                 else:
                     self._count = int(client.zcard(getattr(keys, _ZSETS[self.state][0])))
@@ -269,7 +277,7 @@ class JobSource:
         """Ids (and scores) at ranks ``start..end`` inclusive, in display order."""
         keys, client = keys_of(self.queue), get_client(self.queue)
         with redis_errors():
-            if self.state == "queued":
+            if self.state is JobStatus.QUEUED:
                 raw = client.lrange(keys.group(self.priority, self.group), start, end)
                 return [as_text(i) for i in raw], [None] * len(raw)
             name, newest_first = _ZSETS[self.state]

@@ -16,8 +16,10 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import operations, queries
+from ..engine.calls import FailedBatchMode
 from ..engine.keys import queue_of
 from ..exceptions import JobStateError, RedisUnavailable
+from ..job import JobStatus
 from .common import (
     ACTION_PERMISSION,
     RqueueAdmin,
@@ -173,7 +175,7 @@ def all_failed(
     name = (request.POST.get("name") or request.GET.get("name") or "").strip()
     back = url(model_admin, "django_rqueue_job_list", queue, "failed")
     if request.method == "GET":
-        total = queries.JobSource(queue, "failed").count()
+        total = queries.JobSource(queue, JobStatus.FAILED).count()
         what = _("the jobs named %(name)s among") % {"name": name} if name else _("all")
         return _confirm(
             request,
@@ -188,7 +190,8 @@ def all_failed(
             hidden=[("name", name)],
         )
     try:
-        result = operations.process_failed(queue, action, name=name)
+        mode: FailedBatchMode = "retry" if action == "retry" else "delete"
+        result = operations.process_failed(queue, mode, name=name)
     except RedisUnavailable as exc:
         messages.error(request, str(exc))
         return HttpResponseRedirect(back)

@@ -24,8 +24,8 @@ OPTION_FIELDS = (
     ("timeout_ms", JobFields.TIMEOUT_MS),
     ("result_ttl", JobFields.RESULT_TTL),
     ("unique_key", JobFields.UNIQUE_KEY),
-    ("token", "token"),
-    ("worker", "worker"),
+    ("token", JobFields.TOKEN),
+    ("worker", JobFields.WORKER),
     ("run_at", JobFields.RUN_AT),
 )
 
@@ -75,7 +75,7 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             else "",
             args=pretty(job.args),
             kwargs=pretty(job.kwargs),
-            result=pretty(job.result) if "result" in raw else None,
+            result=pretty(job.result) if JobFields.RESULT in raw else None,
             options={label: raw[k] for label, k in OPTION_FIELDS if k in raw},
             raw=sorted(raw.items()) if job.problems else None,
             errors=list(enumerate(job.errors, 1)),

@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy
 
 from .. import queries
 from ..exceptions import RedisUnavailable
+from ..job import JobStatus
 from ..operations import ACTIONS
 from .common import PAGE_SIZE, RqueueAdmin, allowed, context, declared_queue, job_url, url
 
@@ -100,7 +101,7 @@ def job_list(
     extra: dict[str, Any] = {}
     name = request.GET.get("name", "").strip()
     try:
-        source = _source(request, queue, state, extra)
+        source = _source(request, queue, JobStatus(state), extra)
         if extra.get("groups_page") is not None:
             rows: list[queries.Row] = []
         elif name:
@@ -161,10 +162,10 @@ def _page_range(page_obj: Any) -> list[int | str]:  # django Page
 
 
 def _source(
-    request: HttpRequest, queue: str, state: str, extra: dict[str, Any]
+    request: HttpRequest, queue: str, state: JobStatus, extra: dict[str, Any]
 ) -> queries.JobSource:
     """The job source to list; for queued jobs also the priority tabs and groups."""
-    if state != "queued":
+    if state is not JobStatus.QUEUED:
         return queries.JobSource(queue, state)
     prios = queries.priorities(queue)
     priority = _int(request.GET.get("prio"), prios[0] if prios else 0)

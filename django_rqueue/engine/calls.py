@@ -14,7 +14,7 @@ Also here: the reading of the replies that more than one caller reads
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from ..exceptions import LeaseLost
 from .connection import as_text
@@ -22,6 +22,10 @@ from .keys import QueueKeys
 
 #: An ``ARGV`` entry as redis-py sends it.
 Arg = str | int | float
+#: ``cancel.lua``'s mode: keep the record as cancelled, or remove it.
+CancelMode = Literal["cancel", "delete"]
+#: ``failed_batch.lua``'s mode: re-queue the failed jobs, or remove them.
+FailedBatchMode = Literal["retry", "delete"]
 
 
 class ScriptCall(NamedTuple):
@@ -211,7 +215,7 @@ def retry(keys: QueueKeys, job_id: str) -> ScriptCall:
     )
 
 
-def cancel(keys: QueueKeys, job_id: str, mode: str, ttl: int) -> ScriptCall:
+def cancel(keys: QueueKeys, job_id: str, mode: CancelMode, ttl: int) -> ScriptCall:
     """``cancel.lua``: cancel (keep the record ``ttl`` s) or delete a job."""
     return ScriptCall(
         "cancel",
@@ -230,7 +234,7 @@ def run_now(keys: QueueKeys, job_id: str) -> ScriptCall:
 
 
 def failed_batch(
-    keys: QueueKeys, *, mode: str, limit: int, offset: int, upto_ms: int, name: str
+    keys: QueueKeys, *, mode: FailedBatchMode, limit: int, offset: int, upto_ms: int, name: str
 ) -> ScriptCall:
     """``failed_batch.lua``: retry or delete one batch of failed jobs."""
     return ScriptCall(

@@ -79,10 +79,37 @@ class JobFields:
     #: The unique key the job holds (absent: none).
     UNIQUE_KEY = "uk"
 
+    # Written later in a job's life (or only when not at their default), full names.
+    #: Priority, -100..100 (absent: 0).
+    PRIORITY = "prio"
+    #: The group name (absent: the default group).
+    GROUP = "group"
+    #: Attempts reserved so far (absent: 0).
+    ATTEMPTS = "attempts"
+    #: Fencing token of the latest reservation (absent: 0).
+    TOKEN = "token"  # noqa: S105 - a hash field name, not a secret
+    #: Id of the worker that holds the running job.
+    WORKER = "worker"
+    #: Redis time (ms) the latest attempt started.
+    STARTED_AT = "started_at"
+    #: Redis time (ms) the job succeeded, failed for good or was cancelled.
+    FINISHED_AT = "finished_at"
+    #: The JSON result of a success.
+    RESULT = "result"
+    #: The latest failed attempt's error record (JSON); cleared by a success.
+    ERROR = "error"
+    #: How many error records ``err:1`` .. ``err:<n>`` the history holds.
+    ERROR_COUNT = "nerr"
+
     @staticmethod
     def payload_part(n: int) -> str:
         """Name of the payload's ``n``-th part (``n >= 2``; the first is :attr:`PAYLOAD`)."""
         return f"{JobFields.PAYLOAD}:{n}"
+
+    @staticmethod
+    def error_part(n: int) -> str:
+        """Name of the ``n``-th failed attempt's error record (``n >= 1``)."""
+        return f"err:{n}"
 
 
 #: Separator between the queue name and the random part of a job id.

@@ -12,6 +12,7 @@ those cases.
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -20,7 +21,7 @@ import redis
 
 from ..exceptions import JobStateError, LeaseLost
 from . import calls
-from .calls import ScriptCall, applied, stale_lease
+from .calls import CancelMode, FailedBatchMode, ScriptCall, applied, stale_lease
 from .connection import as_text, redis_errors
 from .keys import QueueKeys
 from .pipelining import pipelined
@@ -43,6 +44,20 @@ def _refused(reply: list[Any], job_id: str, message: str) -> JobStateError:
     return JobStateError(message.format(job_id=job_id, state=state or "missing"), state)
 
 
+class EnqueueOutcome(enum.StrEnum):
+    """What ``enqueue.lua`` / ``enqueue_batch.lua`` did with one job."""
+
+    CREATED = "created"
+    #: Another pending job holds the unique key (its id is returned instead).
+    DUPLICATE = "duplicate"
+    #: This job id was already enqueued (a resent call): nothing written.
+    EXISTS = "exists"
+
+
+#: ``(outcome, job id, state)`` of one enqueued job: the id is the holder's for a duplicate.
+Enqueued = tuple[EnqueueOutcome, str, str]
+
+
 def enqueue(
     client: redis.Redis,
     keys: QueueKeys,
@@ -55,13 +70,11 @@ def enqueue(
     unique_key: str,
     unique_ttl: int,
     fields: Mapping[str, str | int],
-) -> tuple[str, str, str]:
+) -> Enqueued:
     """Create a job (``enqueue.lua``).
 
     ``run_at_ms`` (ms since the epoch, UTC) wins over ``delay_ms`` when it is
-    ``>= 0``. Returns ``(outcome, job id, state)`` with outcome ``"created"``,
-    ``"duplicate"`` (another pending job holds ``unique_key``; its id is
-    returned) or ``"exists"`` (``job_id`` was already enqueued).
+    ``>= 0``. Returns ``(outcome, job id, state)`` (:data:`Enqueued`).
     """
     call = calls.enqueue(
         keys,
@@ -75,7 +88,7 @@ def enqueue(
         fields=fields,
     )
     reply = _run(client, call)
-    return as_text(reply[0]), as_text(reply[1]), as_text(reply[2])
+    return EnqueueOutcome(as_text(reply[0])), as_text(reply[1]), as_text(reply[2])
 
 
 class BatchItem(NamedTuple):
@@ -98,7 +111,7 @@ def enqueue_batch(
     unique_ttl: int,
     fields: Mapping[str, str | int],
     batch_size: int = 500,
-) -> list[tuple[str, str, str]]:
+) -> list[Enqueued]:
     """Create many jobs that share their options (``enqueue_batch.lua``, one call per batch).
 
     ``fields`` (name, options) are written into every job hash, each item's
@@ -135,15 +148,16 @@ def enqueue_batch(
                 ),
             )
 
-    replies: list[tuple[str, str, str]] = []
+    replies: list[Enqueued] = []
     with redis_errors():
         written = pipelined(client, load("enqueue_batch"), ((c.keys, c.args) for c in batches()))
         for start, reply in zip(starts, written, strict=True):
             state = as_text(reply[0])
-            batch = [("created", item.job_id, state) for item in items[start : start + batch_size]]
+            created = EnqueueOutcome.CREATED
+            batch = [(created, item.job_id, state) for item in items[start : start + batch_size]]
             for i in range(1, len(reply), 4):
                 batch[int(reply[i]) - 1] = (
-                    as_text(reply[i + 1]),
+                    EnqueueOutcome(as_text(reply[i + 1])),
                     as_text(reply[i + 2]),
                     as_text(reply[i + 3]),
                 )
@@ -317,7 +331,7 @@ def retry_failed(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
         raise _refused(reply, job_id, "job {job_id} is {state}, not failed")
 
 
-def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: str, ttl: int) -> str:
+def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: CancelMode, ttl: int) -> str:
     """Cancel (keep the record ``ttl`` s) or delete a job that is not running (``cancel.lua``).
 
     Returns the state the job was in.
@@ -349,7 +363,7 @@ def failed_batch(
     client: redis.Redis,
     keys: QueueKeys,
     *,
-    mode: str,
+    mode: FailedBatchMode,
     limit: int,
     offset: int,
     upto_ms: int,

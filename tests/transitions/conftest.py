@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from django_rqueue.engine import transitions
+from django_rqueue.engine.calls import CancelMode
 from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.execution import error_record
 
@@ -119,7 +120,7 @@ class Engine:
         err = error_record(RuntimeError("lease expired"))
         return transitions.reclaim_expired(self.client, self.keys, limit, err)
 
-    def cancel(self, job_id: str, mode: str = "cancel") -> str:
+    def cancel(self, job_id: str, mode: CancelMode = "cancel") -> str:
         return transitions.cancel(self.client, self.keys, job_id, mode=mode, ttl=600)
 
     # -- reading ------------------------------------------------------------

@@ -94,7 +94,12 @@ def test_failed_batch_drops_ids_whose_record_is_gone(engine: Engine):
 def test_failed_batch_rejects_a_bad_mode(engine: Engine):
     with pytest.raises(Exception, match="bad mode"):
         transitions.failed_batch(
-            engine.client, engine.keys, mode="zap", limit=1, offset=0, upto_ms=0
+            engine.client,
+            engine.keys,
+            mode="zap",  # type: ignore[arg-type]
+            limit=1,
+            offset=0,
+            upto_ms=0,
         )
 
 

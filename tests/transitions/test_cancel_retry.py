@@ -7,6 +7,7 @@ import redis
 
 from django_rqueue import JobStateError
 from django_rqueue.engine import transitions
+from django_rqueue.engine.calls import CancelMode
 from tests.transitions.conftest import Engine
 
 
@@ -54,7 +55,7 @@ def test_delete_removes_the_job_entirely(engine: Engine, state: str):
 
 
 @pytest.mark.parametrize("mode", ["cancel", "delete"])
-def test_a_running_job_cannot_be_cancelled_or_deleted(engine: Engine, mode: str):
+def test_a_running_job_cannot_be_cancelled_or_deleted(engine: Engine, mode: CancelMode):
     job_id = _in_state(engine, "running")
     before = engine.snapshot()
     with pytest.raises(JobStateError) as info:
@@ -76,7 +77,7 @@ def test_a_finished_job_cannot_be_cancelled(engine: Engine, state: str):
 
 
 @pytest.mark.parametrize("mode", ["cancel", "delete"])
-def test_a_missing_job_cannot_be_cancelled(engine: Engine, mode: str):
+def test_a_missing_job_cannot_be_cancelled(engine: Engine, mode: CancelMode):
     with pytest.raises(JobStateError) as info:
         engine.cancel("default:" + "f" * 22, mode=mode)
     assert info.value.state is None
@@ -121,7 +122,7 @@ def test_a_bad_mode_is_refused(engine: Engine, mode: str):
     job_id = engine.add()
     before = engine.snapshot()
     with pytest.raises(redis.ResponseError, match="bad mode"):
-        engine.cancel(job_id, mode=mode)
+        engine.cancel(job_id, mode=mode)  # type: ignore[arg-type]
     assert engine.snapshot() == before
 
 

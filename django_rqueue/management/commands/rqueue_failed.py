@@ -10,8 +10,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue import operations, queries
 from django_rqueue.conf import get_config
+from django_rqueue.engine.calls import FailedBatchMode
 from django_rqueue.exceptions import RedisUnavailable
-from django_rqueue.job import Job, get_job
+from django_rqueue.job import Job, JobStatus, get_job
 from django_rqueue.management.base import table
 
 
@@ -89,7 +90,7 @@ class Command(BaseCommand):
     def do_list(self, options: dict[str, Any]) -> None:
         rows, totals = [], {}
         for queue in self.queues(options):
-            source = queries.JobSource(queue, "failed")
+            source = queries.JobSource(queue, JobStatus.FAILED)
             totals[queue] = source.count()
             if options["name"]:
                 found = queries.filtered_page(source, options["name"], 0, options["limit"]).rows
@@ -176,8 +177,9 @@ class Command(BaseCommand):
             if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
                 raise CommandError("cancelled; nothing was changed")
         results = {}
+        mode: FailedBatchMode = "retry" if action == "retry" else "delete"
         for queue in queues:
-            result = operations.process_failed(queue, action, name=options["name"])
+            result = operations.process_failed(queue, mode, name=options["name"])
             results[queue] = result.done
             if not options["json"]:
                 self.stdout.write(f"{queue}: {result.done} {operations.ACTIONS[action][0]}")
