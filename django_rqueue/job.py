@@ -171,6 +171,17 @@ class Job:
         transitions.cancel(get_client(self.queue), keys, self.id, mode=mode, ttl=ttl)
         self.status = JobStatus.CANCELLED
 
+    def run_now(self) -> None:
+        """Queue a scheduled job (a delayed job or a retry waiting for its backoff) at once.
+
+        Raises:
+            JobStateError: the job is not in state ``scheduled``.
+            RedisUnavailable: Redis cannot be reached.
+        """
+        keys = QueueKeys.of(get_config().key_prefix, self.queue)
+        transitions.run_now(get_client(self.queue), keys, self.id)
+        self.status = JobStatus.QUEUED
+
     def retry(self) -> None:
         """Re-queue a failed job with a fresh attempt budget (attempts back to 0).
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 from .conf import get_config
 from .engine import transitions
-from .engine.calls import CancelMode, FailedBatchMode
+from .engine.calls import FailedBatchMode
 from .engine.connection import get_client, redis_time_ms
 from .engine.keys import QueueKeys, queue_of
 from .exceptions import JobStateError
-from .job import get_job
+from .job import Job, get_job
 
 #: Failed jobs handled per Lua call by :func:`process_failed`.
 BATCH = 500
@@ -32,32 +32,32 @@ ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+#: Action name -> the :class:`~.job.Job` method that performs it.
+_METHODS: dict[str, Callable[[Job], None]] = {
+    "retry": Job.retry,
+    "run_now": Job.run_now,
+    "cancel": Job.cancel,
+    "delete": Job.delete,
+}
+
+
 def perform(job_id: str, action: str) -> None:
-    """Apply ``action`` (a key of :data:`ACTIONS`) to one job.
+    """Apply ``action`` (a key of :data:`ACTIONS`) to one job, through its :class:`~.job.Job`.
 
     Raises:
         JobStateError: the job is missing or in a state the action does not apply to.
         ValueError: unknown action, or an id of no declared queue.
     """
     queue = queue_of(job_id)
-    config = get_config()
-    if queue is None or queue not in config.queues:
+    if queue is None or queue not in get_config().queues:
         raise ValueError(f"{job_id!r} is not a job id of a declared queue")
-    keys = QueueKeys.of(config.key_prefix, queue)
-    client = get_client(queue)
-    if action == "retry":
-        transitions.retry_failed(client, keys, job_id)
-    elif action == "run_now":
-        transitions.run_now(client, keys, job_id)
-    elif action in ("cancel", "delete"):
-        # The job's own result_ttl (``@job(result_ttl=...)``), as Job.cancel() keeps it.
-        found = get_job(job_id)
-        own = found.result_ttl if found is not None else 0
-        ttl = max(1, own or config.queue(queue).result_ttl)
-        mode: CancelMode = "cancel" if action == "cancel" else "delete"
-        transitions.cancel(client, keys, job_id, mode=mode, ttl=ttl)
-    else:
+    method = _METHODS.get(action)
+    if method is None:
         raise ValueError(f"unknown action {action!r}")
+    job = get_job(job_id)
+    if job is None:
+        raise JobStateError(f"job {job_id} is missing", None)
+    method(job)
 
 
 @dataclass
