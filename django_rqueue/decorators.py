@@ -157,7 +157,7 @@ class JobFunction[**P, R]:
         )
         return JobFunction(self.func, self.name, self.options.merged(extra))
 
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """Enqueue a run of this job with these arguments and return its :class:`Job`.
 
         Inside ``transaction.atomic()`` the job is written when the outermost
@@ -174,7 +174,7 @@ class JobFunction[**P, R]:
 
     def delay_many(
         self, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]], *, batch_size: int = 500
-    ) -> list[Job]:
+    ) -> list[Job[R]]:
         """Enqueue one run per ``(args, kwargs)`` pair of ``calls``; return their Jobs in order.
 
         Every call is validated and encoded before anything is written; jobs

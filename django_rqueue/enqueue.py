@@ -48,7 +48,7 @@ HOLDING = (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING)
 
 def submit(
     job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> Job:
+) -> Job[Any]:
     """Enqueue one call of ``job_function`` (see :meth:`JobFunction.delay`)."""
     config = get_config()
     submission = Plan.of(job_function, config).submission(args, kwargs)
@@ -67,7 +67,7 @@ def submit_many(
     job_function: JobFunction[Any, Any],
     calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]],
     batch_size: int,
-) -> list[Job]:
+) -> list[Job[Any]]:
     """Enqueue one run per ``(args, kwargs)`` pair (see :meth:`JobFunction.delay_many`)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
@@ -180,7 +180,7 @@ class Plan:
         unique_key = self.unique_key
         if callable(unique_key):
             unique_key = unique_key(*args, **kwargs)
-        job = Job(
+        job: Job[Any] = Job(
             id=new_job_id(self.queue),
             name=self.job_function.name,
             queue=self.queue,
@@ -205,7 +205,7 @@ class Submission:
     """Writes one job to Redis, now or from ``transaction.on_commit``."""
 
     job_function: JobFunction[Any, Any]
-    job: Job
+    job: Job[Any]
     payload: str
     delay_ms: int
     run_at_ms: int
@@ -214,7 +214,7 @@ class Submission:
     def keys(self) -> QueueKeys:
         return QueueKeys.of(get_config().key_prefix, self.job.queue)
 
-    def pending_holder(self) -> Job | None:
+    def pending_holder(self) -> Job[Any] | None:
         """The job already holding this job's unique key: in Redis, or waiting for this commit."""
         if not self.job.unique_key:
             return None
@@ -227,7 +227,7 @@ class Submission:
                 return existing
         return _Pending.of_current().holder(self.job.queue, self.job.unique_key)
 
-    def __call__(self) -> Job:
+    def __call__(self) -> Job[Any]:
         job = self.job
         outcome, job_id, state = transitions.enqueue(
             get_client(job.queue),
@@ -277,9 +277,9 @@ class BatchSubmission:
     ) -> None:
         self.job_function = job_function
         self.batch_size = batch_size
-        self.jobs: list[Job] = []
+        self.jobs: list[Job[Any]] = []
         self.to_write: list[Submission] = []
-        first: dict[str, Job] = {}
+        first: dict[str, Job[Any]] = {}
         for submission in submissions:
             key = submission.job.unique_key
             if key and key in first:
@@ -301,7 +301,7 @@ class BatchSubmission:
                 self.jobs = [holder if j is submission.job else j for j in self.jobs]
         self.to_write = keep
 
-    def __call__(self) -> list[Job]:
+    def __call__(self) -> list[Job[Any]]:
         if not self.to_write:
             return self.jobs
         first = self.to_write[0]
@@ -361,7 +361,7 @@ class _Pending:
             pending = cls._by_connection[connection] = cls()
         return pending
 
-    def holder(self, queue: str, unique_key: str) -> Job | None:
+    def holder(self, queue: str, unique_key: str) -> Job[Any] | None:
         submission = self.by_key.get((queue, unique_key))
         return None if submission is None else submission.job
 

@@ -59,7 +59,7 @@ def failure(exception: BaseException) -> Outcome:
     )
 
 
-def run_attempt(job_function: JobFunction[Any, Any], job: Job) -> Outcome:
+def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
     """Send ``job_started``, call the function, and capture what happened.
 
     ``SystemExit`` and every other exception are failures of the attempt
@@ -77,7 +77,7 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job) -> Outcome:
 
 
 def next_delay(
-    job_function: JobFunction[Any, Any] | None, job: Job, outcome: Outcome
+    job_function: JobFunction[Any, Any] | None, job: Job[Any], outcome: Outcome
 ) -> float | None:
     """Seconds before the next attempt, or ``None`` when this failure is final.
 
@@ -97,7 +97,7 @@ def next_delay(
 
 def announce(
     job_function: JobFunction[Any, Any] | None,
-    job: Job,
+    job: Job[Any],
     outcome: Outcome,
     delay: float | None,
 ) -> None:
@@ -124,7 +124,7 @@ def announce(
         )
 
 
-def run_eager(job_function: JobFunction[Any, Any], job: Job) -> Job:
+def run_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[Any]:
     """Run every attempt of ``job`` inline, back to back (EAGER mode); nothing touches Redis.
 
     Returns the job in its final state (``succeeded`` or ``failed``), with

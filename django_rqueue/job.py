@@ -39,7 +39,7 @@ def _int(value: bytes | str | None, default: int = 0) -> int:
 
 
 @dataclass
-class Job:
+class Job[R]:
     """One job, as last read from Redis (call :meth:`refresh` to read again).
 
     Times are aware UTC datetimes (Redis server clock). ``error`` is ``None``
@@ -68,7 +68,9 @@ class Job:
     run_at: datetime.datetime | None = None
     started_at: datetime.datetime | None = None
     finished_at: datetime.datetime | None = None
-    result: Any = None
+    #: The return value of a success (``None`` until then); ``R`` is the job function's
+    #: return type, so ``send_mail.delay(...)`` gives a ``Job[int]`` for an ``-> int`` job.
+    result: R | None = None
     error: dict[str, str] | None = None
     errors: list[dict[str, str]] = field(default_factory=list)
     #: Fencing token of the current (or last) reservation.
@@ -79,7 +81,7 @@ class Job:
     problems: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_fields(cls, job_id: str, fields: dict[bytes, bytes] | dict[str, str]) -> Job:
+    def from_fields(cls, job_id: str, fields: dict[bytes, bytes] | dict[str, str]) -> Job[Any]:
         """Build a Job from a job hash (``HGETALL``); never raises on corrupt data."""
         f: dict[str, bytes | str] = {as_text(k): v for k, v in fields.items()}
         problems: list[str] = []
@@ -143,7 +145,7 @@ class Job:
             raise JobStateError(f"job {self.id} no longer exists", None)
         self.assign(fresh)
 
-    def assign(self, other: Job) -> None:
+    def assign(self, other: Job[Any]) -> None:
         """Make this object a copy of ``other`` (in place: callers keep their reference)."""
         self.__dict__.update(other.__dict__)
 
@@ -205,7 +207,7 @@ def _decode_error(raw: bytes | str, problems: list[str]) -> dict[str, str]:
     return {k: str(value.get(k, "")) for k in ("type", "message", "traceback")}
 
 
-def get_job(job_id: str) -> Job | None:
+def get_job(job_id: str) -> Job[Any] | None:
     """Return the job with id ``job_id`` from any process, or ``None`` if unknown.
 
     The queue is read from the id itself (``"<queue>:<random part>"``), so one

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .conf import get_config
 from .engine import transitions
@@ -33,7 +34,7 @@ ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 
 #: Action name -> the :class:`~.job.Job` method that performs it.
-_METHODS: dict[str, Callable[[Job], None]] = {
+_METHODS: dict[str, Callable[[Job[Any]], None]] = {
     "retry": Job.retry,
     "run_now": Job.run_now,
     "cancel": Job.cancel,

@@ -208,12 +208,12 @@ class Row:
     """One listed job: its record (``None`` when the hash is gone) and its score."""
 
     id: str
-    job: Job | None
+    job: Job[Any] | None
     #: The zset score as a time (run-at, lease deadline, failed-at…); ``None`` for lists.
     at: datetime.datetime | None = None
 
 
-def read_jobs(queue: str, ids: Sequence[str]) -> list[Job | None]:
+def read_jobs(queue: str, ids: Sequence[str]) -> list[Job[Any] | None]:
     """Read the hashes of ``ids`` in one pipeline (``None`` for a missing one)."""
     if not ids:
         return []

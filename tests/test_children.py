@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from django_rqueue.worker.children import Child, PipeHooks
 from django_rqueue.worker.reporting import AttemptOutcome
 
 
-def _job(n: int) -> Job:
+def _job(n: int) -> Job[Any]:
     return Job(id=f"default:{n:032x}", name="tests.noop", queue="default", status=JobStatus.RUNNING)
 
 

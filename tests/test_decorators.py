@@ -7,6 +7,7 @@ import socket
 import time
 import zoneinfo
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -330,7 +331,7 @@ def test_a_unique_ttl_releases_the_key_after_it_expires(redis_client: redis.Redi
     first = report.using(unique_ttl=1).delay(7)
     assert report.delay(7).id == first.id
 
-    def a_new_job() -> Job | None:
+    def a_new_job() -> Job[Any] | None:
         candidate = report.delay(7)
         return candidate if candidate.id != first.id else None
 

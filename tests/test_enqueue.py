@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, assert_type
 
 import pytest
 import redis
 from django.db import transaction
 from pytest_django.fixtures import Settings
 
-from django_rqueue import JobStatus, get_job, job, signals
+from django_rqueue import Job, JobStatus, get_job, job, signals
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.scripts import load
@@ -236,6 +236,15 @@ def test_after_commit_a_finished_holder_no_longer_holds_the_key(redis_client: re
         second = digest.delay(10)
         assert second.id != first.id
     assert _job_ids(redis_client) == {second.id}
+
+
+def test_delay_and_delay_many_keep_the_job_functions_return_type(settings: Settings):
+    settings.RQUEUE = {**settings.RQUEUE, "EAGER": True}
+    one = add.delay(1, y=2)
+    many = add.delay_many([((3,), {})])
+    assert_type(one, Job[int])  # checked by mypy (a CI gate), a no-op at run time
+    assert_type(many, list[Job[int]])
+    assert (one.result, many[0].result) == (3, 3)
 
 
 def test_eager_runs_each_call_inline(settings: Settings, redis_client: redis.Redis):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -50,7 +51,7 @@ def _reserve(client: redis.Redis) -> str:
     return got[0]
 
 
-def _failed(reason: str = "bad") -> Job:
+def _failed(reason: str = "bad") -> Job[Any]:
     queued = broken.delay(reason)
     _work_one()
     queued.refresh()
@@ -173,7 +174,7 @@ def test_refresh_of_a_deleted_job_is_a_state_error():
 # -- cancel / delete --------------------------------------------------------------------
 
 
-def _job_in(state: str, client: redis.Redis) -> Job:
+def _job_in(state: str, client: redis.Redis) -> Job[Any]:
     if state == "scheduled":
         return add.using(delay=3600).delay(1, 1)
     if state == "failed":

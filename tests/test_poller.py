@@ -6,6 +6,7 @@ import datetime
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 import redis
@@ -87,7 +88,7 @@ def test_poller_reclaims_an_expired_lease(
 
     with poller_thread():
 
-        def reclaimed() -> Job | None:
+        def reclaimed() -> Job[Any] | None:
             found = get_job(job.id)
             return found if found is not None and found.status == expected else None
 

@@ -6,6 +6,7 @@ import datetime
 import decimal
 import uuid
 import zoneinfo
+from typing import Any
 
 import pytest
 import redis
@@ -148,7 +149,7 @@ def test_a_non_json_return_value_is_a_type_error_naming_its_type():
 
 
 def test_a_non_json_return_value_fails_the_attempt_with_a_clear_error():
-    attempt = Job(
+    attempt: Job[Any] = Job(
         id="default:" + "0" * 32, name=returns_a_set.name, queue="default", status=JobStatus.RUNNING
     )
     outcome = run_attempt(returns_a_set, attempt)
@@ -162,7 +163,7 @@ def test_a_non_json_return_value_fails_the_attempt_with_a_clear_error():
 
 
 def test_a_rich_return_value_is_stored():
-    attempt = Job(
+    attempt: Job[Any] = Job(
         id="default:" + "0" * 32,
         name=returns_a_decimal.name,
         queue="default",

@@ -135,7 +135,7 @@ def test_unknown_job_fails_with_sender_none(events: list[Event]) -> None:
 def test_signals_are_sent_in_the_worker_only_after_redis_is_updated(ledger: str) -> None:
     states: dict[str, JobStatus | None] = {}
 
-    def on_succeeded(sender: object, job: Job, **kwargs: Any) -> None:
+    def on_succeeded(sender: object, job: Job[Any], **kwargs: Any) -> None:
         found = get_job(job.id)
         states["succeeded"] = found.status if found else None
 

@@ -52,7 +52,7 @@ def test_an_in_process_worker_promotes_retries_with_its_own_poller_thread(
     before = {t.name for t in threading.enumerate()}
     thread.start()
 
-    def succeeded() -> Job | None:
+    def succeeded() -> Job[Any] | None:
         job = get_job(flaky.id)
         return job if job is not None and job.status is JobStatus.SUCCEEDED else None
 
@@ -357,16 +357,16 @@ class RecordingHooks:
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
 
-    def held(self, queue: str, jobs: Sequence[Job]) -> None:
+    def held(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
         self.events += [("hold", job.id) for job in jobs]
 
     def flush(self) -> None:
         pass
 
-    def started(self, queue: str, job: Job) -> None:
+    def started(self, queue: str, job: Job[Any]) -> None:
         self.events.append(("start", job.id))
 
-    def finished(self, job: Job, outcome: str) -> None:
+    def finished(self, job: Job[Any], outcome: str) -> None:
         self.events.append(("end", job.id))
 
 

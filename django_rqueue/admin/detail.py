@@ -30,7 +30,7 @@ OPTION_FIELDS = (
 )
 
 
-def load(job_id: str) -> tuple[Job, dict[str, str]]:
+def load(job_id: str) -> tuple[Job[Any], dict[str, str]]:
     """Return the job and its raw hash (as text), or raise 404."""
     queue = queue_of(job_id)
     if queue is None or queue not in get_config().queues:

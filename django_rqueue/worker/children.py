@@ -135,7 +135,7 @@ class PipeHooks:
             os.write(self.fd, data)
 
     @staticmethod
-    def _job(queue: str, job: Job) -> dict[str, Any]:
+    def _job(queue: str, job: Job[Any]) -> dict[str, Any]:
         return {
             "queue": queue,
             "id": job.id,
@@ -144,12 +144,12 @@ class PipeHooks:
             "timeout": job.timeout,
         }
 
-    def held(self, queue: str, jobs: Sequence[Job]) -> None:
+    def held(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
         self._queue({"e": "hold", "jobs": [self._job(queue, job) for job in jobs]})
 
-    def started(self, queue: str, job: Job) -> None:
+    def started(self, queue: str, job: Job[Any]) -> None:
         self._queue({"e": "start", **self._job(queue, job)})
         self.flush()
 
-    def finished(self, job: Job, outcome: AttemptOutcome) -> None:
+    def finished(self, job: Job[Any], outcome: AttemptOutcome) -> None:
         self._queue({"e": "end", "id": job.id, "outcome": outcome})

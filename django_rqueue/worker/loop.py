@@ -90,13 +90,13 @@ class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an er
 class WorkerHooks(Protocol):
     """Callbacks a supervisor gives its children (see :mod:`django_rqueue.worker.supervisor`)."""
 
-    def held(self, queue: str, jobs: Sequence[Job]) -> None:
+    def held(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
         """Jobs were reserved ahead (prefetched): renew their leases until they start or end."""
 
-    def started(self, queue: str, job: Job) -> None:
+    def started(self, queue: str, job: Job[Any]) -> None:
         """A job is about to run (reserved just now, or :meth:`held` before)."""
 
-    def finished(self, job: Job, outcome: AttemptOutcome) -> None:
+    def finished(self, job: Job[Any], outcome: AttemptOutcome) -> None:
         """The job's outcome was reported to Redis, discarded, or ``released`` (handed back)."""
 
     def flush(self) -> None:
@@ -176,7 +176,7 @@ class Worker:
         self.busy = False
         self.processed = 0
         #: Jobs reserved ahead (with the last ack, or in a batch), run next: ``(queue, job)``.
-        self._prefetched: deque[tuple[str, Job]] = deque()
+        self._prefetched: deque[tuple[str, Job[Any]]] = deque()
         #: Acks of the current batch sent without waiting (first queue only).
         self._acks: AckStream | None = None
         #: Average seconds a job of the first queue ran (EWMA), None until one ran.
@@ -334,7 +334,7 @@ class Worker:
         finally:
             self.busy = False
 
-    def _hold(self, queue: str, jobs: list[Job]) -> None:
+    def _hold(self, queue: str, jobs: list[Job[Any]]) -> None:
         """Keep ``jobs`` (reserved ahead) to run next; the master renews their leases."""
         if not jobs:
             return
@@ -344,7 +344,7 @@ class Worker:
         if self.hooks is not None:
             self.hooks.held(queue, jobs)
 
-    def _still_held(self, queue: str, job: Job) -> bool:
+    def _still_held(self, queue: str, job: Job[Any]) -> bool:
         """Whether a job reserved ahead is still ours (checked only after a long hold).
 
         Its lease is renewed by the master; a hold longer than a third of the
@@ -367,7 +367,7 @@ class Worker:
             raise
         return True
 
-    def process(self, queue: str, job: Job) -> None:
+    def process(self, queue: str, job: Job[Any]) -> None:
         """Run one reserved job and report its outcome, fenced by its token."""
         started = time.monotonic()
         if self.hooks is not None:
@@ -401,7 +401,7 @@ class Worker:
             self.hooks.finished(job, result)
         conclude(job_function, job, queue, outcome, result, delay, duration=ran)
 
-    def _execute(self, job_function: JobFunction[Any, Any] | None, job: Job) -> Outcome:
+    def _execute(self, job_function: JobFunction[Any, Any] | None, job: Job[Any]) -> Outcome:
         if job_function is None:
             return failure(UnknownJob(f"no @job named {job.name!r} is registered in this worker"))
         if job.problems:
@@ -422,7 +422,7 @@ class Worker:
             close_old_connections()
 
     def _report(
-        self, queue: str, job: Job, outcome: Outcome, delay: float | None, *, prefetch: bool
+        self, queue: str, job: Job[Any], outcome: Outcome, delay: float | None, *, prefetch: bool
     ) -> AttemptOutcome:
         """Deliver ack/fail, retrying while Redis is unreachable; return the outcome.
 

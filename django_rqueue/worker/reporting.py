@@ -92,7 +92,9 @@ def deliver_ack(ack: PendingAck) -> AttemptOutcome:
     return retry_while_unreachable(ack.job_id, deliver)
 
 
-def deliver_failure(queue: str, job: Job, outcome: Outcome, delay: float | None) -> AttemptOutcome:
+def deliver_failure(
+    queue: str, job: Job[Any], outcome: Outcome, delay: float | None
+) -> AttemptOutcome:
     """Record a failed attempt, retrying while Redis is unreachable.
 
     ``delay``: seconds until the retry, ``None`` for none. Returns
@@ -172,7 +174,7 @@ def hand_back(queue: str, job_id: str, token: int) -> bool:
 
 def conclude(
     job_function: JobFunction[Any, Any] | None,
-    job: Job,
+    job: Job[Any],
     queue: str,
     attempt: Outcome,
     reported: AttemptOutcome,

@@ -1,5 +1,7 @@
 """The demo's jobs. Workers import this module at start (``jobs.py`` autodiscovery)."""
 
+from typing import Any
+
 from django.core import signing
 from django.core.mail import send_mail
 from django.urls import reverse
@@ -48,7 +50,7 @@ def build_report(user: str, n: int) -> str:
     return f"report {n} of {user}"
 
 
-def enqueue_report(user: str, n: int, *, priority: int = 0) -> Job:
+def enqueue_report(user: str, n: int, *, priority: int = 0) -> Job[Any]:
     """Queue report ``n`` of ``user`` in the user's group.
 
     Jobs of one group run in order; groups of the same priority take turns

@@ -43,7 +43,7 @@ def _iso(value: datetime.datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def job_as_dict(job: Job) -> dict[str, Any]:
+def job_as_dict(job: Job[Any]) -> dict[str, Any]:
     """The JSON the status view returns (tracebacks left out)."""
     return {
         "id": job.id,

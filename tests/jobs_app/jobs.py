@@ -129,17 +129,17 @@ def chain(ledger: str, tag: str, queue: str, next_tag: str) -> str:
 # fails on a dead child's behalf, these are written by the master).
 
 #: The job this process is running (set by ``job_started``, which fires in it).
-_current: list[Job] = []
+_current: list[Job[Any]] = []
 #: Memory a hog job keeps, so that its process stays big after the job.
 _hoard: list[bytes] = []
 
 
-def _remember(sender: object, job: Job, **kwargs: Any) -> None:
+def _remember(sender: object, job: Job[Any], **kwargs: Any) -> None:
     _current[:] = [job]
 
 
 def _fault_event(event: str) -> Callable[..., None]:
-    def receiver(sender: object, job: Job, **kwargs: Any) -> None:
+    def receiver(sender: object, job: Job[Any], **kwargs: Any) -> None:
         if job.name.startswith(f"{__name__}.fault_") and job.args:
             write_ledger(
                 str(job.args[0]),

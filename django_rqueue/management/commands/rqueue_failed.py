@@ -16,13 +16,13 @@ from django_rqueue.job import Job, JobStatus, get_job
 from django_rqueue.management.base import table
 
 
-def _error(job: Job | None) -> str:
+def _error(job: Job[Any] | None) -> str:
     if job is None or not job.error:
         return ""
     return f"{job.error['type'].rsplit('.', 1)[-1]}: {job.error['message']}"[:80]
 
 
-def _job_dict(job: Job) -> dict[str, Any]:
+def _job_dict(job: Job[Any]) -> dict[str, Any]:
     return {
         "id": job.id,
         "name": job.name,

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_rqueue import Job, JobStatus, get_job
 
 
-def describe(job: Job, *, traceback_lines: int) -> list[str]:
+def describe(job: Job[Any], *, traceback_lines: int) -> list[str]:
     """Human-readable lines about ``job``."""
     lines = [
         f"{job.name}  {job.id}",
