@@ -11,10 +11,10 @@ uses ``KEYS`` or ``SCAN``.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 import redis
 from django.utils import timezone
@@ -189,16 +189,18 @@ def queue_warnings(
     return found
 
 
-def runs_poller(worker: Mapping[str, Any]) -> bool:
-    """Whether a worker (its heartbeat info) runs a poller: yes unless started --without-poller."""
-    return worker.get("poller", True) is not False
+class _Worker(Protocol):
+    """What :func:`worker_warnings` reads of a worker's heartbeat info (``WorkerInfo``)."""
+
+    @property
+    def poller(self) -> bool: ...
 
 
-def worker_warnings(workers: Sequence[Mapping[str, Any]]) -> list[QueueWarning]:
+def worker_warnings(workers: Sequence[_Worker]) -> list[QueueWarning]:
     """``NO_WORKER`` when no worker is live, ``NO_POLLER`` when none of them runs a poller."""
     if not workers:
         return [QueueWarning(WarningKind.NO_WORKER)]
-    if not any(runs_poller(w) for w in workers):
+    if not any(w.poller for w in workers):
         return [QueueWarning(WarningKind.NO_POLLER)]
     return []
 

@@ -16,7 +16,7 @@ from ..conf import get_config
 from ..engine.connection import ms_to_datetime
 from ..engine.keys import queue_of
 from ..exceptions import RedisUnavailable
-from ..worker.heartbeat import list_workers
+from ..worker.heartbeat import WorkerInfo, list_workers
 from .common import RqueueAdmin, context, job_url, url
 
 #: Chart geometry (SVG user units): bar width, gap, height.
@@ -123,15 +123,13 @@ def card_links(model_admin: RqueueAdmin, card: QueueCard) -> None:
     }
 
 
-def _worker_row(info: dict[str, Any]) -> dict[str, Any]:
-    heartbeat = info.get("heartbeat")
-    jobs = info.get("jobs") or []
+def _worker_row(info: WorkerInfo) -> dict[str, Any]:
     return {
-        "id": info.get("id", ""),
-        "host": info.get("host", ""),
-        "pid": info.get("pid", ""),
-        "queues": ", ".join(map(str, info.get("queues") or [])),
-        "jobs": [j.get("id", "") if isinstance(j, dict) else str(j) for j in jobs],
-        "heartbeat": ms_to_datetime(heartbeat) if isinstance(heartbeat, int) else None,
-        "poller": queries.runs_poller(info),
+        "id": info.id,
+        "host": info.host,
+        "pid": info.pid,
+        "queues": ", ".join(info.queues),
+        "jobs": [j.id for j in info.jobs],
+        "heartbeat": ms_to_datetime(info.heartbeat) if info.heartbeat else None,
+        "poller": info.poller,
     }

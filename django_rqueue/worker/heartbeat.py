@@ -8,7 +8,9 @@ lease without anyone cleaning up after it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any, cast
 
 from ..conf import get_config
@@ -16,31 +18,105 @@ from ..engine.connection import as_text, get_client, redis_errors, redis_time_ms
 from ..engine.keys import restart_key, worker_key, workers_key
 
 
-def publish(worker_id: str, info: dict[str, Any], ttl: float) -> int:
-    """Publish ``info`` for ``worker_id`` with a TTL of ``ttl`` seconds.
+@dataclasses.dataclass(frozen=True)
+class WorkerJob:
+    """A job a worker runs, as its heartbeat tells."""
+
+    id: str
+    queue: str
+    #: The child process that runs it.
+    pid: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerInfo:
+    """What a worker (a supervisor) publishes about itself at each heartbeat.
+
+    Times are Redis time in ms since the epoch. A field a worker did not
+    publish reads as its default (``poller``: True, as a worker runs one unless
+    started with ``--without-poller``).
+    """
+
+    id: str
+    host: str = ""
+    pid: int = 0
+    queues: tuple[str, ...] = ()
+    #: Worker children it runs.
+    concurrency: int = 0
+    jobs: tuple[WorkerJob, ...] = ()
+    #: Jobs its children finished, and how many of those failed for good.
+    processed: int = 0
+    failed: int = 0
+    started_at: int = 0
+    poller: bool = True
+    #: Set by :func:`publish`.
+    heartbeat: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The info as plain JSON-ready values (``rqueue_info --json``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_hash(cls, worker_id: str, fields: Mapping[bytes | str, bytes | str]) -> WorkerInfo:
+        """Read a published hash; values of the wrong type read as the default."""
+        raw: dict[str, Any] = {}
+        for name, value in fields.items():
+            text = as_text(value)
+            try:
+                raw[as_text(name)] = json.loads(text)
+            except ValueError:
+                raw[as_text(name)] = text
+
+        def number(name: str) -> int:
+            value = raw.get(name)
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+        jobs = tuple(
+            WorkerJob(str(j.get("id", "")), str(j.get("queue", "")), int(j.get("pid") or 0))
+            for j in raw.get("jobs") or []
+            if isinstance(j, dict)
+        )
+        queues = raw.get("queues")
+        return cls(
+            id=worker_id,
+            host=str(raw.get("host", "")),
+            pid=number("pid"),
+            queues=tuple(map(str, queues)) if isinstance(queues, list) else (),
+            concurrency=number("concurrency"),
+            jobs=jobs,
+            processed=number("processed"),
+            failed=number("failed"),
+            started_at=number("started_at"),
+            poller=raw.get("poller", True) is not False,
+            heartbeat=number("heartbeat"),
+        )
+
+
+def publish(info: WorkerInfo, ttl: float) -> int:
+    """Publish ``info`` (its ``heartbeat`` set to Redis time now) for ``ttl`` seconds.
 
     Also reads the restart request in the same round trip: returns the Redis
-    time (ms) of the last ``rqueue_restart``, or 0 when none was made.
-
-    ``info`` values are stored as strings (lists and dicts as JSON). The
-    ``heartbeat`` field is set to Redis time (ms).
+    time (ms) of the last ``rqueue_restart``, or 0 when none was made. Values
+    are stored as strings (numbers, lists and booleans as JSON).
 
     Raises:
         RedisUnavailable: Redis cannot be reached.
     """
     prefix = get_config().key_prefix
     client = get_client()
-    key = worker_key(prefix, worker_id)
+    key = worker_key(prefix, info.id)
     now = redis_time_ms(client)
+    published = dataclasses.replace(info, heartbeat=now).as_dict()
+    del published["id"]  # the key names the worker
     mapping = {
         name: value if isinstance(value, str) else json.dumps(value)
-        for name, value in {**info, "heartbeat": now}.items()
+        for name, value in published.items()
     }
     with redis_errors():
         pipe = client.pipeline(transaction=False)  # no MULTI/EXEC: fewer commands per beat
         pipe.hset(key, mapping=cast(Any, mapping))  # redis-py's Mapping key type is invariant
         pipe.pexpire(key, int(ttl * 1000))
-        pipe.zadd(workers_key(prefix), {worker_id: now})
+        pipe.zadd(workers_key(prefix), {info.id: now})
         pipe.get(restart_key(prefix))
         restart = pipe.execute()[-1]
     return int(restart or 0)
@@ -56,13 +132,13 @@ def remove(worker_id: str) -> None:
         pipe.execute()
 
 
-def list_workers() -> list[dict[str, Any]]:
+def list_workers() -> list[WorkerInfo]:
     """Return the live workers' published info, oldest first.
 
-    Each dict has ``id``, ``host``, ``pid``, ``queues`` (list), ``concurrency``,
-    ``jobs`` (list of ``{"id", "queue", "started_at"}``), ``processed``,
-    ``failed``, ``started_at`` and ``heartbeat`` (Redis time, ms). Workers whose
-    hash expired are dropped from the registry as a side effect.
+    Workers whose hash expired are dropped from the registry as a side effect.
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached.
     """
     prefix = get_config().key_prefix
     client = get_client()
@@ -73,20 +149,13 @@ def list_workers() -> list[dict[str, Any]]:
         for worker_id in ids:
             pipe.hgetall(worker_key(prefix, worker_id))
         hashes = pipe.execute()
-    found, gone = [], []
+    found: list[WorkerInfo] = []
+    gone: list[str] = []
     for worker_id, fields in zip(ids, hashes, strict=True):
         if not fields:
             gone.append(worker_id)
             continue
-        info: dict[str, Any] = {"id": worker_id}
-        for name, value in fields.items():
-            text = value.decode() if isinstance(value, bytes) else str(value)
-            field = name.decode() if isinstance(name, bytes) else str(name)
-            try:
-                info[field] = json.loads(text)
-            except ValueError:
-                info[field] = text
-        found.append(info)
+        found.append(WorkerInfo.from_hash(worker_id, fields))
     if gone:
         with redis_errors():
             client.zrem(workers_key(prefix), *gone)

@@ -452,23 +452,23 @@ class Supervisor:
 
     def _heartbeat(self) -> None:
         config = get_config()
-        jobs = [
-            {"id": c.job.job_id, "queue": c.job.queue, "pid": c.pid}
-            for c in self.children.values()
-            if c.job is not None
-        ]
-        info = {
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "queues": self.queues,
-            "concurrency": self.concurrency,
-            "jobs": jobs,
-            "processed": self.processed,
-            "failed": self.failed,
-            "started_at": self.started_ms,
-            "poller": self.with_poller,
-        }
-        restart = heartbeat.publish(self.worker_id, info, config.lease)
+        info = heartbeat.WorkerInfo(
+            id=self.worker_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=tuple(self.queues),
+            concurrency=self.concurrency,
+            jobs=tuple(
+                heartbeat.WorkerJob(c.job.job_id, c.job.queue, c.pid)
+                for c in self.children.values()
+                if c.job is not None
+            ),
+            processed=self.processed,
+            failed=self.failed,
+            started_at=self.started_ms,
+            poller=self.with_poller,
+        )
+        restart = heartbeat.publish(info, config.lease)
         if restart > self.started_ms and not self.restarting:
             logger.info("worker %s: restart requested", self.worker_id)
             self.restarting = True

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import io
 import time
-from typing import Any
 
 import pytest
 from django.core.management import call_command
 
-from django_rqueue.worker.heartbeat import list_workers
+from django_rqueue.worker.heartbeat import WorkerInfo, list_workers
 from tests.jobs_app.jobs import fault_noop, fault_sleep
 
 from .harness import Faults, alive, wait_until
@@ -26,7 +25,7 @@ def test_rqueue_restart_while_jobs_run_loses_nothing(faults: Faults) -> None:
     worker = faults.worker("--queues", "default", "--concurrency", "2", "--shutdown-timeout", "1")
     old_children = set(faults.wait_ready(worker))
     [before] = wait_until(list_workers, timeout=5, message="worker not in the registry")
-    assert before["pid"] == worker.pid
+    assert before.pid == worker.pid
     short = fault_sleep.delay(faults.ledger, "short", 0.3)  # ends within the shutdown timeout
     long = fault_sleep.delay(faults.ledger, "long", 2.5)  # handed back, runs again after
     faults.wait_event("start", tag="short")
@@ -37,16 +36,17 @@ def test_rqueue_restart_while_jobs_run_loses_nothing(faults: Faults) -> None:
     call_command("rqueue_restart", stdout=out)
     assert "Restart requested for 1 live worker(s)." in out.getvalue()
 
-    def restarted() -> dict[str, Any]:
-        found = [w for w in list_workers() if w["started_at"] > before["started_at"]]
-        return found[0] if found else {}
+    def restarted() -> WorkerInfo | None:
+        found = [w for w in list_workers() if w.started_at > before.started_at]
+        return found[0] if found else None
 
     after = wait_until(restarted, timeout=20, interval=0.1, message="worker did not come back")
+    assert after is not None
     back_in = time.monotonic() - requested
-    same_pid = after["pid"] == worker.pid
+    same_pid = after.pid == worker.pid
     print(f"worker re-registered {back_in:.1f} s after rqueue_restart (same pid: {same_pid})")
     assert back_in < 15
-    assert isinstance(after["pid"], int) and alive(after["pid"])
+    assert isinstance(after.pid, int) and alive(after.pid)
     wait_until(lambda: len(list_workers()) == 1, timeout=5, message="the old entry lingers")
 
     fresh = [fault_noop.delay(faults.ledger, f"new{i}") for i in range(5)]

@@ -99,7 +99,12 @@ class Command(BaseCommand):
             )
         workers = list_workers()
         warnings += [warning_text(w) for w in queries.worker_warnings(workers)]
-        return {"redis": servers, "queues": queues, "workers": workers or [], "warnings": warnings}
+        return {
+            "redis": servers,
+            "queues": queues,
+            "workers": [w.as_dict() for w in workers],
+            "warnings": warnings,
+        }
 
     def print_report(self, report: dict[str, Any]) -> None:
         for where, facts in report["redis"].items():

@@ -47,7 +47,10 @@ def test_info_json(rqueue_redis: redis.Redis):
 
 def test_info_lists_registered_workers(rqueue_redis: redis.Redis):
     heartbeat.publish(
-        "web-1:7:abc", {"host": "web-1", "pid": 7, "queues": ["default"], "poller": False}, ttl=30
+        heartbeat.WorkerInfo(
+            id="web-1:7:abc", host="web-1", pid=7, queues=("default",), poller=False
+        ),
+        ttl=30,
     )
     out = run()
     row = next(line for line in out.splitlines() if line.startswith("web-1:7:abc"))
