@@ -4,7 +4,7 @@ Public API::
 
     from django_rqueue import job, get_job, Job, JobStatus
 
-See the README for settings, commands and the Redis key schema.
+See the README for settings and commands, ``docs/design.md`` for the Redis key schema.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Checks of the Redis server a worker is about to use.
 
-A Redis that may evict keys silently destroys queues (observed on Redis 7.0
-with ``allkeys-lru``; see ``shared/research/reliability.md`` §0.7), so a
-worker refuses to start unless ``maxmemory-policy`` is ``noeviction``. Wrong
+A Redis that may evict keys silently destroys queues (under memory pressure
+Redis 7.0 with ``allkeys-lru`` drops job hashes and queue lists like any
+other key; Redis docs, "Key eviction"), so a worker refuses to start unless ``maxmemory-policy`` is ``noeviction``. Wrong
 credentials and a user without scripting rights fail fast with the fix.
 No persistence is only a warning: it is a deployment choice, but a Redis
 restart then loses every job.

@@ -16,7 +16,7 @@ from .serialization import decode_arguments, join_payload, loads
 
 
 class JobStatus(enum.StrEnum):
-    """Where a job is in its lifecycle (DESIGN §2)."""
+    """Where a job is in its lifecycle (``docs/design.md``, "Job lifecycle")."""
 
     #: Waiting for its run-at time (delayed, or between retries).
     SCHEDULED = "scheduled"

@@ -2,7 +2,7 @@
 
 A master process forks ``concurrency`` worker children (and one poller child
 unless told not to) and supervises them, like Celery's prefork pool and the
-master-worker model of seed 003:
+master-worker model of PHP delay queues:
 
 - Children reserve and run jobs (:class:`~.loop.Worker`) and tell the
   master over a pipe which job they run. The master renews every running
