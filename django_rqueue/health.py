@@ -2,8 +2,9 @@
 
 A Redis that may evict keys silently destroys queues (under memory pressure
 Redis 7.0 with ``allkeys-lru`` drops job hashes and queue lists like any
-other key; Redis docs, "Key eviction"), so a worker refuses to start unless ``maxmemory-policy`` is ``noeviction``. Wrong
-credentials and a user without scripting rights fail fast with the fix.
+other key; Redis docs, "Key eviction"), so a worker refuses to start unless
+``maxmemory-policy`` is ``noeviction``. Wrong credentials and a user
+without scripting rights fail fast with the fix.
 No persistence is only a warning: it is a deployment choice, but a Redis
 restart then loses every job.
 
