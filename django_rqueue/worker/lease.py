@@ -15,6 +15,7 @@ from ..engine import transitions
 from ..engine.connection import get_client
 from ..engine.keys import QueueKeys
 from ..exceptions import LeaseLost, RedisUnavailable
+from .reconnect import BASE, Reconnect
 from .reporting import REPORT_RETRY
 
 logger = logging.getLogger("django_rqueue.worker")
@@ -32,12 +33,15 @@ class LeaseKeeper(threading.Thread):
     def run(self) -> None:
         keys = QueueKeys.of(get_config().key_prefix, self.queue)
         wait = self.lease / 3
+        cap = min(REPORT_RETRY, self.lease / 3)
+        reconnect = Reconnect(base=min(BASE, cap), cap=cap)
         while not self.done.wait(wait):
             try:
                 transitions.renew_lease(
                     get_client(self.queue), keys, self.job_id, self.token, int(self.lease * 1000)
                 )
                 wait = self.lease / 3
+                reconnect.reset()
             except LeaseLost as exc:
                 self.lost = True
                 logger.error("%s; this run will be discarded", exc)
@@ -46,4 +50,4 @@ class LeaseKeeper(threading.Thread):
                 logger.warning("could not renew lease of %s: %s", self.job_id, exc)
                 # Try again soon, not a third of a lease later: a short outage
                 # must not cost the job its lease.
-                wait = min(REPORT_RETRY, self.lease / 3)
+                wait = reconnect.next_delay()

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import signal
 import socket
 import threading
@@ -62,6 +61,7 @@ from ..execution import Outcome, failure, next_delay, run_attempt
 from ..job import Job
 from .lease import LeaseKeeper
 from .poller import Poller
+from .reconnect import Reconnect
 from .reporting import (
     AttemptOutcome,
     conclude,
@@ -215,12 +215,12 @@ class Worker:
             thread = threading.Thread(target=poller.run, name="rqueue-poller", daemon=True)
             thread.start()
         logger.info("worker %s: serving %s", self.worker_id, ", ".join(self.queues))
-        backoff = 0.1
+        reconnect = Reconnect()
         try:
             while not self.stopping:
                 try:
                     if self.work_once():
-                        backoff = 0.1
+                        reconnect.reset()
                         if self._recycle_due():
                             break
                         continue
@@ -229,11 +229,11 @@ class Worker:
                     if self.burst and self._drained():
                         break
                     self._wait_for_work()
-                    backoff = 0.1
+                    reconnect.reset()
                 except RedisUnavailable as exc:
-                    logger.error("worker %s: %s; retrying in %.1f s", self.worker_id, exc, backoff)
-                    self._pause(backoff * random.uniform(0.5, 1.5))  # noqa: S311 - jitter
-                    backoff = min(backoff * 2, 5.0)
+                    delay = reconnect.next_delay()
+                    logger.error("worker %s: %s; retrying in %.1f s", self.worker_id, exc, delay)
+                    self._pause(delay)
         except StopRequested:
             pass
         finally:

@@ -22,6 +22,7 @@ from ..engine.connection import get_client, redis_errors
 from ..engine.keys import QueueKeys
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
+from .reconnect import Reconnect
 
 logger = logging.getLogger("django_rqueue.poller")
 
@@ -74,7 +75,7 @@ class Poller:
 
     def run(self) -> None:
         """Loop until :attr:`stop` is set. Redis outages are logged and retried."""
-        backoff = 0.1
+        reconnect = Reconnect()
         while not self.stop.is_set():
             try:
                 sleep = self.run_once()
@@ -82,11 +83,11 @@ class Poller:
                     self._wait(sleep - BLOCK_SLACK)
                 elif sleep > 0:
                     self.stop.wait(sleep)
-                backoff = 0.1
+                reconnect.reset()
             except RedisUnavailable as exc:
-                logger.error("poller: %s; retrying in %.1f s", exc, backoff)
-                self.stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                delay = reconnect.next_delay()
+                logger.error("poller: %s; retrying in %.1f s", exc, delay)
+                self.stop.wait(delay)
 
     def halt(self, thread: threading.Thread) -> None:
         """Stop this poller running in ``thread`` and wait for the thread to end.

@@ -32,13 +32,14 @@ from ..engine.pipelining import PendingAck
 from ..exceptions import LeaseLost, RedisUnavailable
 from ..execution import Outcome, announce, failure, next_delay
 from ..job import Job
+from .reconnect import Reconnect
 
 if TYPE_CHECKING:
     from ..decorators import JobFunction
 
 logger = logging.getLogger("django_rqueue.worker")
 
-#: Seconds between attempts to deliver an ack/fail while Redis is unreachable.
+#: Longest pause in seconds between attempts to deliver an ack/fail while Redis is unreachable.
 REPORT_RETRY = 0.5
 #: Seconds a worker keeps trying to deliver an ack/fail before giving up (the
 #: lease then expires and the poller re-delivers the job).
@@ -60,14 +61,15 @@ class AttemptOutcome(enum.StrEnum):
 
 
 def retry_while_unreachable(job_id: str, report: Callable[[], AttemptOutcome]) -> AttemptOutcome:
-    """Run ``report`` (an ack or fail), retrying every :data:`REPORT_RETRY` seconds for
-    :data:`REPORT_PATIENCE` seconds while Redis is unreachable.
+    """Run ``report`` (an ack or fail), retrying for :data:`REPORT_PATIENCE` seconds while
+    Redis is unreachable (:class:`~.reconnect.Reconnect` delays, at most :data:`REPORT_RETRY`).
 
     Returns ``report``'s outcome, or :attr:`~AttemptOutcome.DISCARDED` for a
     stale token or when patience runs out (the lease then expires and the
     poller re-delivers the job).
     """
     deadline = time.monotonic() + REPORT_PATIENCE
+    reconnect = Reconnect(cap=REPORT_RETRY)
     while True:
         try:
             return report()
@@ -78,7 +80,7 @@ def retry_while_unreachable(job_id: str, report: Callable[[], AttemptOutcome]) -
             if time.monotonic() > deadline:
                 logger.error("giving up reporting %s: %s (lease will expire)", job_id, exc)
                 return AttemptOutcome.DISCARDED
-            time.sleep(REPORT_RETRY)
+            time.sleep(reconnect.next_delay())
 
 
 def deliver_ack(ack: PendingAck) -> AttemptOutcome:

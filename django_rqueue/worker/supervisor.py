@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import selectors
 import signal
 import socket
@@ -55,6 +54,7 @@ from . import heartbeat
 from .children import Child, PipeHooks, Running, set_pdeathsig
 from .loop import Worker, new_worker_id
 from .poller import Poller
+from .reconnect import Reconnect
 from .reporting import AttemptOutcome, fail_lost_attempt, hand_back
 
 logger = logging.getLogger("django_rqueue.supervisor")
@@ -112,7 +112,7 @@ class Supervisor:
         self.failed = 0
         self.next_heartbeat = 0.0
         #: Backoff while Redis is unreachable: no Redis call before ``redis_retry_at``.
-        self.redis_backoff = 0.0
+        self.reconnect = Reconnect(base=TICK, cap=REDIS_RETRY_MAX)
         self.redis_retry_at = 0.0
         self.redis_down_since: float | None = None
         self.pending_reports: list[tuple[Running, BaseException]] = []
@@ -127,12 +127,12 @@ class Supervisor:
                 scripting permission, unreachable).
         """
         errors = []
-        delay = 0.5
+        reconnect = Reconnect()
         found = problems_for(self.queues)
         while any(p.id == "rqueue.E013" for p in found) and not self.signals:
+            delay = reconnect.next_delay()
             logger.error("worker %s: Redis unreachable; retrying in %.1f s", self.worker_id, delay)
             time.sleep(delay)
-            delay = min(delay * 2, 5.0)
             found = problems_for(self.queues)
         for problem in found:
             if problem.is_serious():
@@ -351,8 +351,7 @@ class Supervisor:
                 self._heartbeat()
                 self.next_heartbeat = now + min(HEARTBEAT, get_config().lease / 3)
         except RedisUnavailable as exc:
-            self.redis_backoff = min(max(self.redis_backoff * 2, TICK), REDIS_RETRY_MAX)
-            self.redis_retry_at = time.monotonic() + self.redis_backoff * random.uniform(0.5, 1.0)  # noqa: S311 - jitter
+            self.redis_retry_at = time.monotonic() + self.reconnect.next_delay()
             if self.redis_down_since is None:
                 self.redis_down_since = now
                 logger.warning("worker %s: %s; retrying", self.worker_id, exc)
@@ -365,7 +364,8 @@ class Supervisor:
                 self.worker_id,
                 now - self.redis_down_since,
             )
-        self.redis_backoff, self.redis_down_since = 0.0, None
+        self.reconnect.reset()
+        self.redis_down_since = None
 
     def _renew_leases(self, now: float) -> None:
         lease = get_config().lease
