@@ -63,3 +63,7 @@ class WorkerLost(RqueueError):  # noqa: N818
 
     The message names the signal or exit code ("worker process died (signal 9)").
     """
+
+
+class StartupError(RqueueError):
+    """``rqueue_work`` refused to start (Redis misconfigured); the message says how to fix it."""

@@ -11,10 +11,8 @@ the held ones back.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -102,15 +100,6 @@ class Child:
                 self.job = None
             return AttemptOutcome(message["outcome"])
         return None
-
-
-def set_pdeathsig() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
 
 
 class PipeHooks:

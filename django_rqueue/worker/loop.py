@@ -36,12 +36,9 @@ prefetch for the same reason (``worker_prefetch_multiplier``, ``prefetch``).
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import socket
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Sequence
 from types import FrameType
@@ -61,6 +58,7 @@ from ..execution import Outcome, failure, next_delay, run_attempt
 from ..job import Job
 from .lease import LeaseKeeper
 from .poller import Poller
+from .process import new_worker_id, rss_mb
 from .reconnect import Reconnect
 from .reporting import (
     AttemptOutcome,
@@ -101,23 +99,6 @@ class WorkerHooks(Protocol):
 
     def flush(self) -> None:
         """Deliver what was buffered (the worker goes idle or exits)."""
-
-
-def rss_mb() -> float:
-    """This process's resident set size in MiB (``/proc/self/statm``; peak RSS elsewhere)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as statm:
-            pages = int(statm.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def new_worker_id() -> str:
-    """``"<host>:<pid>:<random>"``: unique per worker process."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
 class Worker:

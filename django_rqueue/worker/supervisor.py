@@ -47,13 +47,20 @@ from ..conf import get_config
 from ..engine import transitions
 from ..engine.connection import get_client, redis_time_ms, reset_after_fork
 from ..engine.keys import QueueKeys
-from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, RqueueError, WorkerLost
+from ..exceptions import (
+    JobTimeout,
+    LeaseLost,
+    RedisUnavailable,
+    StartupError,
+    WorkerLost,
+)
 from ..health import problems_for
 from ..job import Job
 from . import heartbeat
-from .children import Child, PipeHooks, Running, set_pdeathsig
-from .loop import Worker, new_worker_id
+from .children import Child, PipeHooks, Running
+from .loop import Worker
 from .poller import Poller
+from .process import kill_group, new_worker_id, send_signal, set_pdeathsig
 from .reconnect import Reconnect
 from .reporting import AttemptOutcome, fail_lost_attempt, hand_back
 
@@ -66,10 +73,6 @@ HEARTBEAT = 5.0
 #: Longest pause in seconds between the master's attempts to reach Redis while it is
 #: unreachable (backoff with jitter): short, so leases are renewed soon after it returns.
 REDIS_RETRY_MAX = 1.0
-
-
-class StartupError(RqueueError):
-    """The worker refused to start (Redis misconfigured); the message says how to fix it."""
 
 
 class Supervisor:
@@ -422,7 +425,7 @@ class Supervisor:
             child.pid,
         )
         child.killed_for = "lease"
-        _killpg(child.pid)
+        kill_group(child.pid)
 
     def _retry_reports(self) -> None:
         pending, self.pending_reports = self.pending_reports, []
@@ -448,7 +451,7 @@ class Supervisor:
                     child.pid,
                 )
                 child.killed_for, child.ran_for = "timeout", ran
-                _killpg(child.pid)
+                kill_group(child.pid)
 
     def _heartbeat(self) -> None:
         config = get_config()
@@ -500,31 +503,16 @@ class Supervisor:
             self.stop_deadline = time.monotonic() + self.shutdown_timeout
         for child in self.children.values():
             if child.kind == "poller":
-                _killpg(child.pid)
+                kill_group(child.pid)
             else:
-                _signal(child.pid, signal.SIGUSR1)
+                send_signal(child.pid, signal.SIGUSR1)
 
     def _kill_remaining(self) -> None:
         for child in self.children.values():
             if child.killed_for:
                 continue
             child.killed_for = "handback"
-            _killpg(child.pid)
+            kill_group(child.pid)
 
 
-def _signal(pid: int, signum: int) -> None:
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
-
-
-def _killpg(pid: int) -> None:
-    """SIGKILL the child's process group (the child and anything its job started)."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        _signal(pid, signal.SIGKILL)
-
-
-__all__ = ["StartupError", "Supervisor"]
+__all__ = ["Supervisor"]

@@ -8,8 +8,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue.conf import get_config
+from django_rqueue.exceptions import StartupError
 from django_rqueue.management.base import configure_logging, positive_int, queue_list, seconds
-from django_rqueue.worker.supervisor import StartupError, Supervisor
+from django_rqueue.worker.supervisor import Supervisor
 
 
 class Command(BaseCommand):
