@@ -401,6 +401,32 @@ class StopAfterPrefetch(Worker):
         return outcome
 
 
+class StopDuringReserve(Worker):
+    """A worker whose stop request arrives while its reserve call finds nothing (a busy
+    child is not interrupted: the signal handler only sets ``stopping``)."""
+
+    waits = 0
+
+    def work_once(self) -> bool:
+        found = super().work_once()
+        self.request_stop()
+        return found
+
+    def _wait_for_work(self) -> None:
+        self.waits += 1
+        super()._wait_for_work()
+
+
+def test_a_stop_that_arrives_while_reserving_is_obeyed_before_the_idle_wait(
+    rqueue_redis: redis.Redis,
+) -> None:
+    worker = StopDuringReserve(["default"], with_poller=False)
+
+    assert worker.run() == 0
+
+    assert worker.waits == 0  # no blocking wait of up to IDLE_BLOCK seconds first
+
+
 def test_a_job_reserved_with_the_ack_is_handed_back_when_a_stop_comes_in_between(
     ledger: str, rqueue_redis: redis.Redis
 ) -> None:

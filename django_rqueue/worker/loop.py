@@ -209,7 +209,9 @@ class Worker:
                         self.hooks.flush()
                     if self.burst and self._drained():
                         break
-                    self._wait_for_work()
+                    # A stop asked while reserving did not interrupt (busy): obey it first.
+                    if not self.stopping:
+                        self._wait_for_work()
                     reconnect.reset()
                 except RedisUnavailable as exc:
                     delay = reconnect.next_delay()
