@@ -377,8 +377,11 @@ class Supervisor:
             if child.killed_for:
                 continue
             for running in [child.job, *child.held.values()]:
-                if running is not None and now >= running.renew_at:
-                    self._renew(child, running, now, lease, prefix)
+                if running is None or now < running.renew_at:
+                    continue
+                if running is not child.job and running is not child.held.get(running.job_id):
+                    continue  # ended or started meanwhile (a refusal above read the pipe)
+                self._renew(child, running, now, lease, prefix)
 
     def _renew(self, child: Child, running: Running, now: float, lease: float, prefix: str) -> None:
         running.renew_at = now + lease / 3
@@ -405,6 +408,12 @@ class Supervisor:
     def _lease_lost(self, child: Child, running: Running, exc: LeaseLost) -> None:
         """A renewal was refused: kill the child if the job now belongs to someone else.
 
+        The child's pipe is read first: the job may have ended already (its
+        "end", maybe for a run discarded for this very reason, is waiting
+        in the pipe) and the child be running its next job, which a kill
+        would cost an attempt ("worker process died"). So the child is killed
+        only if it still runs this job under this token.
+
         Refused because the job just finished under our token (the child's
         "end" message is on its way): nothing to do. Refused because the
         token moved on (this worker was frozen or cut off past its lease and
@@ -412,6 +421,11 @@ class Supervisor:
         be rejected anyway, so stop it now rather than let it run alongside
         the new holder.
         """
+        self._read(child)
+        current = child.job
+        if current is None or (current.job_id, current.token) != (running.job_id, running.token):
+            logger.debug("%s (the child has finished that job)", exc)
+            return
         keys = QueueKeys.of(get_config().key_prefix, running.queue)
         fields = transitions.read_job(get_client(running.queue), keys, running.job_id)
         if not fields or Job.from_fields(running.job_id, fields).token == running.token:
