@@ -13,6 +13,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import redis
@@ -20,6 +21,7 @@ import redis
 from django_rqueue.engine import transitions
 from django_rqueue.job import Job
 from django_rqueue.worker.children import Child, PipeHooks
+from django_rqueue.worker.reporting import AttemptOutcome
 from django_rqueue.worker.supervisor import Supervisor
 from tests.faults.harness import alive
 from tests.inprocess import keys
@@ -54,7 +56,7 @@ def supervised() -> Iterator[FakeChild]:
         os.close(write_fd)
 
 
-def reserve(client: redis.Redis) -> Job:
+def reserve(client: redis.Redis) -> Job[Any]:
     """Reserve the next job of ``default`` as worker ``w-master`` (60 s lease)."""
     got = transitions.reserve(client, keys(), lease_ms=60_000, worker_id="w-master")
     assert got is not None
@@ -84,7 +86,7 @@ def test_a_renewal_refused_for_a_job_whose_end_is_still_in_the_pipe_kills_no_one
     rqueue_redis.hset(keys().job(lost_id), "token", lost.token + 1)  # as a reclaim does
     following = reserve(rqueue_redis)
     assert following.id == next_id
-    hooks.finished(lost, "discarded")
+    hooks.finished(lost, AttemptOutcome.DISCARDED)
     hooks.started("default", following)  # written now; the master has not read it
 
     renew_now(master, child)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job
 from django_rqueue.serialization import encode_arguments
 from django_rqueue.worker.loop import Worker
+from django_rqueue.worker.poller import Poller
 from django_rqueue.worker.reporting import AttemptOutcome
 from tests.faults.proxy import FaultProxy
 from tests.inprocess import enqueue_raw, keys, poller_thread, run_worker, stats, tags
@@ -497,3 +498,99 @@ def test_a_held_job_whose_lease_check_meets_an_outage_stays_held_and_runs_after_
         assert worker.work_once()
     assert tags(ledger) == ["held"]
     assert rqueue_redis.hget(keys().job(held.id), "s") == b"succeeded"
+
+
+def reclaimed_meanwhile[**P, R](reserving: Callable[P, R], client: redis.Redis) -> Callable[P, R]:
+    """``reserving`` (a transition that reserves jobs) whose first reply arrives late.
+
+    Redis applies the call at once; the worker hears back only after the
+    leases of the jobs it reserved ran out and a poller took them back, as
+    when the worker is paused between request and reply (SIGSTOP, a VM
+    freeze) or the network holds the reply longer than a lease.
+    """
+    poller = Poller(["default"])
+    first = [True]
+
+    def late(*args: P.args, **kwargs: P.kwargs) -> R:
+        reply = reserving(*args, **kwargs)
+        if first:
+            first.clear()
+            wait_until(
+                lambda: poller.run_once() is not None and client.zcard(keys().reserved) == 0,
+                timeout=10,
+                interval=0.05,
+                message="the poller did not take the reserved jobs back",
+            )
+        return reply
+
+    return late
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["one", "batch"])
+def test_jobs_whose_reserve_reply_came_back_after_their_lease_ran_out_are_not_run(
+    ledger: str,
+    rqueue_redis: redis.Redis,
+    settings: SettingsFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    batch: bool,
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "LEASE": 1}
+    enqueued = [record.delay(ledger, tag) for tag in ("a", "b")]
+    hooks = RecordingHooks() if batch else None
+    worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
+    if batch:  # reserve both in one round trip: the first one runs at once, b is held
+        worker._unheard, worker._run_time = True, 0.001
+    late = reclaimed_meanwhile(transitions.reserve_many, rqueue_redis)
+    monkeypatch.setattr(transitions, "reserve_many", late)
+
+    assert worker.run() == 0
+
+    assert sorted(tags(ledger)) == ["a", "b"]  # once each: never under the stale reservation
+    stale = {job.id for job in (enqueued if batch else enqueued[:1])}  # what the slow call got
+    for job in enqueued:
+        done = get_job(job.id)
+        assert done is not None
+        assert done.status is JobStatus.SUCCEEDED
+        lost = ["django_rqueue.exceptions.LeaseExpired"] if job.id in stale else []
+        assert [e["type"] for e in done.errors] == lost
+        assert done.attempts == 1 + len(lost)  # the attempt whose lease ran out counts
+    if hooks is not None:
+        a, b = (job.id for job in enqueued)
+        assert sorted(e for e in hooks.events if e[0] == "start") == sorted(
+            [("start", a), ("start", b)]
+        )
+        assert hooks.events[:2] == [("hold", b), ("end", b)]  # the stale hold, released
+
+
+def test_a_job_reserved_with_an_ack_whose_reply_came_back_after_its_lease_is_not_run(
+    ledger: str,
+    rqueue_redis: redis.Redis,
+    settings: SettingsFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "LEASE": 1}
+    first, second = record.delay(ledger, "first"), record.delay(ledger, "second")
+    hooks = RecordingHooks()
+    worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
+    late = reclaimed_meanwhile(transitions.ack_and_reserve, rqueue_redis)
+    monkeypatch.setattr(transitions, "ack_and_reserve", late)
+
+    assert worker.run() == 0
+
+    assert tags(ledger) == ["first", "second"]  # second once: not under the stale reservation
+    assert get_job(first.id).attempts == 1  # type: ignore[union-attr]
+    done = get_job(second.id)
+    assert done is not None
+    assert done.status is JobStatus.SUCCEEDED
+    assert done.attempts == 2  # the attempt whose lease ran out counts
+    assert [e for e in hooks.events if e[0] == "start"] == [
+        ("start", first.id),
+        ("start", second.id),
+    ]
+    # Held with the ack's reply, then handed back to the master as released.
+    assert hooks.events[:4] == [
+        ("start", first.id),
+        ("hold", second.id),
+        ("end", first.id),
+        ("end", second.id),
+    ]

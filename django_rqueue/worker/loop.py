@@ -19,6 +19,12 @@ unsupervised worker prefetches only when ``job_succeeded`` has no receivers.
 A job reserved that way and not started because a stop came in between is
 handed back without spending an attempt.
 
+Every reserved job (the first of a reservation too) is confirmed with one
+lease renewal before it starts if its reserving request went out a third of
+a lease or more before (a slow reply, the worker paused between request and
+run, a long hold behind other jobs), and skipped if its lease is gone: it was
+re-queued and may run elsewhere. A quick reply costs no extra round trip.
+
 Batches: while the jobs of the first queue are short and nobody listens to
 ``job_succeeded`` for them, the worker reserves up to :data:`MAX_BATCH` jobs
 per round trip (as many as fit in :data:`BATCH_BUDGET` seconds of work at the
@@ -164,7 +170,7 @@ class Worker:
         self._run_time: float | None = None
         #: Whether the last job of the first queue had no job_succeeded receivers.
         self._unheard = False
-        #: When the jobs in _prefetched were reserved (time.monotonic()).
+        #: When the request that reserved the jobs in _prefetched was sent (time.monotonic()).
         self._held_since = 0.0
 
     # -- lifecycle -------------------------------------------------------
@@ -285,7 +291,12 @@ class Worker:
     # -- one job ---------------------------------------------------------
 
     def work_once(self) -> bool:
-        """Reserve and run at most one job; return whether there was one."""
+        """Reserve and run at most one job; return whether there was one.
+
+        A reserved job whose lease may have run out before it could start
+        (see :meth:`_still_ours`) is skipped, not run: that also counts as
+        having had one (the caller goes on at once).
+        """
         config = get_config()
         lease_ms = int(config.lease * 1000)
         self.busy = True
@@ -300,6 +311,8 @@ class Worker:
             for queue in self.queues:
                 keys = QueueKeys.of(config.key_prefix, queue)
                 count = self._batch_size() if queue == self.queues[0] else 1
+                # Before the request: the leases may start any time after this.
+                reserved_at = time.monotonic()
                 reserved = transitions.reserve_many(
                     get_client(queue),
                     keys,
@@ -309,37 +322,82 @@ class Worker:
                 )
                 if reserved:
                     jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved]
-                    self._hold(queue, jobs[1:])
-                    self.process(queue, jobs[0])
-                    self.processed += 1
+                    self._hold(queue, jobs[1:], since=reserved_at)
+                    if self._first_still_ours(queue, jobs[0], reserved_at):
+                        self.process(queue, jobs[0])
+                        self.processed += 1
                     return True
             return False
         finally:
             self.busy = False
 
-    def _hold(self, queue: str, jobs: list[Job[Any]]) -> None:
-        """Keep ``jobs`` (reserved ahead) to run next; the master renews their leases."""
+    def _hold(self, queue: str, jobs: list[Job[Any]], since: float | None = None) -> None:
+        """Keep ``jobs`` (reserved ahead) to run next; the master renews their leases.
+
+        ``since``: when the request that reserved them was sent
+        (``time.monotonic()``; default now), which :meth:`_still_held` counts from.
+        """
         if not jobs:
             return
-        now = time.monotonic()
         self._prefetched.extend((queue, job) for job in jobs)
-        self._held_since = now
+        self._held_since = time.monotonic() if since is None else since
         if self.hooks is not None:
             self.hooks.held(queue, jobs)
+
+    def _still_ours(self, queue: str, job: Job[Any], since: float) -> None:
+        """Check that a job reserved by a request sent at ``since`` still has its lease.
+
+        Free while less than a third of the lease has passed since the
+        request was sent (then the lease, granted when Redis ran it, has at
+        least two thirds left, and the first renewal is due in one third).
+        Later (a long hold, a slow reply, a pause between request and run)
+        the lease may have run out and the job be re-queued, maybe running
+        elsewhere: one renewal confirms it and extends the lease.
+
+        Raises:
+            LeaseLost: the job is no longer ours: do not run it.
+            RedisUnavailable: it could not be checked.
+        """
+        lease = get_config().lease
+        if time.monotonic() - since < lease / 3:
+            return
+        keys = QueueKeys.of(get_config().key_prefix, queue)
+        transitions.renew_lease(get_client(queue), keys, job.id, job.token, int(lease * 1000))
+
+    def _first_still_ours(self, queue: str, job: Job[Any], since: float) -> bool:
+        """Whether the first job of a reservation requested at ``since`` may run now.
+
+        Nobody was told about it yet (unlike a held job), so a lost one is just dropped.
+        """
+        try:
+            self._still_ours(queue, job, since)
+        except LeaseLost as exc:
+            logger.warning(
+                "worker %s: %s (reserved %.1f s ago); skipping it",
+                self.worker_id,
+                exc,
+                time.monotonic() - since,
+            )
+            return False
+        except RedisUnavailable:
+            # Hold it like the rest of its batch: checked again after the backoff.
+            self._prefetched.appendleft((queue, job))
+            self._held_since = since
+            if self.hooks is not None:
+                self.hooks.held(queue, [job])
+            raise
+        return True
 
     def _still_held(self, queue: str, job: Job[Any]) -> bool:
         """Whether a job reserved ahead is still ours (checked only after a long hold).
 
         Its lease is renewed by the master; a hold longer than a third of the
-        lease (a job before it ran long) is confirmed with one renewal, so a
-        job whose lease expired meanwhile (and may run elsewhere) is skipped.
+        lease (counted from the reserving request: a job before it ran long,
+        or the reply came late) is confirmed with one renewal, so a job whose
+        lease expired meanwhile (and may run elsewhere) is skipped.
         """
-        lease = get_config().lease
-        if time.monotonic() - self._held_since < lease / 3:
-            return True
-        keys = QueueKeys.of(get_config().key_prefix, queue)
         try:
-            transitions.renew_lease(get_client(queue), keys, job.id, job.token, int(lease * 1000))
+            self._still_ours(queue, job, self._held_since)
         except LeaseLost as exc:
             logger.warning("worker %s: %s; skipping it", self.worker_id, exc)
             if self.hooks is not None:
@@ -427,6 +485,7 @@ class Worker:
             return AttemptOutcome.SUCCEEDED
         self._collect_acks()
         if outcome.ok and prefetch and not self._prefetched:
+            reserved_at = time.monotonic()  # before the request (see _still_ours)
             try:
                 stale, reserved = transitions.ack_and_reserve(
                     get_client(queue),
@@ -442,7 +501,7 @@ class Worker:
             except RedisUnavailable:
                 pass  # resent below as a plain ack: a repeat must not reserve more jobs
             else:
-                self._hold(queue, [Job.from_fields(*r) for r in reserved])
+                self._hold(queue, [Job.from_fields(*r) for r in reserved], since=reserved_at)
                 if stale is not None:
                     logger.error("%s; discarding this run", stale)
                     return AttemptOutcome.DISCARDED

@@ -14,6 +14,11 @@ Modes (``reliability.md`` §5.3):
 ``drop_replies``
     Forward client → server, read and discard server → client: the server
     applies a write and the client never hears about it (it times out).
+``hold_replies``
+    Forward client → server, read and keep server → client: the server
+    applies a request at once and the client gets the reply only when the
+    mode changes again (a slow reply, or a client paused while waiting for
+    it), unless its socket timeout comes first.
 ``blackhole``
     Accept and hold connections, forward nothing and read nothing: a
     half-open partition. Bytes wait in the kernel buffers and flow again
@@ -40,8 +45,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Self, cast
 
-type Mode = Literal["pass", "drop_replies", "blackhole", "refuse"]
-MODES: tuple[Mode, ...] = ("pass", "drop_replies", "blackhole", "refuse")
+type Mode = Literal["pass", "drop_replies", "hold_replies", "blackhole", "refuse"]
+MODES: tuple[Mode, ...] = ("pass", "drop_replies", "hold_replies", "blackhole", "refuse")
 
 #: Seconds between the pump thread's passes when nothing happens.
 TICK = 0.05
@@ -233,7 +238,7 @@ class FaultProxy:
             writers: list[socket.socket] = []
             if mode != "blackhole":
                 for sock, pair in self._pairs.items():
-                    if pair.outbox(sock):
+                    if pair.outbox(sock) and not (mode == "hold_replies" and sock is pair.client):
                         writers.append(sock)
                     # Back-pressure: stop reading a side whose peer is not draining.
                     if len(pair.outbox(pair.peer(sock))) < HIGH_WATER:

@@ -59,6 +59,29 @@ def test_drop_replies_applies_the_write_but_the_client_times_out(
     assert fresh.llen("jobs") == 1
 
 
+def test_hold_replies_applies_the_request_and_delivers_the_reply_when_released(
+    proxy: FaultProxy, redis_client: redis.Redis
+) -> None:
+    client = through(proxy, timeout=5)
+    assert client.ping()
+    proxy.set_mode("hold_replies")
+    result: list[object] = []
+    sender = threading.Thread(target=lambda: result.append(client.incr("n")))
+    sender.start()
+    try:
+        wait_until(lambda: redis_client.get("n") == b"1", timeout=2, message="not applied")
+        # Held for a while (a bounded watch, not a sleep: the reply must not pass).
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:
+            assert result == [] and sender.is_alive()
+            time.sleep(0.02)
+    finally:
+        proxy.set_mode("pass")
+        sender.join(timeout=5)
+    assert result == [1]
+    assert client.get("n") == b"1"  # applied once, the connection still in step
+
+
 def test_blackhole_holds_requests_until_the_partition_heals(
     proxy: FaultProxy, redis_client: redis.Redis
 ) -> None:

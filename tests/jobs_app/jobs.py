@@ -199,6 +199,17 @@ def fault_sleep(ledger: str, tag: str, seconds: float) -> str:
 
 
 @job(max_attempts=5, backoff=linear_backoff)
+def fault_gate(ledger: str, tag: str, gate: str) -> str:
+    """``start``, wait until the file ``gate`` exists (at most 60 s), ``end``."""
+    fault_mark(ledger, tag, "start")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    fault_mark(ledger, tag, "end")
+    return tag
+
+
+@job(max_attempts=5, backoff=linear_backoff)
 def fault_sleep_first(ledger: str, tag: str, seconds: float) -> str:
     """Sleep ``seconds`` on the first attempt only (later attempts return at once)."""
     fault_mark(ledger, tag, "start")
