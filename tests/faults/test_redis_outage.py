@@ -25,10 +25,10 @@ import redis
 
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys
-from tests.jobs_app.jobs import fault_noop, fault_sleep
+from tests.jobs_app.jobs import fault_noop, fault_sleep, fault_sleep_first
 from tests.redis_server import RedisServer
 
-from .harness import Faults, wait_until
+from .harness import Faults, alive, wait_until
 from .proxy import FaultProxy, Mode
 from .support import hold, wait_blocked
 
@@ -157,3 +157,88 @@ def test_a_job_running_across_an_outage_shorter_than_its_lease_keeps_it(
     assert "reclaimed" not in poller.stderr(), "the lease expired although Redis came back in time"
     assert report.starts[job.id] == 1 and report.duplicates == {}
     assert report.jobs[job.id]["attempts"] == "1"
+
+
+#: Lease for the next scenario (renewals every 2 s) and the cut-off: 0.8 of a lease.
+CUT_LEASE = 6.0
+CUT = 0.8 * CUT_LEASE
+#: Seconds before the master's next renewal at which the cut-off begins.
+BEFORE_RENEWAL = 0.15
+
+
+@pytest.mark.slow
+def test_a_cut_off_shorter_than_a_lease_but_past_two_thirds_of_it_can_cause_a_second_run(
+    faults: Faults, proxy: FaultProxy, redis_client: redis.Redis
+) -> None:
+    """The other side of the previous scenario, as the README's delivery guarantee says.
+
+    The cut-off (0.8 of a lease) begins just before the master's next
+    renewal, when the lease has only about two thirds of it left: the lease
+    runs out during the cut-off, a poller reaching Redis directly re-queues
+    the job, and a second worker runs it while the first run still goes on.
+    Once Redis is reachable again the first worker's master sees its renewal
+    refused and kills that run; the second run's outcome is the one that counts.
+    """
+    cut_off = faults.worker(
+        "--queues",
+        "default",
+        "--concurrency",
+        "1",
+        "--without-poller",
+        lease=CUT_LEASE,
+        redis_url=proxy.url(),
+    )
+    faults.command("rqueue_poller", "--queues", "default", lease=CUT_LEASE)
+    faults.wait_ready(cut_off)
+    job = fault_sleep_first.delay(faults.ledger, "j", 60)  # only the first attempt is long
+    first = faults.wait_event("start", tag="j")
+    other = faults.worker(
+        "--queues", "default", "--concurrency", "1", "--without-poller", lease=CUT_LEASE
+    )
+    faults.wait_ready(other)
+    reserved = QueueKeys.of(get_config().key_prefix, "default").reserved
+
+    def deadline_ms() -> float:
+        return redis_client.zscore(reserved, job.id) or 0.0
+
+    for _ in range(3):  # a retry only if the test itself was too slow to begin in time
+        before = deadline_ms()
+        wait_until(
+            lambda: deadline_ms() > before,  # noqa: B023 - used within this iteration
+            timeout=CUT_LEASE,
+            interval=0.02,
+            message="the lease was never renewed",
+        )
+        renewed_at = time.monotonic()  # the next renewal is due LEASE/3 after this
+        hold(CUT_LEASE / 3 - BEFORE_RENEWAL, cut_off.alive, "the worker exited")
+        proxy.set_mode("refuse")
+        down_at = time.monotonic()
+        seconds, micros = redis_client.time()
+        left = (deadline_ms() - (seconds * 1000 + micros // 1000)) / 1000
+        if left < CUT - 0.3:
+            break
+        proxy.set_mode("pass")  # that renewal went through: try again at the next one
+    else:
+        raise AssertionError("could not begin the cut-off before a renewal")
+    print(f"cut off {down_at - renewed_at:.2f} s after a renewal, lease left {left:.2f} s")
+    assert left < CUT  # about 2/3 of the lease: the lease runs out during the cut-off
+
+    within_cut = CUT - (time.monotonic() - down_at)
+    second = faults.wait_event("start", tag="j", count=2, timeout=within_cut)
+    rerun_after = time.monotonic() - down_at
+    hold(CUT - rerun_after, cut_off.alive, "the cut-off worker exited")
+    proxy.set_mode("pass")
+    print(f"re-run by the other worker {rerun_after:.2f} s into a {CUT:.1f} s cut-off")
+    assert rerun_after < CUT < CUT_LEASE
+    assert second["attempt"] == 2 and second["token"] > first["token"]
+    assert second["pid"] in other.children()
+
+    wait_until(lambda: not alive(first["pid"]), timeout=5, message="the stale run was not killed")
+    report = faults.wait_and_check([job.id], timeout=10)
+    assert report.states[job.id] == "succeeded"
+    assert report.duplicates == {job.id: 2}
+    assert report.jobs[job.id]["token"] == str(second["token"])  # the second run's ack counts
+    assert [e["type"] for e in report.errors(job.id)] == ["django_rqueue.exceptions.LeaseExpired"]
+    ends = faults.events("end", tag="j")
+    assert len(ends) == 1 and ends[0]["pid"] == second["pid"]  # the first run never ended
+    assert "lease lost" in cut_off.stderr()
