@@ -14,7 +14,7 @@ check rejects can never be used silently.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -97,6 +97,13 @@ class Config:
     timeout_grace: float
     eager: bool
     eager_propagate: bool
+
+    def queues_named(self, names: Iterable[str]) -> list[str]:
+        """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""
+        checked = list(names)
+        for name in checked:
+            self.queue(name)
+        return checked
 
     def queue(self, name: str) -> QueueConfig:
         """Return the declared queue ``name``; raise ``ValueError`` if it is not declared."""

@@ -146,10 +146,7 @@ class Worker:
         renew_leases: bool = True,
         hooks: WorkerHooks | None = None,
     ) -> None:
-        config = get_config()
-        for queue in queues:
-            config.queue(queue)
-        self.queues = list(queues)
+        self.queues = get_config().queues_named(queues)
         self.burst = burst
         self.max_jobs = max_jobs
         self.with_poller = with_poller

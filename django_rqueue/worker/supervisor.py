@@ -92,9 +92,7 @@ class Supervisor:
         worker_id: str | None = None,
     ) -> None:
         config = get_config()
-        for queue in queues:
-            config.queue(queue)
-        self.queues = queues
+        self.queues = config.queues_named(queues)
         self.concurrency = concurrency
         self.burst = burst
         self.max_jobs = max_jobs
