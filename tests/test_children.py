@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from django_rqueue.job import Job, JobStatus
-from django_rqueue.worker.children import Child, PipeHooks
+from django_rqueue.worker.children import Child, ChildKind, PipeHooks
 from django_rqueue.worker.reporting import AttemptOutcome
 
 
@@ -22,7 +22,7 @@ def pipe() -> Iterator[tuple[PipeHooks, Child]]:
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     try:
-        yield PipeHooks(write_fd), Child(pid=1, fd=read_fd, kind="worker")
+        yield PipeHooks(write_fd), Child(pid=1, fd=read_fd, kind=ChildKind.WORKER)
     finally:
         os.close(read_fd)
         os.close(write_fd)

@@ -20,7 +20,7 @@ import redis
 
 from django_rqueue.engine import transitions
 from django_rqueue.job import Job
-from django_rqueue.worker.children import Child, PipeHooks
+from django_rqueue.worker.children import Child, ChildKind, KillReason, PipeHooks
 from django_rqueue.worker.reporting import AttemptOutcome
 from django_rqueue.worker.supervisor import Supervisor
 from tests.faults.harness import alive
@@ -44,7 +44,7 @@ def supervised() -> Iterator[FakeChild]:
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     master = Supervisor(["default"], concurrency=1, with_poller=False, worker_id="w-master")
-    child = Child(pid=process.pid, fd=read_fd, kind="worker")
+    child = Child(pid=process.pid, fd=read_fd, kind=ChildKind.WORKER)
     master.children[process.pid] = child
     try:
         yield FakeChild(master, child, PipeHooks(write_fd), process)
@@ -91,7 +91,7 @@ def test_a_renewal_refused_for_a_job_whose_end_is_still_in_the_pipe_kills_no_one
 
     renew_now(master, child)
 
-    assert child.killed_for == ""
+    assert child.killed_for is None  # not killed
     assert alive(supervised.process.pid), "the master killed a child that runs another job"
     assert child.job is not None
     assert (child.job.job_id, child.job.token) == (next_id, following.token)
@@ -112,7 +112,7 @@ def test_a_renewal_refused_for_the_job_the_child_still_runs_kills_the_child(
 
     renew_now(master, child)
 
-    assert child.killed_for == "lease"
+    assert child.killed_for is KillReason.LEASE
     assert supervised.process.wait(timeout=10) == -9  # SIGKILLed
 
 
@@ -128,5 +128,5 @@ def test_a_renewal_refused_for_a_job_that_finished_under_our_token_kills_no_one(
 
     renew_now(master, child)  # its "end" has not even been sent yet
 
-    assert child.killed_for == ""
+    assert child.killed_for is None  # not killed
     assert alive(supervised.process.pid)

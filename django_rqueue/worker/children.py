@@ -11,6 +11,7 @@ the held ones back.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import time
@@ -36,19 +37,39 @@ class Running:
     renew_at: float
 
 
+class ChildKind(enum.StrEnum):
+    """What a child process of the master does."""
+
+    #: Reserves and runs jobs (:class:`~.loop.Worker`).
+    WORKER = "worker"
+    #: Promotes due jobs and reclaims expired leases (:class:`~.poller.Poller`).
+    POLLER = "poller"
+
+
+class KillReason(enum.StrEnum):
+    """Why the master SIGKILLed a child."""
+
+    #: Its job ran past ``timeout + grace``: the attempt fails.
+    TIMEOUT = "timeout"
+    #: Shutdown time ran out: its job is handed back without spending an attempt.
+    HANDBACK = "handback"
+    #: Its job's lease was lost (reclaimed meanwhile): the run is discarded.
+    LEASE = "lease"
+
+
 @dataclass
 class Child:
     """The master's record of one child process and what it told the master."""
 
     pid: int
     fd: int
-    kind: str  # "worker" or "poller"
+    kind: ChildKind
     buffer: bytes = b""
     job: Running | None = None
     #: Jobs reserved ahead by the child and not started yet, by id.
     held: dict[str, Running] = field(default_factory=dict)
-    #: Why the master killed it: "timeout", "handback", "lease" or "" (not killed).
-    killed_for: str = ""
+    #: Why the master killed it (``None``: not killed).
+    killed_for: KillReason | None = None
     #: Seconds the job had run when it was killed for a hard timeout.
     ran_for: float = 0.0
     born: float = field(default_factory=time.monotonic)

@@ -57,7 +57,7 @@ from ..exceptions import (
 from ..health import problems_for
 from ..job import Job
 from . import heartbeat
-from .children import Child, PipeHooks, Running
+from .children import Child, ChildKind, KillReason, PipeHooks, Running
 from .loop import Worker
 from .poller import Poller
 from .process import kill_group, new_worker_id, send_signal, set_pdeathsig
@@ -103,7 +103,7 @@ class Supervisor:
         self.worker_id = worker_id or new_worker_id()
         self.children: dict[int, Child] = {}
         #: (monotonic time, kind) of children to fork later (after a crash at startup).
-        self.respawns: list[tuple[float, str]] = []
+        self.respawns: list[tuple[float, ChildKind]] = []
         self.selector = selectors.DefaultSelector()
         self.signals = 0
         self.stop_deadline: float | None = None
@@ -159,9 +159,9 @@ class Supervisor:
             ", ".join(self.queues),
         )
         for _ in range(self.concurrency):
-            self._spawn("worker")
+            self._spawn(ChildKind.WORKER)
         if self.with_poller:
-            self._spawn("poller")
+            self._spawn(ChildKind.POLLER)
         while self.children or self.respawns:
             self._tick()
         self._unpublish()
@@ -175,7 +175,7 @@ class Supervisor:
 
     # -- children ----------------------------------------------------------
 
-    def _spawn(self, kind: str) -> None:
+    def _spawn(self, kind: ChildKind) -> None:
         db.connections.close_all()
         read_fd, write_fd = os.pipe()
         master = os.getpid()
@@ -192,7 +192,7 @@ class Supervisor:
         self.children[pid] = Child(pid=pid, fd=read_fd, kind=kind)
         self.selector.register(read_fd, selectors.EVENT_READ, pid)
 
-    def _child_main(self, kind: str, fd: int, master: int) -> None:
+    def _child_main(self, kind: ChildKind, fd: int, master: int) -> None:
         code = 1
         try:
             os.setpgid(0, 0)
@@ -206,7 +206,7 @@ class Supervisor:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             reset_after_fork()
-            if kind == "poller":
+            if kind is ChildKind.POLLER:
                 poller = Poller(self.queues)
 
                 def stop(signum: int, frame: FrameType | None) -> None:
@@ -262,21 +262,21 @@ class Supervisor:
             self._hand_back(held)
         child.held.clear()
         if child.job is not None:
-            if child.killed_for == "handback":
+            if child.killed_for is KillReason.HANDBACK:
                 self._hand_back(child.job)
             else:
                 self._fail_attempt(child.job, self._death_reason(child, status))
         stopping = self.stop_deadline is not None
         clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        if child.kind == "worker" and not stopping and not (self.burst and clean):
+        if child.kind is ChildKind.WORKER and not stopping and not (self.burst and clean):
             self._respawn(child, clean)
-        elif child.kind == "poller" and not stopping:
+        elif child.kind is ChildKind.POLLER and not stopping:
             self._respawn(child, clean)
         if (
             self.burst
             and not stopping
-            and not any(c.kind == "worker" for c in self.children.values())
-            and not any(kind == "worker" for _, kind in self.respawns)
+            and not any(c.kind is ChildKind.WORKER for c in self.children.values())
+            and not any(kind is ChildKind.WORKER for _, kind in self.respawns)
         ):
             self._begin_stop()
 
@@ -303,7 +303,7 @@ class Supervisor:
             self._spawn(kind)
 
     def _death_reason(self, child: Child, status: int) -> BaseException:
-        if child.killed_for == "timeout":
+        if child.killed_for is KillReason.TIMEOUT:
             return JobTimeout(f"hard timeout after {child.ran_for:.0f} s")
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
@@ -436,7 +436,7 @@ class Supervisor:
             exc,
             child.pid,
         )
-        child.killed_for = "lease"
+        child.killed_for = KillReason.LEASE
         kill_group(child.pid)
 
     def _retry_reports(self) -> None:
@@ -462,7 +462,7 @@ class Supervisor:
                     ran,
                     child.pid,
                 )
-                child.killed_for, child.ran_for = "timeout", ran
+                child.killed_for, child.ran_for = KillReason.TIMEOUT, ran
                 kill_group(child.pid)
 
     def _heartbeat(self) -> None:
@@ -514,7 +514,7 @@ class Supervisor:
         if self.stop_deadline is None:
             self.stop_deadline = time.monotonic() + self.shutdown_timeout
         for child in self.children.values():
-            if child.kind == "poller":
+            if child.kind is ChildKind.POLLER:
                 kill_group(child.pid)
             else:
                 send_signal(child.pid, signal.SIGUSR1)
@@ -523,7 +523,7 @@ class Supervisor:
         for child in self.children.values():
             if child.killed_for:
                 continue
-            child.killed_for = "handback"
+            child.killed_for = KillReason.HANDBACK
             kill_group(child.pid)
 
 
