@@ -7,20 +7,31 @@ held job handed back). The master keeps that in a :class:`Child`: it renews
 the leases of the running and the held jobs, enforces the running job's hard
 timeout, and, when the child dies, fails the running job's attempt and hands
 the held ones back.
+
+:func:`run_child` is what a forked child runs.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import logging
 import os
+import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn
 
+from ..engine.connection import reset_after_fork
 from ..job import Job
+from .loop import Worker
+from .poller import Poller
+from .process import set_pdeathsig
 from .reporting import AttemptOutcome
+
+logger = logging.getLogger("django_rqueue.supervisor")
 
 
 @dataclass
@@ -163,3 +174,64 @@ class PipeHooks:
 
     def finished(self, job: Job[Any], outcome: AttemptOutcome) -> None:
         self._queue({"e": "end", "id": job.id, "outcome": outcome})
+
+
+def run_child(
+    kind: ChildKind,
+    fd: int,
+    master: int,
+    *,
+    inherited: Iterable[int],
+    queues: list[str],
+    worker_id: str,
+    burst: bool,
+    max_jobs: int | None,
+    max_memory_mb: float | None,
+) -> NoReturn:
+    """Run in a child just forked by the master (pid ``master``) and ``os._exit`` at the end.
+
+    The child leads its own process group (the master kills the group, so a
+    job's own subprocesses go too), dies with the master (``PR_SET_PDEATHSIG``),
+    closes the pipes of its siblings (``inherited``), ignores SIGTERM/SIGINT
+    (the master decides; SIGUSR1 stops it) and opens its own Redis
+    connections. A worker child tells the master what it runs through ``fd``
+    (:class:`PipeHooks`); exit status 0 when it stopped cleanly, 1 when it crashed.
+    """
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        set_pdeathsig()
+        if os.getppid() != master:
+            os._exit(1)
+        for sibling in inherited:
+            os.close(sibling)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        reset_after_fork()
+        if kind is ChildKind.POLLER:
+            poller = Poller(queues)
+
+            def stop(signum: int, frame: FrameType | None) -> None:
+                poller.stop.set()
+
+            signal.signal(signal.SIGUSR1, stop)
+            poller.run()
+            code = 0
+        else:
+            worker = Worker(
+                queues,
+                burst=burst,
+                max_jobs=max_jobs,
+                max_memory_mb=max_memory_mb,
+                with_poller=False,
+                worker_id=worker_id,
+                renew_leases=False,
+                hooks=PipeHooks(fd),
+            )
+            worker.install_child_signal_handlers()
+            code = worker.run()
+    except BaseException:
+        logger.exception("worker child %d crashed", os.getpid())
+    finally:
+        logging.shutdown()
+        os._exit(code)

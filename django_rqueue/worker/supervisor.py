@@ -45,7 +45,7 @@ from django import db
 from .. import registry
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import get_client, redis_time_ms, reset_after_fork
+from ..engine.connection import get_client, redis_time_ms
 from ..engine.keys import QueueKeys
 from ..exceptions import (
     JobTimeout,
@@ -57,10 +57,8 @@ from ..exceptions import (
 from ..health import problems_for
 from ..job import Job
 from . import heartbeat
-from .children import Child, ChildKind, KillReason, PipeHooks, Running
-from .loop import Worker
-from .poller import Poller
-from .process import kill_group, new_worker_id, send_signal, set_pdeathsig
+from .children import Child, ChildKind, KillReason, Running, run_child
+from .process import kill_group, new_worker_id, send_signal
 from .reconnect import Reconnect
 from .reporting import AttemptOutcome, fail_lost_attempt, hand_back
 
@@ -182,7 +180,17 @@ class Supervisor:
         pid = os.fork()
         if pid == 0:  # child
             os.close(read_fd)
-            self._child_main(kind, write_fd, master)
+            run_child(
+                kind,
+                write_fd,
+                master,
+                inherited=[child.fd for child in self.children.values()],
+                queues=self.queues,
+                worker_id=f"{self.worker_id}/{os.getpid()}",
+                burst=self.burst,
+                max_jobs=self.max_jobs,
+                max_memory_mb=self.max_memory_mb,
+            )
         os.close(write_fd)
         try:
             os.setpgid(pid, pid)  # also done by the child: whoever runs first wins the race
@@ -191,48 +199,6 @@ class Supervisor:
         os.set_blocking(read_fd, False)
         self.children[pid] = Child(pid=pid, fd=read_fd, kind=kind)
         self.selector.register(read_fd, selectors.EVENT_READ, pid)
-
-    def _child_main(self, kind: ChildKind, fd: int, master: int) -> None:
-        code = 1
-        try:
-            os.setpgid(0, 0)
-            set_pdeathsig()
-            if os.getppid() != master:
-                os._exit(1)
-            for child in self.children.values():
-                os.close(child.fd)
-            self.selector = selectors.DefaultSelector()
-            self.children = {}
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            reset_after_fork()
-            if kind is ChildKind.POLLER:
-                poller = Poller(self.queues)
-
-                def stop(signum: int, frame: FrameType | None) -> None:
-                    poller.stop.set()
-
-                signal.signal(signal.SIGUSR1, stop)
-                poller.run()
-                code = 0
-            else:
-                worker = Worker(
-                    self.queues,
-                    burst=self.burst,
-                    max_jobs=self.max_jobs,
-                    max_memory_mb=self.max_memory_mb,
-                    with_poller=False,
-                    worker_id=f"{self.worker_id}/{os.getpid()}",
-                    renew_leases=False,
-                    hooks=PipeHooks(fd),
-                )
-                worker.install_child_signal_handlers()
-                code = worker.run()
-        except BaseException:
-            logger.exception("worker child %d crashed", os.getpid())
-        finally:
-            logging.shutdown()
-            os._exit(code)
 
     def _read(self, child: Child) -> None:
         for outcome in child.read(get_config().lease):
