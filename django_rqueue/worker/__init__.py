@@ -2,10 +2,12 @@
 
 :mod:`.supervisor` (the prefork master), :mod:`.children` (the master's record
 of a child and the pipe between them), :mod:`.loop` (a child's reserve-run-report
-loop, :class:`Worker`, which also runs in-process), :mod:`.reporting` (acks,
-failures and hand-backs, for the loop and the master alike), :mod:`.lease`
-(lease renewal in-process), :mod:`.poller` (promotes due jobs, reclaims expired
-leases) and :mod:`.heartbeat` (the registry of live workers).
+loop, :class:`Worker`, which also runs in-process), :mod:`.prefetch` (jobs
+reserved ahead of their run), :mod:`.reporting` (acks, failures and hand-backs,
+for the loop and the master alike), :mod:`.reconnect` (retry delays while Redis
+is unreachable), :mod:`.lease` (lease renewal in-process), :mod:`.poller`
+(promotes due jobs, reclaims expired leases), :mod:`.heartbeat` (the registry of
+live workers) and :mod:`.process` (ids, memory, signals).
 """
 
 from __future__ import annotations

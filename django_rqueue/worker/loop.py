@@ -45,7 +45,6 @@ import logging
 import signal
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any, Protocol
@@ -64,6 +63,7 @@ from ..execution import Outcome, failure, next_delay, run_attempt
 from ..job import Job
 from .lease import LeaseKeeper
 from .poller import Poller
+from .prefetch import Prefetched
 from .process import new_worker_id, rss_mb
 from .reconnect import Reconnect
 from .reporting import (
@@ -71,7 +71,6 @@ from .reporting import (
     conclude,
     deliver_ack,
     deliver_failure,
-    hand_back,
 )
 
 logger = logging.getLogger("django_rqueue.worker")
@@ -159,16 +158,14 @@ class Worker:
         #: interrupts only an idle worker.
         self.busy = False
         self.processed = 0
-        #: Jobs reserved ahead (with the last ack, or in a batch), run next: ``(queue, job)``.
-        self._prefetched: deque[tuple[str, Job[Any]]] = deque()
+        #: Jobs reserved ahead (with the last ack, or in a batch), run next.
+        self._prefetched = Prefetched(self.worker_id, hooks)
         #: Acks of the current batch sent without waiting (first queue only).
         self._acks: AckStream | None = None
         #: Average seconds a job of the first queue ran (EWMA), None until one ran.
         self._run_time: float | None = None
         #: Whether the last job of the first queue had no job_succeeded receivers.
         self._unheard = False
-        #: When the request that reserved the jobs in _prefetched was sent (time.monotonic()).
-        self._held_since = 0.0
 
     # -- lifecycle -------------------------------------------------------
 
@@ -224,7 +221,7 @@ class Worker:
             pass
         finally:
             self._collect_acks()
-            self._hand_back_prefetched()
+            self._prefetched.hand_back_all()
             if self.hooks is not None:
                 self.hooks.flush()
             if poller is not None and thread is not None:
@@ -245,14 +242,6 @@ class Worker:
         if reason is not None:
             logger.info("worker %s: %s", self.worker_id, reason)
         return reason is not None
-
-    def _hand_back_prefetched(self) -> None:
-        """Give back the jobs reserved ahead but not started (no attempt spent)."""
-        while self._prefetched:
-            queue, job = self._prefetched.popleft()
-            hand_back(queue, job.id, job.token)
-            if self.hooks is not None:
-                self.hooks.finished(job, AttemptOutcome.RELEASED)
 
     def _batch_size(self) -> int:
         """How many jobs of the first queue to reserve in the next round trip."""
@@ -291,18 +280,16 @@ class Worker:
         """Reserve and run at most one job; return whether there was one.
 
         A reserved job whose lease may have run out before it could start
-        (see :meth:`_still_ours`) is skipped, not run: that also counts as
+        (see :mod:`~.prefetch`) is skipped, not run: that also counts as
         having had one (the caller goes on at once).
         """
         config = get_config()
         lease_ms = int(config.lease * 1000)
         self.busy = True
         try:
-            while self._prefetched:
-                queue, job = self._prefetched.popleft()
-                if not self._still_held(queue, job):
-                    continue
-                self.process(queue, job)
+            waiting = self._prefetched.next()
+            if waiting is not None:
+                self.process(*waiting)
                 self.processed += 1
                 return True
             for queue in self.queues:
@@ -319,91 +306,14 @@ class Worker:
                 )
                 if reserved:
                     jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved]
-                    self._hold(queue, jobs[1:], since=reserved_at)
-                    if self._first_still_ours(queue, jobs[0], reserved_at):
+                    self._prefetched.hold(queue, jobs[1:], since=reserved_at)
+                    if self._prefetched.first_may_run(queue, jobs[0], reserved_at):
                         self.process(queue, jobs[0])
                         self.processed += 1
                     return True
             return False
         finally:
             self.busy = False
-
-    def _hold(self, queue: str, jobs: list[Job[Any]], since: float | None = None) -> None:
-        """Keep ``jobs`` (reserved ahead) to run next; the master renews their leases.
-
-        ``since``: when the request that reserved them was sent
-        (``time.monotonic()``; default now), which :meth:`_still_held` counts from.
-        """
-        if not jobs:
-            return
-        self._prefetched.extend((queue, job) for job in jobs)
-        self._held_since = time.monotonic() if since is None else since
-        if self.hooks is not None:
-            self.hooks.held(queue, jobs)
-
-    def _still_ours(self, queue: str, job: Job[Any], since: float) -> None:
-        """Check that a job reserved by a request sent at ``since`` still has its lease.
-
-        Free while less than a third of the lease has passed since the
-        request was sent (then the lease, granted when Redis ran it, has at
-        least two thirds left, and the first renewal is due in one third).
-        Later (a long hold, a slow reply, a pause between request and run)
-        the lease may have run out and the job be re-queued, maybe running
-        elsewhere: one renewal confirms it and extends the lease.
-
-        Raises:
-            LeaseLost: the job is no longer ours: do not run it.
-            RedisUnavailable: it could not be checked.
-        """
-        lease = get_config().lease
-        if time.monotonic() - since < lease / 3:
-            return
-        keys = QueueKeys.of(get_config().key_prefix, queue)
-        transitions.renew_lease(get_client(queue), keys, job.id, job.token, int(lease * 1000))
-
-    def _first_still_ours(self, queue: str, job: Job[Any], since: float) -> bool:
-        """Whether the first job of a reservation requested at ``since`` may run now.
-
-        Nobody was told about it yet (unlike a held job), so a lost one is just dropped.
-        """
-        try:
-            self._still_ours(queue, job, since)
-        except LeaseLost as exc:
-            logger.warning(
-                "worker %s: %s (reserved %.1f s ago); skipping it",
-                self.worker_id,
-                exc,
-                time.monotonic() - since,
-            )
-            return False
-        except RedisUnavailable:
-            # Hold it like the rest of its batch: checked again after the backoff.
-            self._prefetched.appendleft((queue, job))
-            self._held_since = since
-            if self.hooks is not None:
-                self.hooks.held(queue, [job])
-            raise
-        return True
-
-    def _still_held(self, queue: str, job: Job[Any]) -> bool:
-        """Whether a job reserved ahead is still ours (checked only after a long hold).
-
-        Its lease is renewed by the master; a hold longer than a third of the
-        lease (counted from the reserving request: a job before it ran long,
-        or the reply came late) is confirmed with one renewal, so a job whose
-        lease expired meanwhile (and may run elsewhere) is skipped.
-        """
-        try:
-            self._still_ours(queue, job, self._held_since)
-        except LeaseLost as exc:
-            logger.warning("worker %s: %s; skipping it", self.worker_id, exc)
-            if self.hooks is not None:
-                self.hooks.finished(job, AttemptOutcome.RELEASED)
-            return False
-        except RedisUnavailable:
-            self._prefetched.appendleft((queue, job))  # still held: tried again after the backoff
-            raise
-        return True
 
     def process(self, queue: str, job: Job[Any]) -> None:
         """Run one reserved job and report its outcome, fenced by its token."""
@@ -482,7 +392,7 @@ class Worker:
             return AttemptOutcome.SUCCEEDED
         self._collect_acks()
         if outcome.ok and prefetch and not self._prefetched:
-            reserved_at = time.monotonic()  # before the request (see _still_ours)
+            reserved_at = time.monotonic()  # before the request (see prefetch.py)
             try:
                 stale, reserved = transitions.ack_and_reserve(
                     get_client(queue),
@@ -498,7 +408,8 @@ class Worker:
             except RedisUnavailable:
                 pass  # resent below as a plain ack: a repeat must not reserve more jobs
             else:
-                self._hold(queue, [Job.from_fields(*r) for r in reserved], since=reserved_at)
+                jobs = [Job.from_fields(*r) for r in reserved]
+                self._prefetched.hold(queue, jobs, since=reserved_at)
                 if stale is not None:
                     logger.error("%s; discarding this run", stale)
                     return AttemptOutcome.DISCARDED
