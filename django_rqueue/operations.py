@@ -62,16 +62,16 @@ def perform(job_id: str, action: str) -> None:
 
 
 @dataclass
-class Outcome:
+class ActionReport:
     """What a bulk action did: ids done, and ids refused with the reason."""
 
     done: list[str] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)
 
 
-def perform_many(job_ids: Iterable[str], action: str) -> Outcome:
+def perform_many(job_ids: Iterable[str], action: str) -> ActionReport:
     """Apply ``action`` to each job in turn (one Lua call each); never stops early."""
-    outcome = Outcome()
+    outcome = ActionReport()
     for job_id in job_ids:
         try:
             perform(job_id, action)
