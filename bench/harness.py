@@ -30,7 +30,7 @@ import redis
 
 from bench import record, scale
 from bench.systems import DISTRIBUTIONS, MODULES, REPO, System, load
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 BENCH = REPO / "bench"
 

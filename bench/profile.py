@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[1]
 

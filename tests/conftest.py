@@ -8,7 +8,7 @@ import redis
 from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 
 @pytest.fixture(scope="session")

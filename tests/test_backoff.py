@@ -12,7 +12,7 @@ from django_rqueue.backoff import BASE, CAP, exponential, retry_delay
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.loop import Worker
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 KEYS = QueueKeys.of("rqueue", "default")
 seen_attempts: list[int] = []

@@ -5,7 +5,7 @@ import redis
 from pytest_django.fixtures import Settings
 
 from django_rqueue.engine.connection import get_client
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 
 def test_the_client_follows_the_setting_at_call_time(settings: Settings, redis_server: RedisServer):

@@ -29,7 +29,7 @@ from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 KEYS = QueueKeys.of("rqueue", "default")
 TOKYO = zoneinfo.ZoneInfo("Asia/Tokyo")

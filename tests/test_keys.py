@@ -25,7 +25,7 @@ from django_rqueue.engine.keys import (
 from django_rqueue.engine.scripts import load
 from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import Poller
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 
 @job(queue="emails")

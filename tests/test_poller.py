@@ -15,9 +15,9 @@ from django_rqueue import Job, JobStatus, get_job
 from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client
 from django_rqueue.worker.poller import MAX_SLEEP, Poller
-from tests.inprocess import keys, poller_thread, queued_ids, run_worker, stats
 from tests.jobs_app.jobs import read_ledger, record
-from tests.waiting import wait_until
+from tests.support.inprocess import keys, poller_thread, queued_ids, run_worker, stats
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 

@@ -9,9 +9,9 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from tests import redis_server as redis_server_module
-from tests.redis_server import NO_RETRY, RedisServer, RedisServerError
-from tests.waiting import wait_until
+from tests.support import redis_server as redis_server_module
+from tests.support.redis_server import NO_RETRY, RedisServer, RedisServerError
+from tests.support.waiting import wait_until
 
 
 def test_session_server_answers_ping(redis_server: RedisServer, redis_client: redis.Redis) -> None:

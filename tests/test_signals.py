@@ -12,8 +12,8 @@ from django.dispatch import Signal
 
 from django_rqueue import Job, JobStatus, get_job, signals
 from django_rqueue.serialization import encode_arguments
-from tests.inprocess import enqueue_raw, poller_thread, run_worker
 from tests.jobs_app.jobs import fail_always, read_ledger, record
+from tests.support.inprocess import enqueue_raw, poller_thread, run_worker
 
 SIGNALS = {
     "job_enqueued": signals.job_enqueued,

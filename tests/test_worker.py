@@ -26,7 +26,6 @@ from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
 from django_rqueue.worker.reporting import AttemptOutcome
 from tests.faults.proxy import FaultProxy
-from tests.inprocess import enqueue_raw, keys, poller_thread, run_worker, stats, tags
 from tests.jobs_app.jobs import (
     chain,
     exits,
@@ -38,8 +37,9 @@ from tests.jobs_app.jobs import (
     sleepy_timeout,
     slow,
 )
-from tests.redis_server import RedisServer
-from tests.waiting import wait_until
+from tests.support.inprocess import enqueue_raw, keys, poller_thread, run_worker, stats, tags
+from tests.support.redis_server import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 

@@ -10,7 +10,7 @@ import redis
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from tests.states import Jobs
+from tests.support.jobs_in_state import Jobs
 
 BASE = "/admin/django_rqueue/job/"
 

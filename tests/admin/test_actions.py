@@ -10,7 +10,7 @@ from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from tests.states import Jobs
+from tests.support.jobs_in_state import Jobs
 
 from .conftest import BASE, MakeClient
 from .test_pages import job_url

@@ -17,9 +17,9 @@ import pytest
 import redis
 from django.contrib import admin
 
-from tests.inprocess import run_worker
 from tests.jobs_app.jobs import read_ledger
-from tests.states import Jobs
+from tests.support.inprocess import run_worker
+from tests.support.jobs_in_state import Jobs
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "admin"

@@ -10,7 +10,7 @@ from django.test import Client
 
 from django_rqueue import queries
 from django_rqueue.worker import heartbeat
-from tests.states import Jobs
+from tests.support.jobs_in_state import Jobs
 
 from .conftest import BASE, MakeClient
 

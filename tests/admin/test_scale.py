@@ -17,7 +17,7 @@ import redis
 from django.test import Client
 
 from django_rqueue import operations
-from tests.states import Jobs
+from tests.support.jobs_in_state import Jobs
 
 from .conftest import BASE
 

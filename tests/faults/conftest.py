@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 from .harness import Faults
 

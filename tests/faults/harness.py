@@ -65,7 +65,7 @@ import redis
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys, queue_of
 from tests.jobs_app.jobs import read_ledger
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 #: Seconds a freshly started command gets to import Django and reach Redis.

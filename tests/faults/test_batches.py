@@ -16,7 +16,7 @@ import redis
 
 from django_rqueue.engine.keys import QueueKeys
 from tests.jobs_app.jobs import fault_noop, fault_sleep, fault_sleep_first
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 from .harness import Faults, job_hash, wait_until
 from .proxy import FaultProxy

@@ -21,7 +21,7 @@ import pytest
 import redis
 
 from tests.jobs_app.jobs import fault_noop
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 from .harness import Faults
 from .support import CommandMonitor, command_calls, hold, wait_blocked

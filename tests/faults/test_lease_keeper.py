@@ -22,7 +22,7 @@ from django_rqueue.engine.connection import get_client, reset_clients
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.lease import LeaseKeeper
 from tests.jobs_app.jobs import record
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 from .harness import wait_until
 from .proxy import FaultProxy

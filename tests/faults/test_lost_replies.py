@@ -23,7 +23,7 @@ import redis
 from django_rqueue.engine.connection import SOCKET_TIMEOUT
 from django_rqueue.engine.scripts import load
 from tests.jobs_app.jobs import fault_sleep
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 from .harness import Faults, wait_until
 from .proxy import FaultProxy

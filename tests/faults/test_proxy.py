@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.redis_server import NO_RETRY, RedisServer
-from tests.waiting import wait_until
+from tests.support.redis_server import NO_RETRY, RedisServer
+from tests.support.waiting import wait_until
 
 from .proxy import FaultProxy
 

@@ -17,7 +17,7 @@ import pytest
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from tests.jobs_app.jobs import fault_noop
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 from .harness import Faults, wait_until
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 from .harness import STARTUP, Faults
 

@@ -1,4 +1,4 @@
-"""The ``manage`` fixture: management commands as real subprocesses (see ``process.py``)."""
+"""The ``manage`` fixture: management commands as real subprocesses (tests/support/processes.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .process import Manage, ManagedCommand
+from tests.support.processes import Manage, ManagedCommand
 
 
 @pytest.fixture

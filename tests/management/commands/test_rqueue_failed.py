@@ -9,7 +9,7 @@ import pytest
 import redis
 from django.core.management import CommandError, call_command
 
-from tests.states import Jobs
+from tests.support.jobs_in_state import Jobs
 
 
 @pytest.fixture

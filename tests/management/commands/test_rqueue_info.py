@@ -9,7 +9,7 @@ import redis
 from django.core.management import call_command
 
 from django_rqueue.worker import heartbeat
-from tests.states import Jobs
+from tests.support.jobs_in_state import Jobs
 
 
 def run(*args: str) -> str:

@@ -16,11 +16,10 @@ import redis
 
 from django_rqueue import JobStatus, get_job
 from tests.faults.harness import children_of
-from tests.inprocess import keys, stats
 from tests.jobs_app.jobs import fail_then_succeed, read_ledger, record, returns_unserializable, slow
-from tests.waiting import wait_until
-
-from .process import Manage, ManagedCommand
+from tests.support.inprocess import keys, stats
+from tests.support.processes import Manage, ManagedCommand
+from tests.support.waiting import wait_until
 
 #: Seconds a freshly started command gets to import Django and reach Redis.
 STARTUP = 20.0

@@ -1,6 +1,6 @@
 """Run ``python -m django <command>`` as a real subprocess against the test Redis.
 
-The ``manage`` fixture (``conftest.py``) starts commands with
+The ``manage`` fixture (``tests/management/commands/conftest.py``) starts commands with
 ``DJANGO_SETTINGS_MODULE=tests.settings``, ``RQUEUE_TEST_REDIS_URL`` (exported by
 the autouse ``rqueue_redis`` fixture) and the repository root on ``PYTHONPATH``,
 each in its own session so that a stuck one can be killed with its children.
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class ManagedCommand:

@@ -11,20 +11,19 @@ Usage::
 
 Each server binds 127.0.0.1 on a free port, keeps no RDB/AOF, and logs to
 ``<tmpdir>/redis.log``. Servers are registered with :mod:`atexit`, and on Linux
-the child also gets ``PR_SET_PDEATHSIG`` so it dies with the test process even
-when that process is SIGKILLed.
+the child also gets ``PR_SET_PDEATHSIG`` (the worker's own
+:func:`~django_rqueue.worker.children.set_pdeathsig`) so it dies with the test
+process even when that process is SIGKILLed.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -36,6 +35,8 @@ from typing import Any, Self
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from django_rqueue.worker.children import set_pdeathsig
 
 STARTUP_TIMEOUT = 5.0
 STOP_TIMEOUT = 5.0
@@ -58,18 +59,6 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child
-    """Ask the kernel to SIGTERM the child when its parent dies (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 class RedisServer:
@@ -266,7 +255,7 @@ class RedisServer:
                 stderr=stderr,
                 cwd=self.dir,
                 start_new_session=True,  # a Ctrl-C in the terminal must not kill it mid-test
-                preexec_fn=_set_pdeathsig,  # dies with us even on SIGKILL (Linux)
+                preexec_fn=set_pdeathsig,  # dies with us even on SIGKILL (Linux)
             )
         self._proc = proc
         deadline = time.monotonic() + self.startup_timeout
