@@ -1,4 +1,7 @@
-"""Shared fixtures: one private redis-server per test session, flushed before every test."""
+"""Shared fixtures: one private redis-server per test session, flushed before every test.
+
+The helpers behind them live in ``tests/support/``.
+"""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,6 +11,7 @@ import redis
 from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsFixture
 
+from tests.support.jobs_in_state import Jobs
 from tests.support.redis_server import RedisServer
 
 
@@ -48,6 +52,12 @@ def rqueue_redis(
 def redis_client(rqueue_redis: redis.Redis) -> redis.Redis:
     """A ``redis.Redis`` client (db 0) connected to the per-session test server."""
     return rqueue_redis
+
+
+@pytest.fixture
+def jobs(rqueue_redis: redis.Redis) -> Jobs:
+    """Puts jobs in any state on a queue through the real transitions."""
+    return Jobs(rqueue_redis)
 
 
 @pytest.fixture

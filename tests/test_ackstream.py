@@ -11,7 +11,7 @@ from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.pipelining import AckStream, PendingAck
 from django_rqueue.engine.scripts import load
-from tests.support.inprocess import enqueue_raw
+from tests.support.jobs_in_state import enqueue_raw
 
 KEYS = QueueKeys.of("rqueue", "default")
 

@@ -13,7 +13,8 @@ from django.dispatch import Signal
 from django_rqueue import Job, JobStatus, get_job, signals
 from django_rqueue.serialization import encode_arguments
 from tests.jobs_app.jobs import fail_always, read_ledger, record
-from tests.support.inprocess import enqueue_raw, poller_thread, run_worker
+from tests.support.inprocess import poller_thread, run_worker
+from tests.support.jobs_in_state import enqueue_raw
 
 SIGNALS = {
     "job_enqueued": signals.job_enqueued,

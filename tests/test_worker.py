@@ -37,7 +37,8 @@ from tests.jobs_app.jobs import (
     sleepy_timeout,
     slow,
 )
-from tests.support.inprocess import enqueue_raw, keys, poller_thread, run_worker, stats, tags
+from tests.support.inprocess import keys, poller_thread, run_worker, stats, tags
+from tests.support.jobs_in_state import enqueue_raw
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
 

@@ -1,4 +1,4 @@
-"""Fixtures for the admin tests: users with given permissions, jobs in any state."""
+"""Fixtures for the admin tests: users with given permissions (``jobs`` is in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import redis
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from tests.support.jobs_in_state import Jobs
-
 BASE = "/admin/django_rqueue/job/"
-
-
-@pytest.fixture
-def jobs(rqueue_redis: redis.Redis) -> Jobs:
-    return Jobs(rqueue_redis)
-
 
 MakeClient = Callable[..., Client]
 

@@ -16,9 +16,8 @@ from typing import Any
 import redis
 
 from django_rqueue.conf import get_config
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client
-from django_rqueue.engine.keys import QueueKeys, new_job_id
+from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
 from tests.jobs_app.jobs import read_ledger
@@ -88,28 +87,3 @@ def stats(client: redis.Redis, queue: str = "default") -> dict[str, int]:
 def queued_ids(client: redis.Redis, group: str = "", priority: int = 0) -> list[str]:
     """The ids in one group's FIFO list, oldest first."""
     return [text(i) for i in client.lrange(keys().group(priority, group), 0, -1)]
-
-
-def enqueue_raw(name: str, payload: str, queue: str = "default") -> str:
-    """Write a job the way ``.delay()`` does, but with any name and payload."""
-    job_id = new_job_id(queue)
-    outcome, _, state = transitions.enqueue(
-        get_client(queue),
-        keys(queue),
-        job_id=job_id,
-        priority=0,
-        group="",
-        delay_ms=0,
-        run_at_ms=-1,
-        unique_key="",
-        unique_ttl=0,
-        fields={
-            "n": name,
-            "p": payload,
-            "max": 3,
-            "tmo": 60_000,
-            "ttl": 600,
-        },
-    )
-    assert (outcome, state) == ("created", "queued")
-    return job_id

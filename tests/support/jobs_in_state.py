@@ -1,4 +1,8 @@
-"""Put jobs in any state on a queue through the real transitions (admin and command tests)."""
+"""Put jobs in any state on a queue through the real transitions (the ``jobs`` fixture).
+
+The one way the tests do it: :func:`enqueue_raw` and the transition tests'
+``Engine`` enqueue through :meth:`Jobs.enqueue` too.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,12 @@ from typing import Any
 
 import redis
 
+from django_rqueue.conf import get_config
 from django_rqueue.engine import transitions
+from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import QueueKeys, new_job_id
+from django_rqueue.engine.transitions import Enqueued
 from django_rqueue.execution import error_record
-
-PREFIX = "rqueue"
 
 
 class Jobs:
@@ -20,9 +25,9 @@ class Jobs:
         self.client = client
 
     def keys(self, queue: str = "default") -> QueueKeys:
-        return QueueKeys.of(PREFIX, queue)
+        return QueueKeys.of(get_config().key_prefix, queue)
 
-    def queued(
+    def enqueue(
         self,
         *,
         queue: str = "default",
@@ -32,36 +37,48 @@ class Jobs:
         delay_ms: int = 0,
         payload: str = '{"a": ["/dev/null", "x"], "k": {}}',
         max_attempts: int = 1,
-    ) -> str:
-        job_id = new_job_id(queue)
-        outcome, _, _ = transitions.enqueue(
+        job_id: str | None = None,
+        run_at_ms: int = -1,
+        unique_key: str = "",
+        unique_ttl: int = 0,
+        timeout_ms: int = 30_000,
+        ttl: int = 600,
+    ) -> Enqueued:
+        """Enqueue one job; returns ``(outcome, job id, state)`` as the script answered."""
+        job_id = job_id or new_job_id(queue)
+        return transitions.enqueue(
             self.client,
             self.keys(queue),
             job_id=job_id,
             priority=priority,
             group=group,
             delay_ms=delay_ms,
-            run_at_ms=-1,
-            unique_key="",
-            unique_ttl=0,
+            run_at_ms=run_at_ms,
+            unique_key=unique_key,
+            unique_ttl=unique_ttl,
             fields={
                 "n": name,
                 "p": payload,
                 "max": max_attempts,
-                "tmo": 30_000,
-                "ttl": 600,
+                "tmo": timeout_ms,
+                "ttl": ttl,
             },
         )
+
+    def queued(self, queue: str = "default", **kwargs: Any) -> str:
+        """Enqueue and return the new job's id (asserting it was created)."""
+        outcome, job_id, _ = self.enqueue(queue=queue, **kwargs)
         assert outcome == "created"
         return job_id
 
-    def scheduled(self, **kwargs: Any) -> str:
-        return self.queued(delay_ms=3_600_000, **kwargs)
+    def scheduled(self, queue: str = "default", **kwargs: Any) -> str:
+        kwargs.setdefault("delay_ms", 3_600_000)
+        return self.queued(queue, **kwargs)
 
     def running(self, queue: str = "default", **kwargs: Any) -> str:
         # Priority 100 so that this job, not an older queued one, is reserved.
         kwargs.setdefault("priority", 100)
-        job_id = self.queued(queue=queue, **kwargs)
+        job_id = self.queued(queue, **kwargs)
         got = transitions.reserve(self.client, self.keys(queue), lease_ms=60_000, worker_id="w1")
         assert got is not None and got[0] == job_id
         return job_id
@@ -80,3 +97,12 @@ class Jobs:
     def state(self, job_id: str, queue: str = "default") -> str | None:
         value = self.client.hget(self.keys(queue).job(job_id), "s")
         return value.decode() if isinstance(value, bytes) else value
+
+
+def enqueue_raw(name: str, payload: str, queue: str = "default") -> str:
+    """Write a job the way ``.delay()`` does, but with any name and payload."""
+    outcome, job_id, state = Jobs(get_client(queue)).enqueue(
+        queue=queue, name=name, payload=payload, max_attempts=3, timeout_ms=60_000
+    )
+    assert (outcome, state) == ("created", "queued")
+    return job_id

@@ -15,8 +15,9 @@ import redis
 
 from django_rqueue.engine import transitions
 from django_rqueue.engine.calls import CancelMode
-from django_rqueue.engine.keys import QueueKeys, new_job_id
+from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.execution import error_record
+from tests.support.jobs_in_state import Jobs
 
 #: Fields enqueue_job.lua leaves out of a job hash while they hold their default.
 OMITTED_DEFAULTS = {"prio": "0", "group": "", "attempts": "0", "token": "0"}
@@ -52,10 +53,8 @@ class Engine:
         name: str = "tests.noop",
         payload: str = '{"a":[],"k":{}}',
     ) -> tuple[str, str, str]:
-        job_id = job_id or new_job_id(self.queue)
-        return transitions.enqueue(
-            self.client,
-            self.keys,
+        return Jobs(self.client).enqueue(
+            queue=self.queue,
             job_id=job_id,
             priority=priority,
             group=group,
@@ -63,13 +62,9 @@ class Engine:
             run_at_ms=run_at_ms,
             unique_key=unique_key,
             unique_ttl=unique_ttl,
-            fields={
-                "n": name,
-                "p": payload,
-                "max": max_attempts,
-                "tmo": 30000,
-                "ttl": 600,
-            },
+            max_attempts=max_attempts,
+            name=name,
+            payload=payload,
         )
 
     def add(self, **kwargs: Any) -> str:

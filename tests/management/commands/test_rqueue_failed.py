@@ -6,15 +6,9 @@ import json
 from io import StringIO
 
 import pytest
-import redis
 from django.core.management import CommandError, call_command
 
 from tests.support.jobs_in_state import Jobs
-
-
-@pytest.fixture
-def jobs(rqueue_redis: redis.Redis) -> Jobs:
-    return Jobs(rqueue_redis)
 
 
 def run(*args: str) -> str:
