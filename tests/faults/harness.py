@@ -7,14 +7,15 @@ API (the ``faults`` fixture in ``tests/faults/conftest.py`` yields a :class:`Fau
         faults.wait_ready(w)                      # its children are up and blocked on Redis
         j = fault_sleep.delay(faults.ledger, "a", 30)      # jobs from tests/jobs_app/jobs.py
         start = faults.wait_event("start", tag="a")         # a ledger dict (id/attempt/token/pid)
-        os.killpg(w.pid, signal.SIGKILL)                    # or w.kill_master(), w.children() ...
+        os.killpg(w.pid, signal.SIGKILL)                    # or w.signal(sig), w.children() ...
         faults.wait_final([j.id], timeout=10)               # every id succeeded or failed
         report = faults.check([j.id])                       # raises AssertionError on a violation
         assert report.starts[j.id] == 2
 
 Pieces:
 
-- :class:`WorkerProcess` (``faults.worker(*args, lease=, grace=, env=, redis_url=)``):
+- ``WorkerProcess`` (``faults.worker(*args, lease=, grace=, env=, redis_url=)``), the
+  name these tests give :class:`tests.support.processes.CommandProcess`:
   ``python -m django rqueue_work <args>`` in its own session (``start_new_session``),
   output to files, with ``RQUEUE_TEST_LEASE`` / ``RQUEUE_TEST_TIMEOUT_GRACE`` read by
   ``tests/settings.py``. ``faults.command(name, *args)`` starts any other command
@@ -38,8 +39,8 @@ Pieces:
   one none; no ``acked`` line names a token other than the final one. It returns a
   :class:`Report` (``starts``, ``duplicates``, ``states``, ``errors``) for
   scenario-specific assertions (e.g. ``report.duplicates == {}``).
-- Helpers: :func:`children_of`, :func:`descendants_of`, :func:`alive`,
-  :func:`kill_tree`, :func:`job_hash` and ``wait_until`` (re-exported).
+- Helpers: :func:`job_hash`, and :func:`children_of`, :func:`descendants_of`,
+  :func:`alive`, :func:`kill_tree` and ``wait_until`` (re-exported from ``tests.support``).
 
 Timescales: pass ``lease=`` (seconds, e.g. 1) and ``grace=`` to ``faults.worker``;
 the test process keeps ``LEASE`` 2 but only enqueues and reads. Never ``sleep``: wait
@@ -49,11 +50,7 @@ on a condition with a deadline.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -65,11 +62,17 @@ import redis
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys, queue_of
 from tests.jobs_app.jobs import read_ledger
+from tests.support.processes import (
+    STARTUP,
+    Processes,
+    alive,
+    children_of,
+    command_env,
+    descendants_of,
+    kill_tree,
+)
+from tests.support.processes import CommandProcess as WorkerProcess
 from tests.support.waiting import wait_until
-
-REPO = Path(__file__).resolve().parents[2]
-#: Seconds a freshly started command gets to import Django and reach Redis.
-STARTUP = 20.0
 
 __all__ = [
     "STARTUP",
@@ -83,142 +86,6 @@ __all__ = [
     "kill_tree",
     "wait_until",
 ]
-
-
-# -- processes -----------------------------------------------------------------
-
-
-def children_of(pid: int) -> list[int]:
-    """Direct children of ``pid`` (``[]`` if it is gone)."""
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
-                found.extend(int(p) for p in f.read().split())
-        except OSError:
-            continue
-    return found
-
-
-def descendants_of(pid: int) -> list[int]:
-    """Every descendant of ``pid``, breadth first."""
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        kids = children_of(todo.pop(0))
-        found.extend(kids)
-        todo.extend(kids)
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def kill_tree(pid: int, signum: int = signal.SIGKILL) -> None:
-    """Send ``signum`` to ``pid`` and every descendant."""
-    for target in [*descendants_of(pid), pid]:
-        try:
-            os.kill(target, signum)
-        except ProcessLookupError:
-            pass
-
-
-class WorkerProcess:
-    """One ``python -m django <command>`` subprocess in its own session."""
-
-    def __init__(
-        self, workdir: Path, index: int, name: str, args: tuple[str, ...], env: dict[str, str]
-    ) -> None:
-        self.name = name
-        self.argv = [sys.executable, "-m", "django", name, *args]
-        self.stdout_path = workdir / f"{index:02d}-{name}.stdout"
-        self.stderr_path = workdir / f"{index:02d}-{name}.stderr"
-        with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
-            self.proc = subprocess.Popen(
-                self.argv,
-                cwd=REPO,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-        #: Every pid ever seen as a child (for cleanup of orphans at teardown).
-        self.seen: set[int] = set()
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def children(self) -> list[int]:
-        kids = children_of(self.pid)
-        self.seen.update(kids)
-        return kids
-
-    def descendants(self) -> list[int]:
-        found = descendants_of(self.pid)
-        self.seen.update(found)
-        return found
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def signal(self, signum: int) -> None:
-        """Signal the master only."""
-        self.proc.send_signal(signum)
-
-    def killpg(self, signum: int) -> None:
-        """Signal the master's process group (its children each have their own group)."""
-        try:
-            os.killpg(self.pid, signum)
-        except ProcessLookupError:
-            pass
-
-    def wait(self, timeout: float) -> int:
-        """The exit status; fails the test (with the output) if it takes longer."""
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(
-                f"{self.name} (pid {self.pid}) still running after {timeout} s\n"
-                f"--- stderr ---\n{self.stderr()[-6000:]}"
-            ) from None
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def stdout(self) -> str:
-        return self.stdout_path.read_text(errors="replace")
-
-    def kill(self) -> None:
-        """SIGKILL the master, its whole tree and any child pid seen before (orphans)."""
-        if self.alive():
-            self.descendants()
-            kill_tree(self.pid)
-        for pid in self.seen:
-            if alive(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        self.proc.wait(timeout=10)
-
-    def report(self) -> str:
-        return (
-            f"=== {' '.join(self.argv[3:])} (pid {self.pid}, rc {self.proc.returncode}) ===\n"
-            f"--- stdout ---\n{self.stdout()}--- stderr ---\n{self.stderr()}"
-        )
 
 
 # -- Redis ---------------------------------------------------------------------
@@ -269,9 +136,12 @@ class Faults:
         self.client = client
         self.redis_url = redis_url
         self.ledger = str(tmp_path / "ledger.jsonl")
-        self.workdir = tmp_path / "procs"
-        self.workdir.mkdir(exist_ok=True)
-        self.started: list[WorkerProcess] = []
+        self.processes = Processes(tmp_path / "procs")
+
+    @property
+    def started(self) -> list[WorkerProcess]:
+        """Every process :meth:`command` and :meth:`worker` started, in order."""
+        return self.processes.started
 
     # -- processes -----------------------------------------------------------
 
@@ -283,15 +153,7 @@ class Faults:
         redis_url: str | None = None,
         extra: dict[str, str] | None = None,
     ) -> dict[str, str]:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "tests.settings",
-            "PYTHONPATH": os.pathsep.join(
-                [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-            ),
-            "PYTHONUNBUFFERED": "1",
-            "RQUEUE_TEST_REDIS_URL": redis_url or self.redis_url,
-        }
+        env = command_env(redis_url=redis_url or self.redis_url)
         if lease is not None:
             env["RQUEUE_TEST_LEASE"] = str(lease)
         if grace is not None:
@@ -309,15 +171,9 @@ class Faults:
         env: dict[str, str] | None = None,
     ) -> WorkerProcess:
         """Start ``python -m django <name> <args>`` (killed with its tree at teardown)."""
-        process = WorkerProcess(
-            self.workdir,
-            len(self.started),
-            name,
-            args,
-            self.env(lease=lease, grace=grace, redis_url=redis_url, extra=env),
+        return self.processes.start(
+            name, *args, env=self.env(lease=lease, grace=grace, redis_url=redis_url, extra=env)
         )
-        self.started.append(process)
-        return process
 
     def worker(
         self,
@@ -350,8 +206,7 @@ class Faults:
         return worker.children()
 
     def stop_all(self) -> None:
-        for process in self.started:
-            process.kill()
+        self.processes.kill_all()
 
     # -- ledger --------------------------------------------------------------
 

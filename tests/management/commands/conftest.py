@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import Manage, ManagedCommand
+from tests.support.processes import CommandProcess, Processes
+
+type Manage = Callable[..., CommandProcess]
 
 
 @pytest.fixture
 def manage(tmp_path: Path) -> Iterator[Manage]:
-    """Start ``python -m django <name> <args...>``; returns a :class:`ManagedCommand`."""
-    started: list[ManagedCommand] = []
-    workdir = tmp_path / "commands"
-    workdir.mkdir()
-
-    def start(name: str, *args: str) -> ManagedCommand:
-        command = ManagedCommand(workdir, len(started), name, args)
-        started.append(command)
-        return command
-
+    """Start ``python -m django <name> <args...>``; returns a :class:`CommandProcess`."""
+    processes = Processes(tmp_path / "commands")
     try:
-        yield start
+        yield processes.start
     finally:
-        for command in started:
-            command.kill()
-            print(command.report())
+        processes.kill_all()
+        print(processes.reports())

@@ -10,21 +10,19 @@ from collections import Counter
 import redis
 
 from django_rqueue import JobStatus, get_job
-from tests.faults.harness import children_of
 from tests.jobs_app.jobs import read_ledger, record
 from tests.support.inprocess import keys, queued_ids, stats
-from tests.support.processes import Manage, ManagedCommand
+from tests.support.processes import STARTUP, CommandProcess, children_of
 from tests.support.waiting import wait_until
 
-#: Seconds a freshly started command gets to import Django and reach Redis.
-STARTUP = 20.0
+from .conftest import Manage
 
 
 def blocked(client: redis.Redis) -> int:
     return sum(1 for c in client.client_list() if c.get("cmd") == "blpop")
 
 
-def stop(*commands: ManagedCommand, nudge: redis.Redis | None = None) -> None:
+def stop(*commands: CommandProcess, nudge: redis.Redis | None = None) -> None:
     """SIGTERM ``commands`` and check they exit 0.
 
     A poller notices the signal when its blocking wait ends (at most

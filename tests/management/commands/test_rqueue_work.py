@@ -15,17 +15,15 @@ import pytest
 import redis
 
 from django_rqueue import JobStatus, get_job
-from tests.faults.harness import children_of
 from tests.jobs_app.jobs import fail_then_succeed, read_ledger, record, returns_unserializable, slow
 from tests.support.inprocess import keys, stats
-from tests.support.processes import Manage, ManagedCommand
+from tests.support.processes import STARTUP, CommandProcess, children_of
 from tests.support.waiting import wait_until
 
-#: Seconds a freshly started command gets to import Django and reach Redis.
-STARTUP = 20.0
+from .conftest import Manage
 
 
-def wait_serving(worker: ManagedCommand, client: redis.Redis) -> None:
+def wait_serving(worker: CommandProcess, client: redis.Redis) -> None:
     """Until the worker logged its start and sits idle, blocked on Redis."""
     wait_until(
         lambda: "serving" in worker.stderr() or not worker.alive(),
