@@ -5,14 +5,19 @@ The helpers behind them live in ``tests/support/``.
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsFixture
 
+from django_rqueue import signals
 from tests.support.jobs_in_state import Jobs
 from tests.support.redis_server import RedisServer
+
+#: One signal sent: ``(signal name, sender, kwargs without "signal")`` (the ``events`` fixture).
+type Event = tuple[str, object, dict[str, Any]]
 
 
 @pytest.fixture(scope="session")
@@ -76,3 +81,24 @@ def worker_may_close_db_connections(django_db_blocker: DjangoDbBlocker) -> Itera
 def ledger(tmp_path: Path) -> str:
     """Path of an out-of-Redis ledger file the test jobs append JSON lines to."""
     return str(tmp_path / "ledger.jsonl")
+
+
+@pytest.fixture
+def events() -> Iterator[list[Event]]:
+    """Every job signal sent during the test: ``(name, sender, kwargs without "signal")``."""
+    seen: list[Event] = []
+    receivers = []
+    for name in ("job_enqueued", "job_started", "job_succeeded", "job_retrying", "job_failed"):
+        sig = getattr(signals, name)
+
+        def receiver(sender: object, _name: str = name, **kwargs: Any) -> None:
+            kwargs.pop("signal")
+            seen.append((_name, sender, kwargs))
+
+        sig.connect(receiver, weak=False)
+        receivers.append((sig, receiver))
+    try:
+        yield seen
+    finally:
+        for sig, receiver in receivers:
+            sig.disconnect(receiver)

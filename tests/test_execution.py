@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import Job, JobStatus, signals
+from django_rqueue import Job, JobStatus
+from tests.conftest import Event
 from tests.jobs_app.jobs import (
     fail_always,
     fail_then_succeed,
@@ -20,8 +20,6 @@ from tests.jobs_app.jobs import (
     returns_unserializable,
 )
 
-type Event = tuple[str, object, dict[str, Any]]
-
 
 @pytest.fixture
 def eager(settings: SettingsFixture, rqueue_redis: redis.Redis) -> Iterator[redis.Redis]:
@@ -30,26 +28,6 @@ def eager(settings: SettingsFixture, rqueue_redis: redis.Redis) -> Iterator[redi
     assert rqueue_redis.dbsize() == 0
     yield rqueue_redis
     assert rqueue_redis.dbsize() == 0, rqueue_redis.keys("*")
-
-
-@pytest.fixture
-def events() -> Iterator[list[Event]]:
-    seen: list[Event] = []
-    pairs = []
-    for name in ("job_enqueued", "job_started", "job_succeeded", "job_retrying", "job_failed"):
-        sig = getattr(signals, name)
-
-        def receiver(sender: object, _name: str = name, **kwargs: Any) -> None:
-            kwargs.pop("signal")
-            seen.append((_name, sender, kwargs))
-
-        sig.connect(receiver, weak=False)
-        pairs.append((sig, receiver))
-    try:
-        yield seen
-    finally:
-        for sig, receiver in pairs:
-            sig.disconnect(receiver)
 
 
 def test_eager_delay_runs_inline_and_returns_the_finished_job(

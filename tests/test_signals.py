@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ from django.dispatch import Signal
 
 from django_rqueue import Job, JobStatus, get_job, signals
 from django_rqueue.serialization import encode_arguments
+from tests.conftest import Event
 from tests.jobs_app.jobs import fail_always, read_ledger, record
 from tests.support.inprocess import poller_thread, run_worker
 from tests.support.jobs_in_state import enqueue_raw
@@ -24,30 +24,7 @@ SIGNALS = {
     "job_failed": signals.job_failed,
 }
 
-type Event = tuple[str, object, dict[str, Any]]
-
-
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
-
-
-@pytest.fixture
-def events() -> Iterator[list[Event]]:
-    """Every signal sent during the test: ``(name, sender, kwargs without "signal")``."""
-    seen: list[Event] = []
-    receivers = []
-    for name, sig in SIGNALS.items():
-
-        def receiver(sender: object, _name: str = name, **kwargs: Any) -> None:
-            kwargs.pop("signal")
-            seen.append((_name, sender, kwargs))
-
-        sig.connect(receiver, weak=False)
-        receivers.append((sig, receiver))
-    try:
-        yield seen
-    finally:
-        for sig, receiver in receivers:
-            sig.disconnect(receiver)
 
 
 def test_delay_sends_job_enqueued(ledger: str, events: list[Event]) -> None:
