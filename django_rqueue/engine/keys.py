@@ -29,7 +29,7 @@ Scripts whose keys depend on what they find (reserve picks a priority, a
 group and a job; promote and reclaim walk many jobs) receive the queue's
 base ``<prefix>:{<queue>}:`` in ``KEYS`` and append the suffixes
 :data:`JOB`, :data:`RING` and :data:`GROUP` below; the scripts name the same
-suffixes in their headers, and ``tests/test_keys.py`` checks that both agree.
+suffixes in their headers, and ``tests/engine/test_keys.py`` checks that both agree.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class JobFields:
     ``pb``, ``stc``). Fields written later in a job's life keep full names:
     ``prio``, ``group``, ``attempts``, ``token``, ``worker``, ``started_at``,
     ``finished_at``, ``result``, ``error``, ``nerr``, ``err:<n>``.
-    ``tests/test_keys.py`` checks that the scripts use no other spelling.
+    ``tests/engine/test_keys.py`` checks that the scripts use no other spelling.
     """
 
     #: ``scheduled|queued|running|succeeded|failed|cancelled``.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.engine.transitions.conftest import Engine
 from tests.support.waiting import wait_until
-from tests.transitions.conftest import Engine
 
 
 def _first_in(engine: Engine, state: str) -> str:

@@ -7,8 +7,8 @@ import redis
 
 from django_rqueue.engine import transitions
 from django_rqueue.serialization import join_payload
+from tests.engine.transitions.conftest import Engine, _s
 from tests.support.waiting import wait_until
-from tests.transitions.conftest import Engine, _s
 
 
 def test_an_immediate_job_is_queued_with_its_record(engine: Engine):

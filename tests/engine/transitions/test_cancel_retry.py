@@ -8,7 +8,7 @@ import redis
 from django_rqueue import JobStateError
 from django_rqueue.engine import transitions
 from django_rqueue.engine.calls import CancelMode
-from tests.transitions.conftest import Engine
+from tests.engine.transitions.conftest import Engine
 
 
 def _in_state(engine: Engine, state: str) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from django_rqueue import LeaseLost
 from django_rqueue.engine import transitions
-from tests.transitions.conftest import Engine
+from tests.engine.transitions.conftest import Engine
 
 
 def ack_reserve(

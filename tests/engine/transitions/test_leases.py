@@ -11,8 +11,8 @@ from django_rqueue import JobStatus, LeaseLost, get_job
 from django_rqueue.engine import transitions
 from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import Poller
+from tests.engine.transitions.conftest import Engine
 from tests.support.waiting import wait_until
-from tests.transitions.conftest import Engine
 
 
 def test_ack_stores_the_result_and_starts_the_record_ttl(engine: Engine):
