@@ -3,11 +3,16 @@ the whole failed store."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import redis
 
 from django_rqueue import JobStateError, JobStatus, get_job, job, operations
+from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.engine.keys import QueueKeys
+from tests.support.jobs_in_state import Jobs
+from tests.support.waiting import wait_until
 
 KEYS = QueueKeys.of("rqueue", "default")
 
@@ -60,3 +65,49 @@ def test_perform_many_reports_each_refusal_and_goes_on(rqueue_redis: redis.Redis
     assert report.done == [second.id]
     assert report.refused[0] == (first.id, "it is queued")
     assert report.refused[1][0] == "nowhere:" + "B" * 22
+
+
+def test_process_failed_retries_in_batches_only_what_failed_before_it_started(
+    jobs: Jobs, rqueue_redis: redis.Redis
+):
+    # Priority 0: the late job (priority 100) is then reserved before the retried ones.
+    named_a = [jobs.failed(name="app.a", priority=0) for _ in range(7)]
+    named_b = [jobs.failed(name="app.b", priority=0) for _ in range(3)]
+    stale = jobs.failed(name="app.a", priority=0)
+    rqueue_redis.delete(KEYS.job(stale))  # listed as failed, record gone
+    late: list[str] = []
+    seen: list[operations.BulkResult] = []
+
+    def progress(result: operations.BulkResult) -> None:
+        seen.append(dataclasses.replace(result))
+        if not late:  # a job that fails once the action is under way
+            now = redis_time_ms(rqueue_redis)
+            wait_until(lambda: redis_time_ms(rqueue_redis) > now, timeout=1, interval=0.001)
+            late.append(jobs.failed(name="app.a"))
+
+    result = operations.process_failed("default", "retry", name="app.a", batch=3, progress=progress)
+
+    # 11 ids failed before the start, 3 per batch: 3 + 3 + 3 + 2.
+    assert result == operations.BulkResult(done=7, skipped=3, stale=1, batches=4)
+    assert [r.batches for r in seen] == [1, 2, 3, 4] and seen[-1] == result
+    assert [r.done + r.skipped + r.stale for r in seen] == [3, 6, 9, 11]
+    for job_id in named_a:
+        retried = get_job(job_id)
+        assert retried is not None and retried.status is JobStatus.QUEUED
+        assert retried.attempts == 0
+    assert {jobs.state(i) for i in named_b} == {"failed"}
+    assert jobs.state(late[0]) == "failed"  # failed after the start: left alone
+    assert rqueue_redis.zscore(KEYS.failed, stale) is None  # dropped from the store
+    assert rqueue_redis.zcard(KEYS.failed) == 4
+
+
+def test_process_failed_deletes_every_failed_job_of_a_queue(jobs: Jobs, rqueue_redis: redis.Redis):
+    failed = [jobs.failed(name=f"app.{n}") for n in range(5)]
+    other = jobs.failed(queue="emails")
+
+    result = operations.process_failed("default", "delete", batch=2)
+
+    assert result == operations.BulkResult(done=5, skipped=0, stale=0, batches=3)
+    assert [get_job(i) for i in failed] == [None] * 5
+    assert rqueue_redis.zcard(KEYS.failed) == 0
+    assert jobs.state(other, "emails") == "failed"

@@ -1,0 +1,139 @@
+"""Checks of the Redis a worker is about to use (django_rqueue.health), on real redis-servers.
+
+The session server keeps no RDB/AOF, so it always draws the persistence
+warning; the other problems are made on a private server or with an ACL user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.core import checks
+from pytest_django.fixtures import Settings as SettingsFixture
+
+from django_rqueue.engine.connection import reset_clients
+from django_rqueue.health import problems_for, redis_problems
+from tests.support.redis_server import NO_RETRY, RedisServer
+
+USER = "rqueue-health-test"
+
+
+@pytest.fixture(scope="module")
+def evicting_server() -> Iterator[RedisServer]:
+    """A private redis-server that may evict any key under memory pressure."""
+    with RedisServer(["--maxmemory-policy", "allkeys-lru"]) as server:
+        yield server
+
+
+@pytest.fixture
+def acl_user(redis_client: redis.Redis) -> Iterator[str]:
+    """The name of an ACL user the test sets up on the session server; deleted after."""
+    try:
+        yield USER
+    finally:
+        redis_client.acl_deluser(USER)
+
+
+def ids(problems: list[checks.CheckMessage]) -> list[str | None]:
+    return [p.id for p in problems]
+
+
+def test_a_server_without_persistence_draws_only_a_warning(redis_client: redis.Redis) -> None:
+    problems = redis_problems(redis_client, "Redis")
+
+    assert ids(problems) == ["rqueue.W010"]
+    [warning] = problems
+    assert isinstance(warning, checks.Warning) and not warning.is_serious()
+    assert warning.msg.startswith("Redis: persistence is off")
+    assert warning.hint is not None and "appendonly yes" in warning.hint
+
+
+def test_an_evicting_maxmemory_policy_is_an_error(evicting_server: RedisServer) -> None:
+    with evicting_server.client() as client:
+        problems = redis_problems(client, "Redis")
+
+    assert ids(problems) == ["rqueue.E010", "rqueue.W010"]
+    error = problems[0]
+    assert isinstance(error, checks.Error) and error.is_serious()
+    assert "'allkeys-lru'" in error.msg
+    assert error.hint is not None and "noeviction" in error.hint
+
+
+@pytest.mark.parametrize(
+    "persistence", [["--appendonly", "yes"], ["--save", "3600 1"]], ids=["aof", "rdb"]
+)
+def test_aof_or_rdb_snapshots_leave_nothing_to_report(persistence: list[str]) -> None:
+    with RedisServer(persistence) as server, server.client() as client:
+        assert redis_problems(client, "Redis") == []
+
+
+def test_rejected_credentials_are_e011(redis_server: RedisServer) -> None:
+    with redis_server.client(username="nobody", password="wrong", retry=NO_RETRY) as client:
+        problems = redis_problems(client, "Redis")
+
+    assert ids(problems) == ["rqueue.E011"]
+    assert problems[0].msg.startswith("Redis: Redis rejected the credentials")
+    assert problems[0].is_serious()
+
+
+@pytest.mark.parametrize(
+    ("denied", "says", "found"),
+    [
+        ("-info", "may not run INFO", ["rqueue.E012"]),  # nothing else can be checked
+        ("-@scripting", "may not run Lua scripts", ["rqueue.E012", "rqueue.W010"]),
+    ],
+)
+def test_a_user_without_info_or_scripting_rights_is_e012(
+    redis_server: RedisServer,
+    redis_client: redis.Redis,
+    acl_user: str,
+    denied: str,
+    says: str,
+    found: list[str],
+) -> None:
+    redis_client.acl_setuser(
+        acl_user,
+        enabled=True,
+        passwords=["+pw"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", denied],
+    )
+    with redis_server.client(username=acl_user, password="pw", retry=NO_RETRY) as client:
+        problems = redis_problems(client, "Redis")
+
+    assert ids(problems) == found
+    assert problems[0].is_serious() and says in problems[0].msg
+
+
+def test_an_unreachable_server_is_e013() -> None:
+    server = RedisServer().start()
+    client = server.client(retry=NO_RETRY)
+    server.close()
+
+    problems = redis_problems(client, "Redis")
+
+    assert ids(problems) == ["rqueue.E013"]
+    assert "Redis is unreachable" in problems[0].msg
+    client.close()
+
+
+def test_problems_for_checks_each_redis_once_and_names_a_queue_with_its_own(
+    settings: SettingsFixture, evicting_server: RedisServer
+) -> None:
+    settings.RQUEUE = {
+        **settings.RQUEUE,
+        "QUEUES": {"default": {}, "emails": {"REDIS_URL": evicting_server.url}, "low": {}},
+    }
+    try:
+        problems = problems_for(["default", "emails", "low"])
+    finally:
+        reset_clients()  # no cached client outlives the private server
+
+    assert [(p.id, p.msg.split(":")[0]) for p in problems] == [
+        ("rqueue.W010", "Redis"),  # default and low share the session server
+        ("rqueue.E010", "queue 'emails'"),
+        ("rqueue.W010", "queue 'emails'"),
+    ]
