@@ -7,7 +7,7 @@ commands take effect at once). Workers get :meth:`FaultProxy.url` as their
 Redis URL; the test talks to the real port directly, so it can watch and
 drive Redis while the workers' network misbehaves.
 
-Modes (``reliability.md`` §5.3):
+Modes, one per kind of network fault between a worker and Redis:
 
 ``pass``
     Forward both ways.

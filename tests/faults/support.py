@@ -1,4 +1,4 @@
-"""Helpers shared by the network/Redis fault scenarios (8-14); see also :mod:`.harness`."""
+"""Helpers shared by the network and Redis fault scenarios; see also :mod:`.harness`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Batch reservations under the supervisor (worker.py, "Batches").
+"""Batch reservations under the supervisor (``django_rqueue/worker/loop.py``, "Batches").
 
 A child whose jobs are short and have no ``job_succeeded`` receiver reserves
 several jobs per round trip and sends each ack without waiting for its reply.

@@ -1,4 +1,4 @@
-"""Scenario 13 of issue 3: eight idle workers cost Redis little, and one job runs once.
+"""Eight idle workers send Redis few commands a second; one job enqueued then runs exactly once.
 
 Eight ``rqueue_work --concurrency 1`` supervisors (each a master, a worker
 child and a poller child: 24 processes, which a 2-core host starts in a few
@@ -30,7 +30,7 @@ WORKERS = 8
 LEASE = 30.0
 #: Seconds of idleness measured (two cycles of the 4-5 s idle timers).
 WINDOW = 10.0
-#: Generous bound on client commands per second per idle worker (issue 3 aims at ~2).
+#: Generous bound on client commands per second per idle worker (the aim is about 2).
 BOUND = 5.0
 
 

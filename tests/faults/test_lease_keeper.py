@@ -1,6 +1,7 @@
 """A plain :class:`~django_rqueue.worker.loop.Worker`'s lease thread after a short Redis outage.
 
-(The supervised path, where the master renews, is scenario 8b in
+(The supervised path, where the master renews, is
+``test_a_job_running_across_an_outage_shorter_than_its_lease_keeps_it`` in
 ``test_redis_outage.py``.) After a failed renewal the thread must try again
 soon, not a third of a lease later, or an outage shorter than the lease can
 still cost the job its lease.

@@ -1,4 +1,4 @@
-"""Scenario 9 of issue 3: the reply to an ack is lost between worker and Redis.
+"""The reply to an ack is lost between worker and Redis: the resent ack is accepted, one run.
 
 A :class:`~.proxy.FaultProxy` in ``drop_replies`` mode forwards the ack to
 Redis, which applies it, and swallows the reply. The worker cannot tell

@@ -1,4 +1,4 @@
-"""Scenario 5 of issue 3: a poison job that kills its own process on every attempt.
+"""A job that kills its own process on every attempt is failed for good; other jobs keep running.
 
 It reaches the failed store after ``max_attempts`` (3) with the reason, while
 the other jobs keep flowing through the same worker.

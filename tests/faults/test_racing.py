@@ -1,4 +1,4 @@
-"""Scenario 14 of issue 3: five pollers and three workers race over 10 000 due delayed jobs.
+"""Five pollers and three workers race over 10 000 jobs due at once: each promoted once, run once.
 
 All 10 000 no-op jobs are scheduled for the same instant, a moment after
 five ``rqueue_poller`` processes and three ``rqueue_work --without-poller``

@@ -1,4 +1,4 @@
-"""Scenario 6 of issue 3: a memory hog with ``--max-memory`` gets its child recycled.
+"""A child over ``--max-memory`` after a job is replaced by a fresh one; no job lost or run twice.
 
 ``fault_hog`` keeps 160 MiB alive in its process after it returns; with
 ``--max-memory 120`` the child exits after that job and the master forks a

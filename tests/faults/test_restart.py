@@ -1,4 +1,4 @@
-"""Scenario 11 of issue 3: ``manage.py rqueue_restart`` while jobs run.
+"""``manage.py rqueue_restart`` while jobs run: every worker re-execs itself and no job is lost.
 
 Every worker sees the request at its next heartbeat, stops like on SIGTERM
 (running jobs get ``--shutdown-timeout``, the rest are handed back without

@@ -1,4 +1,4 @@
-"""Scenario 10 of issue 3: graceful SIGTERM while a job runs longer than ``--shutdown-timeout``.
+"""SIGTERM while a job outlasts ``--shutdown-timeout``: it is handed back unspent and runs once.
 
 The master gives the running job ``--shutdown-timeout`` seconds, then kills
 the child and hands the job back to its queue without spending an attempt

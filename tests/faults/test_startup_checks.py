@@ -1,4 +1,4 @@
-"""Scenario 12 of issue 3: a worker refuses to start on a Redis that would lose jobs.
+"""A worker refuses to start on a Redis that would lose jobs or that it may not use.
 
 Real ``redis-server`` processes with the bad setting, a real ``rqueue_work``
 and a real ``manage.py check --deploy`` (started together to save time):

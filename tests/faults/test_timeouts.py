@@ -1,4 +1,4 @@
-"""Scenario 4 of issue 3: every kind of overrunning job ends within timeout + grace.
+"""Every kind of overrunning job ends within timeout + grace, its attempt failed with the reason.
 
 Four jobs with ``timeout=1`` (and ``max_attempts=1``) run side by side in one
 worker with ``--timeout-grace 1``: a pure-Python loop and a long sleep get the

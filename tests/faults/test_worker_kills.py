@@ -1,4 +1,4 @@
-"""Scenarios 1-3 of issue 3: the master, a child, or a whole worker killed or frozen mid-job.
+"""The master, a child or a whole worker killed or frozen mid-job: the job still completes once.
 
 Two workers with ``--concurrency 1`` each serve the queue; whichever one takes
 the job is the victim, the other one is the survivor that must finish it.

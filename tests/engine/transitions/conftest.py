@@ -1,8 +1,11 @@
 """Fixtures for the transition tests: a thin driver over ``django_rqueue.engine.transitions``.
 
 The driver calls the real Lua scripts on the session's redis-server; it only
-fills in the boring arguments, reads back structures, and checks the queue's
-invariants (DESIGN §3) after a test has moved jobs around.
+fills in the boring arguments (jobs are enqueued through
+``tests.support.jobs_in_state``), reads back structures, and checks the
+queue's invariants after a test has moved jobs around: the key schema of
+``docs/design.md`` holds together, and every job sits in exactly the
+structure its state names (:meth:`Engine.check_invariants`).
 """
 
 from __future__ import annotations
@@ -178,7 +181,14 @@ class Engine:
         return {_s(k): _s(v) for k, v in self.client.hgetall(key).items()}
 
     def check_invariants(self) -> None:
-        """Assert the structures agree with each other and with the job states (DESIGN §3)."""
+        """Assert the structures agree with each other and with the job states.
+
+        Every priority in ``prios`` has a non-empty ring, every group in a ring a
+        non-empty FIFO of queued jobs of that priority and group, and no list lies
+        outside them; the ``queued`` counter matches; each job hash is in exactly
+        the structure of its state (queued: a group list, scheduled: ``delayed``,
+        running: ``reserved``, failed: ``failed``), and in none otherwise.
+        """
         k = self.keys
         prios = self.zset(k.prios)
         queued_ids: list[str] = []
