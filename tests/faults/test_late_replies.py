@@ -20,7 +20,7 @@ import redis
 
 from django_rqueue.engine.scripts import load
 from tests.jobs_app.jobs import fault_gate, fault_noop
-from tests.redis_server import RedisServer
+from tests.support.redis_server import RedisServer
 
 from .harness import Faults, job_hash, wait_until
 from .proxy import FaultProxy

@@ -25,8 +25,8 @@ import redis
 
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys
-from tests.support.redis_server import RedisServer
 from tests.jobs_app.jobs import fault_noop, fault_sleep, fault_sleep_first
+from tests.support.redis_server import RedisServer
 
 from .harness import Faults, alive, wait_until
 from .proxy import FaultProxy, Mode

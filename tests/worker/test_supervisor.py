@@ -23,9 +23,9 @@ from django_rqueue.job import Job
 from django_rqueue.worker.children import Child, ChildKind, KillReason, PipeHooks
 from django_rqueue.worker.reporting import AttemptOutcome
 from django_rqueue.worker.supervisor import Supervisor
-from tests.faults.harness import alive
-from tests.inprocess import keys
 from tests.jobs_app.jobs import record
+from tests.support.inprocess import keys
+from tests.support.processes import alive
 
 
 @dataclass
