@@ -1,12 +1,12 @@
 """The pipe between a supervised child and its master, and the master's record of each child.
 
 A child tells its master, one JSON line per event, which jobs it holds
-(reserved ahead, not started: "hold"), which one it runs ("start") and how
+(reserved ahead, not started: "prefetch"), which one it runs ("start") and how
 each ended ("end", with the outcome word, ``released`` for a
-held job handed back). The master keeps that in a :class:`Child`: it renews
-the leases of the running and the held jobs, enforces the running job's hard
+prefetched job handed back). The master keeps that in a :class:`Child`: it renews
+the leases of the running and the prefetched jobs, enforces the running job's hard
 timeout, and, when the child dies, fails the running job's attempt and hands
-the held ones back.
+the prefetched ones back.
 
 :func:`run_child` is what a forked child runs.
 """
@@ -78,7 +78,7 @@ class Child:
     buffer: bytes = b""
     job: Running | None = None
     #: Jobs reserved ahead by the child and not started yet, by id.
-    held: dict[str, Running] = field(default_factory=dict)
+    prefetched: dict[str, Running] = field(default_factory=dict)
     #: Why the master killed it (``None``: not killed).
     killed_for: KillReason | None = None
     #: Seconds the job had run when it was killed for a hard timeout.
@@ -121,13 +121,13 @@ class Child:
             )
 
         if message["e"] == "start":
-            self.held.pop(message["id"], None)
+            self.prefetched.pop(message["id"], None)
             self.job = running(message)
-        elif message["e"] == "hold":
+        elif message["e"] == "prefetch":
             for job in message["jobs"]:
-                self.held[job["id"]] = running(job)
+                self.prefetched[job["id"]] = running(job)
         elif message["e"] == "end":
-            self.held.pop(message["id"], None)
+            self.prefetched.pop(message["id"], None)
             if self.job is not None and self.job.job_id == message["id"]:
                 self.job = None
             return AttemptOutcome(message["outcome"])
@@ -137,7 +137,7 @@ class Child:
 class PipeHooks:
     """A child's side of the pipe (:class:`~.loop.WorkerHooks`): one JSON line per event.
 
-    "end" and "hold" lines wait in a buffer and go out with the next "start"
+    "end" and "prefetch" lines wait in a buffer and go out with the next "start"
     (or at :meth:`flush`, when the worker goes idle or exits): one write,
     and one wake-up of the master, per job. "start" is never delayed: the
     master must know which job runs before its code does.
@@ -165,8 +165,8 @@ class PipeHooks:
             "timeout": job.timeout,
         }
 
-    def held(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
-        self._queue({"e": "hold", "jobs": [self._job(queue, job) for job in jobs]})
+    def prefetched(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
+        self._queue({"e": "prefetch", "jobs": [self._job(queue, job) for job in jobs]})
 
     def started(self, queue: str, job: Job[Any]) -> None:
         self._queue({"e": "start", **self._job(queue, job)})

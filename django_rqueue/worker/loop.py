@@ -93,11 +93,11 @@ class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an er
 class WorkerHooks(Protocol):
     """Callbacks a supervisor gives its children (see :mod:`django_rqueue.worker.supervisor`)."""
 
-    def held(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
+    def prefetched(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
         """Jobs were reserved ahead (prefetched): renew their leases until they start or end."""
 
     def started(self, queue: str, job: Job[Any]) -> None:
-        """A job is about to run (reserved just now, or :meth:`held` before)."""
+        """A job is about to run (reserved just now, or :meth:`prefetched` before)."""
 
     def finished(self, job: Job[Any], outcome: AttemptOutcome) -> None:
         """The job's outcome was reported to Redis, discarded, or ``released`` (handed back)."""
@@ -165,7 +165,7 @@ class Worker:
         #: Average seconds a job of the first queue ran (EWMA), None until one ran.
         self._run_time: float | None = None
         #: Whether the last job of the first queue had no job_succeeded receivers.
-        self._unheard = False
+        self._no_success_receivers = False
 
     # -- lifecycle -------------------------------------------------------
 
@@ -246,7 +246,7 @@ class Worker:
     def _batch_size(self) -> int:
         """How many jobs of the first queue to reserve in the next round trip."""
         # Only under a supervisor: its master renews the leases of jobs held ahead.
-        if not self._unheard or self._run_time is None or self.hooks is None:
+        if not self._no_success_receivers or self._run_time is None or self.hooks is None:
             return 1
         size = min(MAX_BATCH, max(1, int(BATCH_BUDGET / max(self._run_time, 1e-6))))
         if self.max_jobs is not None:
@@ -306,7 +306,7 @@ class Worker:
                 )
                 if reserved:
                     jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved]
-                    self._prefetched.hold(queue, jobs[1:], since=reserved_at)
+                    self._prefetched.add(queue, jobs[1:], since=reserved_at)
                     if self._prefetched.first_may_run(queue, jobs[0], reserved_at):
                         self.process(queue, jobs[0])
                         self.processed += 1
@@ -336,12 +336,12 @@ class Worker:
         first = queue == self.queues[0]
         if first:
             self._run_time = ran if self._run_time is None else 0.8 * self._run_time + 0.2 * ran
-            self._unheard = not signals.job_succeeded.has_listeners(job_function)
+            self._no_success_receivers = not signals.job_succeeded.has_listeners(job_function)
         prefetch = (
             outcome.ok
             and first
             and not self.stopping
-            and (self.hooks is not None or self._unheard)
+            and (self.hooks is not None or self._no_success_receivers)
             and self._limit_reached(self.processed + 1) is None
         )
         result = self._report(queue, job, outcome, delay, prefetch=prefetch)
@@ -384,7 +384,7 @@ class Worker:
         keys = QueueKeys.of(config.key_prefix, queue)
         result = outcome.result_json or "null"
         ack = PendingAck(queue, keys, job.id, job.token, result, job.result_ttl)
-        if prefetch and self._prefetched and self._unheard and self.hooks is not None:
+        if prefetch and self._prefetched and self._no_success_receivers and self.hooks is not None:
             if self._acks is None:
                 self._acks = AckStream(get_client(queue))
             self._acks.send(ack)
@@ -409,7 +409,7 @@ class Worker:
                 pass  # resent below as a plain ack: a repeat must not reserve more jobs
             else:
                 jobs = [Job.from_fields(*r) for r in reserved]
-                self._prefetched.hold(queue, jobs, since=reserved_at)
+                self._prefetched.add(queue, jobs, since=reserved_at)
                 if stale is not None:
                     logger.error("%s; discarding this run", stale)
                     return AttemptOutcome.DISCARDED

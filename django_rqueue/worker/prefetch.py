@@ -4,7 +4,7 @@ A worker reserves ahead in two ways: ``ack_reserve.lua`` reserves the next
 job together with the previous one's ack, and a batch reservation reserves up
 to :data:`~.loop.MAX_BATCH` jobs at once. The jobs after the first wait here,
 in order; under a supervisor the master renews their leases from the moment
-it hears of them (:meth:`~.loop.WorkerHooks.held`).
+it hears of them (:meth:`~.loop.WorkerHooks.prefetched`).
 
 A job's lease starts when Redis runs the reserving call, which may be well
 before the worker gets to run it (a long job before it, a late reply, a
@@ -73,14 +73,14 @@ class Prefetched:
     def __iter__(self) -> Iterator[tuple[str, Job[Any]]]:
         return iter(self.jobs)
 
-    def hold(self, queue: str, jobs: list[Job[Any]], since: float | None = None) -> None:
+    def add(self, queue: str, jobs: list[Job[Any]], since: float | None = None) -> None:
         """Keep ``jobs`` to run next; ``since``: when their request was sent (default now)."""
         if not jobs:
             return
         self.jobs.extend((queue, job) for job in jobs)
         self.since = time.monotonic() if since is None else since
         if self.hooks is not None:
-            self.hooks.held(queue, jobs)
+            self.hooks.prefetched(queue, jobs)
 
     def next(self) -> tuple[str, Job[Any]] | None:
         """Take the next waiting job that is still ours; ``None`` when none waits.
@@ -129,7 +129,7 @@ class Prefetched:
             self.jobs.appendleft((queue, job))
             self.since = since
             if self.hooks is not None:
-                self.hooks.held(queue, [job])
+                self.hooks.prefetched(queue, [job])
             raise
         return True
 

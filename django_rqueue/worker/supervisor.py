@@ -224,9 +224,9 @@ class Supervisor:
             self._child_exited(child, status)
 
     def _child_exited(self, child: Child, status: int) -> None:
-        for held in child.held.values():  # reserved ahead, never started: no attempt spent
-            self._hand_back(held)
-        child.held.clear()
+        for prefetched in child.prefetched.values():  # never started: no attempt spent
+            self._hand_back(prefetched)
+        child.prefetched.clear()
         if child.job is not None:
             if child.killed_for is KillReason.HANDBACK:
                 self._hand_back(child.job)
@@ -340,10 +340,10 @@ class Supervisor:
         for child in self.children.values():
             if child.killed_for:
                 continue
-            for running in [child.job, *child.held.values()]:
+            for running in [child.job, *child.prefetched.values()]:
                 if running is None or now < running.renew_at:
                     continue
-                if running is not child.job and running is not child.held.get(running.job_id):
+                if running is not child.job and running is not child.prefetched.get(running.job_id):
                     continue  # ended or started meanwhile (a refusal above read the pipe)
                 self._renew(child, running, now, lease, prefix)
 
@@ -361,7 +361,7 @@ class Supervisor:
             if running is child.job:
                 self._lease_lost(child, running, exc)
             else:  # held ahead: the child confirms the lease before starting it after a long hold
-                child.held.pop(running.job_id, None)
+                child.prefetched.pop(running.job_id, None)
                 logger.warning("%s (reserved ahead by child %d)", exc, child.pid)
         except RedisUnavailable:
             # Retry at the next attempt to reach Redis, not a third of a lease

@@ -37,7 +37,7 @@ def test_hold_and_end_wait_for_the_next_start_which_goes_out_at_once(
     assert list(child.read(lease=30)) == []
     assert child.job is not None and child.job.job_id == first.id
 
-    hooks.held("default", [second, third])
+    hooks.prefetched("default", [second, third])
     hooks.finished(first, AttemptOutcome.SUCCEEDED)
     assert list(child.read(lease=30)) == []  # buffered: nothing written yet
     assert child.job.job_id == first.id
@@ -45,19 +45,19 @@ def test_hold_and_end_wait_for_the_next_start_which_goes_out_at_once(
     hooks.started("default", second)  # one write: hold, end, start
     assert list(child.read(lease=30)) == ["succeeded"]
     assert child.job is not None and child.job.job_id == second.id
-    assert list(child.held) == [third.id]
+    assert list(child.prefetched) == [third.id]
 
 
 def test_flush_delivers_a_handed_back_job_and_clears_it(pipe: tuple[PipeHooks, Child]) -> None:
     hooks, child = pipe
     running, held = _job(1), _job(2)
     hooks.started("default", running)
-    hooks.held("default", [held])
+    hooks.prefetched("default", [held])
     hooks.finished(running, AttemptOutcome.FAILED)
     hooks.finished(held, AttemptOutcome.RELEASED)
     hooks.flush()
     assert list(child.read(lease=30)) == ["failed", AttemptOutcome.RELEASED]
-    assert (child.job, child.held) == (None, {})
+    assert (child.job, child.prefetched) == (None, {})
 
 
 def test_a_message_split_across_reads_is_applied_once_complete(

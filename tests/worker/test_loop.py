@@ -359,7 +359,7 @@ class RecordingHooks:
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
 
-    def held(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
+    def prefetched(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
         self.events += [("hold", job.id) for job in jobs]
 
     def flush(self) -> None:
@@ -466,7 +466,7 @@ def test_a_job_held_past_a_third_of_its_lease_is_skipped_if_its_lease_was_lost(
     reserved = transitions.reserve_many(
         rqueue_redis, keys(), lease_ms=60_000, worker_id="w-held", count=2
     )
-    worker._prefetched.hold(
+    worker._prefetched.add(
         "default", [Job.from_fields(job_id, fields) for job_id, fields in reserved]
     )
     worker._prefetched.since = time.monotonic() - 3600  # held far longer than a third of a lease
@@ -489,7 +489,7 @@ def test_a_held_job_whose_lease_check_meets_an_outage_stays_held_and_runs_after_
     ((job_id, fields),) = transitions.reserve_many(
         rqueue_redis, keys(), lease_ms=60_000, worker_id="w-held", count=1
     )
-    worker._prefetched.hold("default", [Job.from_fields(job_id, fields)])
+    worker._prefetched.add("default", [Job.from_fields(job_id, fields)])
     worker._prefetched.since = time.monotonic() - 3600  # its lease is checked before it runs
     with FaultProxy(redis_server.port) as proxy:
         settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": proxy.url()}
@@ -542,7 +542,7 @@ def test_jobs_whose_reserve_reply_came_back_after_their_lease_ran_out_are_not_ru
     hooks = RecordingHooks() if batch else None
     worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
     if batch:  # reserve both in one round trip: the first one runs at once, b is held
-        worker._unheard, worker._run_time = True, 0.001
+        worker._no_success_receivers, worker._run_time = True, 0.001
     late = reclaimed_meanwhile(transitions.reserve_many, rqueue_redis)
     monkeypatch.setattr(transitions, "reserve_many", late)
 
