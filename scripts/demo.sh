@@ -157,7 +157,7 @@ wait_for 30 "the example site at $base" \
     "$base/password-reset/"
 wait_for 30 "the worker" grep -q "serving" "$work/worker.log"
 info "site:   $base/password-reset/   (log: artifacts/demo/site.log)"
-info "admin:  $base/admin/django_rqueue/job/   (login: $admin_user / $admin_password)"
+info "admin:  $base/admin/django_rqueue/dashboard/   (login: $admin_user / $admin_password)"
 info "worker: $(grep -m1 serving "$work/worker.log")"
 
 # --- 4. password reset over HTTP --------------------------------------------------
@@ -217,7 +217,7 @@ grep -q 'status=failed  attempts=2/2' "$work/show.txt" || die "always_fails: exp
 
 say "the admin: queues, failed jobs, retry/delete"
 manage rqueue_failed list --queue default
-echo "admin:  $base/admin/django_rqueue/job/   login: $admin_user / $admin_password"
+echo "admin:  $base/admin/django_rqueue/dashboard/   login: $admin_user / $admin_password"
 "$py" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' \
     "$base/admin/login/" || die "the admin login page does not open"
 

@@ -91,7 +91,7 @@ def job_action(
     job, _raw = load(job_id)
     back = url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
     if job.status.value not in queries.STATES:
-        back = url(model_admin, "django_rqueue_job_changelist")
+        back = url(model_admin, "django_rqueue_dashboard_changelist")
     if request.method == "GET":
         return _confirm(
             request,
@@ -129,7 +129,7 @@ def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> Http
     verb, _states = _action(action)
     require(request, model_admin, ACTION_PERMISSION[action])
     ids = [i for i in dict.fromkeys(request.POST.getlist("ids")) if queue_of(i) == queue]
-    back = _next(request, url(model_admin, "django_rqueue_job_changelist"))
+    back = _next(request, url(model_admin, "django_rqueue_dashboard_changelist"))
     if not ids:
         messages.warning(request, _("No jobs were selected; nothing was changed."))
         return HttpResponseRedirect(back)

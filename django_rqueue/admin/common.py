@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest
 from django.urls import reverse
 
 from ..conf import get_config
-from ..models import Job as JobModel
+from ..models import Dashboard
 
 #: Jobs per page of a listing.
 PAGE_SIZE = 50
@@ -23,7 +23,7 @@ class RqueueAdmin(Protocol):
     """What the views use of the ``ModelAdmin`` they are mounted by (:class:`.options.JobAdmin`)."""
 
     @property
-    def model(self) -> type[JobModel]: ...
+    def model(self) -> type[Dashboard]: ...
 
     @property
     def admin_site(self) -> AdminSite: ...
@@ -45,7 +45,7 @@ def context(
         "title": title,
         "opts": opts,
         "app_label": opts.app_label,
-        "overview_url": url(model_admin, "django_rqueue_job_changelist"),
+        "overview_url": url(model_admin, "django_rqueue_dashboard_changelist"),
         "can_change": model_admin.has_change_permission(request),
         "can_delete": model_admin.has_delete_permission(request),
         "queue_names": list(get_config().queues),
@@ -101,7 +101,7 @@ def log(request: HttpRequest, object_id: str, text: str, *, deletion: bool = Fal
     """Record an action in the admin's history (``LogEntry``), as the admin does for models."""
     LogEntry.objects.create(
         user_id=cast(int, request.user.pk),
-        content_type=ContentType.objects.get_for_model(JobModel, for_concrete_model=False),
+        content_type=ContentType.objects.get_for_model(Dashboard, for_concrete_model=False),
         object_id=object_id,
         object_repr=object_id[:200],
         action_flag=DELETION if deletion else CHANGE,

@@ -9,14 +9,14 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
-from ..models import Job as JobModel
+from ..models import Dashboard
 from . import actions, detail, lists, overview
 from .common import require
 
 View = Callable[..., HttpResponse]
 
 if TYPE_CHECKING:
-    ModelAdminBase = admin.ModelAdmin[JobModel]
+    ModelAdminBase = admin.ModelAdmin[Dashboard]
 else:  # ModelAdmin is generic only in django-stubs
     ModelAdminBase = admin.ModelAdmin
 
@@ -26,6 +26,18 @@ class JobAdmin(ModelAdminBase):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    # The permissions keep the codenames of the model's old name, Job (see models.py).
+    def has_view_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return request.user.has_perm("django_rqueue.view_job") or self.has_change_permission(
+            request
+        )
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return request.user.has_perm("django_rqueue.change_job")
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return request.user.has_perm("django_rqueue.delete_job")
 
     def get_urls(self) -> list[URLPattern]:
         def page(view: View, permission: str | None = "view") -> Callable[..., HttpResponse]:
@@ -37,7 +49,7 @@ class JobAdmin(ModelAdminBase):
             return self.admin_site.admin_view(wrapper)
 
         return [
-            path("", page(overview.overview), name="django_rqueue_job_changelist"),
+            path("", page(overview.overview), name="django_rqueue_dashboard_changelist"),
             path(
                 "queues/<str:queue>/failed/<str:action>-all/",
                 page(actions.all_failed, None),

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-BASE = "/admin/django_rqueue/job/"
+BASE = "/admin/django_rqueue/dashboard/"
 
 MakeClient = Callable[..., Client]
 

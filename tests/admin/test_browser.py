@@ -84,7 +84,7 @@ def test_staff_retry_a_failed_job_in_chromium_and_a_worker_runs_it(
         try:
             page = context.new_page()
             page.set_default_timeout(15_000)
-            page.goto(f"{live_server.url}/admin/django_rqueue/job/")
+            page.goto(f"{live_server.url}/admin/django_rqueue/dashboard/")
             page.fill("#id_username", "staff")
             page.fill("#id_password", "s3cret-pass")
             page.click("input[type=submit]")
