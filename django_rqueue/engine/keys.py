@@ -18,6 +18,9 @@ each Lua script touches a single slot::
                                                       call returns them; expires with the lease)
     <prefix>:{<queue>}:notify                 list    wake-up tokens for idle workers (BLPOP)
     <prefix>:{<queue>}:wake                   list    wake-up tokens for pollers (BLPOP)
+    <prefix>:{<queue>}:done:<job id>          list    wake-up tokens for ``Job.wait`` (BLPOP);
+                                                      pushed only for an awaited job, expires
+                                                      60 s after its terminal transition
 
 Keys shared by every queue (on the default connection, outside any hash tag)::
 
@@ -28,7 +31,7 @@ Keys shared by every queue (on the default connection, outside any hash tag)::
 Scripts whose keys depend on what they find (reserve picks a priority, a
 group and a job; promote and reclaim walk many jobs) receive the queue's
 base ``<prefix>:{<queue>}:`` in ``KEYS`` and append the suffixes
-:data:`JOB`, :data:`RING` and :data:`GROUP` below; the scripts name the same
+:data:`JOB`, :data:`RING`, :data:`GROUP` and :data:`DONE` below; the scripts name the same
 suffixes in their headers, and ``tests/engine/test_keys.py`` checks that both agree.
 """
 
@@ -43,6 +46,7 @@ RING = "ring:"
 GROUP = "group:"
 THROUGHPUT = "throughput"
 SUCCEEDED = "succeeded"
+DONE = "done:"
 
 
 class JobFields:
@@ -100,6 +104,11 @@ class JobFields:
     ERROR = "error"
     #: How many error records ``err:1`` .. ``err:<n>`` the history holds.
     ERROR_COUNT = "nerr"
+    #: Set (``"1"``) by ``Job.wait`` before it reads the state: the terminal transition
+    #: then wakes the waiters through :meth:`QueueKeys.done` (absent: nobody ever waited,
+    #: and the transition pushes nothing). Short like the enqueue-time names; only awaited
+    #: jobs carry it.
+    AWAITED = "w"
 
     @staticmethod
     def payload_part(n: int) -> str:
@@ -163,6 +172,10 @@ class QueueKeys:
 
     def reservation(self, request_id: str) -> str:
         return f"{self.base}reservation:{request_id}"
+
+    def done(self, job_id: str) -> str:
+        """The wake-up list of ``Job.wait`` on ``job_id`` (include/wake_waiters.lua)."""
+        return f"{self.base}{DONE}{job_id}"
 
     @property
     def prios(self) -> str:

@@ -12,6 +12,7 @@ from redis.crc import key_slot
 from django_rqueue import job
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import (
+    DONE,
     GROUP,
     JOB,
     RING,
@@ -77,6 +78,7 @@ def test_every_key_of_a_queue_shares_one_cluster_slot():
         keys.stats,
         keys.notify,
         keys.wake,
+        keys.done(new_job_id("emails")),
     ]
     assert all(name.startswith("rqueue:{emails}:") for name in names)
     assert len({key_slot(name.encode()) for name in names}) == 1
@@ -90,6 +92,7 @@ def test_the_documented_key_shapes():
     assert keys.ring(-3) == "app:rq:{bulk}:ring:-3"
     assert keys.group(7, "user:1") == "app:rq:{bulk}:group:7:user:1"
     assert keys.unique("k") == "app:rq:{bulk}:unique:k"
+    assert keys.done("bulk:ab") == "app:rq:{bulk}:done:bulk:ab"
     assert (keys.prios, keys.delayed, keys.reserved, keys.failed) == (
         "app:rq:{bulk}:prios",
         "app:rq:{bulk}:delayed",
@@ -104,13 +107,15 @@ def test_the_documented_key_shapes():
 
 
 @pytest.mark.parametrize(
-    "name", ["reserve", "promote", "reclaim", "enqueue", "enqueue_batch", "cancel", "retry"]
+    "name",
+    ["reserve", "promote", "reclaim", "enqueue", "enqueue_batch", "cancel", "retry", "ack", "fail"]
+    + ["failed_batch"],
 )
 def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
     source = load(name).source
     derived = set(re.findall(r"base \.\. '([a-z]+:)'", source))
     assert derived, f"{name}.lua derives no key from the base"
-    assert derived <= {JOB, RING, GROUP, "unique:"}
+    assert derived <= {JOB, RING, GROUP, DONE, "unique:"}
 
 
 def test_scripts_derive_the_admin_keys_under_the_names_of_keys_py():

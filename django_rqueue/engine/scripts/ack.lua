@@ -1,6 +1,7 @@
 -- ack: a running job succeeded; store its result and start its record's TTL.
 --
--- KEYS[1] queue base (derives unique:<key>, throughput, succeeded)   KEYS[2] job hash
+-- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, done:<id>)
+-- KEYS[2] job hash
 -- KEYS[3] reserved zset   KEYS[4] stats hash
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] result (opaque JSON)
 -- ARGV[4] result TTL in seconds (0 = delete the record now)

@@ -1,8 +1,8 @@
 -- ack_reserve: ack a running job and reserve the next one of the same queue,
 -- in one round trip (BullMQ's moveToFinished does the same with fetchNext).
 --
--- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, ring:<prio>,
---         group:<prio>:<group>, job:<next id>)   KEYS[2] job hash of the acked job
+-- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, done:<acked id>,
+--         ring:<prio>, group:<prio>:<group>, job:<next id>)   KEYS[2] job hash of the acked job
 -- KEYS[3] reserved zset   KEYS[4] stats hash   KEYS[5] prios zset   KEYS[6] notify list
 -- KEYS[7] reservation record "<base>reservation:<request id>" (string; only with ARGV[8])
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] result (opaque JSON)

@@ -1,7 +1,7 @@
 -- cancel: withdraw a job that is not running (scheduled, queued or failed), or
 -- delete any job that is not running.
 --
--- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>, unique:<key>)
+-- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>, unique:<key>, done:<id>)
 -- KEYS[2] job hash   KEYS[3] delayed zset   KEYS[4] failed zset
 -- KEYS[5] prios zset   KEYS[6] stats hash
 -- ARGV[1] job id   ARGV[2] mode: 'cancel' (keep the record as cancelled for
@@ -9,10 +9,12 @@
 --
 -- Returns {'ok', previous state} or {'state', current state ('' when missing)}
 -- when the job is running (either mode) or already finished (mode cancel).
+-- Either mode wakes the job's waiters (include/wake_waiters.lua).
 
 --@include now_ms.lua
 --@include release_unique.lua
 --@include unlink_queued.lua
+--@include wake_waiters.lua
 
 local base, jkey, delayed, failed, prios, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id, mode, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -35,6 +37,7 @@ elseif st == 'failed' then
   redis.call('ZREM', failed, id)
 end
 release_unique(base, jkey, id)
+wake_waiters(base, jkey, id)
 if mode == 'delete' then
   redis.call('DEL', jkey)
 else

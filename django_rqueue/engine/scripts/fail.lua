@@ -1,7 +1,8 @@
 -- fail: a running attempt failed; schedule a retry or move the job to the failed store.
 --
--- KEYS[1] queue base (derives unique:<key>, throughput)   KEYS[2] job hash   KEYS[3] reserved zset
--- KEYS[4] delayed zset   KEYS[5] failed zset   KEYS[6] stats hash   KEYS[7] wake list
+-- KEYS[1] queue base (derives unique:<key>, throughput, done:<id>)   KEYS[2] job hash
+-- KEYS[3] reserved zset   KEYS[4] delayed zset   KEYS[5] failed zset   KEYS[6] stats hash
+-- KEYS[7] wake list
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] error (opaque JSON)
 -- ARGV[4] retry delay in ms (>= 0), or -1 for "do not retry"
 --

@@ -2,10 +2,11 @@
 -- "delete all"), optionally only the jobs of one name. The caller loops,
 -- one bounded call per batch, so 100 000 failed jobs never sit in memory.
 --
--- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, unique:<key>)
+-- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, unique:<key>,
+--         done:<id>)
 -- KEYS[2] failed zset   KEYS[3] prios zset   KEYS[4] stats hash   KEYS[5] notify list
 -- ARGV[1] mode: 'retry' (re-queue with attempts 0, as retry.lua) or 'delete'
---         (remove the record, as cancel.lua in mode delete)
+--         (remove the record, as cancel.lua in mode delete, waking its waiters)
 -- ARGV[2] batch limit (> 0)   ARGV[3] offset: failed jobs to skip first (the
 --         ones earlier batches kept because their name did not match)
 -- ARGV[4] only jobs that failed at or before this time (ms; the time the bulk
@@ -20,6 +21,7 @@
 --@include now_ms.lua
 --@include push_queued.lua
 --@include release_unique.lua
+--@include wake_waiters.lua
 
 local base, failed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local mode, limit, offset = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -48,6 +50,7 @@ for _, id in ipairs(ids) do
       push_queued(base, prios, stats, notify, id, job[2], job[3])
     else
       release_unique(base, jkey, id)
+      wake_waiters(base, jkey, id)
       redis.call('DEL', jkey)
     end
     done = done + 1

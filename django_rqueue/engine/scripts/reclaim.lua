@@ -1,7 +1,7 @@
 -- reclaim: take back jobs whose lease expired (their worker died or hung).
 --
 -- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, unique:<key>,
---         throughput)
+--         throughput, done:<id>)
 -- KEYS[2] reserved zset   KEYS[3] prios zset   KEYS[4] failed zset
 -- KEYS[5] stats hash      KEYS[6] notify list
 -- ARGV[1] batch limit (> 0)

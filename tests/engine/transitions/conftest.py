@@ -187,7 +187,8 @@ class Engine:
         non-empty FIFO of queued jobs of that priority and group, and no list lies
         outside them; the ``queued`` counter matches; each job hash is in exactly
         the structure of its state (queued: a group list, scheduled: ``delayed``,
-        running: ``reserved``, failed: ``failed``), and in none otherwise.
+        running: ``reserved``, failed: ``failed``), and in none otherwise. A
+        ``Job.wait`` wake-up list (``done:<id>``) always expires.
         """
         k = self.keys
         prios = self.zset(k.prios)
@@ -216,6 +217,8 @@ class Engine:
         for key, state in ((k.delayed, "scheduled"), (k.reserved, "running"), (k.failed, "failed")):
             for job_id in self.zset(key):
                 assert self.state(job_id) == state, (key, job_id, self.state(job_id))
+        for raw in self.client.scan_iter(match=f"{k.base}done:*", count=1000):
+            assert 0 < self.client.ttl(raw) <= 60, _s(raw)
         # Every job hash is in exactly the structure its state says.
         for raw in self.client.scan_iter(match=f"{k.base}job:*", count=1000):
             job_id = _s(raw)[len(k.base) + len("job:") :]

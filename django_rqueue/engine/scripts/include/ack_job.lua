@@ -7,11 +7,14 @@
 -- (`ttl` > 0 s) its id joins the `succeeded` zset (id -> finished-at ms) of
 -- the latest 1000 successes, which the admin lists, and the record expires
 -- after `ttl` seconds; `ttl` 0 deletes it now.
--- Derived keys: base .. 'succeeded', base .. 'throughput', base .. 'unique:' .. key.
+-- Waiters of the job are woken (include/wake_waiters.lua).
+-- Derived keys: base .. 'succeeded', base .. 'throughput', base .. 'unique:' .. key,
+-- base .. 'done:' .. id.
 --@include check_token.lua
 --@include count_finished.lua
 --@include now_ms.lua
 --@include release_unique.lua
+--@include wake_waiters.lua
 local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   local stale = check_token(jkey, token)
   if stale then
@@ -24,6 +27,7 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   redis.call('HINCRBY', stats, 'succeeded', 1)
   release_unique(base, jkey, id)
   count_finished(base, 's', now)
+  wake_waiters(base, jkey, id)
   if ttl > 0 then
     local succeeded = base .. 'succeeded'
     redis.call('ZADD', succeeded, now, id)

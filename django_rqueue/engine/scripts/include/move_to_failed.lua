@@ -1,7 +1,9 @@
--- move_to_failed(base, jkey, failed, stats, id, now): final failure.
--- Derived key: base .. 'throughput' (see count_finished).
+-- move_to_failed(base, jkey, failed, stats, id, now): final failure; wakes the
+-- job's waiters (include/wake_waiters.lua).
+-- Derived keys: base .. 'throughput' (see count_finished), base .. 'done:' .. id.
 --@include count_finished.lua
 --@include release_unique.lua
+--@include wake_waiters.lua
 local function move_to_failed(base, jkey, failed, stats, id, now)
   redis.call('HSET', jkey, 's', 'failed', 'finished_at', now)
   redis.call('HDEL', jkey, 'worker')
@@ -9,4 +11,5 @@ local function move_to_failed(base, jkey, failed, stats, id, now)
   redis.call('HINCRBY', stats, 'failed', 1)
   count_finished(base, 'f', now)
   release_unique(base, jkey, id)
+  wake_waiters(base, jkey, id)
 end
