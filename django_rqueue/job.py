@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import datetime
 import enum
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .conf import get_config
-from .engine import transitions
+from .engine import transitions, waiting
 from .engine.calls import CancelMode
-from .engine.connection import as_text, get_client, ms_to_datetime
+from .engine.connection import as_text, get_client, ms_to_datetime, new_async_client
 from .engine.keys import JobFields, QueueKeys, queue_of
 from .serialization import decode_arguments, join_payload, loads
 
@@ -29,6 +31,23 @@ class JobStatus(enum.StrEnum):
     FAILED = "failed"
     #: Withdrawn before it ran; the record expires after ``result_ttl``.
     CANCELLED = "cancelled"
+
+
+#: The states a job does not leave by itself; ``Job.wait`` returns in them.
+FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+def _deadline(timeout: float) -> float:
+    """The ``time.monotonic()`` deadline of a wait of ``timeout`` seconds (``ValueError``
+    unless a number >= 0)."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or math.isnan(timeout)
+        or timeout < 0
+    ):
+        raise ValueError(f"timeout must be a number of seconds >= 0, not {timeout!r}")
+    return time.monotonic() + timeout
 
 
 def _int(value: bytes | str | None, default: int = 0) -> int:
@@ -144,6 +163,74 @@ class Job[R]:
 
             raise JobStateError(f"job {self.id} no longer exists", None)
         self.assign(fresh)
+
+    def wait(self, timeout: float) -> Job[R]:
+        """Block until the job succeeded, failed for good or was cancelled; return it, refreshed.
+
+        The job is refreshed in place (as :meth:`refresh` does) and returned.
+        No polling: the waiter marks the job as awaited, reads it, then blocks
+        on a Redis list (``BLPOP``) that the job's terminal transition pushes
+        to (``docs/design.md``, "Waiting for a job"). A job that is already
+        finished returns at once.
+
+        Raises:
+            TimeoutError: still not finished after ``timeout`` seconds (the
+                object then holds the latest state read).
+            ValueError: ``timeout`` is not a number >= 0.
+            JobStateError: the record no longer exists (deleted, expired, or a
+                success with ``result_ttl=0``).
+            RedisUnavailable: Redis cannot be reached.
+        """
+        deadline = _deadline(timeout)
+        keys = QueueKeys.of(get_config().key_prefix, self.queue)
+        client = get_client(self.queue)
+        woken = False
+        while True:
+            self._assign_fields(waiting.mark_and_read(client, keys, self.id))
+            if self.status in FINISHED:
+                if woken:
+                    waiting.pass_on(client, keys, self.id)
+                return self
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"job {self.id} is still {self.status} after {timeout} s")
+            woken = waiting.block(client, keys, self.id, remaining)
+
+    async def await_(self, timeout: float) -> Job[R]:
+        """:meth:`wait` for async code (``await job.await_(5)``), without blocking the event loop.
+
+        Uses redis-py's asyncio client (one connection for the wait); with
+        ``CACHE_ALIAS`` (django-redis has no asyncio client) :meth:`wait` runs
+        in a worker thread instead. Raises what :meth:`wait` raises.
+        """
+        deadline = _deadline(timeout)
+        client = new_async_client(self.queue)
+        if client is None:
+            from asgiref.sync import sync_to_async
+
+            return await sync_to_async(self.wait, thread_sensitive=False)(timeout)
+        keys = QueueKeys.of(get_config().key_prefix, self.queue)
+        try:
+            woken = False
+            while True:
+                self._assign_fields(await waiting.amark_and_read(client, keys, self.id))
+                if self.status in FINISHED:
+                    if woken:
+                        await waiting.apass_on(client, keys, self.id)
+                    return self
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"job {self.id} is still {self.status} after {timeout} s")
+                woken = await waiting.ablock(client, keys, self.id, remaining)
+        finally:
+            await client.aclose()
+
+    def _assign_fields(self, fields: dict[bytes, bytes]) -> None:
+        if not fields:
+            from .exceptions import JobStateError
+
+            raise JobStateError(f"job {self.id} no longer exists", None)
+        self.assign(Job.from_fields(self.id, fields))
 
     def assign(self, other: Job[Any]) -> None:
         """Make this object a copy of ``other`` (in place: callers keep their reference)."""

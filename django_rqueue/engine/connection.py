@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -46,6 +48,15 @@ def client_options() -> dict[str, Any]:
     }
 
 
+def _location(queue: str | None) -> tuple[str, str]:
+    """``("url", <url>)`` or ``("cache", <alias>)``: where ``queue``'s Redis is configured."""
+    config = get_config()
+    url = config.queue(queue).redis_url if queue is not None else None
+    if url is None and config.cache_alias is not None:
+        return ("cache", config.cache_alias)
+    return ("url", url or config.redis_url or "")
+
+
 def get_client(queue: str | None = None) -> redis.Redis:
     """Return the Redis client of ``queue`` (the global one when ``None``).
 
@@ -56,12 +67,7 @@ def get_client(queue: str | None = None) -> redis.Redis:
         ValueError: ``queue`` is not declared.
         django.core.exceptions.ImproperlyConfigured: ``RQUEUE`` is invalid.
     """
-    config = get_config()
-    url = config.queue(queue).redis_url if queue is not None else None
-    if url is None and config.cache_alias is not None:
-        location = ("cache", config.cache_alias)
-    else:
-        location = ("url", url or config.redis_url or "")
+    location = _location(queue)
     client = _clients.get(location)
     if client is None:
         if location[0] == "cache":
@@ -72,6 +78,20 @@ def get_client(queue: str | None = None) -> redis.Redis:
             client = redis.Redis.from_url(location[1], **client_options())
         _clients[location] = client
     return client
+
+
+def new_async_client(queue: str) -> redis.asyncio.Redis | None:
+    """A new asyncio client of ``queue``, with :func:`client_options`; the caller closes it.
+
+    Not cached: an asyncio client belongs to the event loop it first ran on.
+    ``None`` when the queue's Redis is the django-redis cache ``CACHE_ALIAS``,
+    which has no asyncio client (callers run the sync code in a thread then).
+    """
+    kind, location = _location(queue)
+    if kind == "cache":
+        return None
+    retry = AsyncRetry(ExponentialBackoff(cap=0.25, base=0.05), RETRIES)
+    return redis.asyncio.Redis.from_url(location, **(client_options() | {"retry": retry}))
 
 
 def reset_clients() -> None:

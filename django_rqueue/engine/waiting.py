@@ -1,0 +1,103 @@
+"""The Redis side of ``Job.wait`` / ``Job.await_``: mark, read, block, pass the wake-up on.
+
+A waiter first marks the job as awaited (:attr:`~.keys.JobFields.AWAITED`)
+and reads it in the same ``MULTI``, so a terminal transition that runs after
+the read sees the mark and pushes a token to :meth:`~.keys.QueueKeys.done`
+(``include/wake_waiters.lua``); one that ran before is seen by the read.
+The waiter then blocks on that list (``BLPOP``) in slices shorter than the
+socket timeout and reads the job again after each (a token left from an
+earlier life of the job, before a ``retry()``, only costs one read). A waiter woken
+for good pushes the token back, so every other waiter of the same job wakes
+too; the list expires 60 s later. The sync and asyncio variants send the
+same commands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from .connection import as_text, redis_errors
+from .keys import JobFields, QueueKeys
+
+#: Longest single ``BLPOP`` in seconds: well under ``connection.SOCKET_TIMEOUT``.
+BLOCK_SLICE = 5.0
+#: Seconds the wake-up list lives after a push (as ``include/wake_waiters.lua``).
+DONE_TTL = 60
+
+
+def block_seconds(remaining: float) -> float:
+    """The ``BLPOP`` timeout for ``remaining`` seconds: at most :data:`BLOCK_SLICE`, and never
+    below 1 ms (Redis reads a timeout that rounds to 0 ms as "block forever")."""
+    return max(0.001, min(remaining, BLOCK_SLICE))
+
+
+def _present(fields: dict[Any, Any]) -> bool:
+    return any(as_text(k) == JobFields.STATE for k in fields)
+
+
+def mark_and_read(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes]:
+    """Mark the job as awaited, then read it (one ``MULTI``); ``{}`` when it is gone."""
+    jkey = keys.job(job_id)
+    with redis_errors():
+        pipe = client.pipeline(transaction=True)
+        pipe.hset(jkey, JobFields.AWAITED, 1)
+        pipe.hgetall(jkey)
+        fields: dict[bytes, bytes] = pipe.execute()[1]
+        if not _present(fields):
+            # The HSET created a hash for a job that is gone: take the mark back (HDEL of
+            # the last field deletes the key).
+            client.hdel(jkey, JobFields.AWAITED)
+            return {}
+    return fields
+
+
+def block(client: redis.Redis, keys: QueueKeys, job_id: str, seconds: float) -> bool:
+    """``BLPOP`` the job's wake-up list for up to ``seconds``; whether a token came."""
+    with redis_errors():
+        return client.blpop([keys.done(job_id)], timeout=block_seconds(seconds)) is not None
+
+
+def pass_on(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
+    """Push the token back for the job's other waiters (the list expires on its own)."""
+    done = keys.done(job_id)
+    with redis_errors():
+        pipe = client.pipeline(transaction=True)
+        pipe.rpush(done, 1)
+        pipe.expire(done, DONE_TTL)
+        pipe.execute()
+
+
+async def amark_and_read(
+    client: redis.asyncio.Redis, keys: QueueKeys, job_id: str
+) -> dict[bytes, bytes]:
+    """:func:`mark_and_read` on an asyncio client."""
+    jkey = keys.job(job_id)
+    with redis_errors():
+        pipe = client.pipeline(transaction=True)
+        pipe.hset(jkey, JobFields.AWAITED, 1)
+        pipe.hgetall(jkey)
+        fields: dict[bytes, bytes] = (await pipe.execute())[1]
+        if not _present(fields):
+            await client.hdel(jkey, JobFields.AWAITED)
+            return {}
+    return fields
+
+
+async def ablock(client: redis.asyncio.Redis, keys: QueueKeys, job_id: str, seconds: float) -> bool:
+    """:func:`block` on an asyncio client."""
+    with redis_errors():
+        got = await client.blpop([keys.done(job_id)], timeout=block_seconds(seconds))
+    return got is not None
+
+
+async def apass_on(client: redis.asyncio.Redis, keys: QueueKeys, job_id: str) -> None:
+    """:func:`pass_on` on an asyncio client."""
+    done = keys.done(job_id)
+    with redis_errors():
+        pipe = client.pipeline(transaction=True)
+        pipe.rpush(done, 1)
+        pipe.expire(done, DONE_TTL)
+        await pipe.execute()
