@@ -2,32 +2,38 @@
 
 Public API::
 
-    from django_rqueue import job, get_job, Job, JobStatus
+    from django_rqueue import job, get_job, Job, JobStatus, JobContext, Retry, Reject
 
 See the README for settings and commands, ``docs/design.md`` for the Redis key schema.
 """
 
 from __future__ import annotations
 
-from .decorators import JobFunction, job
+from .decorators import ContextJobFunction, JobFunction, job
 from .exceptions import (
     JobStateError,
     JobTimeout,
     LeaseLost,
     RedisUnavailable,
+    Reject,
+    Retry,
     RqueueError,
     UnknownJob,
 )
-from .job import Job, JobStatus, get_job
+from .job import Job, JobContext, JobStatus, get_job
 
 __all__ = [
+    "ContextJobFunction",
     "Job",
+    "JobContext",
     "JobFunction",
     "JobStateError",
     "JobStatus",
     "JobTimeout",
     "LeaseLost",
     "RedisUnavailable",
+    "Reject",
+    "Retry",
     "RqueueError",
     "UnknownJob",
     "get_job",

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, overload
+from typing import Any, Concatenate, Literal, Self, overload
 
 from . import enqueue, registry
 from .backoff import BackoffPolicy
 from .conf import BACKOFF_NAMES
-from .job import Job
+from .job import Job, JobContext
 
 #: ``priority`` bounds, as in ``django.tasks``: higher runs first.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
@@ -104,10 +105,14 @@ class JobFunction[**P, R]:
     Calling it runs the function inline. :meth:`delay` enqueues it;
     :meth:`using` returns a copy bound to per-call options. Jobs are found by
     workers through :attr:`name` (``"<module>.<qualname>"`` unless given).
+    ``takes_context``: the function is given a :class:`~django_rqueue.job.JobContext`
+    first when it runs as a job (see :class:`ContextJobFunction`).
     """
 
-    def __init__(self, func: Callable[P, R], name: str, options: JobOptions) -> None:
-        self.func = func
+    takes_context = False
+
+    def __init__(self, func: Callable[..., R], name: str, options: JobOptions) -> None:
+        self.func: Callable[..., R] = func
         self.name = name
         self.options = options
         self.__doc__ = func.__doc__
@@ -133,7 +138,7 @@ class JobFunction[**P, R]:
         max_attempts: int | None = None,
         result_ttl: int | None = None,
         on_commit: bool | None = None,
-    ) -> JobFunction[P, R]:
+    ) -> Self:
         """Return a copy of this job bound to per-call options (validated now).
 
         ``delay`` is seconds (int/float) or a ``timedelta``; ``run_at`` an aware
@@ -155,7 +160,9 @@ class JobFunction[**P, R]:
             result_ttl=result_ttl,
             on_commit=on_commit,
         )
-        return JobFunction(self.func, self.name, self.options.merged(extra))
+        bound = copy.copy(self)
+        bound.options = self.options.merged(extra)
+        return bound
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """Enqueue a run of this job with these arguments and return its :class:`Job`.
@@ -196,6 +203,23 @@ class JobFunction[**P, R]:
         return enqueue.submit_many(self, calls, batch_size)
 
 
+class ContextJobFunction[**P, R](JobFunction[P, R]):
+    """A ``@job(takes_context=True)`` function: ``P`` are its parameters after the context.
+
+    ``.delay()`` takes the arguments that follow the context (the context is
+    not stored); a worker or EAGER passes a fresh :class:`JobContext` first.
+    Calling it directly runs the function inline with the arguments as given,
+    context included.
+    """
+
+    takes_context = True
+
+    def __call__(  # type: ignore[override]
+        self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs
+    ) -> R:
+        return self.func(context, *args, **kwargs)
+
+
 @overload
 def job[**P, R](func: Callable[P, R], /) -> JobFunction[P, R]: ...
 
@@ -203,6 +227,23 @@ def job[**P, R](func: Callable[P, R], /) -> JobFunction[P, R]: ...
 @overload
 def job[**P, R](
     *,
+    takes_context: Literal[True],
+    name: str | None = None,
+    queue: str | None = None,
+    priority: int = 0,
+    timeout: float | None = None,
+    max_attempts: int | None = None,
+    backoff: BackoffPolicy | None = None,
+    result_ttl: int | None = None,
+    unique_key: str | Callable[..., str] | None = None,
+    unique_ttl: int | None = None,
+) -> Callable[[Callable[Concatenate[JobContext, P], R]], ContextJobFunction[P, R]]: ...
+
+
+@overload
+def job[**P, R](
+    *,
+    takes_context: Literal[False] = False,
     name: str | None = None,
     queue: str | None = None,
     priority: int = 0,
@@ -215,10 +256,11 @@ def job[**P, R](
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
-def job[**P, R](
-    func: Callable[P, R] | None = None,
+def job(
+    func: Callable[..., Any] | None = None,
     /,
     *,
+    takes_context: bool = False,
     name: str | None = None,
     queue: str | None = None,
     priority: int = 0,
@@ -228,7 +270,7 @@ def job[**P, R](
     result_ttl: int | None = None,
     unique_key: str | Callable[..., str] | None = None,
     unique_ttl: int | None = None,
-) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
+) -> JobFunction[Any, Any] | Callable[[Callable[..., Any]], JobFunction[Any, Any]]:
     """Decorate a function as a job, bare (``@job``) or with options (``@job(queue=...)``).
 
     ``priority`` is -100..100 (higher first, default 0); ``timeout`` and
@@ -236,10 +278,14 @@ def job[**P, R](
     callable ``(attempt, exception) -> seconds | None``; ``unique_key`` a
     string or a callable of the job's arguments. Whether ``queue`` is
     declared is checked at ``.delay()``, when settings are read.
+    ``takes_context=True`` passes a :class:`JobContext` as the first argument
+    when the job runs (``.delay()`` takes the arguments after it).
 
     Raises:
         ValueError: an option is out of range or of the wrong type.
     """
+    if not isinstance(takes_context, bool):
+        raise ValueError(f"takes_context must be True or False, got {takes_context!r}")
     options = JobOptions(
         queue=queue,
         priority=priority,
@@ -251,10 +297,14 @@ def job[**P, R](
         unique_ttl=unique_ttl,
     )
 
-    def decorate(f: Callable[P, R]) -> JobFunction[P, R]:
+    kind = ContextJobFunction if takes_context else JobFunction
+
+    def decorate(f: Callable[..., Any]) -> JobFunction[Any, Any]:
         if not callable(f):
             raise TypeError(f"@job decorates a function, not {type(f).__name__}")
-        job_function = JobFunction(f, name or f"{f.__module__}.{f.__qualname__}", options)
+        job_function: JobFunction[Any, Any] = kind(
+            f, name or f"{f.__module__}.{f.__qualname__}", options
+        )
         registry.register(job_function)
         return job_function
 

@@ -176,7 +176,9 @@ class Plan:
 
     def submission(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Submission:
         """Validate and encode one call (``TypeError``); the submission writes it when called."""
-        payload = encode_arguments(args, kwargs, self.job_function.func)
+        payload = encode_arguments(
+            args, kwargs, self.job_function.func, skip=int(self.job_function.takes_context)
+        )
         unique_key = self.unique_key
         if callable(unique_key):
             unique_key = unique_key(*args, **kwargs)

@@ -7,6 +7,8 @@ except argument validation, which raises the built-in ``ValueError`` /
 
 from __future__ import annotations
 
+import datetime
+
 
 class RqueueError(Exception):
     """Base class of every django-rqueue exception."""
@@ -67,3 +69,39 @@ class WorkerLost(RqueueError):  # noqa: N818
 
 class StartupError(RqueueError):
     """``rqueue_work`` refused to start (Redis misconfigured); the message says how to fix it."""
+
+
+class Retry(RqueueError):  # noqa: N818 - raised as an instruction, like StopIteration
+    """Raised inside a job: end this attempt and run the job again after ``delay``.
+
+    ``delay`` is seconds (``int``/``float`` >= 0) or a ``datetime.timedelta``;
+    ``None`` lets the job's backoff policy decide, as for any failure. The
+    attempt counts: with no attempt left the job goes to the failed store,
+    its error saying that it asked for a retry with none left.
+
+    Raises:
+        ValueError: ``delay`` is negative or not a number / ``timedelta``.
+    """
+
+    def __init__(self, delay: float | datetime.timedelta | None = None, reason: str = "") -> None:
+        if isinstance(delay, datetime.timedelta):
+            delay = delay.total_seconds()
+        number = isinstance(delay, int | float) and not isinstance(delay, bool)
+        if delay is not None and not (number and 0 <= delay < float("inf")):
+            raise ValueError(f"Retry delay must be finite seconds >= 0 or a timedelta: {delay!r}")
+        #: Seconds before the next attempt, or ``None`` (the backoff policy decides).
+        self.delay: float | None = None if delay is None else float(delay)
+        self.reason = reason
+        when = "after the backoff delay" if self.delay is None else f"in {self.delay:g} s"
+        super().__init__(f"retry requested {when}" + (f": {reason}" if reason else ""))
+
+
+class Reject(RqueueError):  # noqa: N818
+    """Raised inside a job: send it to the failed store now, without retries.
+
+    ``reason`` is the message of the stored error.
+    """
+
+    def __init__(self, reason: str = "") -> None:
+        self.reason = reason
+        super().__init__(reason or "rejected by the job")

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from . import signals
 from .backoff import retry_delay
 from .conf import get_config
-from .job import Job, JobStatus
+from .exceptions import Reject, Retry
+from .job import Job, JobContext, JobStatus
 from .serialization import dumps, encode_result, loads
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ class Outcome:
     result_json: str | None = None
     exception: BaseException | None = None
     traceback: str = ""
+    #: Replaces ``str(exception)`` as the stored error's message when set.
+    message: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -36,16 +39,18 @@ class Outcome:
 
     def error_json(self) -> str:
         """The ``{"type", "message", "traceback"}`` record stored for a failed attempt."""
-        return error_record(self.exception, self.traceback)
+        return error_record(self.exception, self.traceback, self.message)
 
 
-def error_record(exception: BaseException | None, traceback: str = "") -> str:
+def error_record(
+    exception: BaseException | None, traceback: str = "", message: str | None = None
+) -> str:
     """JSON ``{"type": "module.Class", "message": str, "traceback": str}`` of ``exception``."""
     kind = type(exception)
     return dumps(
         {
             "type": f"{kind.__module__}.{kind.__qualname__}",
-            "message": str(exception),
+            "message": str(exception) if message is None else message,
             "traceback": traceback,
         }
     )
@@ -64,11 +69,17 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
 
     ``SystemExit`` and every other exception are failures of the attempt
     (``KeyboardInterrupt`` propagates). A return value JSON cannot carry is a
-    failure with a ``TypeError`` naming its type.
+    failure with a ``TypeError`` naming its type. A ``takes_context`` function
+    gets a :class:`JobContext` first (``attempt`` = ``job.attempts``, which
+    already counts this attempt).
     """
     signals.send(signals.job_started, job_function, job=job)
     try:
-        value = job_function.func(*job.args, **job.kwargs)
+        if job_function.takes_context:
+            context = JobContext(job=job, attempt=job.attempts)
+            value = job_function.func(context, *job.args, **job.kwargs)
+        else:
+            value = job_function.func(*job.args, **job.kwargs)
         return Outcome(result_json=encode_result(value))
     except KeyboardInterrupt:
         raise
@@ -81,17 +92,29 @@ def next_delay(
 ) -> float | None:
     """Seconds before the next attempt, or ``None`` when this failure is final.
 
-    Final when attempts are spent, when the job is unknown, or when the
-    backoff policy returns ``None``. A backoff policy that raises makes the
-    failure final too (it is logged in the error record's message).
+    Final when attempts are spent, when the job is unknown, when the job
+    raised :class:`Reject`, or when the backoff policy returns ``None``. A
+    :class:`Retry` with a ``delay`` gives that delay instead of the policy's;
+    one with no attempt left says so in the error's message. A backoff policy
+    that raises makes the failure final too (it is logged in the traceback).
     """
-    if job_function is None or outcome.exception is None or job.attempts >= job.max_attempts:
+    exc = outcome.exception
+    if job_function is None or exc is None or isinstance(exc, Reject):
         return None
+    if job.attempts >= job.max_attempts:
+        if isinstance(exc, Retry):
+            outcome.message = (
+                f"{exc} but no attempt is left "
+                f"(attempt {job.attempts} of {job.max_attempts}); not retried"
+            )
+        return None
+    if isinstance(exc, Retry) and exc.delay is not None:
+        return exc.delay
     policy = job_function.options.backoff or get_config().queue(job.queue).backoff
     try:
-        return retry_delay(policy, job.attempts, outcome.exception)
-    except Exception as exc:  # a broken policy must not lose the job
-        outcome.traceback += f"\n(backoff policy failed: {exc!r}; not retrying)\n"
+        return retry_delay(policy, job.attempts, exc)
+    except Exception as broken:  # a broken policy must not lose the job
+        outcome.traceback += f"\n(backoff policy failed: {broken!r}; not retrying)\n"
         return None
 
 
@@ -139,6 +162,7 @@ def run_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[Any]:
         job.status = JobStatus.RUNNING
         job.started_at = datetime.datetime.now(datetime.UTC)
         outcome = run_attempt(job_function, job)
+        delay = next_delay(job_function, job, outcome)  # may reword the error's message
         if outcome.ok:
             job.status = JobStatus.SUCCEEDED
             job.result = loads(outcome.result_json or "null")
@@ -146,7 +170,6 @@ def run_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[Any]:
         else:
             job.error = loads(outcome.error_json())
             job.errors.append(job.error)
-        delay = next_delay(job_function, job, outcome)
         if not outcome.ok and delay is None:
             job.status = JobStatus.FAILED
         if job.status is not JobStatus.RUNNING:

@@ -315,3 +315,13 @@ def get_job(job_id: str) -> Job[Any] | None:
     if not fields:
         return None
     return Job.from_fields(job_id, fields)
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """Passed first to a ``@job(takes_context=True)`` function (as ``django.tasks``'s
+    ``TaskContext``): the running ``job`` and its ``attempt`` number, counted from 1
+    (equal to ``job.attempts`` while the attempt runs)."""
+
+    job: Job[Any]
+    attempt: int

@@ -77,7 +77,11 @@ def loads(data: str | bytes) -> Any:  # decoded JSON
 
 
 def encode_arguments(
-    args: Sequence[object], kwargs: Mapping[str, object], func: Callable[..., object] | None = None
+    args: Sequence[object],
+    kwargs: Mapping[str, object],
+    func: Callable[..., object] | None = None,
+    *,
+    skip: int = 0,
 ) -> str:
     """Encode a job's arguments: ``[...]`` (positional only) or ``{"a": [...], "k": {...}}``.
 
@@ -87,14 +91,16 @@ def encode_arguments(
     Raises:
         TypeError: an argument cannot be carried by JSON. The message names
             the argument (its parameter name when ``func``'s signature tells
-            it, else its position or keyword).
+            it, else its position or keyword). ``skip``: how many leading
+            parameters of ``func`` are not carried (1 for the ``JobContext``
+            of a ``takes_context`` job).
     """
     try:
         if not kwargs:
             return dumps(args if type(args) in (list, tuple) else list(args))
         return dumps({"a": list(args), "k": dict(kwargs)})
     except (TypeError, ValueError) as exc:
-        raise TypeError(_which_argument(args, kwargs, func, exc)) from exc
+        raise TypeError(_which_argument(args, kwargs, func, exc, skip)) from exc
 
 
 def _which_argument(
@@ -102,6 +108,7 @@ def _which_argument(
     kwargs: Mapping[str, object],
     func: Callable[..., object] | None,
     exc: Exception,
+    skip: int = 0,
 ) -> str:
     names: list[str] = []
     if func is not None:
@@ -110,7 +117,7 @@ def _which_argument(
                 p.name
                 for p in inspect.signature(func).parameters.values()
                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            ]
+            ][skip:]
         except (TypeError, ValueError):
             names = []
     for index, value in enumerate(args):

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from django_rqueue import job, signals
+from django_rqueue import JobContext, Reject, Retry, job, signals
 from django_rqueue.exceptions import JobTimeout
 from django_rqueue.job import Job
 
@@ -279,3 +279,29 @@ def fault_die(ledger: str, tag: str, how: str) -> None:
 
         ctypes.string_at(0)
     os._exit(3 if how == "exit3" else 0)
+
+
+@job(takes_context=True, max_attempts=3, backoff=linear_backoff)
+def retries_itself(
+    context: JobContext, ledger: str, tag: str, times: int, delay: float | None
+) -> int:
+    """Write ``run`` with the context's attempt; ``raise Retry(delay=delay)`` on the first
+    ``times`` attempts, then return the attempt number."""
+    write_ledger(
+        ledger,
+        tag,
+        "run",
+        attempt=context.attempt,
+        attempts=context.job.attempts,
+        id=context.job.id,
+    )
+    if context.attempt <= times:
+        raise Retry(delay=delay)
+    return context.attempt
+
+
+@job(max_attempts=3, backoff=linear_backoff)
+def rejects(ledger: str, tag: str) -> None:
+    """Write ``run`` and ``raise Reject(...)``: no retry although attempts are left."""
+    write_ledger(ledger, tag, "run")
+    raise Reject(f"bad input {tag}")
