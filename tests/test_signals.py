@@ -12,7 +12,7 @@ from django.dispatch import Signal
 from django_rqueue import Job, JobStatus, get_job, signals
 from django_rqueue.serialization import encode_arguments
 from tests.conftest import Event
-from tests.jobs_app.jobs import fail_always, read_ledger, record
+from tests.jobs_app.jobs import fail_always, read_ledger, record, rejects, retries_itself
 from tests.support.inprocess import poller_thread, run_worker
 from tests.support.jobs_in_state import enqueue_raw
 
@@ -160,3 +160,34 @@ def test_a_receiver_that_raises_is_logged_and_never_breaks_the_worker(
     assert logged, "the receiver's exception was not logged"
     assert all(r.exc_info and r.exc_info[0] is ZeroDivisionError for r in logged)
     assert f"broken receiver of {signal_name}" in caplog.text
+
+
+def test_a_receiver_connected_with_sender_is_a_per_job_hook(ledger: str) -> None:
+    """``connect(receiver, sender=<job function>)``: the receiver hears that job only."""
+    heard: list[tuple[str, str, str]] = []
+
+    def on_success(sender: object, job: Job[Any], **kwargs: Any) -> None:
+        heard.append(("succeeded", job.name, job.args[1]))
+
+    def on_failure(sender: object, job: Job[Any], **kwargs: Any) -> None:
+        heard.append(("failed", job.name, job.args[1]))
+
+    signals.job_succeeded.connect(on_success, sender=record, weak=False)
+    signals.job_failed.connect(on_failure, sender=fail_always, weak=False)
+    try:
+        record.delay(ledger, "ok")
+        fail_always.using(max_attempts=1).delay(ledger, "bad")
+        record.delay(ledger, "ok2")
+        retries_itself.delay(ledger, "other success", 0, None)  # neither receiver hears these
+        rejects.delay(ledger, "other failure")
+        run_worker(burst=True)
+    finally:
+        signals.job_succeeded.disconnect(on_success, sender=record)
+        signals.job_failed.disconnect(on_failure, sender=fail_always)
+
+    assert sorted(heard) == [
+        ("failed", fail_always.name, "bad"),
+        ("succeeded", record.name, "ok"),
+        ("succeeded", record.name, "ok2"),
+    ]
+    assert len(read_ledger(ledger)) == 5  # every job ran
