@@ -19,6 +19,7 @@ Django's own list of callbacks is never read.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime
 import weakref
@@ -45,6 +46,12 @@ if TYPE_CHECKING:
 #: States in which a job holds its unique key.
 HOLDING = (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING)
 
+#: Set by ``django_rqueue.testing.capture_jobs()``: while set (in this context), every
+#: validated submission is handed to it instead of being written or run.
+capture: contextvars.ContextVar[Callable[[Submission], Job[Any]] | None] = contextvars.ContextVar(
+    "django_rqueue_capture", default=None
+)
+
 
 def submit(
     job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -52,6 +59,9 @@ def submit(
     """Enqueue one call of ``job_function`` (see :meth:`JobFunction.delay`)."""
     config = get_config()
     submission = Plan.of(job_function, config).submission(args, kwargs)
+    captured = capture.get()
+    if captured is not None:
+        return captured(submission)
     if config.eager:
         return run_eager(job_function, submission.job)
     if _deferred(job_function):
@@ -80,6 +90,9 @@ def submit_many(
             submissions.append(plan.submission(args, kwargs))
         except TypeError as exc:
             raise TypeError(f"call {index}: {exc}") from exc
+    captured = capture.get()
+    if captured is not None:
+        return [captured(s) for s in submissions]
     if config.eager:
         return [run_eager(job_function, s.job) for s in submissions]
     batch = BatchSubmission(job_function, submissions, batch_size)
