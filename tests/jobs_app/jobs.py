@@ -36,12 +36,18 @@ def write_ledger(ledger: str, tag: str, event: str, **extra: Any) -> None:
 
 
 def read_ledger(ledger: str | Path) -> list[dict[str, Any]]:
-    """Every event written to ``ledger`` so far, oldest first (``[]`` if none)."""
+    """Every event written to ``ledger`` so far, oldest first (``[]`` if none).
+
+    A line still being written is left for the next read: Linux does not make a
+    ``read`` atomic against a concurrent ``write`` of a regular file, so a reader
+    polling while jobs append can see a line without its newline yet.
+    """
     try:
         text = Path(ledger).read_text()
     except FileNotFoundError:
         return []
-    return [json.loads(line) for line in text.splitlines() if line]
+    complete = text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in complete.splitlines() if line]
 
 
 def linear_backoff(attempt: int, exception: BaseException) -> float:
