@@ -11,6 +11,7 @@ import redis
 from tests.support.redis_server import RedisServer
 
 from .harness import Faults
+from .proxy import FaultProxy
 
 
 @pytest.fixture
@@ -25,3 +26,10 @@ def faults(
         harness.stop_all()
         for process in harness.started:
             print(process.report())
+
+
+@pytest.fixture
+def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
+    """A :class:`~tests.faults.proxy.FaultProxy` in front of the session Redis, closed after."""
+    with FaultProxy(redis_server.port) as running:
+        yield running

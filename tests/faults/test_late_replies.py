@@ -12,7 +12,6 @@ reservation: its outcome would be discarded, and the job would run twice.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,19 +19,12 @@ import redis
 
 from django_rqueue.engine.scripts import load
 from tests.jobs_app.jobs import fault_gate, fault_noop
-from tests.support.redis_server import RedisServer
 
 from .harness import Faults, job_hash, wait_until
 from .proxy import FaultProxy
 from .support import wait_blocked
 
 LEASE = 1.0
-
-
-@pytest.fixture
-def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
-    with FaultProxy(redis_server.port) as running:
-        yield running
 
 
 @pytest.mark.slow

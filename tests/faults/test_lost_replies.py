@@ -23,7 +23,6 @@ import redis
 from django_rqueue.engine.connection import SOCKET_TIMEOUT
 from django_rqueue.engine.scripts import load
 from tests.jobs_app.jobs import fault_sleep
-from tests.support.redis_server import RedisServer
 
 from .harness import Faults, wait_until
 from .proxy import FaultProxy
@@ -31,12 +30,6 @@ from .proxy import FaultProxy
 #: Lease in the worker: longer than the stalled ack, so nothing but the lost
 #: reply is in play (no renewal or reclaim happens meanwhile).
 LEASE = 30.0
-
-
-@pytest.fixture
-def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
-    with FaultProxy(redis_server.port) as running:
-        yield running
 
 
 @pytest.fixture

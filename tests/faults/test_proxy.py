@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -13,12 +12,6 @@ from tests.support.redis_server import NO_RETRY, RedisServer
 from tests.support.waiting import wait_until
 
 from .proxy import FaultProxy
-
-
-@pytest.fixture
-def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
-    with FaultProxy(redis_server.port) as running:
-        yield running
 
 
 def through(proxy: FaultProxy, timeout: float = 0.5) -> redis.Redis:

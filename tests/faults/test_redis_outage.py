@@ -18,7 +18,6 @@ wait allows one lease for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -26,7 +25,6 @@ import redis
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys
 from tests.jobs_app.jobs import fault_noop, fault_sleep, fault_sleep_first
-from tests.support.redis_server import RedisServer
 
 from .harness import Faults, alive, wait_until
 from .proxy import FaultProxy, Mode
@@ -41,12 +39,6 @@ OUTAGE: dict[Mode, float] = {"refuse": 10.0, "blackhole": 12.0}
 LEASE = 30.0
 #: Worker children: two busy across the outage, one idle.
 CONCURRENCY = 3
-
-
-@pytest.fixture
-def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
-    with FaultProxy(redis_server.port) as running:
-        yield running
 
 
 @pytest.mark.slow
