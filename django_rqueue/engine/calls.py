@@ -244,6 +244,11 @@ def failed_batch(
     )
 
 
+def mark_awaited(keys: QueueKeys, job_id: str) -> ScriptCall:
+    """``mark_awaited.lua``: mark a job as awaited and read it."""
+    return ScriptCall("mark_awaited", [keys.job(job_id)], [])
+
+
 def stale_lease(job_id: str, reply: list[Any]) -> LeaseLost:
     """The :class:`LeaseLost` for a ``{'stale', state, current token}`` script reply."""
     state, token = as_text(reply[1]) or "missing", as_text(reply[2])

@@ -1,7 +1,8 @@
 """The Redis side of ``Job.wait`` / ``Job.await_``: mark, read, block, pass the wake-up on.
 
 A waiter first marks the job as awaited (:attr:`~.keys.JobFields.AWAITED`)
-and reads it in the same ``MULTI``, so a terminal transition that runs after
+and reads it in one step (``mark_awaited.lua``, which writes nothing for a job
+that is gone), so a terminal transition that runs after
 the read sees the mark and pushes a token to :meth:`~.keys.QueueKeys.done`
 (``include/wake_waiters.lua``); one that ran before is seen by the read.
 The waiter then blocks on that list (``BLPOP``) in slices shorter than the
@@ -19,8 +20,10 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from .connection import as_text, redis_errors
-from .keys import JobFields, QueueKeys
+from . import calls
+from .connection import redis_errors
+from .keys import QueueKeys
+from .scripts import load
 
 #: Longest single ``BLPOP`` in seconds: well under ``connection.SOCKET_TIMEOUT``.
 BLOCK_SLICE = 5.0
@@ -34,24 +37,16 @@ def block_seconds(remaining: float) -> float:
     return max(0.001, min(remaining, BLOCK_SLICE))
 
 
-def _present(fields: dict[Any, Any]) -> bool:
-    return any(as_text(k) == JobFields.STATE for k in fields)
+def _fields(reply: list[Any]) -> dict[bytes, bytes]:
+    it = iter(reply)
+    return dict(zip(it, it, strict=True))
 
 
 def mark_and_read(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes]:
-    """Mark the job as awaited, then read it (one ``MULTI``); ``{}`` when it is gone."""
-    jkey = keys.job(job_id)
+    """Mark the job as awaited and read it (``mark_awaited.lua``); ``{}`` when it is gone."""
+    call = calls.mark_awaited(keys, job_id)
     with redis_errors():
-        pipe = client.pipeline(transaction=True)
-        pipe.hset(jkey, JobFields.AWAITED, 1)
-        pipe.hgetall(jkey)
-        fields: dict[bytes, bytes] = pipe.execute()[1]
-        if not _present(fields):
-            # The HSET created a hash for a job that is gone: take the mark back (HDEL of
-            # the last field deletes the key).
-            client.hdel(jkey, JobFields.AWAITED)
-            return {}
-    return fields
+        return _fields(load(call.script)(client, call.keys, call.args))
 
 
 def block(client: redis.Redis, keys: QueueKeys, job_id: str, seconds: float) -> bool:
@@ -74,16 +69,9 @@ async def amark_and_read(
     client: redis.asyncio.Redis, keys: QueueKeys, job_id: str
 ) -> dict[bytes, bytes]:
     """:func:`mark_and_read` on an asyncio client."""
-    jkey = keys.job(job_id)
+    call = calls.mark_awaited(keys, job_id)
     with redis_errors():
-        pipe = client.pipeline(transaction=True)
-        pipe.hset(jkey, JobFields.AWAITED, 1)
-        pipe.hgetall(jkey)
-        fields: dict[bytes, bytes] = (await pipe.execute())[1]
-        if not _present(fields):
-            await client.hdel(jkey, JobFields.AWAITED)
-            return {}
-    return fields
+        return _fields(await load(call.script).acall(client, call.keys, call.args))
 
 
 async def ablock(client: redis.asyncio.Redis, keys: QueueKeys, job_id: str, seconds: float) -> bool:

@@ -58,6 +58,16 @@ class LuaScript:
             client.script_load(self.source)
             return client.evalsha(self.sha, len(keys), *keys, *args)
 
+    async def acall(
+        self, client: redis.asyncio.Redis, keys: list[str], args: list[str | int | float]
+    ) -> Any:  # a Lua reply
+        """:meth:`__call__` on an asyncio client."""
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            await client.script_load(self.source)
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+
     def queue_in(
         self, pipe: redis.client.Pipeline, keys: list[str], args: list[str | int | float]
     ) -> None:
