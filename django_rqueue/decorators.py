@@ -124,6 +124,10 @@ class JobFunction[**P, R]:
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
 
+    def arguments(self, job: Job[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The positional and keyword arguments to call :attr:`func` with for ``job``'s attempt."""
+        return tuple(job.args), job.kwargs
+
     def using(
         self,
         *,
@@ -213,6 +217,11 @@ class ContextJobFunction[**P, R](JobFunction[P, R]):
     """
 
     takes_context = True
+
+    def arguments(self, job: Job[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A fresh :class:`JobContext` (``attempt`` = ``job.attempts``, which already
+        counts this attempt), then the job's own arguments."""
+        return (JobContext(job=job, attempt=job.attempts), *job.args), job.kwargs
 
     def __call__(  # type: ignore[override]
         self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs

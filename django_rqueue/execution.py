@@ -16,7 +16,7 @@ from . import signals
 from .backoff import retry_delay
 from .conf import get_config
 from .exceptions import Reject, Retry
-from .job import Job, JobContext, JobStatus
+from .job import Job, JobStatus
 from .serialization import dumps, encode_result, loads
 
 if TYPE_CHECKING:
@@ -69,17 +69,14 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
 
     ``SystemExit`` and every other exception are failures of the attempt
     (``KeyboardInterrupt`` propagates). A return value JSON cannot carry is a
-    failure with a ``TypeError`` naming its type. A ``takes_context`` function
-    gets a :class:`JobContext` first (``attempt`` = ``job.attempts``, which
-    already counts this attempt).
+    failure with a ``TypeError`` naming its type. The function is called with
+    :meth:`~django_rqueue.decorators.JobFunction.arguments` (a
+    ``takes_context`` function gets a :class:`JobContext` first).
     """
     signals.send(signals.job_started, job_function, job=job)
     try:
-        if job_function.takes_context:
-            context = JobContext(job=job, attempt=job.attempts)
-            value = job_function.func(context, *job.args, **job.kwargs)
-        else:
-            value = job_function.func(*job.args, **job.kwargs)
+        args, kwargs = job_function.arguments(job)
+        value = job_function.func(*args, **kwargs)
         return Outcome(result_json=encode_result(value))
     except KeyboardInterrupt:
         raise

@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import autodiscover_modules
 
+from .exceptions import UnknownJob
+
 if TYPE_CHECKING:
     from .decorators import JobFunction
+    from .job import Job
 
 _registry: dict[str, JobFunction[Any, Any]] = {}
 
@@ -25,6 +28,18 @@ def register(job_function: JobFunction[Any, Any]) -> None:
 def get(name: str) -> JobFunction[Any, Any] | None:
     """Return the job registered as ``name``, or ``None``."""
     return _registry.get(name)
+
+
+def resolve(job: Job[Any]) -> JobFunction[Any, Any]:
+    """Return the job function that runs ``job`` (a record read from Redis).
+
+    Raises:
+        UnknownJob: nothing in this process can run it; the message says why.
+    """
+    job_function = _registry.get(job.name)
+    if job_function is None:
+        raise UnknownJob(f"no @job named {job.name!r} is registered in this worker")
+    return job_function
 
 
 def names() -> list[str]:

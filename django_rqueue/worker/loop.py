@@ -324,9 +324,14 @@ class Worker:
         if self.renew_leases:
             keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
             keeper.start()
-        job_function = registry.get(job.name)
+        job_function: JobFunction[Any, Any] | None = None
         try:
-            outcome = self._execute(job_function, job)
+            try:
+                job_function = registry.resolve(job)
+            except UnknownJob as unknown:
+                outcome = failure(unknown)
+            else:
+                outcome = self._execute(job_function, job)
         finally:
             if keeper is not None:
                 keeper.done.set()
@@ -349,9 +354,7 @@ class Worker:
             self.hooks.finished(job, result)
         conclude(job_function, job, queue, outcome, result, delay, duration=ran)
 
-    def _execute(self, job_function: JobFunction[Any, Any] | None, job: Job[Any]) -> Outcome:
-        if job_function is None:
-            return failure(UnknownJob(f"no @job named {job.name!r} is registered in this worker"))
+    def _execute(self, job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
         if job.problems:
             return failure(ValueError(f"job record is corrupt: {'; '.join(job.problems)}"))
         close_old_connections()

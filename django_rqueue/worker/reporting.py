@@ -29,7 +29,7 @@ from ..engine import transitions
 from ..engine.connection import get_client
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import PendingAck
-from ..exceptions import LeaseLost, RedisUnavailable
+from ..exceptions import LeaseLost, RedisUnavailable, UnknownJob
 from ..execution import Outcome, announce, failure, next_delay
 from ..job import Job
 from .reconnect import Reconnect
@@ -137,7 +137,10 @@ def fail_lost_attempt(
     if job.token != token:
         return None  # already reclaimed and handed to someone else
     attempt = failure(exc)
-    job_function = registry.get(job.name)
+    try:
+        job_function: JobFunction[Any, Any] | None = registry.resolve(job)
+    except UnknownJob:
+        job_function = None
     delay = next_delay(job_function, job, attempt)
     try:
         result, _ = transitions.fail(
