@@ -1,11 +1,11 @@
 """The pipe between a supervised child and its master, and the master's record of each child.
 
 A child tells its master, one JSON line per event, which jobs it holds
-(reserved ahead, not started: "prefetch"), which one it runs ("start") and how
-each ended ("end", with the outcome word, ``released`` for a
+(reserved ahead, not started: "prefetch"), which ones it runs ("start", one
+line per job) and how each ended ("end", with the outcome word, ``released`` for a
 prefetched job handed back). The master keeps that in a :class:`Child`: it renews
-the leases of the running and the prefetched jobs, enforces the running job's hard
-timeout, and, when the child dies, fails the running job's attempt and hands
+the leases of the running and the prefetched jobs, enforces each running job's hard
+timeout, and, when the child dies, fails the running jobs' attempts and hands
 the prefetched ones back.
 
 :func:`run_child` is what a forked child runs.
@@ -76,7 +76,8 @@ class Child:
     fd: int
     kind: ChildKind
     buffer: bytes = b""
-    job: Running | None = None
+    #: Jobs the child runs ("start" heard, "end" not yet), by id.
+    running: dict[str, Running] = field(default_factory=dict)
     #: Jobs reserved ahead by the child and not started yet, by id.
     prefetched: dict[str, Running] = field(default_factory=dict)
     #: Why the master killed it (``None``: not killed).
@@ -84,6 +85,14 @@ class Child:
     #: Seconds the job had run when it was killed for a hard timeout.
     ran_for: float = 0.0
     born: float = field(default_factory=time.monotonic)
+
+    def runs(self, record: Running) -> bool:
+        """Whether ``record`` itself (not a later record of the same job) is a running job."""
+        return self.running.get(record.job_id) is record
+
+    def holds(self, record: Running) -> bool:
+        """Whether ``record`` is still a running or a prefetched job of this child."""
+        return self.runs(record) or self.prefetched.get(record.job_id) is record
 
     def read(self, lease: float) -> Iterator[AttemptOutcome]:
         """Read what the pipe has (non-blocking), apply it, and yield each "end" outcome.
@@ -109,7 +118,7 @@ class Child:
         """Apply one message; return the outcome word of an "end", else ``None``."""
         now = time.monotonic()
 
-        def running(job: dict[str, Any]) -> Running:
+        def record(job: dict[str, Any]) -> Running:
             return Running(
                 queue=job["queue"],
                 job_id=job["id"],
@@ -122,14 +131,13 @@ class Child:
 
         if message["e"] == "start":
             self.prefetched.pop(message["id"], None)
-            self.job = running(message)
+            self.running[message["id"]] = record(message)
         elif message["e"] == "prefetch":
             for job in message["jobs"]:
-                self.prefetched[job["id"]] = running(job)
+                self.prefetched[job["id"]] = record(job)
         elif message["e"] == "end":
             self.prefetched.pop(message["id"], None)
-            if self.job is not None and self.job.job_id == message["id"]:
-                self.job = None
+            self.running.pop(message["id"], None)
             return AttemptOutcome(message["outcome"])
         return None
 

@@ -227,11 +227,12 @@ class Supervisor:
         for prefetched in child.prefetched.values():  # never started: no attempt spent
             self._hand_back(prefetched)
         child.prefetched.clear()
-        if child.job is not None:
+        for running in child.running.values():
             if child.killed_for is KillReason.HANDBACK:
-                self._hand_back(child.job)
+                self._hand_back(running)
             else:
-                self._fail_attempt(child.job, self._death_reason(child, status))
+                self._fail_attempt(running, self._death_reason(child, status))
+        child.running.clear()
         stopping = self.stop_deadline is not None
         clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         if child.kind is ChildKind.WORKER and not stopping and not (self.burst and clean):
@@ -340,10 +341,10 @@ class Supervisor:
         for child in self.children.values():
             if child.killed_for:
                 continue
-            for running in [child.job, *child.prefetched.values()]:
-                if running is None or now < running.renew_at:
+            for running in [*child.running.values(), *child.prefetched.values()]:
+                if now < running.renew_at:
                     continue
-                if running is not child.job and running is not child.prefetched.get(running.job_id):
+                if not child.holds(running):
                     continue  # ended or started meanwhile (a refusal above read the pipe)
                 self._renew(child, running, now, lease, prefix)
 
@@ -358,7 +359,7 @@ class Supervisor:
                 int(lease * 1000),
             )
         except LeaseLost as exc:
-            if running is child.job:
+            if child.runs(running):
                 self._lease_lost(child, running, exc)
             else:  # held ahead: the child confirms the lease before starting it after a long hold
                 child.prefetched.pop(running.job_id, None)
@@ -386,8 +387,8 @@ class Supervisor:
         the new holder.
         """
         self._read(child)
-        current = child.job
-        if current is None or (current.job_id, current.token) != (running.job_id, running.token):
+        current = child.running.get(running.job_id)
+        if current is None or current.token != running.token:
             logger.debug("%s (the child has finished that job)", exc)
             return
         keys = QueueKeys.of(get_config().key_prefix, running.queue)
@@ -416,20 +417,20 @@ class Supervisor:
 
     def _enforce_timeouts(self, now: float) -> None:
         for child in self.children.values():
-            running = child.job
-            if running is None or child.killed_for or running.timeout <= 0:
-                continue
-            ran = now - running.started
-            if ran >= running.timeout + self.timeout_grace:
-                logger.warning(
-                    "%s %s: hard timeout after %.1f s; killing child %d",
-                    running.name,
-                    running.job_id,
-                    ran,
-                    child.pid,
-                )
-                child.killed_for, child.ran_for = KillReason.TIMEOUT, ran
-                kill_group(child.pid)
+            for running in child.running.values():
+                if child.killed_for or running.timeout <= 0:
+                    continue
+                ran = now - running.started
+                if ran >= running.timeout + self.timeout_grace:
+                    logger.warning(
+                        "%s %s: hard timeout after %.1f s; killing child %d",
+                        running.name,
+                        running.job_id,
+                        ran,
+                        child.pid,
+                    )
+                    child.killed_for, child.ran_for = KillReason.TIMEOUT, ran
+                    kill_group(child.pid)
 
     def _heartbeat(self) -> None:
         config = get_config()
@@ -440,9 +441,9 @@ class Supervisor:
             queues=tuple(self.queues),
             concurrency=self.concurrency,
             jobs=tuple(
-                heartbeat.WorkerJob(c.job.job_id, c.job.queue, c.pid)
+                heartbeat.WorkerJob(r.job_id, r.queue, c.pid)
                 for c in self.children.values()
-                if c.job is not None
+                for r in c.running.values()
             ),
             processed=self.processed,
             failed=self.failed,

@@ -35,16 +35,16 @@ def test_hold_and_end_wait_for_the_next_start_which_goes_out_at_once(
     first, second, third = _job(1), _job(2), _job(3)
     hooks.started("default", first)
     assert list(child.read(lease=30)) == []
-    assert child.job is not None and child.job.job_id == first.id
+    assert list(child.running) == [first.id]
 
     hooks.prefetched("default", [second, third])
     hooks.finished(first, AttemptOutcome.SUCCEEDED)
     assert list(child.read(lease=30)) == []  # buffered: nothing written yet
-    assert child.job.job_id == first.id
+    assert list(child.running) == [first.id]
 
     hooks.started("default", second)  # one write: hold, end, start
     assert list(child.read(lease=30)) == ["succeeded"]
-    assert child.job is not None and child.job.job_id == second.id
+    assert list(child.running) == [second.id]
     assert list(child.prefetched) == [third.id]
 
 
@@ -57,7 +57,7 @@ def test_flush_delivers_a_handed_back_job_and_clears_it(pipe: tuple[PipeHooks, C
     hooks.finished(held, AttemptOutcome.RELEASED)
     hooks.flush()
     assert list(child.read(lease=30)) == ["failed", AttemptOutcome.RELEASED]
-    assert (child.job, child.prefetched) == (None, {})
+    assert (child.running, child.prefetched) == ({}, {})
 
 
 def test_a_message_split_across_reads_is_applied_once_complete(
@@ -69,5 +69,6 @@ def test_a_message_split_across_reads_is_applied_once_complete(
     child.buffer = data[:10]  # as if the first read had returned only this much
     os.write(hooks.fd, data[10:])
     assert list(child.read(lease=30)) == []
-    assert child.job is not None and child.job.job_id == _job(1).id
-    assert child.job.renew_at - child.job.started == pytest.approx(10.0)
+    [running] = child.running.values()
+    assert running.job_id == _job(1).id
+    assert running.renew_at - running.started == pytest.approx(10.0)

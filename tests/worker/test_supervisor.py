@@ -64,9 +64,9 @@ def reserve(client: redis.Redis) -> Job[Any]:
 
 
 def renew_now(master: Supervisor, child: Child) -> None:
-    """Make the running job's renewal due, then let the master renew the leases that are due."""
-    assert child.job is not None
-    child.job.renew_at = 0.0
+    """Make the running jobs' renewals due, then let the master renew the leases that are due."""
+    for running in child.running.values():
+        running.renew_at = 0.0
     master._renew_leases(1.0)
 
 
@@ -82,7 +82,7 @@ def test_a_renewal_refused_for_a_job_whose_end_is_still_in_the_pipe_kills_no_one
     lost = reserve(rqueue_redis)
     hooks.started("default", lost)
     master._read(child)
-    assert child.job is not None and child.job.job_id == lost_id
+    assert list(child.running) == [lost_id]
     rqueue_redis.hset(keys().job(lost_id), "token", lost.token + 1)  # as a reclaim does
     following = reserve(rqueue_redis)
     assert following.id == next_id
@@ -93,8 +93,7 @@ def test_a_renewal_refused_for_a_job_whose_end_is_still_in_the_pipe_kills_no_one
 
     assert child.killed_for is None  # not killed
     assert alive(supervised.process.pid), "the master killed a child that runs another job"
-    assert child.job is not None
-    assert (child.job.job_id, child.job.token) == (next_id, following.token)
+    assert [(r.job_id, r.token) for r in child.running.values()] == [(next_id, following.token)]
     assert master.processed == 1  # the discarded end was read
     fields = transitions.read_job(rqueue_redis, keys(), next_id)
     assert fields[b"s"] == b"running" and b"nerr" not in fields  # no attempt failed
