@@ -2,7 +2,7 @@
 
 Public API::
 
-    from django_rqueue import job, get_job, Job, JobStatus, JobContext, Retry, Reject
+    from django_rqueue import job, get_job, aget_job, Job, JobStatus, JobContext, Retry, Reject
 
 See the README for settings and commands, ``docs/design.md`` for the Redis key schema.
 """
@@ -20,7 +20,7 @@ from .exceptions import (
     RqueueError,
     UnknownJob,
 )
-from .job import Job, JobContext, JobStatus, get_job
+from .job import Job, JobContext, JobStatus, aget_job, get_job
 
 __all__ = [
     "ContextJobFunction",
@@ -36,6 +36,7 @@ __all__ = [
     "Retry",
     "RqueueError",
     "UnknownJob",
+    "aget_job",
     "get_job",
     "job",
 ]

@@ -53,6 +53,7 @@ TOP_LEVEL_KEYS = frozenset(
         "TIMEOUT_GRACE",
         "EAGER",
         "EAGER_PROPAGATE",
+        "ASYNC_CONCURRENCY",
     }
 )
 OPTION_KEYS = frozenset(BUILTIN_DEFAULTS)
@@ -97,6 +98,8 @@ class Config:
     timeout_grace: float
     eager: bool
     eager_propagate: bool
+    #: Async jobs a worker child runs at once on its event loop.
+    async_concurrency: int
 
     def queues_named(self, names: Iterable[str]) -> list[str]:
         """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""
@@ -220,7 +223,7 @@ def problems(raw: object) -> list[CheckMessage]:
 
     Ids: E001 not a dict; E002 unknown key; E003 wrong type; E004 bad queue
     name or undeclared default queue; E005 non-positive timeout / lease /
-    attempts; E006 bad backoff; E007 unusable Redis location (bad URL, both or
+    attempts / async concurrency; E006 bad backoff; E007 unusable Redis location (bad URL, both or
     missing cache alias, cache not backed by django-redis). W001 no
     ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used).
     """
@@ -333,7 +336,7 @@ def _default_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
 
 
 def _timing_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
-    """``LEASE`` and ``TIMEOUT_GRACE``."""
+    """``LEASE``, ``TIMEOUT_GRACE`` and ``ASYNC_CONCURRENCY``."""
     found: list[CheckMessage] = []
     lease = raw.get("LEASE", 30)
     if not _is_number(lease) or lease <= 0:
@@ -345,6 +348,15 @@ def _timing_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
         found.append(
             checks.Error(
                 "RQUEUE['TIMEOUT_GRACE'] must be a number of seconds >= 0.", id="rqueue.E005"
+            )
+        )
+    slots = raw.get("ASYNC_CONCURRENCY", 1)
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
+        found.append(
+            checks.Error(
+                f"RQUEUE['ASYNC_CONCURRENCY'] must be an integer >= 1, got {slots!r}.",
+                hint="How many async jobs a worker child runs at once (default 1).",
+                id="rqueue.E005",
             )
         )
     return found
@@ -410,4 +422,5 @@ def _parse(raw: Mapping[str, Any]) -> Config:
         timeout_grace=float(raw.get("TIMEOUT_GRACE", 5)),
         eager=bool(raw.get("EAGER", False)),
         eager_propagate=bool(raw.get("EAGER_PROPAGATE", False)),
+        async_concurrency=int(raw.get("ASYNC_CONCURRENCY", 1)),
     )

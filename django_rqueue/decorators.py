@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Concatenate, Literal, Self, overload
 
@@ -128,6 +129,12 @@ class JobFunction[**P, R]:
         """The positional and keyword arguments to call :attr:`func` with for ``job``'s attempt."""
         return tuple(job.args), job.kwargs
 
+    @property
+    def is_async(self) -> bool:
+        """Whether :attr:`func` is an ``async def`` function: workers run its attempts on an
+        event loop, up to ``--async-concurrency`` at once per child."""
+        return inspect.iscoroutinefunction(self.func)
+
     def using(
         self,
         *,
@@ -182,6 +189,20 @@ class JobFunction[**P, R]:
             RedisUnavailable: Redis cannot be reached (nothing written).
         """
         return enqueue.submit(self, args, kwargs)
+
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
+        """:meth:`delay` for async code (an async view, an async job): the write goes
+        through redis-py's asyncio client, so the event loop is not blocked.
+
+        From a coroutine the job is written at once: Django's transactions
+        belong to a thread and async code cannot open one (call ``.delay()``
+        inside the sync function you run with ``sync_to_async`` to enqueue on
+        its commit). With ``RQUEUE["EAGER"]`` the job runs before this returns,
+        on this event loop when it is an ``async def`` job.
+
+        Raises what :meth:`delay` raises.
+        """
+        return await enqueue.asubmit(self, args, kwargs)
 
     def delay_many(
         self, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]], *, batch_size: int = 500

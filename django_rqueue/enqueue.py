@@ -7,6 +7,12 @@ write them now, or, inside ``transaction.atomic()``, hand them to
 ``transaction.on_commit`` so that they are written when the outermost
 transaction commits and not at all on a rollback.
 
+:func:`asubmit` is the path of ``adelay()``, for async code: the same
+validation, then the write on redis-py's asyncio client. Whether the call
+waits for a commit is asked in ``sync_to_async``'s thread, where the caller's
+transaction (if any) lives: Django's transactions are per thread and async
+code cannot open one, so from a plain coroutine it writes at once.
+
 Unique keys inside a transaction: a call whose ``unique_key`` is held by a
 job that waits for the same commit gets that job. The package keeps its own
 record of the submissions waiting for commit (:class:`_Pending`), one per
@@ -26,18 +32,19 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from . import signals
 from .conf import Config, get_config
-from .engine import transitions
-from .engine.connection import as_text, get_client, redis_errors
+from .engine import calls, transitions
+from .engine.connection import as_text, get_async_client, get_client, redis_errors
 from .engine.keys import JobFields, QueueKeys, new_job_id
 from .engine.transitions import EnqueueOutcome
-from .execution import run_eager
-from .job import Job, JobStatus, get_job
+from .execution import arun_eager, run_eager
+from .job import Job, JobStatus, aget_job, get_job
 from .serialization import encode_arguments
 
 if TYPE_CHECKING:
@@ -64,13 +71,38 @@ def submit(
         return captured(submission)
     if config.eager:
         return run_eager(job_function, submission.job)
-    if _deferred(job_function):
-        holder = submission.pending_holder()
-        if holder is not None:
-            return holder
-        _defer(submission, [submission])
-        return submission.job
-    return submission()
+    deferred = _defer_until_commit(submission)
+    return submission() if deferred is None else deferred
+
+
+async def asubmit(
+    job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> Job[Any]:
+    """:func:`submit` for async code (see :meth:`JobFunction.adelay`)."""
+    config = get_config()
+    submission = Plan.of(job_function, config).submission(args, kwargs)
+    captured = capture.get()
+    if captured is not None:
+        return captured(submission)
+    if config.eager:
+        return await arun_eager(job_function, submission.job)
+    if job_function.options.on_commit is not False:
+        deferred = await sync_to_async(_defer_until_commit)(submission)
+        if deferred is not None:
+            return deferred
+    return await submission.awrite()
+
+
+def _defer_until_commit(submission: Submission) -> Job[Any] | None:
+    """Inside ``transaction.atomic()``: defer the write to the commit and return the Job (or
+    the pending holder of its unique key). Outside (or ``on_commit=False``): ``None``."""
+    if not _deferred(submission.job_function):
+        return None
+    holder = submission.pending_holder()
+    if holder is not None:
+        return holder
+    _defer(submission, [submission])
+    return submission.job
 
 
 def submit_many(
@@ -243,29 +275,51 @@ class Submission:
         return _Pending.of_current().holder(self.job.queue, self.job.unique_key)
 
     def __call__(self) -> Job[Any]:
-        job = self.job
         outcome, job_id, state = transitions.enqueue(
-            get_client(job.queue),
-            self.keys(),
-            job_id=job.id,
-            priority=job.priority,
-            group=job.group,
-            delay_ms=self.delay_ms,
-            run_at_ms=self.run_at_ms,
-            unique_key=job.unique_key,
-            unique_ttl=self.unique_ttl,
-            fields=self.fields(),
+            get_client(self.job.queue), self.keys(), **self._script_options()
         )
-        if outcome is EnqueueOutcome.DUPLICATE:
-            existing = get_job(job_id)
-            if existing is not None:
-                # In place: a Job returned earlier (before commit) now names the holder.
-                job.assign(existing)
-                return job
-        job.status = JobStatus(state)
-        if outcome is EnqueueOutcome.CREATED:
-            signals.send(signals.job_enqueued, self.job_function, job=job)
-        return job
+        existing = get_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
+        if self._written(outcome, state, existing):
+            signals.send(signals.job_enqueued, self.job_function, job=self.job)
+        return self.job
+
+    async def awrite(self) -> Job[Any]:
+        """:meth:`__call__` on redis-py's asyncio client (in a thread with ``CACHE_ALIAS``)."""
+        client = get_async_client(self.job.queue)
+        if client is None:
+            return await sync_to_async(self, thread_sensitive=True)()
+        call = calls.enqueue(self.keys(), **self._script_options())
+        outcome, job_id, state = await transitions.aenqueue(client, call)
+        existing = await aget_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
+        if self._written(outcome, state, existing):
+            await signals.asend(signals.job_enqueued, self.job_function, job=self.job)
+        return self.job
+
+    def _script_options(self) -> dict[str, Any]:
+        """The options of ``enqueue.lua`` (:func:`.engine.calls.enqueue`) for this job."""
+        job = self.job
+        return {
+            "job_id": job.id,
+            "priority": job.priority,
+            "group": job.group,
+            "delay_ms": self.delay_ms,
+            "run_at_ms": self.run_at_ms,
+            "unique_key": job.unique_key,
+            "unique_ttl": self.unique_ttl,
+            "fields": self.fields(),
+        }
+
+    def _written(self, outcome: EnqueueOutcome, state: str, existing: Job[Any] | None) -> bool:
+        """Apply the script's answer to :attr:`job`; whether a job was created (announce it).
+
+        A duplicate's ``existing`` holder is copied in place: a Job returned
+        earlier (before commit) then names the holder.
+        """
+        if existing is not None:
+            self.job.assign(existing)
+            return False
+        self.job.status = JobStatus(state)
+        return outcome is EnqueueOutcome.CREATED
 
     def fields(self) -> dict[str, str | int]:
         job = self.job

@@ -3,19 +3,30 @@
 :func:`run_attempt` calls the function and captures the outcome; the caller
 reports it (ack / fail in Redis, or in memory for EAGER) and then calls
 :func:`announce`, so that both paths send the same signals in the same order.
+
+An ``async def`` job runs on an event loop: :func:`arun_attempt` awaits it
+(the worker's asyncio runner, ``adelay()`` in EAGER mode), with the soft
+timeout as ``asyncio.timeout``; :func:`run_attempt` runs it with
+``asyncio.run`` (EAGER ``.delay()`` from sync code). :func:`aannounce` and
+:func:`arun_eager` are the async twins of :func:`announce` and :func:`run_eager`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import datetime
 import traceback as tb
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
+
+from django.dispatch import Signal
 
 from . import signals
 from .backoff import retry_delay
 from .conf import get_config
-from .exceptions import Reject, Retry
+from .exceptions import JobTimeout, Reject, Retry
 from .job import Job, JobStatus
 from .serialization import dumps, encode_result, loads
 
@@ -64,6 +75,11 @@ def failure(exception: BaseException) -> Outcome:
     )
 
 
+def soft_timeout(seconds: float) -> JobTimeout:
+    """The :class:`JobTimeout` of an attempt that ran past its ``timeout`` (soft timeout)."""
+    return JobTimeout(f"job exceeded its timeout of {seconds:g} s")
+
+
 def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
     """Send ``job_started``, call the function, and capture what happened.
 
@@ -71,8 +87,12 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
     (``KeyboardInterrupt`` propagates). A return value JSON cannot carry is a
     failure with a ``TypeError`` naming its type. The function is called with
     :meth:`~django_rqueue.decorators.JobFunction.arguments` (a
-    ``takes_context`` function gets a :class:`JobContext` first).
+    ``takes_context`` function gets a :class:`JobContext` first). An
+    ``async def`` function runs to completion on an event loop of its own
+    (:func:`run_coroutine`).
     """
+    if job_function.is_async:
+        return run_coroutine(arun_attempt(job_function, job))
     signals.send(signals.job_started, job_function, job=job)
     try:
         args, kwargs = job_function.arguments(job)
@@ -82,6 +102,49 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
         raise
     except BaseException as exc:  # a job's failure is data, not a crash
         return Outcome(exception=exc, traceback=tb.format_exc())
+
+
+async def arun_attempt(
+    job_function: JobFunction[Any, Any], job: Job[Any], *, timeout: float | None = None
+) -> Outcome:
+    """:func:`run_attempt` for an ``async def`` job, awaited on the running event loop.
+
+    ``timeout`` (seconds; ``None``: none) is the soft timeout: the coroutine is
+    cancelled and the attempt fails with :class:`JobTimeout` (the traceback
+    shows where it was waiting). A ``CancelledError`` of the job's own making
+    is a failure like any other; a cancellation of the task running this
+    propagates.
+    """
+    await signals.asend(signals.job_started, job_function, job=job)
+    deadline = asyncio.timeout(timeout)
+    try:
+        args, kwargs = job_function.arguments(job)
+        async with deadline:
+            value = await job_function.func(*args, **kwargs)
+        return Outcome(result_json=encode_result(value))
+    except KeyboardInterrupt:
+        raise
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        return Outcome(exception=asyncio.CancelledError(), traceback=tb.format_exc())
+    except BaseException as exc:  # a job's failure is data, not a crash
+        if isinstance(exc, TimeoutError) and deadline.expired() and timeout is not None:
+            return Outcome(exception=soft_timeout(timeout), traceback=tb.format_exc())
+        return Outcome(exception=exc, traceback=tb.format_exc())
+
+
+def run_coroutine[T](coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to completion from sync code: ``asyncio.run`` here, or in a
+    thread of its own when this thread already runs an event loop (``.delay()``
+    of an async job called from async code in EAGER mode; ``adelay()`` awaits it instead)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rqueue-eager") as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def next_delay(
@@ -115,6 +178,18 @@ def next_delay(
         return None
 
 
+def _outcome_signal(
+    job: Job[Any], outcome: Outcome, delay: float | None
+) -> tuple[Signal, dict[str, Any]]:
+    """The signal :func:`announce` sends for ``outcome``, and its keyword arguments."""
+    if outcome.ok:
+        return signals.job_succeeded, {"job": job, "result": loads(outcome.result_json or "null")}
+    failed = {"job": job, "exception": outcome.exception, "traceback": outcome.traceback}
+    if delay is not None:
+        return signals.job_retrying, {**failed, "delay": delay}
+    return signals.job_failed, failed
+
+
 def announce(
     job_function: JobFunction[Any, Any] | None,
     job: Job[Any],
@@ -122,26 +197,19 @@ def announce(
     delay: float | None,
 ) -> None:
     """Send ``job_succeeded``, ``job_retrying`` (``delay`` not None) or ``job_failed``."""
-    if outcome.ok:
-        result = loads(outcome.result_json or "null")
-        signals.send(signals.job_succeeded, job_function, job=job, result=result)
-    elif delay is not None:
-        signals.send(
-            signals.job_retrying,
-            job_function,
-            job=job,
-            exception=outcome.exception,
-            traceback=outcome.traceback,
-            delay=delay,
-        )
-    else:
-        signals.send(
-            signals.job_failed,
-            job_function,
-            job=job,
-            exception=outcome.exception,
-            traceback=outcome.traceback,
-        )
+    signal, kwargs = _outcome_signal(job, outcome, delay)
+    signals.send(signal, job_function, **kwargs)
+
+
+async def aannounce(
+    job_function: JobFunction[Any, Any] | None,
+    job: Job[Any],
+    outcome: Outcome,
+    delay: float | None,
+) -> None:
+    """:func:`announce` from async code (sync receivers run in ``sync_to_async``'s thread)."""
+    signal, kwargs = _outcome_signal(job, outcome, delay)
+    await signals.asend(signal, job_function, **kwargs)
 
 
 def run_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[Any]:
@@ -149,34 +217,74 @@ def run_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[Any]:
 
     Returns the job in its final state (``succeeded`` or ``failed``), with
     ``result``/``error``/``errors`` filled in. Re-raises the last exception
-    when ``RQUEUE["EAGER_PROPAGATE"]`` is true.
+    when ``RQUEUE["EAGER_PROPAGATE"]`` is true. An ``async def`` job runs with
+    ``asyncio.run`` (:func:`run_attempt`); from async code, ``adelay()`` awaits
+    :func:`arun_eager` instead.
     """
-    now = datetime.datetime.now(datetime.UTC)
-    job.enqueued_at = job.run_at = now
+    _eager_enqueued(job)
     signals.send(signals.job_enqueued, job_function, job=job)
     while True:
-        job.attempts += 1
-        job.status = JobStatus.RUNNING
-        job.started_at = datetime.datetime.now(datetime.UTC)
+        _eager_started(job)
         outcome = run_attempt(job_function, job)
-        delay = next_delay(job_function, job, outcome)  # may reword the error's message
-        if outcome.ok:
-            job.status = JobStatus.SUCCEEDED
-            job.result = loads(outcome.result_json or "null")
-            job.error = None
-        else:
-            job.error = loads(outcome.error_json())
-            job.errors.append(job.error)
-        if not outcome.ok and delay is None:
-            job.status = JobStatus.FAILED
-        if job.status is not JobStatus.RUNNING:
-            job.finished_at = datetime.datetime.now(datetime.UTC)
-        else:
-            job.status = JobStatus.SCHEDULED
+        delay = _eager_settle(job_function, job, outcome)
         announce(job_function, job, outcome, delay)
-        if job.status is JobStatus.SUCCEEDED:
+        if _eager_finished(job, outcome):
             return job
-        if job.status is JobStatus.FAILED:
-            if get_config().eager_propagate and outcome.exception is not None:
-                raise outcome.exception
+
+
+async def arun_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[Any]:
+    """:func:`run_eager` on the running event loop (``adelay()`` in EAGER mode)."""
+    _eager_enqueued(job)
+    await signals.asend(signals.job_enqueued, job_function, job=job)
+    while True:
+        _eager_started(job)
+        if job_function.is_async:
+            outcome = await arun_attempt(job_function, job)
+        else:
+            from asgiref.sync import sync_to_async
+
+            outcome = await sync_to_async(run_attempt)(job_function, job)
+        delay = _eager_settle(job_function, job, outcome)
+        await aannounce(job_function, job, outcome, delay)
+        if _eager_finished(job, outcome):
             return job
+
+
+def _eager_enqueued(job: Job[Any]) -> None:
+    job.enqueued_at = job.run_at = datetime.datetime.now(datetime.UTC)
+
+
+def _eager_started(job: Job[Any]) -> None:
+    job.attempts += 1
+    job.status = JobStatus.RUNNING
+    job.started_at = datetime.datetime.now(datetime.UTC)
+
+
+def _eager_settle(
+    job_function: JobFunction[Any, Any], job: Job[Any], outcome: Outcome
+) -> float | None:
+    """Record an EAGER attempt's outcome in ``job``; return the retry delay (``None``: final)."""
+    delay = next_delay(job_function, job, outcome)  # may reword the error's message
+    if outcome.ok:
+        job.status = JobStatus.SUCCEEDED
+        job.result = loads(outcome.result_json or "null")
+        job.error = None
+    else:
+        job.error = loads(outcome.error_json())
+        job.errors.append(job.error)
+    if not outcome.ok and delay is None:
+        job.status = JobStatus.FAILED
+    if job.status is not JobStatus.RUNNING:
+        job.finished_at = datetime.datetime.now(datetime.UTC)
+    else:
+        job.status = JobStatus.SCHEDULED
+    return delay
+
+
+def _eager_finished(job: Job[Any], outcome: Outcome) -> bool:
+    """Whether the EAGER run is over; re-raises a final failure with ``EAGER_PROPAGATE``."""
+    if job.status is JobStatus.FAILED:
+        if get_config().eager_propagate and outcome.exception is not None:
+            raise outcome.exception
+        return True
+    return job.status is JobStatus.SUCCEEDED

@@ -12,7 +12,13 @@ from typing import Any
 from .conf import get_config
 from .engine import transitions, waiting
 from .engine.calls import CancelMode
-from .engine.connection import as_text, get_client, ms_to_datetime, new_async_client
+from .engine.connection import (
+    as_text,
+    get_async_client,
+    get_client,
+    ms_to_datetime,
+    new_async_client,
+)
 from .engine.keys import JobFields, QueueKeys, queue_of
 from .serialization import decode_arguments, join_payload, loads
 
@@ -157,7 +163,13 @@ class Job[R]:
             JobStateError: the record no longer exists (it expired or was deleted).
             RedisUnavailable: Redis cannot be reached.
         """
-        fresh = get_job(self.id)
+        self._assign_fresh(get_job(self.id))
+
+    async def arefresh(self) -> None:
+        """:meth:`refresh` for async code, on redis-py's asyncio client (see :func:`aget_job`)."""
+        self._assign_fresh(await aget_job(self.id))
+
+    def _assign_fresh(self, fresh: Job[Any] | None) -> None:
         if fresh is None:
             from .exceptions import JobStateError
 
@@ -304,17 +316,43 @@ def get_job(job_id: str) -> Job[Any] | None:
     Raises:
         RedisUnavailable: Redis cannot be reached.
     """
+    queue = _declared_queue(job_id)
+    if queue is None:
+        return None
+    keys = QueueKeys.of(get_config().key_prefix, queue)
+    fields = transitions.read_job(get_client(queue), keys, job_id)
+    return Job.from_fields(job_id, fields) if fields else None
+
+
+async def aget_job(job_id: str) -> Job[Any] | None:
+    """:func:`get_job` for async code, without blocking the event loop.
+
+    Uses redis-py's asyncio client (one per event loop, kept for the loop's
+    life); with ``CACHE_ALIAS`` (django-redis has no asyncio client)
+    :func:`get_job` runs in a thread instead.
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached.
+    """
+    queue = _declared_queue(job_id)
+    if queue is None:
+        return None
+    client = get_async_client(queue)
+    if client is None:
+        from asgiref.sync import sync_to_async
+
+        return await sync_to_async(get_job, thread_sensitive=False)(job_id)
+    keys = QueueKeys.of(get_config().key_prefix, queue)
+    fields = await transitions.aread_job(client, keys, job_id)
+    return Job.from_fields(job_id, fields) if fields else None
+
+
+def _declared_queue(job_id: str) -> str | None:
+    """The declared queue ``job_id`` belongs to, or ``None`` (``TypeError``: not a str)."""
     if not isinstance(job_id, str):
         raise TypeError(f"job id must be a str, not {type(job_id).__name__}")
     queue = queue_of(job_id)
-    config = get_config()
-    if queue is None or queue not in config.queues:
-        return None
-    keys = QueueKeys.of(config.key_prefix, queue)
-    fields = transitions.read_job(get_client(queue), keys, job_id)
-    if not fields:
-        return None
-    return Job.from_fields(job_id, fields)
+    return queue if queue is not None and queue in get_config().queues else None
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,17 @@ job_failed = Signal()
 
 def send(signal: Signal, sender: object, **kwargs: Any) -> None:
     """Send ``signal`` robustly, logging (not raising) what receivers raise."""
-    for receiver, response in signal.send_robust(sender, **kwargs):
+    _log_errors(signal.send_robust(sender, **kwargs))
+
+
+async def asend(signal: Signal, sender: object, **kwargs: Any) -> None:
+    """:func:`send` from async code: sync receivers run in ``sync_to_async``'s thread
+    (where they may use the ORM), async ones on the event loop (Django's ``asend_robust``)."""
+    _log_errors(await signal.asend_robust(sender, **kwargs))
+
+
+def _log_errors(responses: list[tuple[Any, Any]]) -> None:
+    for receiver, response in responses:
         if isinstance(response, BaseException):
             logger.error(
                 "signal receiver %r raised",

@@ -42,6 +42,7 @@ def test_a_complete_valid_setting_is_clean():
                 "TIMEOUT_GRACE": 0,
                 "EAGER": False,
                 "EAGER_PROPAGATE": True,
+                "ASYNC_CONCURRENCY": 50,
             }
         )
         == []
@@ -84,6 +85,10 @@ def test_a_complete_valid_setting_is_clean():
         ({"REDIS_URL": URL, "LEASE": 0}, "rqueue.E005"),
         ({"REDIS_URL": URL, "LEASE": "30"}, "rqueue.E005"),
         ({"REDIS_URL": URL, "TIMEOUT_GRACE": -1}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "ASYNC_CONCURRENCY": 0}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "ASYNC_CONCURRENCY": 2.5}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "ASYNC_CONCURRENCY": True}, "rqueue.E005"),
+        ({"REDIS_URL": URL, "ASYNC_CONCURRENCY": "10"}, "rqueue.E005"),
         # E006: bad backoff
         ({"REDIS_URL": URL, "DEFAULTS": {"backoff": "linear"}}, "rqueue.E006"),
         ({"REDIS_URL": URL, "QUEUES": {"a": {"backoff": 5}}}, "rqueue.E006"),

@@ -42,6 +42,7 @@ def test_built_in_defaults_apply_to_every_queue(settings: Settings):
         False,
         False,
     )
+    assert config.async_concurrency == 1
 
 
 def test_queue_options_override_defaults_which_override_built_ins(settings: Settings):

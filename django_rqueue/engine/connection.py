@@ -12,7 +12,9 @@ keepalive on, and a health check of idle connections every 15 s.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -34,6 +36,10 @@ SOCKET_TIMEOUT = 10.0
 RETRIES = 2
 
 _clients: dict[tuple[str, str], redis.Redis] = {}
+#: asyncio clients per event loop (a client belongs to the loop it runs on), then per location.
+_async_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, str], redis.asyncio.Redis]
+] = weakref.WeakKeyDictionary()
 
 
 def client_options() -> dict[str, Any]:
@@ -90,8 +96,35 @@ def new_async_client(queue: str) -> redis.asyncio.Redis | None:
     kind, location = _location(queue)
     if kind == "cache":
         return None
+    return _async_client(location)
+
+
+def _async_client(url: str) -> redis.asyncio.Redis:
     retry = AsyncRetry(ExponentialBackoff(cap=0.25, base=0.05), RETRIES)
-    return redis.asyncio.Redis.from_url(location, **(client_options() | {"retry": retry}))
+    return redis.asyncio.Redis.from_url(url, **(client_options() | {"retry": retry}))
+
+
+def get_async_client(queue: str) -> redis.asyncio.Redis | None:
+    """The asyncio client of ``queue`` for the running event loop (cached per loop and location).
+
+    ``None`` with ``CACHE_ALIAS``, as :func:`new_async_client`. Call it from a
+    coroutine; :func:`close_async_clients` closes the loop's clients.
+    """
+    location = _location(queue)
+    if location[0] == "cache":
+        return None
+    clients = _async_clients.setdefault(asyncio.get_running_loop(), {})
+    client = clients.get(location)
+    if client is None:
+        client = clients[location] = _async_client(location[1])
+    return client
+
+
+async def close_async_clients() -> None:
+    """Close the running event loop's cached asyncio clients (:func:`get_async_client`)."""
+    clients = _async_clients.pop(asyncio.get_running_loop(), {})
+    for client in clients.values():
+        await client.aclose()
 
 
 def reset_clients() -> None:

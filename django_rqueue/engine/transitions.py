@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import redis
+import redis.asyncio
 
 from ..exceptions import JobStateError, LeaseLost
 from . import calls
@@ -32,6 +33,12 @@ def _run(client: redis.Redis, call: ScriptCall) -> Any:  # a Lua reply
     """Run ``call`` and return its reply (``RedisUnavailable``: Redis unreachable)."""
     with redis_errors():
         return load(call.script)(client, call.keys, call.args)
+
+
+async def _arun(client: redis.asyncio.Redis, call: ScriptCall) -> Any:  # a Lua reply
+    """:func:`_run` on an asyncio client."""
+    with redis_errors():
+        return await load(call.script).acall(client, call.keys, call.args)
 
 
 def _refused(reply: list[Any], job_id: str, message: str) -> JobStateError:
@@ -87,7 +94,15 @@ def enqueue(
         unique_ttl=unique_ttl,
         fields=fields,
     )
-    reply = _run(client, call)
+    return _enqueued(_run(client, call))
+
+
+async def aenqueue(client: redis.asyncio.Redis, call: ScriptCall) -> Enqueued:
+    """:func:`enqueue` on an asyncio client, given its call (:func:`.calls.enqueue`)."""
+    return _enqueued(await _arun(client, call))
+
+
+def _enqueued(reply: list[Any]) -> Enqueued:
     return EnqueueOutcome(as_text(reply[0])), as_text(reply[1]), as_text(reply[2])
 
 
@@ -207,6 +222,16 @@ def reserve_many(
     )
     reply = _run(client, call)
     return [_reservation(item) for item in reply]
+
+
+async def areserve_many(
+    client: redis.asyncio.Redis, keys: QueueKeys, *, lease_ms: int, worker_id: str, count: int
+) -> list[Reservation]:
+    """:func:`reserve_many` on an asyncio client (a fresh request id)."""
+    call = calls.reserve(
+        keys, lease_ms=lease_ms, worker_id=worker_id, count=count, request_id=new_request_id()
+    )
+    return [_reservation(item) for item in await _arun(client, call)]
 
 
 def new_request_id() -> str:
@@ -346,6 +371,14 @@ def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, b
     """Read a job hash (a plain ``HGETALL``; reads need no script)."""
     with redis_errors():
         return client.hgetall(keys.job(job_id))  # type: ignore[return-value]
+
+
+async def aread_job(
+    client: redis.asyncio.Redis, keys: QueueKeys, job_id: str
+) -> dict[bytes, bytes]:
+    """:func:`read_job` on an asyncio client."""
+    with redis_errors():
+        return await client.hgetall(keys.job(job_id))  # type: ignore[return-value]
 
 
 def run_now(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:

@@ -62,9 +62,9 @@ class KillReason(enum.StrEnum):
 
     #: Its job ran past ``timeout + grace``: the attempt fails.
     TIMEOUT = "timeout"
-    #: Shutdown time ran out: its job is handed back without spending an attempt.
+    #: Shutdown time ran out: its jobs are handed back without spending an attempt.
     HANDBACK = "handback"
-    #: Its job's lease was lost (reclaimed meanwhile): the run is discarded.
+    #: A job's lease was lost (reclaimed meanwhile): that run is discarded.
     LEASE = "lease"
 
 
@@ -82,8 +82,9 @@ class Child:
     prefetched: dict[str, Running] = field(default_factory=dict)
     #: Why the master killed it (``None``: not killed).
     killed_for: KillReason | None = None
-    #: Seconds the job had run when it was killed for a hard timeout.
-    ran_for: float = 0.0
+    #: The running jobs it was killed for (overran, or lost their lease), by id, with
+    #: the seconds each had run: their attempts fail, the other running jobs are handed back.
+    culprits: dict[str, float] = field(default_factory=dict)
     born: float = field(default_factory=time.monotonic)
 
     def runs(self, record: Running) -> bool:
@@ -195,6 +196,7 @@ def run_child(
     burst: bool,
     max_jobs: int | None,
     max_memory_mb: float | None,
+    async_concurrency: int,
 ) -> NoReturn:
     """Run in a child just forked by the master (pid ``master``) and ``os._exit`` at the end.
 
@@ -235,6 +237,7 @@ def run_child(
                 worker_id=worker_id,
                 renew_leases=False,
                 hooks=PipeHooks(fd),
+                async_concurrency=async_concurrency,
             )
             worker.install_child_signal_handlers()
             code = worker.run()

@@ -37,6 +37,10 @@ with one ack per round trip; the price is that a job reserved in a batch
 waits for the ones before it (at most about :data:`BATCH_BUDGET` seconds
 when they run as long as the ones before). Celery's and Dramatiq's workers
 prefetch for the same reason (``worker_prefetch_multiplier``, ``prefetch``).
+
+``async def`` jobs run on an event loop, up to ``async_concurrency`` at once,
+each with its own reservation, lease and token (:mod:`~.async_runner`); sync
+jobs still run one at a time, never beside async ones.
 """
 
 from __future__ import annotations
@@ -59,8 +63,9 @@ from ..engine.connection import get_client, redis_errors
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import AckStream, PendingAck
 from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
-from ..execution import Outcome, failure, next_delay, run_attempt
+from ..execution import Outcome, failure, next_delay, run_attempt, soft_timeout
 from ..job import Job
+from .async_runner import AsyncRunner, is_async_job
 from .lease import LeaseKeeper
 from .poller import Poller
 from .prefetch import Prefetched
@@ -128,6 +133,8 @@ class Worker:
     when its outcome is reported; a supervisor's children get
     ``with_poller=False, renew_leases=False`` and hooks, as the master
     renews their leases and runs the poller in a child of its own.
+    ``async_concurrency``: how many ``async def`` jobs run at once on the
+    worker's event loop (default ``RQUEUE["ASYNC_CONCURRENCY"]``).
 
     Raises:
         ValueError: a queue is not declared.
@@ -144,8 +151,17 @@ class Worker:
         max_memory_mb: float | None = None,
         renew_leases: bool = True,
         hooks: WorkerHooks | None = None,
+        async_concurrency: int | None = None,
     ) -> None:
-        self.queues = get_config().queues_named(queues)
+        config = get_config()
+        self.queues = config.queues_named(queues)
+        if async_concurrency is None:
+            async_concurrency = config.async_concurrency
+        if isinstance(async_concurrency, bool) or not isinstance(async_concurrency, int):
+            raise ValueError(f"async_concurrency must be an integer, got {async_concurrency!r}")
+        if async_concurrency < 1:
+            raise ValueError(f"async_concurrency must be >= 1, got {async_concurrency}")
+        self.async_concurrency = async_concurrency
         self.burst = burst
         self.max_jobs = max_jobs
         self.with_poller = with_poller
@@ -166,6 +182,8 @@ class Worker:
         self._run_time: float | None = None
         #: Whether the last job of the first queue had no job_succeeded receivers.
         self._no_success_receivers = False
+        #: Runs the async jobs; made when the first one comes up.
+        self._async: AsyncRunner | None = None
 
     # -- lifecycle -------------------------------------------------------
 
@@ -220,6 +238,8 @@ class Worker:
         except StopRequested:
             pass
         finally:
+            if self._async is not None:
+                self._async.close()
             self._collect_acks()
             self._prefetched.hand_back_all()
             if self.hooks is not None:
@@ -289,8 +309,7 @@ class Worker:
         try:
             waiting = self._prefetched.next()
             if waiting is not None:
-                self.process(*waiting)
-                self.processed += 1
+                self._run(*waiting)
                 return True
             for queue in self.queues:
                 keys = QueueKeys.of(config.key_prefix, queue)
@@ -308,12 +327,23 @@ class Worker:
                     jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved]
                     self._prefetched.add(queue, jobs[1:], since=reserved_at)
                     if self._prefetched.first_may_run(queue, jobs[0], reserved_at):
-                        self.process(queue, jobs[0])
-                        self.processed += 1
+                        self._run(queue, jobs[0])
                     return True
             return False
         finally:
             self.busy = False
+
+    def _run(self, queue: str, job: Job[Any]) -> None:
+        """Run a reserved job: alone here, or, an async one, on the event loop with the
+        async jobs that follow it (:class:`~.async_runner.AsyncRunner`)."""
+        if not is_async_job(job):
+            self.process(queue, job)
+            self.processed += 1
+            return
+        if self._async is None:
+            self._async = AsyncRunner(self, self._prefetched, self.async_concurrency)
+        self._collect_acks()  # acks still owed by sync jobs: read before the session
+        self.processed += self._async.run(queue, job)
 
     def process(self, queue: str, job: Job[Any]) -> None:
         """Run one reserved job and report its outcome, fenced by its token."""
@@ -436,17 +466,23 @@ class Worker:
                     return False
         return True
 
-    def _wait_for_work(self) -> None:
-        """Block until a queue gets a wake-up token or :data:`IDLE_BLOCK` passes."""
+    def notify_keys(self) -> tuple[str, list[str]]:
+        """The first queue, and the ``notify`` lists of the queues on its Redis (an idle
+        worker blocks on them)."""
         prefix = get_config().key_prefix
         client = get_client(self.queues[0])
         same = [q for q in self.queues if get_client(q) is client]
+        return self.queues[0], [QueueKeys.of(prefix, q).notify for q in same]
+
+    def _wait_for_work(self) -> None:
+        """Block until a queue gets a wake-up token or :data:`IDLE_BLOCK` passes."""
+        queue, notify = self.notify_keys()
         with redis_errors():
-            client.blpop([QueueKeys.of(prefix, q).notify for q in same], timeout=IDLE_BLOCK)
+            get_client(queue).blpop(notify, timeout=IDLE_BLOCK)
 
 
 def _raise_timeout(seconds: float) -> Any:  # a signal handler
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise JobTimeout(f"job exceeded its timeout of {seconds:g} s")
+        raise soft_timeout(seconds)
 
     return handler

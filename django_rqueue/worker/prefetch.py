@@ -82,6 +82,10 @@ class Prefetched:
         if self.hooks is not None:
             self.hooks.prefetched(queue, jobs)
 
+    def peek(self) -> Job[Any] | None:
+        """The job :meth:`next` would try first, left in line; ``None`` when none waits."""
+        return self.jobs[0][1] if self.jobs else None
+
     def next(self) -> tuple[str, Job[Any]] | None:
         """Take the next waiting job that is still ours; ``None`` when none waits.
 

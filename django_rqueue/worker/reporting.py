@@ -30,7 +30,7 @@ from ..engine.connection import get_client
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import PendingAck
 from ..exceptions import LeaseLost, RedisUnavailable, UnknownJob
-from ..execution import Outcome, announce, failure, next_delay
+from ..execution import Outcome, aannounce, announce, failure, next_delay
 from ..job import Job
 from .reconnect import Reconnect
 
@@ -115,6 +115,17 @@ def deliver_failure(
     return retry_while_unreachable(job.id, deliver)
 
 
+def deliver_outcome(
+    queue: str, job: Job[Any], outcome: Outcome, delay: float | None
+) -> AttemptOutcome:
+    """:func:`deliver_ack` a success or :func:`deliver_failure` a failure of ``job``'s attempt."""
+    if outcome.ok:
+        keys = QueueKeys.of(get_config().key_prefix, queue)
+        result = outcome.result_json or "null"
+        return deliver_ack(PendingAck(queue, keys, job.id, job.token, result, job.result_ttl))
+    return deliver_failure(queue, job, outcome, delay)
+
+
 def fail_lost_attempt(
     queue: str, job_id: str, token: int, exc: BaseException
 ) -> AttemptOutcome | None:
@@ -195,6 +206,34 @@ def conclude(
     """
     if reported is not AttemptOutcome.DISCARDED:
         announce(job_function, job, attempt, delay if reported is AttemptOutcome.RETRYING else None)
+    _log_line(job, queue, reported, duration, reason)
+
+
+async def aconclude(
+    job_function: JobFunction[Any, Any] | None,
+    job: Job[Any],
+    queue: str,
+    attempt: Outcome,
+    reported: AttemptOutcome,
+    delay: float | None,
+    *,
+    duration: float,
+) -> None:
+    """:func:`conclude` for an async job, on the worker's event loop (sync signal receivers
+    run in ``sync_to_async``'s thread, where they may use the ORM)."""
+    if reported is not AttemptOutcome.DISCARDED:
+        retry = delay if reported is AttemptOutcome.RETRYING else None
+        await aannounce(job_function, job, attempt, retry)
+    _log_line(job, queue, reported, duration, None)
+
+
+def _log_line(
+    job: Job[Any],
+    queue: str,
+    reported: AttemptOutcome,
+    duration: float | None,
+    reason: str | None,
+) -> None:
     extra = f"duration_ms={int(duration * 1000)}" if duration is not None else f"reason={reason!r}"
     logger.info(
         "%s %s queue=%s attempt=%d/%d outcome=%s %s",

@@ -4,15 +4,18 @@ A master process forks ``concurrency`` worker children (and one poller child
 unless told not to) and supervises them, like Celery's prefork pool and the
 master-worker model of PHP delay queues:
 
-- Children reserve and run jobs (:class:`~.loop.Worker`) and tell the
-  master over a pipe which job they run. The master renews every running
-  job's lease (fenced by its token) every third of ``RQUEUE["LEASE"]``, so a
-  job stuck in C code keeps its lease while the worker lives.
+- Children reserve and run jobs (:class:`~.loop.Worker`; up to
+  ``async_concurrency`` ``async def`` jobs at once) and tell the master over
+  a pipe which jobs they run. The master renews every running job's lease
+  (fenced by its token) every third of ``RQUEUE["LEASE"]``, so a job stuck
+  in C code keeps its lease while the worker lives.
 - At ``timeout`` the child raises :class:`~.exceptions.JobTimeout` in the job
   (soft); at ``timeout + grace`` the master SIGKILLs the child's process
-  group, fails the attempt ("hard timeout after N s"), applies the retry
-  policy and forks a new child. A child that dies mid-job has its attempt
-  failed with "worker process died (signal/exit code)" the same way.
+  group, fails the attempt of the job that overran ("hard timeout after N
+  s"), applies the retry policy, hands the child's other running jobs back
+  without spending an attempt and forks a new child. A child that dies
+  mid-job has the attempts of the jobs it ran failed with "worker process
+  died (signal/exit code)" the same way.
 - ``max_jobs`` / ``max_memory_mb``: a child exits after the job that crosses
   the limit and is replaced.
 - SIGTERM/SIGINT: children stop reserving, running jobs get
@@ -88,10 +91,16 @@ class Supervisor:
         timeout_grace: float | None = None,
         with_poller: bool = True,
         worker_id: str | None = None,
+        async_concurrency: int | None = None,
     ) -> None:
         config = get_config()
         self.queues = config.queues_named(queues)
         self.concurrency = concurrency
+        self.async_concurrency = (
+            config.async_concurrency if async_concurrency is None else async_concurrency
+        )
+        if self.async_concurrency < 1:
+            raise ValueError(f"async_concurrency must be >= 1, got {self.async_concurrency}")
         self.burst = burst
         self.max_jobs = max_jobs
         self.max_memory_mb = max_memory_mb
@@ -190,6 +199,7 @@ class Supervisor:
                 burst=self.burst,
                 max_jobs=self.max_jobs,
                 max_memory_mb=self.max_memory_mb,
+                async_concurrency=self.async_concurrency,
             )
         os.close(write_fd)
         try:
@@ -228,10 +238,10 @@ class Supervisor:
             self._hand_back(prefetched)
         child.prefetched.clear()
         for running in child.running.values():
-            if child.killed_for is KillReason.HANDBACK:
+            if child.killed_for is None or running.job_id in child.culprits:
+                self._fail_attempt(running, self._death_reason(child, status, running))
+            else:  # killed for another job, or at shutdown: no attempt spent
                 self._hand_back(running)
-            else:
-                self._fail_attempt(running, self._death_reason(child, status))
         child.running.clear()
         stopping = self.stop_deadline is not None
         clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
@@ -269,9 +279,9 @@ class Supervisor:
         for kind in due:
             self._spawn(kind)
 
-    def _death_reason(self, child: Child, status: int) -> BaseException:
+    def _death_reason(self, child: Child, status: int, running: Running) -> BaseException:
         if child.killed_for is KillReason.TIMEOUT:
-            return JobTimeout(f"hard timeout after {child.ran_for:.0f} s")
+            return JobTimeout(f"hard timeout after {child.culprits[running.job_id]:.0f} s")
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             return WorkerLost(f"worker process died (signal {sig}, {signal.Signals(sig).name})")
@@ -404,6 +414,7 @@ class Supervisor:
             child.pid,
         )
         child.killed_for = KillReason.LEASE
+        child.culprits[running.job_id] = time.monotonic() - running.started
         kill_group(child.pid)
 
     def _retry_reports(self) -> None:
@@ -417,11 +428,11 @@ class Supervisor:
 
     def _enforce_timeouts(self, now: float) -> None:
         for child in self.children.values():
+            if child.killed_for:
+                continue
             for running in child.running.values():
-                if child.killed_for or running.timeout <= 0:
-                    continue
                 ran = now - running.started
-                if ran >= running.timeout + self.timeout_grace:
+                if running.timeout > 0 and ran >= running.timeout + self.timeout_grace:
                     logger.warning(
                         "%s %s: hard timeout after %.1f s; killing child %d",
                         running.name,
@@ -429,8 +440,10 @@ class Supervisor:
                         ran,
                         child.pid,
                     )
-                    child.killed_for, child.ran_for = KillReason.TIMEOUT, ran
-                    kill_group(child.pid)
+                    child.culprits[running.job_id] = ran
+            if child.culprits:
+                child.killed_for = KillReason.TIMEOUT
+                kill_group(child.pid)
 
     def _heartbeat(self) -> None:
         config = get_config()

@@ -11,6 +11,7 @@ so what a job did is checked independently of what Redis says about it.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -311,3 +312,69 @@ def rejects(ledger: str, tag: str) -> None:
     """Write ``run`` and ``raise Reject(...)``: no retry although attempts are left."""
     write_ledger(ledger, tag, "run")
     raise Reject(f"bad input {tag}")
+
+
+# -- async jobs (tests/worker/test_async_runner.py, tests/faults/test_async_jobs.py) ----
+#
+# Several run at once in one process, so their ledger lines take the job's id,
+# attempt and token from their JobContext (``_current`` names one job only).
+
+
+def context_mark(context: JobContext, ledger: str, tag: str, event: str) -> None:
+    """A ledger line naming the job's id, attempt and token, as :func:`fault_mark`."""
+    job = context.job
+    write_ledger(ledger, tag, event, id=job.id, attempt=job.attempts, token=job.token)
+
+
+@job(takes_context=True, max_attempts=5, backoff=linear_backoff)
+async def fault_async_sleep(context: JobContext, ledger: str, tag: str, seconds: float) -> str:
+    """``start``, ``await asyncio.sleep(seconds)``, ``end``."""
+    context_mark(context, ledger, tag, "start")
+    await asyncio.sleep(seconds)
+    context_mark(context, ledger, tag, "end")
+    return tag
+
+
+@job(takes_context=True, max_attempts=5, backoff=linear_backoff)
+async def fault_async_sleep_first(
+    context: JobContext, ledger: str, tag: str, seconds: float
+) -> str:
+    """Await ``asyncio.sleep(seconds)`` on the first attempt only."""
+    context_mark(context, ledger, tag, "start")
+    if context.attempt == 1:
+        await asyncio.sleep(seconds)
+    context_mark(context, ledger, tag, "end")
+    return tag
+
+
+@job(takes_context=True, timeout=0.5, max_attempts=1)
+async def fault_async_overrun(context: JobContext, ledger: str, tag: str, seconds: float) -> str:
+    """Await ``asyncio.sleep(seconds)`` under a 0.5 s timeout (``end`` only if not cancelled)."""
+    context_mark(context, ledger, tag, "start")
+    await asyncio.sleep(seconds)
+    context_mark(context, ledger, tag, "end")
+    return tag
+
+
+@job(takes_context=True, timeout=1, max_attempts=1)
+async def fault_async_block(context: JobContext, ledger: str, tag: str) -> None:
+    """Block the event loop (``time.sleep`` in a coroutine): only the hard timeout ends it."""
+    context_mark(context, ledger, tag, "start")
+    time.sleep(10**9)
+
+
+@job(takes_context=True, max_attempts=3, backoff=linear_backoff)
+async def fault_async_flaky(context: JobContext, ledger: str, tag: str, failures: int) -> int:
+    """Raise ``ValueError`` on the first ``failures`` attempts, then return the attempt."""
+    context_mark(context, ledger, tag, "start")
+    if context.attempt <= failures:
+        raise ValueError(f"flaky {tag} attempt {context.attempt}")
+    return context.attempt
+
+
+@job
+async def async_record(ledger: str, tag: str) -> str:
+    """Write one ``run`` event and return ``tag`` (a plain async job: no context)."""
+    await asyncio.sleep(0)
+    write_ledger(ledger, tag, "run")
+    return tag

@@ -33,6 +33,13 @@ class Command(BaseCommand):
             help="Child processes running jobs (default: the number of CPUs).",
         )
         parser.add_argument(
+            "--async-concurrency",
+            type=positive_int,
+            default=None,
+            help="async def jobs each child runs at once on its event loop "
+            "(default RQUEUE['ASYNC_CONCURRENCY'], 1).",
+        )
+        parser.add_argument(
             "--burst",
             action="store_true",
             help="Exit once no job is queued or running on the queues.",
@@ -87,6 +94,7 @@ class Command(BaseCommand):
                 timeout_grace=options["timeout_grace"],
                 with_poller=not options["without_poller"],
                 worker_id=options["worker_id"],
+                async_concurrency=options["async_concurrency"],
             )
             supervisor.run()
         except (ValueError, StartupError) as exc:

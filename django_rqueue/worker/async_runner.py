@@ -1,0 +1,252 @@
+"""Async jobs in a worker: up to ``async_concurrency`` of them at once on one event loop.
+
+A :class:`~.loop.Worker` that comes to an ``async def`` job hands it to its
+:class:`AsyncRunner`, which runs a *session* on the worker's event loop (one
+:class:`asyncio.Runner` per worker, in the main thread): it starts the job,
+then fills the free slots with the async jobs that follow, the ones the
+worker holds (reserved ahead) first, then new reservations (one
+``reserve.lua`` call for as many jobs as there are free slots, each job with
+its own lease and fencing token). Every job is one task: it tells the master
+it starts (the "start" line), awaits the coroutine under ``asyncio.timeout``
+(the soft timeout: the coroutine is cancelled and the attempt fails with
+:class:`~django_rqueue.exceptions.JobTimeout`), reports the outcome through
+the same functions as a sync job (:func:`~.reporting.deliver_outcome` in a
+thread, :func:`~.reporting.aconclude`) and tells the master it ended.
+
+When every queue is empty and slots are free, the session blocks on the
+queues' ``notify`` lists with the asyncio client (``BLPOP``, as the sync loop
+does), so a new job starts within milliseconds; a finished job frees a slot
+without a reservation attempt unless the queues may have more.
+
+A session ends once no async job runs and it may not (or cannot) start
+another: a sync job came up (it is held, its lease renewed by the master as
+a prefetched job, and runs alone in the main thread after the session, with
+its SIGALRM soft timeout), the queues are empty, the worker is stopping or
+reached ``max_jobs``. The worker's own loop then goes on as for sync jobs. The
+event loop is not running between sessions, so sync jobs and signal
+receivers use the ORM as usual.
+
+Django database connections: async jobs reach the ORM through
+``sync_to_async`` (Django's async ORM methods do), which runs the query in
+one shared thread; the runner calls ``close_old_connections()`` in that thread
+when a session starts and after each async job, as Django does after each
+request, so ``CONN_MAX_AGE`` is honoured and a broken connection is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from .. import registry
+from ..conf import get_config
+from ..engine import transitions
+from ..engine.connection import close_async_clients, get_async_client, get_client, redis_errors
+from ..engine.keys import QueueKeys
+from ..exceptions import RedisUnavailable, UnknownJob
+from ..execution import arun_attempt, next_delay
+from ..job import Job
+from . import loop
+from .lease import LeaseKeeper
+from .prefetch import Prefetched
+from .reconnect import Reconnect
+from .reporting import aconclude, deliver_outcome
+
+if TYPE_CHECKING:
+    from .loop import Worker  # which imports this module
+
+logger = logging.getLogger("django_rqueue.worker")
+
+
+def is_async_job(job: Job[Any]) -> bool:
+    """Whether ``job`` is an intact record of a registered ``async def`` job.
+
+    An unknown name or a corrupt record is not: the sync path fails it.
+    """
+    if job.problems:
+        return False
+    try:
+        return registry.resolve(job).is_async
+    except UnknownJob:
+        return False
+
+
+class AsyncRunner:
+    """Runs a worker's async jobs, ``slots`` at once (see the module docstring)."""
+
+    def __init__(self, worker: Worker, prefetched: Prefetched, slots: int) -> None:
+        self.worker = worker
+        self.prefetched = prefetched
+        self.slots = slots
+        self._runner: asyncio.Runner | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: A sync job came up (held in :attr:`prefetched`): start no more async jobs.
+        self._holding = False
+        #: Jobs whose outcome the current session reported.
+        self._finished = 0
+
+    def run(self, queue: str, job: Job[Any]) -> int:
+        """Run ``job`` and the async jobs that follow it until none runs; return how many ran."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        self._holding, self._finished = False, 0
+        self._runner.run(self._session(queue, job))
+        return self._finished
+
+    def close(self) -> None:
+        """Close the event loop and its Redis clients (the worker exits)."""
+        if self._runner is not None:
+            self._runner.run(close_async_clients())
+            self._runner.close()
+            self._runner = None
+
+    # -- the session -------------------------------------------------------
+
+    async def _session(self, queue: str, job: Job[Any]) -> None:
+        await sync_to_async(close_old_connections)()
+        self._start(queue, job)
+        wake: asyncio.Task[None] | None = None
+        #: The last look found every queue empty: look again when woken, not on every end.
+        dry = False
+        retry_at = 0.0
+        reconnect = Reconnect()
+        try:
+            while True:
+                if self._may_start() and not dry and time.monotonic() >= retry_at:
+                    try:
+                        dry = not await self._fill()
+                        reconnect.reset()
+                    except RedisUnavailable as exc:
+                        retry_at = time.monotonic() + reconnect.next_delay()
+                        logger.error("worker %s: %s; retrying", self.worker.worker_id, exc)
+                if not self._tasks:
+                    return
+                if self.worker.hooks is not None:
+                    self.worker.hooks.flush()
+                waits: set[asyncio.Future[Any]] = set(self._tasks)
+                if dry and self._may_start():
+                    wake = wake or asyncio.create_task(self._wait_for_work())
+                    waits.add(wake)
+                pause = retry_at - time.monotonic()
+                await asyncio.wait(
+                    waits, timeout=pause if pause > 0 else None, return_when="FIRST_COMPLETED"
+                )
+                if wake is not None and wake.done():
+                    dry, wake = False, None  # a job was queued, or the wait timed out: look again
+        finally:
+            if wake is not None:
+                wake.cancel()
+                with contextlib.suppress(asyncio.CancelledError, RedisUnavailable):
+                    await wake
+
+    def _may_start(self) -> bool:
+        """Whether a slot is free and the worker may start another job."""
+        worker = self.worker
+        running = len(self._tasks)
+        if self._holding or worker.stopping or running >= self.slots:
+            return False
+        return worker.max_jobs is None or worker.processed + self._finished + running < (
+            worker.max_jobs
+        )
+
+    async def _fill(self) -> bool:
+        """Start async jobs in the free slots; return whether the queues may hold more.
+
+        The jobs the worker holds come first, in order; then new reservations,
+        queue by queue. At the first sync job it stops: that job, and the
+        rest of its reservation, are held for the worker's loop.
+        """
+        while self._may_start() and (held := self.prefetched.peek()) is not None:
+            if not is_async_job(held):
+                self._holding = True
+                return True
+            # One renewal (a round trip) only if it waited a third of a lease or more.
+            waiting = self.prefetched.next()
+            if waiting is not None:
+                self._start(*waiting)
+        for queue in self.worker.queues:
+            free = self.slots - len(self._tasks)
+            if not self._may_start():
+                return True
+            if self.worker.max_jobs is not None:
+                left = self.worker.max_jobs - self.worker.processed - self._finished
+                free = min(free, left - len(self._tasks))
+            reserved_at = time.monotonic()  # before the request (see prefetch.py)
+            jobs = [Job.from_fields(*r) for r in await self._reserve(queue, free)]
+            for index, job in enumerate(jobs):
+                if not is_async_job(job):
+                    self.prefetched.add(queue, jobs[index:], since=reserved_at)
+                    self._holding = True
+                    return True
+                self._start(queue, job)
+            if len(jobs) == free:
+                return True
+        return False
+
+    async def _reserve(self, queue: str, count: int) -> list[transitions.Reservation]:
+        config = get_config()
+        keys = QueueKeys.of(config.key_prefix, queue)
+        options: dict[str, Any] = {
+            "lease_ms": int(config.lease * 1000),
+            "worker_id": self.worker.worker_id,
+            "count": count,
+        }
+        client = get_async_client(queue)
+        if client is None:  # CACHE_ALIAS: no asyncio client
+            return await asyncio.to_thread(
+                transitions.reserve_many, get_client(queue), keys, **options
+            )
+        return await transitions.areserve_many(client, keys, **options)
+
+    async def _wait_for_work(self) -> None:
+        """Block until a queue gets a wake-up token or :data:`~.loop.IDLE_BLOCK` passes."""
+        queue, notify = self.worker.notify_keys()
+        client = get_async_client(queue)
+        if client is None:  # CACHE_ALIAS: a thread (not cancelled; it times out by itself)
+            await asyncio.to_thread(self.worker._wait_for_work)
+            return
+        with redis_errors():
+            await client.blpop(notify, timeout=loop.IDLE_BLOCK)
+
+    # -- one job -----------------------------------------------------------
+
+    def _start(self, queue: str, job: Job[Any]) -> None:
+        if self.worker.hooks is not None:
+            self.worker.hooks.started(queue, job)  # before its code runs
+        task = asyncio.create_task(self._run_job(queue, job), name=f"rqueue {job.id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_job(self, queue: str, job: Job[Any]) -> None:
+        """Run one reserved async job and report its outcome, fenced by its token."""
+        try:
+            await self._attempt(queue, job)
+        except Exception:  # a bug here must not end the session; the lease expires
+            logger.exception("worker %s: running %s failed", self.worker.worker_id, job.id)
+
+    async def _attempt(self, queue: str, job: Job[Any]) -> None:
+        started = time.monotonic()
+        job_function = registry.resolve(job)
+        keeper = None
+        if self.worker.renew_leases:
+            keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
+            keeper.start()
+        try:
+            outcome = await arun_attempt(job_function, job, timeout=job.timeout or None)
+            await sync_to_async(close_old_connections)()
+        finally:
+            if keeper is not None:
+                keeper.done.set()
+        ran = time.monotonic() - started
+        delay = next_delay(job_function, job, outcome)
+        reported = await asyncio.to_thread(deliver_outcome, queue, job, outcome, delay)
+        self._finished += 1
+        if self.worker.hooks is not None:
+            self.worker.hooks.finished(job, reported)
+        await aconclude(job_function, job, queue, outcome, reported, delay, duration=ran)
