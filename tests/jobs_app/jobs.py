@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -336,6 +337,17 @@ async def fault_async_sleep(context: JobContext, ledger: str, tag: str, seconds:
 
 
 @job(takes_context=True, max_attempts=5, backoff=linear_backoff)
+async def fault_async_gate(context: JobContext, ledger: str, tag: str, gate: str) -> str:
+    """``start``, await until the file ``gate`` exists (at most 20 s), ``end``."""
+    context_mark(context, ledger, tag, "start")
+    deadline = time.monotonic() + 20
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+    context_mark(context, ledger, tag, "end")
+    return tag
+
+
+@job(takes_context=True, max_attempts=5, backoff=linear_backoff)
 async def fault_async_sleep_first(
     context: JobContext, ledger: str, tag: str, seconds: float
 ) -> str:
@@ -374,7 +386,7 @@ async def fault_async_flaky(context: JobContext, ledger: str, tag: str, failures
 
 @job
 async def async_record(ledger: str, tag: str) -> str:
-    """Write one ``run`` event and return ``tag`` (a plain async job: no context)."""
+    """Write one ``run`` event (with the thread it ran in) and return ``tag``."""
     await asyncio.sleep(0)
-    write_ledger(ledger, tag, "run")
+    write_ledger(ledger, tag, "run", thread=threading.get_ident())
     return tag

@@ -1,0 +1,209 @@
+"""Async jobs in a worker run in the test process (django_rqueue.worker.async_runner).
+
+The worker runs in the main thread, as a supervised child does (a sync job's
+soft timeout is SIGALRM, main thread only); a *driver* thread watches the
+ledger and Redis and opens the gate the ``fault_async_gate`` jobs await, so
+each test proves its jobs were in flight together without timing anything.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from django_rqueue import JobStatus, get_job
+from django_rqueue.worker.async_runner import is_async_job
+from django_rqueue.worker.loop import Worker
+from tests.conftest import Event
+from tests.jobs_app.jobs import (
+    async_record,
+    fault_async_flaky,
+    fault_async_gate,
+    fault_async_overrun,
+    read_ledger,
+    record,
+    sleepy_timeout,
+)
+from tests.support.inprocess import run_worker
+from tests.support.jobs_in_state import Jobs
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
+
+
+def lines(ledger: str, event: str, tag: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in read_ledger(ledger) if e["event"] == event and tag in (None, e["tag"])]
+
+
+@contextmanager
+def driver(step: Callable[[], None]) -> Iterator[None]:
+    """Run ``step`` in a thread while the block runs (the worker); re-raise what it raised."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            step()
+        except BaseException as exc:  # handed to the test thread below
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="test-driver", daemon=True)
+    thread.start()
+    yield
+    thread.join(30)
+    assert not thread.is_alive(), "the driver thread is stuck"
+    if failure:
+        raise failure[0]
+
+
+def open_gate_when(gate: Path, condition: Callable[[], object], message: str) -> Callable[[], None]:
+    """A driver step: wait (bounded) for ``condition``, then create ``gate``, even on failure."""
+
+    def step() -> None:
+        try:
+            wait_until(condition, timeout=15, interval=0.01, message=message)
+        finally:
+            gate.touch()
+
+    return step
+
+
+def test_async_jobs_are_told_apart_from_sync_unknown_and_corrupt_ones(jobs: Jobs) -> None:
+    assert fault_async_gate.is_async and async_record.is_async and not record.is_async
+    ledger = "/dev/null"
+    assert is_async_job(async_record.delay(ledger, "a"))
+    assert not is_async_job(record.delay(ledger, "s"))
+    unknown = get_job(jobs.queued(name="tests.jobs_app.jobs.nowhere"))
+    assert unknown is not None and not is_async_job(unknown)
+    corrupt = get_job(jobs.queued(name="tests.jobs_app.jobs.async_record", payload="{not json"))
+    assert corrupt is not None and corrupt.problems and not is_async_job(corrupt)
+
+
+def test_an_in_process_worker_runs_async_jobs_at_once_each_under_its_own_lease(
+    ledger: str, tmp_path: Path, rqueue_redis: redis.Redis
+) -> None:
+    gate = tmp_path / "gate"
+    jobs = [fault_async_gate.delay(ledger, f"j{i}", str(gate)) for i in range(20)]
+
+    def all_started() -> bool:
+        return len(lines(ledger, "start")) == 20
+
+    with driver(open_gate_when(gate, all_started, "20 async jobs were not in flight at once")):
+        worker = run_worker(burst=True, async_concurrency=20)
+
+    assert worker.processed == 20
+    starts = lines(ledger, "start")
+    assert len({(e["id"], e["token"]) for e in starts}) == 20  # a reservation (token) each
+    for j in jobs:
+        j.refresh()
+        assert (j.status, j.attempts, j.result) == (JobStatus.SUCCEEDED, 1, j.args[1])
+
+
+def test_a_coroutine_past_its_timeout_is_cancelled_and_fails_while_the_others_go_on(
+    ledger: str, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    others = [fault_async_gate.delay(ledger, f"other{i}", str(gate)) for i in range(5)]
+    overrun = fault_async_overrun.delay(ledger, "overrun", 30)
+
+    def overrun_failed_while_others_wait() -> bool:
+        return bool(lines(ledger, "failed", "overrun")) and len(lines(ledger, "start")) == 6
+
+    with driver(open_gate_when(gate, overrun_failed_while_others_wait, "no soft timeout")):
+        run_worker(burst=True, async_concurrency=10)
+
+    overrun.refresh()
+    assert overrun.status == JobStatus.FAILED
+    assert overrun.error is not None
+    assert overrun.error["type"] == "django_rqueue.exceptions.JobTimeout"
+    assert overrun.error["message"] == "job exceeded its timeout of 0.5 s"
+    assert "fault_async_overrun" in overrun.error["traceback"]  # where it was cancelled
+    assert not lines(ledger, "end", "overrun")  # cancelled at its await
+    failed_at = lines(ledger, "failed", "overrun")[0]["t"]
+    for other in others:
+        other.refresh()
+        assert other.status == JobStatus.SUCCEEDED
+        [end] = lines(ledger, "end", other.args[1])
+        assert end["t"] > failed_at  # it was still running when the overrun was cancelled
+
+
+def test_an_async_job_retries_with_the_same_signals_as_a_sync_one(
+    ledger: str, events: list[Event]
+) -> None:
+    flaky = fault_async_flaky.delay(ledger, "flaky", 1)
+    run_worker(burst=True)  # attempt 1 fails; the retry waits for its backoff
+    retrying = get_job(flaky.id)
+    assert retrying is not None and retrying.status == JobStatus.SCHEDULED
+    retrying.run_now()
+    run_worker(burst=True)
+
+    done = get_job(flaky.id)
+    assert done is not None
+    assert (done.status, done.attempts, done.result) == (JobStatus.SUCCEEDED, 2, 2)
+    seen = [(name, sender) for name, sender, _ in events]
+    assert seen == [
+        ("job_enqueued", fault_async_flaky),
+        ("job_started", fault_async_flaky),
+        ("job_retrying", fault_async_flaky),
+        ("job_started", fault_async_flaky),
+        ("job_succeeded", fault_async_flaky),
+    ]
+    retry = events[2][2]
+    assert isinstance(retry["exception"], ValueError)
+    assert "flaky flaky attempt 1" in retry["traceback"]
+    assert retry["delay"] == pytest.approx(0.1)
+    assert events[4][2]["result"] == 2
+    assert events[1][2]["job"].attempts == 1 and events[3][2]["job"].attempts == 2
+
+
+def test_a_sync_job_reserved_among_async_ones_waits_for_them_then_runs_alone(
+    ledger: str, tmp_path: Path, jobs: Jobs
+) -> None:
+    """The sync job is reserved while async jobs run (held, not started), starts only
+    when they are done, and keeps its SIGALRM soft timeout; the async jobs queued after
+    it run after it."""
+    gate = tmp_path / "gate"
+    before = [fault_async_gate.delay(ledger, f"before{i}", str(gate)) for i in range(3)]
+    sync = sleepy_timeout.delay(ledger, "sync", 30)
+    after = [async_record.delay(ledger, f"after{i}") for i in range(2)]
+
+    def sync_job_held_while_async_ones_run() -> bool:
+        running = len(lines(ledger, "start")) == 3
+        return running and jobs.state(sync.id) == "running"  # reserved, not started
+
+    with driver(open_gate_when(gate, sync_job_held_while_async_ones_run, "sync job not held")):
+        worker = run_worker(burst=True, async_concurrency=10)
+
+    assert worker.processed == 6
+    ended = max(e["t"] for e in lines(ledger, "end"))
+    [started] = lines(ledger, "start", "sync")
+    assert started["t"] > ended  # it ran alone, after the async jobs before it
+    assert all(e["t"] > started["t"] for e in lines(ledger, "run"))
+    sync.refresh()
+    assert sync.error is not None and sync.status == JobStatus.FAILED
+    assert sync.error["message"] == "job exceeded its timeout of 0.5 s"  # SIGALRM
+    assert not lines(ledger, "end", "sync")
+    for j in [*before, *after]:
+        j.refresh()
+        assert j.status == JobStatus.SUCCEEDED
+
+
+def test_async_jobs_run_one_at_a_time_by_default_and_max_jobs_counts_them(ledger: str) -> None:
+    jobs = [async_record.delay(ledger, f"r{i}") for i in range(5)]
+    worker = Worker(["default"], burst=True, with_poller=False, max_jobs=3)
+    assert worker.async_concurrency == 1  # RQUEUE["ASYNC_CONCURRENCY"] unset
+    assert worker.run() == 0
+    assert worker.processed == 3
+    assert [e["tag"] for e in lines(ledger, "run")] == ["r0", "r1", "r2"]
+    assert [get_job(j.id).status for j in jobs[3:]] == [JobStatus.QUEUED] * 2  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True])
+def test_a_bad_async_concurrency_is_a_value_error(value: Any) -> None:
+    with pytest.raises(ValueError, match="async_concurrency"):
+        Worker(["default"], async_concurrency=value)
