@@ -351,9 +351,13 @@ async def fault_async_gate(context: JobContext, ledger: str, tag: str, gate: str
 async def fault_async_sleep_first(
     context: JobContext, ledger: str, tag: str, seconds: float
 ) -> str:
-    """Await ``asyncio.sleep(seconds)`` on the first attempt only."""
+    """Await ``asyncio.sleep(seconds)`` on its first run only (a run handed back unspent
+    is attempt 1 again: the ledger tells runs apart)."""
+    first = not any(
+        e["event"] == "start" and e.get("id") == context.job.id for e in read_ledger(ledger)
+    )
     context_mark(context, ledger, tag, "start")
-    if context.attempt == 1:
+    if first:
         await asyncio.sleep(seconds)
     context_mark(context, ledger, tag, "end")
     return tag

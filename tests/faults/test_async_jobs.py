@@ -1,0 +1,99 @@
+"""Async jobs under ``rqueue_work``: many in flight in one child, and that child killed.
+
+One worker child (``--concurrency 1``) runs up to ``--async-concurrency``
+coroutines at once, each under its own reservation, which the master renews
+and times out one by one. When the child dies, the master fails the attempts
+it must (a dead child: all its running jobs; a hard timeout: the job that
+overran) and hands the others back without spending an attempt.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from tests.jobs_app.jobs import fault_async_block, fault_async_gate, fault_async_sleep_first
+
+from .harness import Faults, alive, wait_until
+
+LEASE = 1.0
+
+
+def one_child(faults: Faults, slots: int, grace: float = 1.0) -> list[int]:
+    worker = faults.worker(
+        "--queues",
+        "default",
+        "--concurrency",
+        "1",
+        "--async-concurrency",
+        str(slots),
+        lease=LEASE,
+        grace=grace,
+    )
+    faults.wait_ready(worker)
+    return [worker.pid]
+
+
+def test_one_child_runs_a_hundred_coroutines_at_once(faults: Faults, tmp_path: Path) -> None:
+    one_child(faults, 100)
+    gate = tmp_path / "gate"
+    ids = [fault_async_gate.delay(faults.ledger, f"j{i}", str(gate)).id for i in range(100)]
+
+    # One child awaits them all at once (one at a time, the first would wait for the gate).
+    starts = wait_until(
+        lambda: (found := faults.events("start"))[99:] and found,
+        timeout=20,
+        message="100 async jobs were not in flight at once",
+    )
+    gate.touch()
+
+    report = faults.wait_and_check(ids, timeout=20)
+    assert set(report.states.values()) == {"succeeded"}
+    assert report.duplicates == {}
+    assert len({e["pid"] for e in starts}) == 1  # all in the one child
+    assert len({(e["id"], e["token"]) for e in starts}) == 100
+
+
+def test_a_hard_timeout_fails_the_job_that_overran_and_hands_the_others_back(
+    faults: Faults,
+) -> None:
+    [master] = one_child(faults, 10)
+    others = [fault_async_sleep_first.delay(faults.ledger, f"o{i}", 60).id for i in range(5)]
+    faults.wait_event("start", count=5)
+    blocker = fault_async_block.delay(faults.ledger, "block")  # time.sleep on the loop
+    first = faults.wait_event("start", tag="block")
+
+    report = faults.wait_and_check([*others, blocker.id], timeout=20)
+
+    assert report.states[blocker.id] == "failed"
+    [error] = report.errors(blocker.id)
+    assert "hard timeout after 2 s" in error["message"]
+    assert faults.events("failed", tag="block")[0]["pid"] == master  # the master reported it
+    assert not alive(first["pid"])
+    for job_id in others:  # handed back unspent: run again as attempt 1, and succeed
+        assert report.states[job_id] == "succeeded"
+        assert report.starts[job_id] == 2
+        assert [e["attempt"] for e in faults.events("start", job_id=job_id)] == [1, 1]
+        assert report.jobs[job_id]["attempts"] == "1"
+        assert report.errors(job_id) == []
+
+
+def test_a_child_killed_with_twenty_coroutines_in_flight_loses_none(faults: Faults) -> None:
+    [master] = one_child(faults, 20)
+    ids = [fault_async_sleep_first.delay(faults.ledger, f"j{i}", 60).id for i in range(20)]
+    starts = faults.wait_event("start", count=20)
+    victim = starts["pid"]
+
+    os.kill(victim, signal.SIGKILL)
+
+    report = faults.wait_and_check(ids, timeout=20)
+    assert set(report.states.values()) == {"succeeded"}
+    for job_id in ids:  # the master failed each attempt at once (no lease expiry) and retried
+        assert report.starts[job_id] == 2
+        [error] = report.errors(job_id)
+        assert "worker process died (signal 9, SIGKILL)" in error["message"]
+        [retrying] = faults.events("retrying", job_id=job_id)
+        assert retrying["pid"] == master
+        [second] = faults.events("start", job_id=job_id)[1:]
+        assert second["attempt"] == 2 and second["pid"] != victim
