@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import Job, JobStatus
+from django_rqueue import Job, JobStatus, job
+from django_rqueue.execution import arun_attempt
 from tests.conftest import Event
 from tests.jobs_app.jobs import (
+    async_record,
     fail_always,
     fail_then_succeed,
     fail_with_long_backoff,
+    fault_async_flaky,
+    fault_async_overrun,
     read_ledger,
     record,
     returns_unserializable,
@@ -148,3 +155,101 @@ def test_without_eager_delay_writes_to_redis_and_does_not_run(
     assert job.status is JobStatus.QUEUED
     assert read_ledger(ledger) == []
     assert rqueue_redis.dbsize() > 0
+
+
+# -- async jobs -------------------------------------------------------------------
+
+
+def test_eager_delay_of_an_async_job_runs_it_to_completion_with_asyncio_run(
+    ledger: str, eager: redis.Redis, events: list[Event]
+) -> None:
+    job: Job[Any] = async_record.delay(ledger, "a")
+
+    assert (job.status, job.result, job.attempts) == (JobStatus.SUCCEEDED, "a", 1)
+    [run] = read_ledger(ledger)
+    assert run["thread"] == threading.get_ident()
+    assert [name for name, _, _ in events] == ["job_enqueued", "job_started", "job_succeeded"]
+
+
+def test_eager_delay_of_an_async_job_inside_a_running_loop_runs_it_in_another_thread(
+    ledger: str, eager: redis.Redis
+) -> None:
+    async def view() -> tuple[Job[Any], int]:
+        return async_record.delay(ledger, "b"), threading.get_ident()
+
+    job, caller = asyncio.run(view())
+
+    assert (job.status, job.result) == (JobStatus.SUCCEEDED, "b")
+    assert read_ledger(ledger)[0]["thread"] != caller  # this loop's thread cannot run it
+
+
+def test_eager_adelay_awaits_an_async_job_on_the_callers_loop(
+    ledger: str, eager: redis.Redis, events: list[Event]
+) -> None:
+    async def view() -> tuple[Job[Any], int]:
+        return await async_record.adelay(ledger, "c"), threading.get_ident()
+
+    job, caller = asyncio.run(view())
+
+    assert (job.status, job.result) == (JobStatus.SUCCEEDED, "c")
+    assert read_ledger(ledger)[0]["thread"] == caller
+    assert [name for name, _, _ in events] == ["job_enqueued", "job_started", "job_succeeded"]
+
+
+def test_eager_adelay_of_a_sync_job_runs_it_outside_the_loop(
+    ledger: str, eager: redis.Redis
+) -> None:
+    job = asyncio.run(record.adelay(ledger, "d"))
+    assert (job.status, job.result) == (JobStatus.SUCCEEDED, "d")
+
+
+@pytest.mark.parametrize("from_async", [False, True])
+def test_eager_retries_an_async_job_back_to_back_with_signals(
+    ledger: str, eager: redis.Redis, events: list[Event], from_async: bool
+) -> None:
+    if from_async:
+        job: Job[Any] = asyncio.run(fault_async_flaky.adelay(ledger, "f", 2))
+    else:
+        job = fault_async_flaky.delay(ledger, "f", 2)
+
+    assert (job.status, job.attempts, job.result) == (JobStatus.SUCCEEDED, 3, 3)
+    assert [e["message"] for e in job.errors] == ["flaky f attempt 1", "flaky f attempt 2"]
+    assert [name for name, _, _ in events] == [
+        "job_enqueued",
+        *["job_started", "job_retrying"] * 2,
+        "job_started",
+        "job_succeeded",
+    ]
+
+
+def test_an_async_attempt_past_its_timeout_fails_with_job_timeout(ledger: str) -> None:
+    running: Job[Any] = Job(
+        id="default:x", name=fault_async_overrun.name, queue="default", status=JobStatus.RUNNING
+    )
+    running.args = [ledger, "t", 30]
+
+    outcome = asyncio.run(arun_attempt(fault_async_overrun, running, timeout=0.01))
+
+    assert outcome.error_json()  # a failure record
+    assert type(outcome.exception).__name__ == "JobTimeout"
+    assert str(outcome.exception) == "job exceeded its timeout of 0.01 s"
+    assert "await asyncio.sleep(seconds)" in outcome.traceback  # where it was waiting
+    assert [e["event"] for e in read_ledger(ledger)] == ["start"]  # cancelled at its await
+
+
+def test_a_cancelled_error_of_the_jobs_own_making_is_a_failure_not_a_cancellation(
+    eager: redis.Redis,
+) -> None:
+    failed = cancels_its_own_task.delay()
+
+    assert failed.status is JobStatus.FAILED
+    assert failed.error is not None
+    assert failed.error["type"] == "asyncio.exceptions.CancelledError"
+
+
+@job(max_attempts=1)
+async def cancels_its_own_task() -> None:
+    """Awaits a task it cancelled: the CancelledError is the job's, not the attempt's."""
+    task = asyncio.ensure_future(asyncio.sleep(10))
+    task.cancel()
+    await task

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import decimal
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ import pytest
 import redis
 from pytest_django import DjangoDbBlocker
 
-from django_rqueue import Job, JobStateError, JobStatus, get_job, job
+from django_rqueue import Job, JobStateError, JobStatus, aget_job, get_job, job
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.worker.loop import Worker
@@ -169,6 +170,26 @@ def test_refresh_of_a_deleted_job_is_a_state_error():
     with pytest.raises(JobStateError, match="no longer exists") as info:
         queued.refresh()
     assert info.value.state is None
+
+
+def test_aget_job_and_arefresh_are_the_async_twins(redis_client: redis.Redis):
+    queued = add.delay(1, 2)
+    read = asyncio.run(aget_job(queued.id))
+    assert read == get_job(queued.id)
+    assert asyncio.run(aget_job("default:nope")) is None
+    assert asyncio.run(aget_job("undeclared:x")) is None
+    with pytest.raises(TypeError):
+        asyncio.run(aget_job(42))  # type: ignore[arg-type]
+
+    _reserve(redis_client)
+    asyncio.run(queued.arefresh())
+    assert queued.status is JobStatus.RUNNING and queued.attempts == 1
+
+    queued.token = 0
+    transitions.release(redis_client, KEYS, queued.id, 1)
+    queued.delete()
+    with pytest.raises(JobStateError, match="no longer exists"):
+        asyncio.run(queued.arefresh())
 
 
 # -- cancel / delete --------------------------------------------------------------------

@@ -220,6 +220,8 @@ def test_queues_option_serves_only_those_queues_in_that_order(manage: Manage, le
         (("--timeout-grace", "-0.5"), "must be >= 0 seconds"),
         (("--timeout-grace", "soon"), "invalid seconds value"),
         (("--queues", " , "), "name at least one queue"),
+        (("--async-concurrency", "0"), "must be >= 1"),
+        (("--async-concurrency", "many"), "invalid positive_int value"),
     ],
 )
 def test_bad_options_are_rejected(manage: Manage, args: tuple[str, ...], message: str) -> None:
