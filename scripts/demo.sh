@@ -12,6 +12,8 @@
 #      worker and print the round-robin order they ran in
 #   6. queue a flaky job (fails twice, then succeeds) and a job that always
 #      fails, and show both via get_job
+#   7. an async view queues an async job (adelay) that fetches a page of the
+#      site with httpx; the worker runs it on its event loop
 #
 # --smoke: print less, and check every expectation (what CI runs). Either way
 # the script exits non-zero if a step fails, every wait is bounded, and every
@@ -150,7 +152,8 @@ base="http://127.0.0.1:$site_port"
     >"$work/site.log" 2>&1 &
 pids+=($!)
 # Reports are left to a burst worker below, so that all 28 are queued first.
-"$py" example_project/manage.py rqueue_work --queues emails,default >"$work/worker.log" 2>&1 &
+"$py" example_project/manage.py rqueue_work --queues emails,default --async-concurrency 10 \
+    >"$work/worker.log" 2>&1 &
 pids+=($!)
 wait_for 30 "the example site at $base" \
     "$py" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
@@ -220,5 +223,16 @@ manage rqueue_failed list --queue default
 echo "admin:  $base/admin/django_rqueue/dashboard/   login: $admin_user / $admin_password"
 "$py" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' \
     "$base/admin/login/" || die "the admin login page does not open"
+
+# --- 7. an async job ------------------------------------------------------------------
+say "an async view queues an async job (adelay) that fetches a page of this site with httpx"
+check_answer="$("$py" -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+    "$base/check-site/")" || die "the async view $base/check-site/ failed"
+echo "GET /check-site/ -> $check_answer"
+check_job="$(grep -m1 -oE 'default:[A-Za-z0-9_-]{22}' <<<"$check_answer")" || die "no job id in the answer"
+manage demo_wait "$check_job" --expect succeeded --timeout 30
+grep -F "$check_job" "$work/worker.log" || die "the worker did not log $check_job"
+manage demo_show "$check_job" | tee "$work/check.txt"
+grep -q "'status': 200" "$work/check.txt" || die "the async job did not get the page (HTTP 200)"
 
 say "demo finished: all steps passed (logs in artifacts/demo/)"

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import httpx
 from django.core import signing
 from django.core.mail import send_mail
 from django.urls import reverse
@@ -75,3 +76,15 @@ def flaky(token: str) -> str:
 def always_fails() -> None:
     """Raise every time: ends in the failed store after two attempts."""
     raise RuntimeError("this job always fails")
+
+
+@job(timeout=30, max_attempts=3, backoff=quick_retry)
+async def check_page(url: str) -> dict[str, Any]:
+    """Fetch ``url`` (a page of this very site) and return its status and size.
+
+    An ``async def`` job: a worker runs up to ``--async-concurrency`` of these
+    at once on one event loop, each awaiting its HTTP call.
+    """
+    async with httpx.AsyncClient(timeout=10) as client:
+        response = await client.get(url)
+    return {"url": url, "status": response.status_code, "bytes": len(response.content)}

@@ -8,4 +8,5 @@ urlpatterns: list[URLPattern] = [
         "password-reset/<str:token>/", views.password_reset_confirm, name="password_reset_confirm"
     ),
     path("jobs/<str:job_id>/", views.job_status, name="job_status"),
+    path("check-site/", views.check_site, name="check_site"),
 ]

@@ -6,12 +6,13 @@ from typing import Any
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from django_rqueue import Job, RedisUnavailable, get_job
 
 from .forms import PasswordResetRequestForm
-from .jobs import RESET_MAX_AGE, RESET_SALT, send_reset_email
+from .jobs import RESET_MAX_AGE, RESET_SALT, check_page, send_reset_email
 
 
 @require_http_methods(["GET", "POST"])
@@ -67,3 +68,10 @@ def job_status(request: HttpRequest, job_id: str) -> JsonResponse:
     if job is None:
         return JsonResponse({"error": f"no job {job_id!r}"}, status=404)
     return JsonResponse(job_as_dict(job))
+
+
+async def check_site(request: HttpRequest) -> JsonResponse:
+    """An async view: queue a check of the reset page with ``adelay()`` (the asyncio
+    Redis client: the event loop is not blocked) and answer the job's id."""
+    job = await check_page.adelay(request.build_absolute_uri(reverse("password_reset")))
+    return JsonResponse({"id": job.id, "status": str(job.status)})
