@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Concatenate, Literal, Self, overload
@@ -129,7 +130,7 @@ class JobFunction[**P, R]:
         """The positional and keyword arguments to call :attr:`func` with for ``job``'s attempt."""
         return tuple(job.args), job.kwargs
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
         """Whether :attr:`func` is an ``async def`` function: workers run its attempts on an
         event loop, up to ``--async-concurrency`` at once per child."""

@@ -64,12 +64,10 @@ def submit(
     job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> Job[Any]:
     """Enqueue one call of ``job_function`` (see :meth:`JobFunction.delay`)."""
-    config = get_config()
-    submission = Plan.of(job_function, config).submission(args, kwargs)
-    captured = capture.get()
+    submission, captured = _prepare(job_function, args, kwargs)
     if captured is not None:
-        return captured(submission)
-    if config.eager:
+        return captured
+    if get_config().eager:
         return run_eager(job_function, submission.job)
     deferred = _defer_until_commit(submission)
     return submission() if deferred is None else deferred
@@ -79,18 +77,25 @@ async def asubmit(
     job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> Job[Any]:
     """:func:`submit` for async code (see :meth:`JobFunction.adelay`)."""
-    config = get_config()
-    submission = Plan.of(job_function, config).submission(args, kwargs)
-    captured = capture.get()
+    submission, captured = _prepare(job_function, args, kwargs)
     if captured is not None:
-        return captured(submission)
-    if config.eager:
+        return captured
+    if get_config().eager:
         return await arun_eager(job_function, submission.job)
     if job_function.options.on_commit is not False:
         deferred = await sync_to_async(_defer_until_commit)(submission)
         if deferred is not None:
             return deferred
     return await submission.awrite()
+
+
+def _prepare(
+    job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> tuple[Submission, Job[Any] | None]:
+    """Validate and encode one call; with it, the Job ``capture_jobs()`` made of it (if on)."""
+    submission = Plan.of(job_function, get_config()).submission(args, kwargs)
+    captured = capture.get()
+    return submission, None if captured is None else captured(submission)
 
 
 def _defer_until_commit(submission: Submission) -> Job[Any] | None:
