@@ -15,12 +15,12 @@ from pathlib import Path
 
 from tests.jobs_app.jobs import fault_async_block, fault_async_gate, fault_async_sleep_first
 
-from .harness import Faults, alive, wait_until
+from .harness import Faults, WorkerProcess, alive, job_hash, wait_until
 
 LEASE = 1.0
 
 
-def one_child(faults: Faults, slots: int, grace: float = 1.0) -> list[int]:
+def one_child(faults: Faults, slots: int, *args: str) -> WorkerProcess:
     worker = faults.worker(
         "--queues",
         "default",
@@ -28,11 +28,12 @@ def one_child(faults: Faults, slots: int, grace: float = 1.0) -> list[int]:
         "1",
         "--async-concurrency",
         str(slots),
+        *args,
         lease=LEASE,
-        grace=grace,
+        grace=1,
     )
     faults.wait_ready(worker)
-    return [worker.pid]
+    return worker
 
 
 def test_one_child_runs_a_hundred_coroutines_at_once(faults: Faults, tmp_path: Path) -> None:
@@ -58,7 +59,7 @@ def test_one_child_runs_a_hundred_coroutines_at_once(faults: Faults, tmp_path: P
 def test_a_hard_timeout_fails_the_job_that_overran_and_hands_the_others_back(
     faults: Faults,
 ) -> None:
-    [master] = one_child(faults, 10)
+    master = one_child(faults, 10).pid
     others = [fault_async_sleep_first.delay(faults.ledger, f"o{i}", 60).id for i in range(5)]
     faults.wait_event("start", count=5)
     blocker = fault_async_block.delay(faults.ledger, "block")  # time.sleep on the loop
@@ -80,7 +81,7 @@ def test_a_hard_timeout_fails_the_job_that_overran_and_hands_the_others_back(
 
 
 def test_a_child_killed_with_twenty_coroutines_in_flight_loses_none(faults: Faults) -> None:
-    [master] = one_child(faults, 20)
+    master = one_child(faults, 20).pid
     ids = [fault_async_sleep_first.delay(faults.ledger, f"j{i}", 60).id for i in range(20)]
     starts = faults.wait_event("start", count=20)
     victim = starts["pid"]
@@ -97,3 +98,39 @@ def test_a_child_killed_with_twenty_coroutines_in_flight_loses_none(faults: Faul
         assert retrying["pid"] == master
         [second] = faults.events("start", job_id=job_id)[1:]
         assert second["attempt"] == 2 and second["pid"] != victim
+
+
+def test_sigterm_lets_running_coroutines_finish_and_starts_no_other(
+    faults: Faults, tmp_path: Path
+) -> None:
+    worker = one_child(faults, 5)
+    gate = tmp_path / "gate"
+    ids = [fault_async_gate.delay(faults.ledger, f"j{i}", str(gate)).id for i in range(8)]
+    faults.wait_event("start", count=5)
+
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: "stopping after the current job" in worker.stderr(), message="no stop")
+    gate.touch()
+
+    assert worker.wait(20) == 0
+    report = faults.check(ids[:5])
+    assert set(report.states.values()) == {"succeeded"}
+    for job_id in ids[5:]:  # slots freed after the stop: not started
+        assert job_hash(faults.client, job_id)["s"] == "queued"
+        assert not faults.events("start", job_id=job_id)
+
+
+def test_coroutines_past_the_shutdown_timeout_are_handed_back_unspent(
+    faults: Faults, tmp_path: Path
+) -> None:
+    worker = one_child(faults, 5, "--shutdown-timeout", "0.5")
+    gate = tmp_path / "gate"  # never opened
+    ids = [fault_async_gate.delay(faults.ledger, f"j{i}", str(gate)).id for i in range(5)]
+    faults.wait_event("start", count=5)
+
+    worker.signal(signal.SIGTERM)
+
+    assert worker.wait(20) == 0
+    for job_id in ids:
+        fields = job_hash(faults.client, job_id)
+        assert (fields["s"], fields["attempts"]) == ("queued", "0")
