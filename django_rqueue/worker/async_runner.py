@@ -63,6 +63,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_rqueue.worker")
 
+#: Seconds an idle wait blocks in a thread (``CACHE_ALIAS``: no asyncio client). A wait
+#: in a thread cannot be cancelled when the session ends; it lingers at most this long.
+THREAD_IDLE_BLOCK = 0.5
+
 
 def is_async_job(job: Job[Any]) -> bool:
     """Whether ``job`` is an intact record of a registered ``async def`` job.
@@ -75,6 +79,11 @@ def is_async_job(job: Job[Any]) -> bool:
         return registry.resolve(job).is_async
     except UnknownJob:
         return False
+
+
+def _blpop(queue: str, keys: list[str], seconds: float) -> None:
+    with redis_errors():
+        get_client(queue).blpop(keys, timeout=seconds)
 
 
 class AsyncRunner:
@@ -138,7 +147,9 @@ class AsyncRunner:
                     waits, timeout=pause if pause > 0 else None, return_when="FIRST_COMPLETED"
                 )
                 if wake is not None and wake.done():
-                    dry, wake = False, None  # a job was queued, or the wait timed out: look again
+                    if not wake.cancelled() and (error := wake.exception()) is not None:
+                        logger.warning("worker %s: %s", self.worker.worker_id, error)
+                    dry, wake = False, None  # a job was queued, or the wait ended: look again
         finally:
             if wake is not None:
                 wake.cancel()
@@ -208,8 +219,8 @@ class AsyncRunner:
         """Block until a queue gets a wake-up token or :data:`~.loop.IDLE_BLOCK` passes."""
         queue, notify = self.worker.notify_keys()
         client = get_async_client(queue)
-        if client is None:  # CACHE_ALIAS: a thread (not cancelled; it times out by itself)
-            await asyncio.to_thread(self.worker._wait_for_work)
+        if client is None:  # CACHE_ALIAS: a thread, which cannot be cancelled: short waits
+            await asyncio.to_thread(_blpop, queue, notify, THREAD_IDLE_BLOCK)
             return
         with redis_errors():
             await client.blpop(notify, timeout=loop.IDLE_BLOCK)

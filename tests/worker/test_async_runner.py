@@ -8,6 +8,7 @@ each test proves its jobs were in flight together without timing anything.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,8 +17,10 @@ from typing import Any
 
 import pytest
 import redis
+from pytest_django.fixtures import Settings
 
-from django_rqueue import JobStatus, get_job
+from django_rqueue import JobStatus, aget_job, get_job
+from django_rqueue.engine.connection import reset_clients
 from django_rqueue.worker.async_runner import is_async_job
 from django_rqueue.worker.loop import Worker
 from tests.conftest import Event
@@ -207,3 +210,32 @@ def test_async_jobs_run_one_at_a_time_by_default_and_max_jobs_counts_them(ledger
 def test_a_bad_async_concurrency_is_a_value_error(value: Any) -> None:
     with pytest.raises(ValueError, match="async_concurrency"):
         Worker(["default"], async_concurrency=value)
+
+
+def test_with_a_cache_alias_the_event_loop_reaches_redis_through_threads(
+    settings: Settings, ledger: str, tmp_path: Path
+) -> None:
+    """django-redis has no asyncio client: reservations, the idle wait, adelay and
+    aget_job run the sync calls in threads."""
+    url = settings.RQUEUE["REDIS_URL"]
+    settings.CACHES = {
+        **settings.CACHES,
+        "jobs": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url},
+    }
+    settings.RQUEUE = {"CACHE_ALIAS": "jobs", "QUEUES": {"default": {}}}
+    gate = tmp_path / "gate"
+    try:
+        first = [fault_async_gate.delay(ledger, f"a{i}", str(gate)) for i in range(3)]
+
+        def enqueue_while_idle_then_open() -> None:
+            wait_until(lambda: len(lines(ledger, "start")) == 3, timeout=15)
+            late = asyncio.run(fault_async_gate.adelay(ledger, "late", str(gate)))
+            assert asyncio.run(aget_job(late.id)) is not None
+            first.append(late)
+            open_gate_when(gate, lambda: len(lines(ledger, "start")) == 4, "late not run")()
+
+        with driver(enqueue_while_idle_then_open):
+            run_worker(burst=True, async_concurrency=10)
+    finally:
+        reset_clients()  # no cached client of the "jobs" cache outlives this test
+    assert [get_job(j.id).status for j in first] == [JobStatus.SUCCEEDED] * 4  # type: ignore[union-attr]
