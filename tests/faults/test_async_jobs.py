@@ -16,11 +16,16 @@ from pathlib import Path
 from tests.jobs_app.jobs import fault_async_block, fault_async_gate, fault_async_sleep_first
 
 from .harness import Faults, WorkerProcess, alive, job_hash, wait_until
+from .proxy import FaultProxy
+from .support import hold
 
 LEASE = 1.0
 
 
-def one_child(faults: Faults, slots: int, *args: str) -> WorkerProcess:
+def one_child(
+    faults: Faults, slots: int, *args: str, lease: float = LEASE, redis_url: str | None = None
+) -> WorkerProcess:
+    """``rqueue_work`` with one worker child running up to ``slots`` coroutines, ready."""
     worker = faults.worker(
         "--queues",
         "default",
@@ -29,8 +34,9 @@ def one_child(faults: Faults, slots: int, *args: str) -> WorkerProcess:
         "--async-concurrency",
         str(slots),
         *args,
-        lease=LEASE,
+        lease=lease,
         grace=1,
+        redis_url=redis_url,
     )
     faults.wait_ready(worker)
     return worker
@@ -134,3 +140,27 @@ def test_coroutines_past_the_shutdown_timeout_are_handed_back_unspent(
     for job_id in ids:
         fields = job_hash(faults.client, job_id)
         assert (fields["s"], fields["attempts"]) == ("queued", "0")
+
+
+def test_coroutines_and_their_child_ride_out_a_redis_outage(
+    faults: Faults, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    """Redis refuses connections for 2 s (well under a 6 s lease) while 5 coroutines run
+    and finish: their reports wait for Redis, the idle wait and the reservations back off,
+    and afterwards every job, also those queued meanwhile, runs once and succeeds."""
+    worker = one_child(faults, 10, lease=6, redis_url=proxy.url())
+    children = set(worker.children())
+    gate = tmp_path / "gate"
+    running = [fault_async_gate.delay(faults.ledger, f"r{i}", str(gate)).id for i in range(5)]
+    faults.wait_event("start", count=5)
+
+    proxy.set_mode("refuse", reset=True)
+    gate.touch()  # they finish during the outage; no report can reach Redis
+    queued = [fault_async_gate.delay(faults.ledger, f"q{i}", str(gate)).id for i in range(10)]
+    hold(2.0, lambda: worker.alive() and set(worker.children()) == children, "a process died")
+    assert len(faults.events("end")) == 5 and faults.events("acked") == []
+    proxy.set_mode("pass")
+
+    report = faults.wait_and_check(running + queued, timeout=20)
+    assert set(report.states.values()) == {"succeeded"}
+    assert report.duplicates == {}
