@@ -9,7 +9,13 @@ See the README for settings and commands, ``docs/design.md`` for the Redis key s
 
 from __future__ import annotations
 
-from .decorators import ContextJobFunction, JobFunction, job
+from .decorators import (
+    AsyncContextJobFunction,
+    AsyncJobFunction,
+    ContextJobFunction,
+    JobFunction,
+    job,
+)
 from .exceptions import (
     JobStateError,
     JobTimeout,
@@ -23,6 +29,8 @@ from .exceptions import (
 from .job import Job, JobContext, JobStatus, aget_job, get_job
 
 __all__ = [
+    "AsyncContextJobFunction",
+    "AsyncJobFunction",
     "ContextJobFunction",
     "Job",
     "JobContext",

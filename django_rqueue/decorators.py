@@ -7,8 +7,8 @@ import dataclasses
 import datetime
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Concatenate, Literal, Self, overload
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, Concatenate, Literal, Protocol, Self, overload
 
 from . import enqueue, registry
 from .backoff import BackoffPolicy
@@ -251,6 +251,59 @@ class ContextJobFunction[**P, R](JobFunction[P, R]):
         return self.func(context, *args, **kwargs)
 
 
+class AsyncJobFunction[**P, R](JobFunction[P, R]):
+    """A ``@job`` on an ``async def`` function returning ``R``: its jobs are ``Job[R]``, and
+    calling it returns the coroutine (run inline when awaited).
+
+    Only the static types differ from :class:`JobFunction` (``is_async`` is what
+    workers look at).
+    """
+
+    def __call__(  # type: ignore[override]
+        self, *args: P.args, **kwargs: P.kwargs
+    ) -> Coroutine[Any, Any, R]:
+        return self.func(*args, **kwargs)  # type: ignore[return-value]
+
+
+class AsyncContextJobFunction[**P, R](ContextJobFunction[P, R]):
+    """A ``@job(takes_context=True)`` on an ``async def`` (see :class:`AsyncJobFunction`)."""
+
+    def __call__(  # type: ignore[override]
+        self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs
+    ) -> Coroutine[Any, Any, R]:
+        return self.func(context, *args, **kwargs)  # type: ignore[return-value]
+
+
+class _Decorator(Protocol):
+    """What ``@job(...)`` returns: an async function gets an :class:`AsyncJobFunction`."""
+
+    @overload
+    def __call__[**P, R](
+        self, func: Callable[P, Coroutine[Any, Any, R]], /
+    ) -> AsyncJobFunction[P, R]: ...
+
+    @overload
+    def __call__[**P, R](self, func: Callable[P, R], /) -> JobFunction[P, R]: ...
+
+
+class _ContextDecorator(Protocol):
+    """What ``@job(takes_context=True, ...)`` returns."""
+
+    @overload
+    def __call__[**P, R](
+        self, func: Callable[Concatenate[JobContext, P], Coroutine[Any, Any, R]], /
+    ) -> AsyncContextJobFunction[P, R]: ...
+
+    @overload
+    def __call__[**P, R](
+        self, func: Callable[Concatenate[JobContext, P], R], /
+    ) -> ContextJobFunction[P, R]: ...
+
+
+@overload
+def job[**P, R](func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncJobFunction[P, R]: ...
+
+
 @overload
 def job[**P, R](func: Callable[P, R], /) -> JobFunction[P, R]: ...
 
@@ -268,7 +321,7 @@ def job[**P, R](
     result_ttl: int | None = None,
     unique_key: str | Callable[..., str] | None = None,
     unique_ttl: int | None = None,
-) -> Callable[[Callable[Concatenate[JobContext, P], R]], ContextJobFunction[P, R]]: ...
+) -> _ContextDecorator: ...
 
 
 @overload
@@ -284,7 +337,7 @@ def job[**P, R](
     result_ttl: int | None = None,
     unique_key: str | Callable[..., str] | None = None,
     unique_ttl: int | None = None,
-) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
+) -> _Decorator: ...
 
 
 def job(
@@ -328,14 +381,15 @@ def job(
         unique_ttl=unique_ttl,
     )
 
-    kind = ContextJobFunction if takes_context else JobFunction
-
     def decorate(f: Callable[..., Any]) -> JobFunction[Any, Any]:
         if not callable(f):
             raise TypeError(f"@job decorates a function, not {type(f).__name__}")
-        job_function: JobFunction[Any, Any] = kind(
-            f, name or f"{f.__module__}.{f.__qualname__}", options
-        )
+        kind: type[JobFunction[Any, Any]]
+        if inspect.iscoroutinefunction(f):
+            kind = AsyncContextJobFunction if takes_context else AsyncJobFunction
+        else:
+            kind = ContextJobFunction if takes_context else JobFunction
+        job_function = kind(f, name or f"{f.__module__}.{f.__qualname__}", options)
         registry.register(job_function)
         return job_function
 

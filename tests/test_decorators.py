@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import socket
 import time
 import zoneinfo
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Coroutine, Iterator
+from typing import Any, assert_type
 
 import pytest
 import redis
@@ -16,7 +17,10 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 
 from django_rqueue import (
+    AsyncContextJobFunction,
+    AsyncJobFunction,
     Job,
+    JobContext,
     JobFunction,
     JobStatus,
     RedisUnavailable,
@@ -148,7 +152,7 @@ def test_bad_options_are_refused_at_using(options: dict[str, object], redis_clie
 
 def test_decorating_something_not_callable_is_a_type_error():
     with pytest.raises(TypeError, match="decorates a function"):
-        job(name="x")(42)  # type: ignore[arg-type]
+        job(name="x")(42)  # type: ignore[call-overload]
 
 
 # -- delay ------------------------------------------------------------------------------
@@ -478,3 +482,29 @@ def test_a_unique_job_dropped_with_its_savepoint_does_not_block_the_key(redis_cl
         kept = report.delay(6)
         assert kept.id != dropped.id
     assert _job_ids(redis_client) == {kept.id}
+
+
+@job(max_attempts=2)
+async def async_double(x: int) -> int:
+    await asyncio.sleep(0)
+    return 2 * x
+
+
+@job(takes_context=True)
+async def async_attempt(context: JobContext, x: int) -> int:
+    return context.attempt + x
+
+
+def test_an_async_job_function_types_its_jobs_by_the_awaited_result(settings: Settings):
+    """``@job`` on ``async def f(...) -> int`` gives ``Job[int]`` jobs; calling it gives
+    the coroutine (checked by mypy, a CI gate; the run-time asserts check the classes)."""
+    settings.RQUEUE = {**settings.RQUEUE, "EAGER": True}
+    assert isinstance(async_double, AsyncJobFunction) and async_double.is_async
+    assert isinstance(async_attempt, AsyncContextJobFunction) and async_attempt.is_async
+    one = async_double.delay(2)
+    assert_type(one, Job[int])
+    assert_type(async_double.using(priority=1).delay_many([((1,), {})]), list[Job[int]])
+    assert_type(async_attempt.delay(5), Job[int])
+    assert (one.result, async_attempt.delay(5).result) == (4, 6)
+    inline = assert_type(async_double(3), Coroutine[Any, Any, int])
+    assert asyncio.run(inline) == 6
