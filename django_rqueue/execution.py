@@ -48,23 +48,34 @@ class Outcome:
     def ok(self) -> bool:
         return self.exception is None
 
-    def error_json(self) -> str:
-        """The ``{"type", "message", "traceback"}`` record stored for a failed attempt."""
-        return error_record(self.exception, self.traceback, self.message)
+    def error_json(self, worker: str = "") -> str:
+        """The ``{"type", "message", "traceback", "worker"}`` record stored for a failed
+        attempt; ``worker`` is the id of the worker that ran it (left out when empty)."""
+        return error_record(self.exception, self.traceback, self.message, worker)
 
 
 def error_record(
-    exception: BaseException | None, traceback: str = "", message: str | None = None
+    exception: BaseException | None,
+    traceback: str = "",
+    message: str | None = None,
+    worker: str = "",
 ) -> str:
-    """JSON ``{"type": "module.Class", "message": str, "traceback": str}`` of ``exception``."""
+    """JSON ``{"type": "module.Class", "message": str, "traceback": str, "worker": str}``
+    of ``exception``; ``"worker"`` (the id of the worker whose attempt failed) only when given.
+
+    The worker ids of a job's failed attempts are what ``django.tasks``'s
+    ``TaskResult.worker_ids`` is built from (:mod:`django_rqueue.backends`);
+    ``reclaim.lua`` adds the key itself to the record of an expired lease.
+    """
     kind = type(exception)
-    return dumps(
-        {
-            "type": f"{kind.__module__}.{kind.__qualname__}",
-            "message": str(exception) if message is None else message,
-            "traceback": traceback,
-        }
-    )
+    record = {
+        "type": f"{kind.__module__}.{kind.__qualname__}",
+        "message": str(exception) if message is None else message,
+        "traceback": traceback,
+    }
+    if worker:
+        record["worker"] = worker
+    return dumps(record)
 
 
 def failure(exception: BaseException) -> Outcome:

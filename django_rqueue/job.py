@@ -69,8 +69,9 @@ class Job[R]:
 
     Times are aware UTC datetimes (Redis server clock). ``error`` is ``None``
     or ``{"type": "module.ExceptionClass", "message": str, "traceback": str}``
-    for the latest failed attempt (``None`` again once an attempt succeeds);
-    ``errors`` holds one such dict per failed attempt, oldest first.
+    for the latest failed attempt (``None`` again once an attempt succeeds),
+    plus ``"worker"``, the id of the worker that ran that attempt, when the
+    record names one; ``errors`` holds one such dict per failed attempt, oldest first.
     ``problems`` lists what could not be decoded from a corrupt record (the
     rest is still filled in).
     """
@@ -100,7 +101,7 @@ class Job[R]:
     errors: list[dict[str, str]] = field(default_factory=list)
     #: Fencing token of the current (or last) reservation.
     token: int = 0
-    #: Id of the worker running the job, while it runs.
+    #: Id of the worker running the job while it runs; after a success, of the one that ran it.
     worker: str = ""
     unique_key: str = ""
     problems: list[str] = field(default_factory=list)
@@ -303,7 +304,10 @@ def _decode_error(raw: bytes | str, problems: list[str]) -> dict[str, str]:
     if not isinstance(value, dict):
         problems.append("undecodable error record")
         return {"type": "", "message": as_text(raw), "traceback": ""}
-    return {k: str(value.get(k, "")) for k in ("type", "message", "traceback")}
+    error = {k: str(value.get(k, "")) for k in ("type", "message", "traceback")}
+    if "worker" in value:
+        error["worker"] = str(value["worker"])
+    return error
 
 
 def get_job(job_id: str) -> Job[Any] | None:

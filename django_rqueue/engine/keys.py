@@ -92,7 +92,7 @@ class JobFields:
     ATTEMPTS = "attempts"
     #: Fencing token of the latest reservation (absent: 0).
     TOKEN = "token"  # noqa: S105 - a hash field name, not a secret
-    #: Id of the worker that holds the running job.
+    #: Id of the worker that holds the running job (kept after a success: the one that ran it).
     WORKER = "worker"
     #: Redis time (ms) the latest attempt started.
     STARTED_AT = "started_at"

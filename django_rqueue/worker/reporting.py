@@ -108,7 +108,7 @@ def deliver_failure(
     def deliver() -> AttemptOutcome:
         client = get_client(queue)
         result, _ = transitions.fail(
-            client, keys, job.id, job.token, outcome.error_json(), delay_ms
+            client, keys, job.id, job.token, outcome.error_json(job.worker), delay_ms
         )
         return AttemptOutcome(result)
 
@@ -159,7 +159,7 @@ def fail_lost_attempt(
             keys,
             job.id,
             job.token,
-            attempt.error_json(),
+            attempt.error_json(job.worker),
             -1 if delay is None else int(delay * 1000),
         )
     except LeaseLost:

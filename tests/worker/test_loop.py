@@ -131,13 +131,16 @@ def test_flaky_job_succeeds_on_a_later_attempt(ledger: str) -> None:
     enqueued = fail_then_succeed.delay(ledger, "f", 2)
 
     with poller_thread():
-        run_worker(max_jobs=3)
+        worker = run_worker(max_jobs=3)
 
     job = get_job(enqueued.id)
     assert job is not None
     assert job.status is JobStatus.SUCCEEDED
     assert job.attempts == 3
     assert job.result == 3
+    # Each failed attempt's error names its worker; the success keeps the worker field.
+    assert [e["worker"] for e in job.errors] == [worker.worker_id] * 2
+    assert job.worker == worker.worker_id
     assert [e["message"] for e in job.errors] == ["flaky f run 1", "flaky f run 2"]
     assert len(tags(ledger)) == 3
 

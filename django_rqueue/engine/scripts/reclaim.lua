@@ -5,7 +5,8 @@
 -- KEYS[2] reserved zset   KEYS[3] prios zset   KEYS[4] failed zset
 -- KEYS[5] stats hash      KEYS[6] notify list
 -- ARGV[1] batch limit (> 0)
--- ARGV[2] error recorded for the lost attempt (opaque JSON, "lease expired")
+-- ARGV[2] error recorded for the lost attempt (a JSON object, "lease expired"; its
+--         "worker" key is set here to the worker that held the lease)
 --
 -- The lost attempt counts (attempts was incremented at reserve); the token
 -- is bumped so the lost holder can no longer renew, ack or fail. A job with
@@ -17,6 +18,17 @@
 --@include now_ms.lua
 --@include push_queued.lua
 --@include record_error.lua
+
+-- The lost attempt's error record names the worker that held it, as the
+-- records made in Python do (django_rqueue.execution.error_record).
+local function with_worker(err, worker)
+  if not worker then
+    return err
+  end
+  local record = cjson.decode(err)
+  record['worker'] = worker
+  return cjson.encode(record)
+end
 
 local base, reserved, prios, failed, stats, notify =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -30,11 +42,11 @@ local requeued, failed_count = 0, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', reserved, id)
   local jkey = base .. 'job:' .. id
-  local job = redis.call('HMGET', jkey, 's', 'attempts', 'max', 'prio', 'group')
+  local job = redis.call('HMGET', jkey, 's', 'attempts', 'max', 'prio', 'group', 'worker')
   if job[1] == 'running' then
     -- Fence off the lost holder: its renew/ack/fail now carry a stale token.
     redis.call('HINCRBY', jkey, 'token', 1)
-    record_error(jkey, ARGV[2])
+    record_error(jkey, with_worker(ARGV[2], job[6]))
     if tonumber(job[2]) >= tonumber(job[3] or 1) then
       move_to_failed(base, jkey, failed, stats, id, now)
       failed_count = failed_count + 1

@@ -22,7 +22,7 @@ def test_ack_stores_the_result_and_starts_the_record_ttl(engine: Engine):
     job = engine.job(job_id)
     assert job["s"] == "succeeded"
     assert job["result"] == '{"ok":1}'
-    assert "worker" not in job
+    assert job["worker"] == "w1"  # the worker that ran it stays on the record
     assert int(job["finished_at"]) >= int(job["started_at"])
     assert 0 < engine.client.ttl(engine.keys.job(job_id)) <= 600
     assert engine.zset(engine.keys.reserved) == {}
@@ -201,7 +201,9 @@ def test_an_expired_lease_is_reclaimed_with_its_attempt_counted(engine: Engine):
     assert job["s"] == "queued"
     assert job["attempts"] == "1"  # the lost attempt counts
     assert "worker" not in job
-    assert json.loads(job["error"])["message"] == "lease expired"
+    error = json.loads(job["error"])
+    assert error["message"] == "lease expired"
+    assert error["worker"] == "w1"  # the worker that lost the lease
     assert engine.zset(engine.keys.reserved) == {}
     engine.check_invariants()
     assert engine.reserve_id() == job_id

@@ -2,7 +2,8 @@
 -- the running job `id` succeeded under `token`; nil on success, else the
 -- reply {'stale', state, current token} (nothing changed).
 --
--- Stores `result`, clears `error` (the history err:1.. stays), counts the
+-- Stores `result`, clears `error` (the history err:1.. stays) and keeps
+-- `worker` (the id of the worker whose attempt succeeded), counts the
 -- success in this minute's throughput slot; when the record is kept
 -- (`ttl` > 0 s) its id joins the `succeeded` zset (id -> finished-at ms) of
 -- the latest 1000 successes, which the admin lists, and the record expires
@@ -23,7 +24,7 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   local now = now_ms()
   redis.call('ZREM', reserved, id)
   redis.call('HSET', jkey, 's', 'succeeded', 'finished_at', now, 'result', result)
-  redis.call('HDEL', jkey, 'worker', 'error')
+  redis.call('HDEL', jkey, 'error')
   redis.call('HINCRBY', stats, 'succeeded', 1)
   release_unique(base, jkey, id)
   count_finished(base, 's', now)
