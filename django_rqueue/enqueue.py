@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import datetime
+import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -48,7 +49,10 @@ from .job import Job, JobStatus, aget_job, get_job
 from .serialization import encode_arguments
 
 if TYPE_CHECKING:
-    from .decorators import JobFunction
+    from .decorators import JobFunction, JobOptions
+
+#: No extra job-hash fields (the default of :attr:`Submission.extra`).
+_NO_FIELDS: Mapping[str, str] = types.MappingProxyType({})
 
 #: States in which a job holds its unique key.
 HOLDING = (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING)
@@ -61,10 +65,22 @@ capture: contextvars.ContextVar[Callable[[Submission], Job[Any]] | None] = conte
 
 
 def submit(
-    job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    job_function: JobFunction[Any, Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: JobOptions | None = None,
+    fields: Mapping[str, str] | None = None,
 ) -> Job[Any]:
-    """Enqueue one call of ``job_function`` (see :meth:`JobFunction.delay`)."""
-    submission, captured = _prepare(job_function, args, kwargs)
+    """Enqueue one call of ``job_function`` (see :meth:`JobFunction.delay`).
+
+    ``options``: this call's options instead of ``job_function.options`` for
+    its :class:`Plan` (the ``django.tasks`` backend passes a task's queue,
+    priority and run-after this way, so that the job function, the signals'
+    sender, stays one object); whether the write waits for a commit still
+    follows ``job_function.options.on_commit``. ``fields``: extra job-hash
+    fields written with the job.
+    """
+    submission, captured = _prepare(job_function, args, kwargs, options, fields)
     if captured is not None:
         return captured
     if get_config().eager:
@@ -90,10 +106,19 @@ async def asubmit(
 
 
 def _prepare(
-    job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    job_function: JobFunction[Any, Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    options: JobOptions | None = None,
+    fields: Mapping[str, str] | None = None,
 ) -> tuple[Submission, Job[Any] | None]:
-    """Validate and encode one call; with it, the Job ``capture_jobs()`` made of it (if on)."""
-    submission = Plan.of(job_function, get_config()).submission(args, kwargs)
+    """Validate and encode one call; with it, the Job ``capture_jobs()`` made of it (if on).
+
+    ``options`` and ``fields``: as for :func:`submit`.
+    """
+    submission = Plan.of(job_function, get_config(), options).submission(args, kwargs)
+    if fields:
+        submission.extra = fields
     captured = capture.get()
     return submission, None if captured is None else captured(submission)
 
@@ -188,13 +213,16 @@ class Plan:
     delay_ms: int
 
     @classmethod
-    def of(cls, job_function: JobFunction[Any, Any], config: Config) -> Plan:
+    def of(
+        cls, job_function: JobFunction[Any, Any], config: Config, options: JobOptions | None = None
+    ) -> Plan:
         """Resolve the options of ``job_function`` (``ValueError``: its queue is undeclared).
 
         Resolution, first set wins: ``using()``, ``@job(...)``, the queue's
         entry in ``RQUEUE["QUEUES"]``, ``RQUEUE["DEFAULTS"]``, built-in defaults.
+        ``options`` replaces ``job_function.options`` (``using()`` and ``@job``) when given.
         """
-        o = job_function.options
+        o = job_function.options if options is None else options
         queue = o.queue or config.default_queue
         qconf = config.queue(queue)
         status = JobStatus.QUEUED
@@ -262,6 +290,8 @@ class Submission:
     delay_ms: int
     run_at_ms: int
     unique_ttl: int
+    #: Job-hash fields written besides the usual ones (the django.tasks backend's).
+    extra: Mapping[str, str] = _NO_FIELDS
 
     def keys(self) -> QueueKeys:
         return QueueKeys.of(get_config().key_prefix, self.job.queue)
@@ -328,13 +358,16 @@ class Submission:
 
     def fields(self) -> dict[str, str | int]:
         job = self.job
-        return {
+        fields: dict[str, str | int] = {
             JobFields.NAME: job.name,
             JobFields.PAYLOAD: self.payload,
             JobFields.MAX_ATTEMPTS: job.max_attempts,
             JobFields.TIMEOUT_MS: int(job.timeout * 1000),
             JobFields.RESULT_TTL: job.result_ttl,
         }
+        if self.extra:
+            fields.update(self.extra)
+        return fields
 
 
 class BatchSubmission:
