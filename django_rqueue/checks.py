@@ -1,13 +1,18 @@
 """System checks for the ``RQUEUE`` setting (``rqueue.E0xx`` errors, ``rqueue.W0xx`` warnings).
 
 The ids and what they mean are listed in :func:`django_rqueue.conf.problems`.
-The checks only read settings; they never connect to Redis.
+The checks only read settings; they never connect to Redis. ``rqueue.E008``
+(a ``TASKS`` queue that ``RQUEUE`` does not declare) is
+:meth:`django_rqueue.backends.RQueueBackend.check`, which Django's own
+``django.tasks`` check calls; importing ``django.tasks`` here registers that
+check even in a project that imports no task before ``manage.py check``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import django.tasks  # noqa: F401 - registers django.tasks.checks.check_tasks
 from django.core.checks import CheckMessage, register
 
 from .conf import problems, raw_setting

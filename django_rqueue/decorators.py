@@ -366,8 +366,11 @@ def job(
     when the job runs (``.delay()`` takes the arguments after it).
 
     Raises:
-        ValueError: an option is out of range or of the wrong type.
+        ValueError: an option is out of range or of the wrong type, or
+            ``name`` starts with ``"task:"`` (the names of ``django.tasks`` tasks).
     """
+    if name is not None and name.startswith(registry.TASK_PREFIX):
+        raise ValueError(f"job names starting with {registry.TASK_PREFIX!r} are for django.tasks")
     if not isinstance(takes_context, bool):
         raise ValueError(f"takes_context must be True or False, got {takes_context!r}")
     options = JobOptions(

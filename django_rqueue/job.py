@@ -104,6 +104,9 @@ class Job[R]:
     #: Id of the worker running the job while it runs; after a success, of the one that ran it.
     worker: str = ""
     unique_key: str = ""
+    #: The ``run_after`` of a deferred ``django.tasks`` task, as it was enqueued
+    #: (``run_at`` moves with retries); ``None`` for every other job.
+    task_run_after: datetime.datetime | None = None
     problems: list[str] = field(default_factory=list)
 
     @classmethod
@@ -153,6 +156,13 @@ class Job[R]:
             if raw is not None:
                 errors.append(_decode_error(raw, problems))
         job.errors = errors
+        if JobFields.TASK_RUN_AFTER in f:
+            try:
+                job.task_run_after = datetime.datetime.fromisoformat(
+                    as_text(f[JobFields.TASK_RUN_AFTER])
+                )
+            except ValueError:
+                problems.append("undecodable task run_after")
         if JobFields.ERROR in f:
             job.error = _decode_error(f[JobFields.ERROR], problems)
         return job

@@ -3,6 +3,12 @@
 A payload names its job; the worker looks the name up here and never imports
 a path taken from Redis, so whoever can write to Redis still cannot make a
 worker run arbitrary code.
+
+The one exception is a ``django.tasks`` task (:mod:`django_rqueue.backends`):
+its job is named :data:`TASK_PREFIX` + the task's module path, and the
+worker imports that path, as every ``django.tasks`` worker does, then runs it
+only if it is a ``django.tasks.Task`` whose backend is an ``RQueueBackend``.
+No ``@job`` may take a name with that prefix.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ if TYPE_CHECKING:
 
 _registry: dict[str, JobFunction[Any, Any]] = {}
 
+#: Names of ``django.tasks`` task jobs: ``"task:<module path of the task function>"``.
+TASK_PREFIX = "task:"
+
 
 def register(job_function: JobFunction[Any, Any]) -> None:
     """Register ``job_function`` under its name (a later one with the same name wins)."""
@@ -33,9 +42,16 @@ def get(name: str) -> JobFunction[Any, Any] | None:
 def resolve(job: Job[Any]) -> JobFunction[Any, Any]:
     """Return the job function that runs ``job`` (a record read from Redis).
 
+    A task job (its name starts with :data:`TASK_PREFIX`) is resolved by
+    importing its module path (:func:`django_rqueue.backends.task_job_function`).
+
     Raises:
         UnknownJob: nothing in this process can run it; the message says why.
     """
+    if job.name.startswith(TASK_PREFIX):
+        from .backends import task_job_function
+
+        return task_job_function(job.name.removeprefix(TASK_PREFIX))
     job_function = _registry.get(job.name)
     if job_function is None:
         raise UnknownJob(f"no @job named {job.name!r} is registered in this worker")

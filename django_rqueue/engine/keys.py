@@ -104,6 +104,9 @@ class JobFields:
     ERROR = "error"
     #: How many error records ``err:1`` .. ``err:<n>`` the history holds.
     ERROR_COUNT = "nerr"
+    #: The ``run_after`` a ``django.tasks`` task was enqueued with (ISO 8601), kept
+    #: as given (``due`` moves with retries); only deferred tasks carry it.
+    TASK_RUN_AFTER = "ra"
     #: Set (``"1"``) by ``Job.wait`` before it reads the state: the terminal transition
     #: then wakes the waiters through :meth:`QueueKeys.done` (absent: nobody ever waited,
     #: and the transition pushes nothing). Short like the enqueue-time names; only awaited

@@ -1,0 +1,435 @@
+"""``django.tasks`` on django-rqueue: :class:`RQueueBackend`, a backend for Django's ``TASKS``.
+
+::
+
+    TASKS = {
+        "default": {
+            "BACKEND": "django_rqueue.backends.RQueueBackend",
+            "QUEUES": ["default", "emails"],  # optional: RQUEUE queues tasks may use
+        }
+    }
+
+A task is an ordinary django-rqueue job: ``Task.enqueue()`` writes it with the
+same ``enqueue.lua`` as ``.delay()`` (one round trip, inside
+``transaction.atomic()`` on commit), ``rqueue_work`` runs it under a lease and
+a fencing token, retries it with its queue's ``backoff`` up to its queue's
+``max_attempts``, parks it in the failed store, and the admin, ``get_job()``
+and ``rqueue_info`` show it. Its options are its queue's (``timeout``,
+``max_attempts``, ``backoff``, ``result_ttl`` from ``RQUEUE["QUEUES"]`` and
+``RQUEUE["DEFAULTS"]``); ``Task.priority`` is the job's priority and
+``Task.run_after`` its run-at.
+
+**Names.** A task's job is named ``"task:<module path>"``
+(:data:`~django_rqueue.registry.TASK_PREFIX`). A worker imports that path
+(:func:`task_job_function`), as every ``django.tasks`` worker does, and runs
+the job only if the path is a ``django.tasks.Task`` whose backend is an
+``RQueueBackend``; otherwise the attempt fails with
+:class:`~django_rqueue.exceptions.UnknownJob` naming the module, the job goes
+to the failed store and the worker goes on. Plain ``@job`` jobs are still
+only looked up by name, never imported.
+
+**Results.** ``TaskResult.id`` is the job id. ``get_result(id)`` reads the job
+(one ``HGETALL``) and maps it:
+
+========================  ================================================
+job status                ``TaskResult.status``
+========================  ================================================
+scheduled, queued         ``READY`` (deferred, waiting, or waiting to retry)
+running                   ``RUNNING``
+succeeded                 ``SUCCESSFUL`` (``return_value`` = ``Job.result``)
+failed, cancelled         ``FAILED``
+========================  ================================================
+
+``errors`` holds one ``TaskError`` per failed attempt (``Job.errors``, oldest
+first). ``worker_ids`` holds one worker id per attempt: each failed attempt's
+error record names its worker (made in Python before ``fail.lua``, or by
+``reclaim.lua`` for an expired lease), and the running or succeeded attempt's
+worker is the record's ``worker`` field, which a success keeps; so
+``attempts == len(worker_ids)``, counted over the record's whole life (a
+retry from the failed store keeps the history). ``enqueued_at``,
+``started_at`` / ``last_attempted_at`` (both: when the latest attempt
+started) and ``finished_at`` are Redis server times. ``task`` is the
+module-level task with the queue, priority and ``run_after`` the job was
+enqueued with. Unknown, expired or non-task ids raise
+``TaskResultDoesNotExist``.
+
+**Signals.** Ours (``job_*``, sender: the task's :class:`TaskJobFunction`)
+and Django's (``task_enqueued``, ``task_started``, ``task_finished``, sender
+the backend class, ``task_result=``) are both sent. ``task_enqueued`` is
+sent by :meth:`RQueueBackend.enqueue` once the job is written (on commit
+inside a transaction); ``task_started`` and ``task_finished`` by receivers of
+``job_started``, ``job_succeeded`` and ``job_failed`` connected per sender, to
+each task's :class:`TaskJobFunction` only, so that jobs that are not tasks
+keep being reserved in batches (a worker batches only jobs with no
+``job_succeeded`` receiver).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django.core import checks
+from django.core.checks import CheckMessage
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.dispatch import Signal
+from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.base import TaskError
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from . import enqueue, signals
+from .conf import get_config
+from .decorators import JobFunction, JobOptions
+from .engine.keys import JobFields
+from .exceptions import UnknownJob
+from .job import FINISHED, Job, JobStatus, get_job
+from .registry import TASK_PREFIX
+
+__all__ = ["RQueueBackend", "TaskJobFunction", "job_function_of", "task_job_function"]
+
+#: ``Job.status`` -> ``TaskResult.status``.
+STATUSES = {
+    JobStatus.SCHEDULED: TaskResultStatus.READY,
+    JobStatus.QUEUED: TaskResultStatus.READY,
+    JobStatus.RUNNING: TaskResultStatus.RUNNING,
+    JobStatus.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
+    JobStatus.FAILED: TaskResultStatus.FAILED,
+    JobStatus.CANCELLED: TaskResultStatus.FAILED,
+}
+
+
+class RQueueBackend(BaseTaskBackend):
+    """Run ``django.tasks`` tasks as django-rqueue jobs (see the module docstring).
+
+    ``TASKS[alias]["QUEUES"]`` (optional) lists the ``RQUEUE["QUEUES"]``
+    queues its tasks may use; without it, every declared queue is allowed.
+    ``validate_task`` (run by ``@task`` and ``.using()``) raises
+    ``InvalidTask`` for any other queue; ``manage.py check`` reports a
+    ``QUEUES`` entry that ``RQUEUE`` does not declare (``rqueue.E008``).
+    Nothing here touches Redis before the first enqueue or read.
+    """
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        if "QUEUES" not in params:
+            self.queues = set()  # Django's default is {"default"}; ours: every RQUEUE queue
+
+    def validate_task(self, task: Task[..., Any]) -> None:
+        """Django's checks, then: ``task.queue_name`` is declared in ``RQUEUE["QUEUES"]``.
+
+        Raises:
+            InvalidTask: the task cannot run on this backend (the message says why).
+        """
+        super().validate_task(task)
+        try:
+            declared = get_config().queues
+        except ImproperlyConfigured:
+            return  # RQUEUE itself is broken: its system checks report it
+        if task.queue_name not in declared:
+            raise InvalidTask(
+                f"Queue {task.queue_name!r} is not declared in RQUEUE['QUEUES'] "
+                f"(declared: {', '.join(sorted(declared))})."
+            )
+
+    def enqueue[**P, R](
+        self, task: Task[P, R], args: list[Any], kwargs: dict[str, Any]
+    ) -> TaskResult[P, R]:
+        """Write ``task``'s call as a job (one round trip) and return its ``READY`` result.
+
+        ``args`` and ``kwargs`` must be JSON as ``django.tasks`` defines it
+        (``normalize_json``: tuples become lists); they are checked before
+        anything is written. Inside ``transaction.atomic()`` the job is
+        written on commit (``enqueued_at`` is ``None`` until then), like
+        ``.delay()``. With ``RQUEUE["EAGER"]`` the task runs inline and the
+        result is finished.
+
+        Raises:
+            TypeError: an argument is not JSON (nothing written).
+            ValueError: an argument cannot be decoded (``bytes`` that are not UTF-8).
+            RedisUnavailable: Redis cannot be reached (nothing written).
+        """
+        job_function = job_function_of(task)
+        options = job_function.options_for(task)
+        result: TaskResult[P, R] = TaskResult(
+            task=task,
+            id="",
+            status=TaskResultStatus.READY,
+            enqueued_at=None,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        fields = None
+        if task.run_after is not None:
+            fields = {JobFields.TASK_RUN_AFTER: task.run_after.isoformat()}
+        job = enqueue.submit(job_function, result.args, result.kwargs, options, fields)
+        if job.status in FINISHED:  # RQUEUE["EAGER"]: it ran inline
+            return task_result(task, job, self.alias)
+        object.__setattr__(result, "id", job.id)
+        if enqueue.capture.get() is not None:
+            return result  # captured by django_rqueue.testing: nothing was written
+        # As submit() decided: a task's job function never sets on_commit=False.
+        if transaction.get_connection().in_atomic_block:
+            transaction.on_commit(functools.partial(self._enqueued, result))
+        else:
+            self._enqueued(result)
+        return result
+
+    def _enqueued(self, result: TaskResult[Any, Any]) -> None:
+        # The caller's clock: Redis's enqueue time is read by get_result() / refresh().
+        object.__setattr__(result, "enqueued_at", timezone.now())
+        signals.send(task_enqueued, type(self), task_result=result)
+
+    def get_result(self, result_id: str) -> TaskResult[..., Any]:
+        """Read the task's job from Redis (one ``HGETALL``) as a ``TaskResult``.
+
+        Raises:
+            TaskResultDoesNotExist: no such job (never enqueued, expired after
+                its queue's ``result_ttl``, deleted), a job that is not a task,
+                or a task whose module path no longer resolves to one of ours.
+            RedisUnavailable: Redis cannot be reached.
+        """
+        job = get_job(result_id) if isinstance(result_id, str) else None
+        if job is None or not job.name.startswith(TASK_PREFIX):
+            raise TaskResultDoesNotExist(result_id)
+        try:
+            job_function = task_job_function(job.name.removeprefix(TASK_PREFIX))
+        except UnknownJob as exc:
+            raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
+        return task_result(job_function.task_for(job), job, self.alias)
+
+    def check(self, **kwargs: Any) -> list[CheckMessage]:
+        """``rqueue.E008`` for each ``QUEUES`` entry that ``RQUEUE["QUEUES"]`` does not declare."""
+        try:
+            declared = get_config().queues
+        except ImproperlyConfigured:
+            return []  # the rqueue.E0xx checks report it
+        return [
+            checks.Error(
+                f"TASKS[{self.alias!r}]['QUEUES'] names queue {name!r}, which is not declared "
+                "in RQUEUE['QUEUES'].",
+                hint="Declare it in RQUEUE['QUEUES'] or remove it from TASKS.",
+                obj=f"TASKS[{self.alias!r}]",
+                id="rqueue.E008",
+            )
+            for name in sorted(self.queues)
+            if name not in declared
+        ]
+
+
+class TaskJobFunction(JobFunction[..., Any]):
+    """The job function of one ``django.tasks`` task (one per module path, per process).
+
+    :attr:`func` is the task's own function (a coroutine function for an
+    async task), :attr:`name` ``"task:<module path>"``, and ``takes_context``
+    the task's: a worker calls ``func`` with a ``TaskContext`` first
+    (:meth:`arguments`). Its own options are empty: each call's queue,
+    priority and run-after come from the ``Task`` (:meth:`options_for`), so
+    the rest comes from the queue's ``RQUEUE`` options. Signals are sent with
+    this object as sender; it connects the receivers that send Django's.
+    """
+
+    def __init__(self, task: Task[..., Any], path: str) -> None:
+        super().__init__(task.func, TASK_PREFIX + path, JobOptions())
+        self.task = task
+        self.takes_context = task.takes_context
+        #: ``(queue, priority)`` -> the options / the Task, built once each.
+        self._options: dict[tuple[str, int], JobOptions] = {}
+        self._tasks: dict[tuple[str, int], Task[..., Any]] = {}
+        signals.job_started.connect(_started, sender=self, weak=False)
+        signals.job_succeeded.connect(_succeeded, sender=self, weak=False)
+        signals.job_failed.connect(_failed, sender=self, weak=False)
+
+    def __repr__(self) -> str:
+        return f"<TaskJobFunction {self.name}>"
+
+    def options_for(self, task: Task[..., Any]) -> JobOptions:
+        """The job options of a call of ``task``: its queue, priority and run-after."""
+        if task.run_after is not None:
+            return JobOptions(queue=task.queue_name, priority=task.priority, run_at=task.run_after)
+        key = (task.queue_name, task.priority)
+        options = self._options.get(key)
+        if options is None:
+            options = self._options[key] = JobOptions(queue=task.queue_name, priority=task.priority)
+        return options
+
+    def task_for(self, job: Job[Any]) -> Task[..., Any]:
+        """The task as ``job`` was enqueued: queue, priority and ``run_after``."""
+        if job.task_run_after is not None:
+            return self.task.using(
+                queue_name=job.queue, priority=job.priority, run_after=job.task_run_after
+            )
+        key = (job.queue, job.priority)
+        task = self._tasks.get(key)
+        if task is None:
+            task = self._tasks[key] = self.task.using(queue_name=job.queue, priority=job.priority)
+        return task
+
+    def arguments(self, job: Job[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The job's arguments, after a ``TaskContext`` for a ``takes_context`` task
+        (its ``attempt`` is 1 on the first run: it counts this attempt)."""
+        if not self.takes_context:
+            return tuple(job.args), job.kwargs
+        context = TaskContext(task_result=self.result(job))
+        return (context, *job.args), job.kwargs
+
+    def result(self, job: Job[Any]) -> TaskResult[..., Any]:
+        """``job`` (as this process holds it) as a ``TaskResult``."""
+        task = self.task_for(job)
+        return task_result(task, job, task.backend)
+
+    def announce(self, signal: Signal, job: Job[Any]) -> None:
+        """Send Django's ``signal`` for ``job`` (robustly: a receiver that raises is logged)."""
+        task = self.task_for(job)
+        sender = type(task.get_backend())
+        signals.send(signal, sender, task_result=task_result(task, job, task.backend))
+
+
+def task_result[**P, R](task: Task[P, R], job: Job[Any], alias: str) -> TaskResult[P, R]:
+    """Map a task's job to a ``TaskResult`` of ``task`` (see the module docstring)."""
+    status = STATUSES[job.status]
+    worker_ids = [error.get("worker", "") for error in job.errors]
+    if job.status in (JobStatus.RUNNING, JobStatus.SUCCEEDED):
+        worker_ids.append(job.worker)
+    result: TaskResult[P, R] = TaskResult(
+        task=task,
+        id=job.id,
+        status=status,
+        enqueued_at=job.enqueued_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at if job.status in FINISHED else None,
+        last_attempted_at=job.started_at,
+        args=job.args,
+        kwargs=job.kwargs,
+        backend=alias,
+        errors=[
+            TaskError(exception_class_path=error["type"], traceback=error["traceback"])
+            for error in job.errors
+        ],
+        worker_ids=worker_ids,
+    )
+    if status == TaskResultStatus.SUCCESSFUL:
+        object.__setattr__(result, "_return_value", job.result)
+    return result
+
+
+# -- resolving task jobs -----------------------------------------------------------
+
+#: One TaskJobFunction per module path and per task function, for the life of the process
+#: (each is a signal sender: a receiver connected to it must find the same object again).
+_by_path: dict[str, TaskJobFunction] = {}
+_by_func: dict[Callable[..., Any], TaskJobFunction] = {}
+_lock = threading.Lock()
+
+
+def job_function_of(task: Task[..., Any]) -> TaskJobFunction:
+    """The job function behind ``task`` (and its ``.using()`` copies): the sender of the
+    ``job_*`` signals of its jobs, e.g. ``job_failed.connect(alert, sender=job_function_of(t))``.
+    """
+    job_function = _by_func.get(task.func)
+    if job_function is None:
+        with _lock:
+            path = task.module_path
+            job_function = _by_path.get(path)
+            if job_function is None:
+                job_function = _by_path[path] = TaskJobFunction(task, path)
+            _by_func[task.func] = job_function
+    return job_function
+
+
+def task_job_function(path: str) -> TaskJobFunction:
+    """The job function of the task at module path ``path`` (imported on first use).
+
+    Raises:
+        UnknownJob: ``path`` cannot be imported (the message names the module
+            and why), or is not a ``django.tasks.Task`` whose backend is an
+            :class:`RQueueBackend`.
+    """
+    job_function = _by_path.get(path)
+    if job_function is not None:
+        return job_function
+    try:
+        task = import_string(path)
+    except Exception as exc:  # ImportError, or whatever the module raised at import
+        raise UnknownJob(f"task {path!r} cannot be imported: {exc}") from exc
+    if not isinstance(task, Task):
+        raise UnknownJob(f"{path!r} is not a django.tasks Task but a {type(task).__name__}")
+    try:
+        backend = task.get_backend()
+    except ImproperlyConfigured as exc:  # InvalidTaskBackend: no such TASKS alias
+        raise UnknownJob(f"task {path!r}: {exc}") from exc
+    if not isinstance(backend, RQueueBackend):
+        raise UnknownJob(
+            f"task {path!r} uses TASKS[{task.backend!r}], {type(backend).__name__}, "
+            "not django_rqueue.backends.RQueueBackend"
+        )
+    return job_function_of(task)
+
+
+# -- Django's task_started / task_finished, from our signals (per sender) ----------
+
+
+def _started(sender: TaskJobFunction, job: Job[Any], **kwargs: Any) -> None:
+    sender.announce(task_started, job)
+
+
+def _succeeded(sender: TaskJobFunction, job: Job[Any], result: Any, **kwargs: Any) -> None:
+    if job.status is JobStatus.RUNNING:  # a worker's copy (EAGER passes the finished job)
+        job = dataclasses.replace(
+            job,
+            status=JobStatus.SUCCEEDED,
+            result=result,
+            error=None,
+            finished_at=_now_after(job.started_at),
+        )
+    sender.announce(task_finished, job)
+
+
+def _failed(
+    sender: TaskJobFunction,
+    job: Job[Any],
+    exception: BaseException,
+    traceback: str,
+    **kwargs: Any,
+) -> None:
+    if job.status is JobStatus.RUNNING:  # a worker's copy, without this attempt's error
+        kind = type(exception)
+        error = {
+            "type": f"{kind.__module__}.{kind.__qualname__}",
+            "message": str(exception),
+            "traceback": traceback,
+            "worker": job.worker,
+        }
+        job = dataclasses.replace(
+            job,
+            status=JobStatus.FAILED,
+            error=error,
+            errors=[*job.errors, error],
+            finished_at=_now_after(job.started_at),
+        )
+    sender.announce(task_finished, job)
+
+
+def _now_after(started: datetime.datetime | None) -> datetime.datetime:
+    """Now (this host's clock), but never before ``started`` (the Redis clock's)."""
+    now = timezone.now()
+    return now if started is None or now >= started else started
