@@ -71,12 +71,25 @@ STATIC_URL = "/static/"
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tests
 
+
+def quick_backoff(attempt: int, exception: BaseException) -> float:
+    """0.05 s after every failed attempt: the ``low`` queue's, for tests that wait on retries."""
+    return 0.05
+
+
 RQUEUE: dict[str, Any] = {
     "REDIS_URL": os.environ.get("RQUEUE_TEST_REDIS_URL", "redis://127.0.0.1:6399/15"),
-    "QUEUES": {"default": {}, "emails": {}, "low": {}},
+    "QUEUES": {"default": {}, "emails": {}, "low": {"backoff": quick_backoff}},
     # Fault-injection tests (tests/faults/) shrink these for their worker subprocesses.
     "LEASE": float(os.environ.get("RQUEUE_TEST_LEASE", "2")),
     "TIMEOUT_GRACE": float(os.environ.get("RQUEUE_TEST_TIMEOUT_GRACE", "5")),
+}
+
+# django.tasks: the tasks of tests/jobs_app/tasks.py run as rqueue jobs. "default"
+# may use every RQUEUE queue; "emails_only" only the "emails" queue.
+TASKS: dict[str, Any] = {
+    "default": {"BACKEND": "django_rqueue.backends.RQueueBackend"},
+    "emails_only": {"BACKEND": "django_rqueue.backends.RQueueBackend", "QUEUES": ["emails"]},
 }
 
 LOGGING: dict[str, Any] = {
