@@ -85,3 +85,6 @@ RQUEUE: dict[str, Any] = {
     },
     "LEASE": 30,
 }
+
+# django.tasks (demo/tasks.py) on the same queues and workers.
+TASKS: dict[str, Any] = {"default": {"BACKEND": "django_rqueue.backends.RQueueBackend"}}

@@ -14,6 +14,8 @@
 #      fails, and show both via get_job
 #   7. an async view queues an async job (adelay) that fetches a page of the
 #      site with httpx; the worker runs it on its event loop
+#   8. enqueue a django.tasks task (TASKS uses RQueueBackend) and wait for its
+#      result with get_result
 #
 # --smoke: print less, and check every expectation (what CI runs). Either way
 # the script exits non-zero if a step fails, every wait is bounded, and every
@@ -234,5 +236,13 @@ manage demo_wait "$check_job" --expect succeeded --timeout 30
 grep -F "$check_job" "$work/worker.log" || die "the worker did not log $check_job"
 manage demo_show "$check_job" | tee "$work/check.txt"
 grep -q "'status': 200" "$work/check.txt" || die "the async job did not get the page (HTTP 200)"
+
+# --- 8. a django.tasks task -----------------------------------------------------------
+say "a django.tasks task (TASKS: django_rqueue.backends.RQueueBackend) on queue 'emails'"
+task_id="$(manage demo_enqueue welcome_task)"
+manage demo_task_result "$task_id" --expect SUCCESSFUL --timeout 30 | tee "$work/task.txt"
+grep -q "return_value='Welcome to the django-rqueue demo'" "$work/task.txt" \
+    || die "the task did not return its subject"
+grep -F "$task_id" "$work/worker.log" || die "the worker did not log $task_id"
 
 say "demo finished: all steps passed (logs in artifacts/demo/)"

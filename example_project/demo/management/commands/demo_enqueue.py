@@ -1,4 +1,5 @@
-"""``manage.py demo_enqueue reports|flaky|always_fails``: queue the demo's jobs, print their ids."""
+"""``manage.py demo_enqueue reports|flaky|always_fails|welcome_task``: queue the demo's jobs
+(``welcome_task``: a ``django.tasks`` task), print their ids."""
 
 import uuid
 from typing import Any
@@ -7,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from example_project.demo.jobs import always_fails, enqueue_report, flaky
 from example_project.demo.store import REPORT_ORDER, demo_key, redis_client
+from example_project.demo.tasks import send_welcome_email
 
 #: Reports per user for the round-robin demo (seed 004): a=8, b=9, c=4, d=5, e=2.
 DEFAULT_REPORTS = "a=8,b=9,c=4,d=5,e=2"
@@ -27,7 +29,7 @@ class Command(BaseCommand):
     help = "Queue demo jobs and print their ids, one per line."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("what", choices=["reports", "flaky", "always_fails"])
+        parser.add_argument("what", choices=["reports", "flaky", "always_fails", "welcome_task"])
         parser.add_argument(
             "--reports",
             default=DEFAULT_REPORTS,
@@ -41,6 +43,8 @@ class Command(BaseCommand):
             for user, count in parse_reports(options["reports"]):
                 for n in range(1, count + 1):
                     self.stdout.write(enqueue_report(user, n).id)
+        elif what == "welcome_task":
+            self.stdout.write(send_welcome_email.enqueue("bob@example.com").id)
         elif what == "flaky":
             self.stdout.write(flaky.delay(uuid.uuid4().hex).id)
         else:
