@@ -19,12 +19,13 @@ from django.tasks import TaskResult, TaskResultStatus, default_task_backend
 from django.utils import timezone
 
 from django_rqueue import JobStatus, get_job
-from django_rqueue.exceptions import UnknownJob
+from django_rqueue.exceptions import UnknownJob, WorkerLost
 from django_rqueue.queries import queue_counts
 from tests.jobs_app.jobs import read_ledger
 from tests.jobs_app.tasks import (
     async_task,
     context_task,
+    dies_task,
     flaky_task,
     gated_task,
     record_task,
@@ -152,6 +153,30 @@ def test_retries_give_one_task_error_per_failed_attempt_and_one_worker_id_per_at
     assert len(events(ledger, "bad", "rqueue:retrying")) == 2
     assert len(events(ledger, "bad", "rqueue:failed")) == 1
     assert [e["status"] for e in events(ledger, "ok", "django:finished")] == ["SUCCESSFUL"]
+    stop(worker)
+
+
+def test_attempts_the_master_fails_for_a_dead_child_name_that_child(
+    manage: Manage, ledger: str
+) -> None:
+    once = dies_task.enqueue(ledger, "once", 1)  # queue low: 3 attempts, 0.05 s backoff
+    always = dies_task.enqueue(ledger, "always", 5)
+    worker = start_worker(manage, "--concurrency", "1")
+
+    done = reached(once.id, TaskResultStatus.SUCCESSFUL)
+    assert done.return_value == 2
+    assert [e.exception_class for e in done.errors] == [WorkerLost]
+    died, ran = workers_of(ledger, "once", "run")
+    assert done.worker_ids == [died, ran] and died != ran  # a new child after the death
+
+    failed = reached(always.id, TaskResultStatus.FAILED)
+    assert [e.exception_class for e in failed.errors] == [WorkerLost] * 3
+    assert failed.worker_ids == workers_of(ledger, "always", "run")
+    # The master failed the last attempt, so it sent task_finished.
+    wait_until(lambda: events(ledger, "always", "django:finished"), timeout=5)
+    [finished] = events(ledger, "always", "django:finished")
+    assert finished["pid"] == worker.pid
+    assert (finished["status"], finished["worker_ids"]) == ("FAILED", failed.worker_ids)
     stop(worker)
 
 

@@ -50,6 +50,17 @@ def flaky_task(ledger: str, tag: str, failures: int) -> int:
     return runs
 
 
+@task(queue_name="low")
+def dies_task(ledger: str, tag: str, deaths: int) -> int:
+    """End its worker process (``os._exit``) on the first ``deaths`` runs, then return the
+    run number (queue ``low``: 3 attempts, 0.05 s backoff)."""
+    runs = sum(1 for e in read_ledger(ledger) if e["tag"] == tag and e["event"] == "run") + 1
+    write_ledger(ledger, tag, "run", run=runs)
+    if runs <= deaths:
+        os._exit(3)
+    return runs
+
+
 @task
 def gated_task(ledger: str, tag: str, gate: str) -> str:
     """Write ``start``, wait until the file ``gate`` exists (at most 60 s), write ``end``."""
@@ -138,7 +149,15 @@ _job_receivers = {
 }
 # Per sender, as a site would: connected to every job_* signal for all senders, a
 # job_succeeded receiver would stop the worker from reserving other jobs in batches.
-for _task in (record_task, email_task, flaky_task, gated_task, context_task, async_task):
+for _task in (
+    record_task,
+    email_task,
+    flaky_task,
+    dies_task,
+    gated_task,
+    context_task,
+    async_task,
+):
     for _name, _receiver in _job_receivers.items():
         getattr(signals, f"job_{_name}").connect(
             _receiver, sender=job_function_of(_task), weak=False
