@@ -157,9 +157,14 @@ class RQueueBackend(BaseTaskBackend):
         ``.delay()``. With ``RQUEUE["EAGER"]`` the task runs inline and the
         result is finished.
 
+        ``task_enqueued`` is sent once the job is written (not for a call
+        captured by ``capture_jobs()``). ``task`` was validated when it was
+        made (``@task``, ``.using()``), so it is not validated again here.
+
         Raises:
             TypeError: an argument is not JSON (nothing written).
-            ValueError: an argument cannot be decoded (``bytes`` that are not UTF-8).
+            ValueError: an argument cannot be decoded (``bytes`` that are not
+                UTF-8), or the queue is no longer declared in ``RQUEUE``.
             RedisUnavailable: Redis cannot be reached (nothing written).
         """
         job_function = job_function_of(task)
