@@ -86,10 +86,12 @@ RQUEUE: dict[str, Any] = {
 }
 
 # django.tasks: the tasks of tests/jobs_app/tasks.py run as rqueue jobs. "default"
-# may use every RQUEUE queue; "emails_only" only the "emails" queue.
+# may use every RQUEUE queue; "emails_only" only the "emails" queue; "immediate" is
+# Django's, for a task a worker must refuse to run.
 TASKS: dict[str, Any] = {
     "default": {"BACKEND": "django_rqueue.backends.RQueueBackend"},
     "emails_only": {"BACKEND": "django_rqueue.backends.RQueueBackend", "QUEUES": ["emails"]},
+    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
 }
 
 LOGGING: dict[str, Any] = {

@@ -23,9 +23,10 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import JobStatus, get_job, job, signals
-from django_rqueue.backends import RQueueBackend, job_function_of
+from django_rqueue.backends import RQueueBackend, job_function_of, task_job_function
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.exceptions import UnknownJob
 from django_rqueue.testing import capture_jobs
 from tests.jobs_app.jobs import record
 from tests.jobs_app.tasks import async_task, email_task, flaky_task, record_task
@@ -337,3 +338,13 @@ def test_a_task_job_has_its_admin_page(
     response = admin_client.get(f"/admin/django_rqueue/dashboard/jobs/{admin_quote(result.id)}/")
     assert response.status_code == 200
     assert "task:tests.jobs_app.tasks.record_task" in response.content.decode()
+
+
+def test_a_worker_resolves_only_tasks_of_an_rqueue_backend() -> None:
+    assert task_job_function("tests.jobs_app.tasks.record_task") is job_function_of(record_task)
+    with pytest.raises(UnknownJob, match="ImmediateBackend, not django_rqueue.backends"):
+        task_job_function("tests.jobs_app.tasks.immediate_task")
+    with pytest.raises(UnknownJob, match="is not a django.tasks Task but a JobFunction"):
+        task_job_function("tests.jobs_app.jobs.record")
+    with pytest.raises(UnknownJob, match="No module named 'tests.jobs_app.removed_tasks'"):
+        task_job_function("tests.jobs_app.removed_tasks.send")

@@ -96,6 +96,13 @@ async def async_task(ledger: str, tag: str) -> str:
     return tag
 
 
+@task(backend="immediate")
+def immediate_task(ledger: str, tag: str) -> str:
+    """A task of Django's ImmediateBackend: not ours, so no rqueue worker may run it."""
+    write_ledger(ledger, tag, "run")
+    return tag
+
+
 def _is_ours(result: TaskResult[Any, Any]) -> bool:
     return result.task.module_path.startswith(f"{__name__}.") and bool(result.args)
 
