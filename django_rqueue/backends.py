@@ -57,8 +57,10 @@ enqueued with. Unknown, expired or non-task ids raise
 and Django's (``task_enqueued``, ``task_started``, ``task_finished``, sender
 the backend class, ``task_result=``) are both sent. ``task_enqueued`` is
 sent by :meth:`RQueueBackend.enqueue` once the job is written (on commit
-inside a transaction); ``task_started`` and ``task_finished`` by receivers of
-``job_started``, ``job_succeeded`` and ``job_failed`` connected per sender, to
+inside a transaction; with ``RQUEUE["EAGER"]`` by a receiver of
+``job_enqueued``, before the task runs); ``task_started`` and
+``task_finished`` by receivers of ``job_started``, ``job_succeeded`` and
+``job_failed`` connected per sender, to
 each task's :class:`TaskJobFunction` only, so that jobs that are not tasks
 keep being reserved in batches (a worker batches only jobs with no
 ``job_succeeded`` receiver).
@@ -187,7 +189,7 @@ class RQueueBackend(BaseTaskBackend):
         if task.run_after is not None:
             fields = {JobFields.TASK_RUN_AFTER: task.run_after.isoformat()}
         job = enqueue.submit(job_function, result.args, result.kwargs, options, fields)
-        if job.status in FINISHED:  # RQUEUE["EAGER"]: it ran inline
+        if job.status in FINISHED:  # RQUEUE["EAGER"]: it ran inline (task_enqueued was sent)
             return task_result(task, job, self.alias)
         object.__setattr__(result, "id", job.id)
         if enqueue.capture.get() is not None:
@@ -260,6 +262,7 @@ class TaskJobFunction(JobFunction[..., Any]):
         #: ``(queue, priority)`` -> the options / the Task, built once each.
         self._options: dict[tuple[str, int], JobOptions] = {}
         self._tasks: dict[tuple[str, int], Task[..., Any]] = {}
+        signals.job_enqueued.connect(_enqueued_eagerly, sender=self, weak=False)
         signals.job_started.connect(_started, sender=self, weak=False)
         signals.job_succeeded.connect(_succeeded, sender=self, weak=False)
         signals.job_failed.connect(_failed, sender=self, weak=False)
@@ -391,6 +394,13 @@ def task_job_function(path: str) -> TaskJobFunction:
 
 
 # -- Django's task_started / task_finished, from our signals (per sender) ----------
+
+
+def _enqueued_eagerly(sender: TaskJobFunction, job: Job[Any], **kwargs: Any) -> None:
+    # With RQUEUE["EAGER"] the job runs inside enqueue(): task_enqueued must come first.
+    # Otherwise RQueueBackend.enqueue sends it, with the TaskResult it returns.
+    if get_config().eager:
+        sender.announce(task_enqueued, job)
 
 
 def _started(sender: TaskJobFunction, job: Job[Any], **kwargs: Any) -> None:

@@ -17,7 +17,7 @@ from django.contrib.admin.utils import quote as admin_quote
 from django.core import checks
 from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
+from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import Client, override_settings
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsFixture
@@ -204,9 +204,22 @@ def test_capture_jobs_captures_tasks_without_writing(
 
 def test_with_eager_the_task_runs_inline(ledger: str, settings: SettingsFixture) -> None:
     settings.RQUEUE = {**settings.RQUEUE, "EAGER": True}
-    result = record_task.enqueue(ledger, "now")
+    sent: list[tuple[str, str]] = []
+
+    def receiver(sender: object, signal: Any, task_result: Any, **kwargs: Any) -> None:
+        sent.append((names[signal], str(task_result.status)))
+
+    names = {task_enqueued: "enqueued", task_started: "started", task_finished: "finished"}
+    for signal in names:
+        signal.connect(receiver)
+    try:
+        result = record_task.enqueue(ledger, "now")
+    finally:
+        for signal in names:
+            signal.disconnect(receiver)
     assert result.status == TaskResultStatus.SUCCESSFUL
     assert result.return_value == "now"
+    assert sent == [("enqueued", "READY"), ("started", "RUNNING"), ("finished", "SUCCESSFUL")]
 
 
 def test_an_async_task_is_enqueued_and_read_like_any_other(ledger: str) -> None:
