@@ -222,6 +222,14 @@ def test_with_eager_the_task_runs_inline(ledger: str, settings: SettingsFixture)
     assert sent == [("enqueued", "READY"), ("started", "RUNNING"), ("finished", "SUCCESSFUL")]
 
 
+def test_with_eager_an_async_task_runs_inline_too(ledger: str, settings: SettingsFixture) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "EAGER": True}
+    result = async_task.enqueue(ledger, "now")
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    # django-stubs types an async task's return value as its coroutine.
+    assert result.return_value == "now"  # type: ignore[comparison-overlap]
+
+
 def test_an_async_task_is_enqueued_and_read_like_any_other(ledger: str) -> None:
     result = async_task.enqueue(ledger, "a")
     got = async_task.get_result(result.id)

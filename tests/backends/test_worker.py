@@ -9,6 +9,7 @@ worker is started with ``--worker-id tw``, so a child's worker id is
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import signal
 from pathlib import Path
@@ -243,14 +244,16 @@ def test_run_after_defers_a_task(manage: Manage, ledger: str) -> None:
     stop(worker)
 
 
-@pytest.mark.skip(
-    reason="needs the worker to await async def job functions (the async-jobs branch); "
-    "un-skip once it is merged"
-)
-def test_an_async_task_runs_in_a_worker(manage: Manage, ledger: str) -> None:
-    result = async_task.enqueue(ledger, "a")
-    worker = start_worker(manage, "--concurrency", "1")
-    done = reached(result.id, TaskResultStatus.SUCCESSFUL)
-    assert done.return_value == "a"
-    assert done.worker_ids == workers_of(ledger, "a", "run")
+def test_an_async_task_runs_on_a_workers_event_loop(manage: Manage, ledger: str) -> None:
+    results = [async_task.enqueue(ledger, tag) for tag in ("a", "b")]
+    worker = start_worker(manage, "--concurrency", "1", "--async-concurrency", "2")
+    for result, tag in zip(results, ("a", "b"), strict=True):
+        done = reached(result.id, TaskResultStatus.SUCCESSFUL)
+        assert done.return_value == tag
+        assert done.worker_ids == workers_of(ledger, tag, "run") and done.attempts == 1
+        wait_until(functools.partial(events, ledger, tag, "django:finished"), timeout=5)
+        [started] = events(ledger, tag, "django:started")
+        [finished] = events(ledger, tag, "django:finished")
+        assert (started["status"], finished["status"]) == ("RUNNING", "SUCCESSFUL")
+        assert finished["worker_ids"] == done.worker_ids
     stop(worker)
