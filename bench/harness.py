@@ -48,14 +48,15 @@ class Params:
     scale_big: int
     scale_groups: int
     scale_ops: int
+    async_jobs: int  # async jobs (each awaits ASYNC_SLEEP) queued, then drained
 
     @classmethod
     def full(cls, runs: int) -> Params:
-        return cls(runs, 5000, 20000, 25.0, 500, 0.005, 200, 1000, 1_000_000, 10_000, 3000)
+        return cls(runs, 5000, 20000, 25.0, 500, 0.005, 200, 1000, 1_000_000, 10_000, 3000, 2000)
 
     @classmethod
     def smoke(cls) -> Params:
-        return cls(1, 200, 1000, 10.0, 40, 0.005, 10, 100, 5000, 200, 200)
+        return cls(1, 200, 1000, 10.0, 40, 0.005, 10, 100, 5000, 200, 200, 200)
 
 
 def log(msg: str) -> None:
@@ -66,8 +67,13 @@ def log(msg: str) -> None:
 
 
 @contextlib.contextmanager
-def workers(system: System, processes: int, url: str, logdir: Path) -> Iterator[None]:
-    """Start the system's worker processes (own process groups); stop them on exit."""
+def workers(
+    system: System, processes: int, url: str, logdir: Path, *, asynchronous: bool = False
+) -> Iterator[None]:
+    """Start the system's worker processes (own process groups); stop them on exit.
+
+    ``asynchronous``: the workers of the async I/O drain (``async_worker_argvs``).
+    """
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -76,8 +82,9 @@ def workers(system: System, processes: int, url: str, logdir: Path) -> Iterator[
         **system.worker_env(),
     }
     procs = []
-    safe = system.name.split()[0].lower()
-    for i, argv in enumerate(system.worker_argvs(processes)):
+    safe = system.name.split()[0].lower() + ("-async" if asynchronous else "")
+    argvs = system.async_worker_argvs(processes) if asynchronous else system.worker_argvs(processes)
+    for i, argv in enumerate(argvs):
         logfile = open(logdir / f"{safe}-w{processes}-{i}.log", "ab")
         procs.append(
             (
@@ -170,6 +177,12 @@ class Run:
             system.enqueue_one(p.one, "")
             return {"enqueue_one": p.one / (time.perf_counter() - t)}
 
+        def enqueue_tasks() -> dict[str, Any]:
+            self.flush(system)
+            t = time.perf_counter()
+            system.enqueue_tasks(p.one, "")
+            return {"enqueue_tasks": p.one / (time.perf_counter() - t)}
+
         def fill(out: str) -> dict[str, Any]:
             self.flush(system)
             before = self.used_memory()
@@ -201,6 +214,20 @@ class Run:
             result[f"drain_{processes}_capped"] = got < p.drain
             return result
 
+        def async_drain() -> dict[str, Any]:
+            out = self.out("async")
+            self.flush(system)
+            system.enqueue_async(p.async_jobs, out)
+            with workers(system, 2, url, self.tmp, asynchronous=True):
+                if wait_count(out, 1, 90) < 1:
+                    raise RuntimeError("no async job ran within 90 s of starting the workers")
+                first = min(r[2] for r in record.read(out))
+                left = p.drain_cap - (time.time() - first)
+                got = wait_count(out, p.async_jobs, max(0.0, left))
+            ran = sorted(r[2] for r in record.read(out))
+            rate = (len(ran) - 1) / (ran[-1] - ran[0]) if len(ran) > 1 else 0.0
+            return {"async_drain": rate, "async_drain_capped": got < p.async_jobs}
+
         def latency_and_lateness() -> dict[str, Any]:
             self.flush(system)
             result: dict[str, Any] = {}
@@ -226,8 +253,12 @@ class Run:
             return result
 
         phase("enqueue_one", enqueue_one)
+        if system.has_tasks:  # right after enqueue_one: the same minute of this host
+            phase("enqueue_tasks", enqueue_tasks)
         phase("drain_1", lambda: drain(1))
         phase("drain_2", lambda: drain(2))
+        if system.has_async:
+            phase("async_drain", async_drain)
         phase("latency", latency_and_lateness)
         phase("flush", lambda: self.flush(system) or {})
         return res
@@ -269,9 +300,11 @@ def machine() -> dict[str, Any]:
 
 COLUMNS = [
     ("enqueue one by one (jobs/s)", ["enqueue_one"], 0),
+    ("enqueue via django.tasks (jobs/s)", ["enqueue_tasks"], 0),
     ("bulk enqueue (jobs/s)", ["enqueue_bulk"], 0),
     ("drain, 1 proc (jobs/s)", ["drain_1"], 0),
     ("drain, 2 procs (jobs/s)", ["drain_2"], 0),
+    ("async I/O drain, 2 procs (jobs/s)", ["async_drain"], 0),
     ("latency p50 / p99 (ms)", ["latency_p50", "latency_p99"], 1),
     ("delayed lateness p50 / p99 (ms)", ["lateness_p50", "lateness_p99"], 1),
     ("Redis bytes per queued job", ["bytes_per_job"], 0),

@@ -20,6 +20,10 @@ RQUEUE: dict[str, Any] = {
     "QUEUES": {"bench": {}, "scale1k": {}, "scale1m": {}, "groups": {}},
 }
 
+TASKS: dict[str, Any] = {
+    "default": {"BACKEND": "django_rqueue.backends.RQueueBackend", "QUEUES": ["bench"]},
+}
+
 LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,

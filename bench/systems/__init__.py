@@ -54,11 +54,21 @@ def paced(n: int, gap: float) -> Iterator[int]:
         yield i
 
 
+#: Seconds each job of the async I/O drain awaits (``asyncio.sleep``).
+ASYNC_SLEEP = 0.1
+#: Coroutines run at once per worker process in the async I/O drain.
+ASYNC_CONCURRENCY = 100
+
+
 class System:
     """Interface every adapter implements (see the modules in this package)."""
 
     name = ""
     has_bulk = True
+    #: Whether the system runs ``async def`` jobs concurrently (the async I/O drain).
+    has_async = False
+    #: Whether the system is a ``django.tasks`` backend (enqueue through ``Task.enqueue``).
+    has_tasks = False
 
     def enqueue_one(self, n: int, out: str) -> None:
         """Enqueue ``n`` jobs one call at a time."""
@@ -74,6 +84,19 @@ class System:
 
     def enqueue_delayed(self, dues: list[float], out: str) -> None:
         """Enqueue one job due at each wall-clock time in ``dues``."""
+        raise NotImplementedError
+
+    def enqueue_async(self, n: int, out: str) -> None:
+        """Enqueue ``n`` async jobs that await ``ASYNC_SLEEP`` s, then record (``has_async``)."""
+        raise NotImplementedError
+
+    def async_worker_argvs(self, processes: int) -> list[list[str]]:
+        """Commands that start ``processes`` workers, each running ``ASYNC_CONCURRENCY``
+        coroutines at once."""
+        raise NotImplementedError
+
+    def enqueue_tasks(self, n: int, out: str) -> None:
+        """Enqueue ``n`` jobs one by one through ``django.tasks`` (when ``has_tasks``)."""
         raise NotImplementedError
 
     def after_flush(self) -> None:

@@ -11,7 +11,7 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 
 from bench.record import record
-from bench.systems import System, paced, redis_url, venv_bin
+from bench.systems import ASYNC_CONCURRENCY, System, paced, redis_url, venv_bin
 
 broker = RedisBroker(url=redis_url())
 dramatiq.set_broker(broker)
@@ -23,6 +23,8 @@ def noop(sent: float, due: float, out: str) -> None:
 
 
 class Dramatiq(System):
+    has_async = True
+
     def enqueue_one(self, n: int, out: str) -> None:
         for _ in range(n):
             noop.send(time.time(), 0.0, out)
@@ -39,6 +41,27 @@ class Dramatiq(System):
         for due in dues:
             delay_ms = max(0, int((due - time.time()) * 1000))
             noop.send_with_options(args=(time.time(), due, out), delay=delay_ms)
+
+    def enqueue_async(self, n: int, out: str) -> None:
+        from bench.systems.dramatiq_aio import broker as aio_broker
+        from bench.systems.dramatiq_aio import sleepy
+
+        sent = time.time()
+        dramatiq.group((sleepy.message(sent, 0.0, out) for _ in range(n)), broker=aio_broker).run()
+
+    def async_worker_argvs(self, processes: int) -> list[list[str]]:
+        return [
+            [
+                venv_bin("dramatiq"),
+                "bench.systems.dramatiq_aio",
+                "-p",
+                str(processes),
+                "-t",
+                str(ASYNC_CONCURRENCY),
+                "-Q",
+                "bench_async",
+            ]
+        ]
 
     def worker_argvs(self, processes: int) -> list[list[str]]:
         return [

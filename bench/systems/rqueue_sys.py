@@ -8,7 +8,7 @@ import subprocess
 import time
 from functools import cache
 
-from bench.systems import PYTHON, REPO, System, paced
+from bench.systems import ASYNC_CONCURRENCY, PYTHON, REPO, System, paced
 
 
 @cache
@@ -27,14 +27,20 @@ def has_concurrency() -> bool:
 
 
 class Rqueue(System):
+    has_async = True
+    has_tasks = True
+
     def __init__(self) -> None:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
         import django
 
         django.setup()
-        from bench.jobs import noop
+        from bench.jobs import noop, sleepy
+        from bench.tasks import noop_task
 
         self.noop = noop
+        self.sleepy = sleepy
+        self.noop_task = noop_task
 
     def enqueue_one(self, n: int, out: str) -> None:
         delay = self.noop.delay
@@ -53,6 +59,20 @@ class Rqueue(System):
         for due in dues:
             when = datetime.datetime.fromtimestamp(due, datetime.UTC)
             self.noop.using(run_at=when).delay(time.time(), due, out)
+
+    def enqueue_async(self, n: int, out: str) -> None:
+        sent = time.time()
+        self.sleepy.delay_many([((sent, 0.0, out), {}) for _ in range(n)])
+
+    def async_worker_argvs(self, processes: int) -> list[list[str]]:
+        argv = [PYTHON, "-m", "django", "rqueue_work", "--queues", "bench"]
+        slots = str(ASYNC_CONCURRENCY)
+        return [[*argv, "--concurrency", str(processes), "--async-concurrency", slots]]
+
+    def enqueue_tasks(self, n: int, out: str) -> None:
+        enqueue = self.noop_task.enqueue
+        for _ in range(n):
+            enqueue(time.time(), 0.0, out)
 
     def worker_argvs(self, processes: int) -> list[list[str]]:
         argv = [PYTHON, "-m", "django", "rqueue_work", "--queues", "bench"]
