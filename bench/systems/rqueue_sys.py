@@ -36,11 +36,9 @@ class Rqueue(System):
 
         django.setup()
         from bench.jobs import noop, sleepy
-        from bench.tasks import noop_task
 
         self.noop = noop
         self.sleepy = sleepy
-        self.noop_task = noop_task
 
     def enqueue_one(self, n: int, out: str) -> None:
         delay = self.noop.delay
@@ -70,7 +68,9 @@ class Rqueue(System):
         return [[*argv, "--concurrency", str(processes), "--async-concurrency", slots]]
 
     def enqueue_tasks(self, n: int, out: str) -> None:
-        enqueue = self.noop_task.enqueue
+        from bench.tasks import noop_task
+
+        enqueue = noop_task.enqueue
         for _ in range(n):
             enqueue(time.time(), 0.0, out)
 
