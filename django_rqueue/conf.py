@@ -26,6 +26,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from . import schedule
+from .schedule import ScheduleEntry
+
 #: Backoff names accepted in ``DEFAULTS``/``QUEUES``/``@job(backoff=...)``.
 BACKOFF_NAMES = frozenset({"exponential"})
 
@@ -54,6 +57,7 @@ TOP_LEVEL_KEYS = frozenset(
         "EAGER",
         "EAGER_PROPAGATE",
         "ASYNC_CONCURRENCY",
+        "SCHEDULE",
     }
 )
 OPTION_KEYS = frozenset(BUILTIN_DEFAULTS)
@@ -100,6 +104,8 @@ class Config:
     eager_propagate: bool
     #: Async jobs a worker child runs at once on its event loop.
     async_concurrency: int
+    #: ``RQUEUE["SCHEDULE"]``: periodic entries by name (:mod:`django_rqueue.schedule`).
+    schedule: Mapping[str, ScheduleEntry]
 
     def queues_named(self, names: Iterable[str]) -> list[str]:
         """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""
@@ -224,7 +230,8 @@ def problems(raw: object) -> list[CheckMessage]:
     Ids: E001 not a dict; E002 unknown key; E003 wrong type; E004 bad queue
     name or undeclared default queue; E005 non-positive timeout / lease /
     attempts / async concurrency; E006 bad backoff; E007 unusable Redis location (bad URL, both or
-    missing cache alias, cache not backed by django-redis). W001 no
+    missing cache alias, cache not backed by django-redis); E020-E022, E024, E025 a bad
+    ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`). W001 no
     ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used).
     """
     if not isinstance(raw, Mapping):
@@ -242,7 +249,19 @@ def problems(raw: object) -> list[CheckMessage]:
         *_default_problems(raw),
         *_timing_problems(raw),
         *_eager_problems(raw),
+        *_schedule_problems(raw),
     ]
+
+
+def _schedule_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
+    """``SCHEDULE``: periodic entries (see :func:`django_rqueue.schedule.problems`)."""
+    if "SCHEDULE" not in raw:
+        return []
+    declared = {"default", *_declared_queues(raw)}
+    default_queue = raw.get("DEFAULT_QUEUE", "default")
+    if isinstance(default_queue, str):
+        declared.add(default_queue)
+    return schedule.problems(raw["SCHEDULE"], declared)
 
 
 def _connection_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
@@ -423,4 +442,5 @@ def _parse(raw: Mapping[str, Any]) -> Config:
         eager=bool(raw.get("EAGER", False)),
         eager_propagate=bool(raw.get("EAGER_PROPAGATE", False)),
         async_concurrency=int(raw.get("ASYNC_CONCURRENCY", 1)),
+        schedule=schedule.parse(raw.get("SCHEDULE", {})),
     )
