@@ -244,6 +244,90 @@ def failed_batch(
     )
 
 
+def schedule_sync(keys: QueueKeys, entries: Iterable[tuple[str, str, int]]) -> ScriptCall:
+    """``schedule_sync.lua``: store the queue's periodic entries ``(name, spec, first tick ms)``."""
+    args: list[Arg] = []
+    for entry in entries:
+        args += entry
+    return ScriptCall("schedule_sync", [keys.base, keys.schedule], args)
+
+
+def schedule_due(keys: QueueKeys, limit: int) -> ScriptCall:
+    """``schedule_due.lua``: read up to ``limit`` due periodic entries of the queue."""
+    return ScriptCall("schedule_due", [keys.schedule], [limit])
+
+
+def schedule_claim(
+    keys: QueueKeys,
+    *,
+    entry: str,
+    tick_ms: int,
+    next_tick_ms: int,
+    job_id: str,
+    priority: int,
+    group: str,
+    unique_key: str,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+) -> ScriptCall:
+    """``schedule_claim.lua``: claim the tick ``tick_ms`` of ``entry`` and enqueue its job."""
+    return ScriptCall(
+        "schedule_claim",
+        [
+            keys.base,
+            keys.schedule,
+            keys.schedule_entry(entry),
+            keys.job(job_id),
+            keys.prios,
+            keys.delayed,
+            keys.stats,
+            keys.notify,
+            keys.wake,
+            keys.unique(unique_key),
+        ],
+        [
+            entry,
+            tick_ms,
+            next_tick_ms,
+            job_id,
+            priority,
+            group,
+            unique_key,
+            unique_ttl,
+            *_pairs(fields),
+        ],
+    )
+
+
+def schedule_run_now(
+    keys: QueueKeys,
+    *,
+    entry: str,
+    job_id: str,
+    priority: int,
+    group: str,
+    unique_key: str,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+) -> ScriptCall:
+    """``schedule_run_now.lua``: enqueue ``entry``'s job now and record it as its latest run."""
+    return ScriptCall(
+        "schedule_run_now",
+        [
+            keys.base,
+            keys.schedule_entry(entry),
+            keys.job(job_id),
+            keys.prios,
+            keys.delayed,
+            keys.stats,
+            keys.notify,
+            keys.wake,
+            keys.unique(unique_key),
+        ],
+        [job_id, priority, group, unique_key, unique_ttl, *_pairs(fields)],
+    )
+
+
 def mark_awaited(keys: QueueKeys, job_id: str) -> ScriptCall:
     """``mark_awaited.lua``: mark a job as awaited and read it."""
     return ScriptCall("mark_awaited", [keys.job(job_id)], [])

@@ -21,6 +21,12 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:done:<job id>          list    wake-up tokens for ``Job.wait`` (BLPOP);
                                                       pushed only for an awaited job, expires
                                                       60 s after its terminal transition
+    <prefix>:{<queue>}:schedule               zset    periodic entry -> its next tick (ms, Redis
+                                                      clock), for the entries on this queue
+    <prefix>:{<queue>}:schedule:<entry>       hash    a periodic entry's state: ``spec`` (what
+                                                      defines its ticks), ``last`` (tick ms of
+                                                      the latest run), ``job`` (its job id),
+                                                      ``paused`` ("1" while paused)
 
 Keys shared by every queue (on the default connection, outside any hash tag)::
 
@@ -47,6 +53,7 @@ GROUP = "group:"
 THROUGHPUT = "throughput"
 SUCCEEDED = "succeeded"
 DONE = "done:"
+SCHEDULE_ENTRY = "schedule:"
 
 
 class JobFields:
@@ -124,6 +131,19 @@ class JobFields:
         return f"err:{n}"
 
 
+class EntryFields:
+    """Field names of a periodic entry's hash ``<prefix>:{<queue>}:schedule:<entry>``."""
+
+    #: What defines the entry's ticks (:attr:`django_rqueue.schedule.ScheduleEntry.spec`).
+    SPEC = "spec"
+    #: The tick (ms since the epoch, UTC) of the latest run; "run now" records its Redis time.
+    LAST = "last"
+    #: The id of the job the latest run enqueued (a unique key's holder when it was a duplicate).
+    JOB = "job"
+    #: ``"1"`` while paused (absent: running).
+    PAUSED = "paused"
+
+
 #: Separator between the queue name and the random part of a job id.
 ID_SEPARATOR = ":"
 #: Random bytes of a job id, and the length of their URL-safe base64 form (no padding).
@@ -179,6 +199,15 @@ class QueueKeys:
     def done(self, job_id: str) -> str:
         """The wake-up list of ``Job.wait`` on ``job_id`` (include/wake_waiters.lua)."""
         return f"{self.base}{DONE}{job_id}"
+
+    def schedule_entry(self, entry: str) -> str:
+        """The state hash of the periodic entry ``entry`` (its fields: :class:`EntryFields`)."""
+        return f"{self.base}{SCHEDULE_ENTRY}{entry}"
+
+    @property
+    def schedule(self) -> str:
+        """The zset of this queue's periodic entries, scored by their next tick (ms)."""
+        return f"{self.base}schedule"
 
     @property
     def prios(self) -> str:

@@ -411,3 +411,107 @@ def failed_batch(
     )
     reply = _run(client, call)
     return int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3])
+
+
+class ClaimOutcome(enum.StrEnum):
+    """What ``schedule_claim.lua`` did with one due tick, besides :class:`EnqueueOutcome`."""
+
+    #: Another poller claimed this tick first (or the entry is gone): nothing written.
+    TAKEN = "taken"
+    #: The entry is paused: the tick was passed over and nothing enqueued.
+    PAUSED = "paused"
+
+
+class DueEntries(NamedTuple):
+    """What ``schedule_due.lua`` read."""
+
+    #: Redis time, ms since the epoch.
+    now_ms: int
+    #: ``(entry, tick ms)`` of the due entries, earliest tick first.
+    due: list[tuple[str, int]]
+    #: The tick (ms) of the first entry not due yet; ``-1``: none; ``0``: more may be due.
+    next_ms: int
+
+
+def schedule_sync(
+    client: redis.Redis, keys: QueueKeys, entries: Sequence[tuple[str, str, int]]
+) -> tuple[int, int]:
+    """Store a queue's periodic entries ``(name, spec, first tick ms)`` (``schedule_sync.lua``).
+
+    Returns ``(entries set or reset, entries removed)``; see the script's header.
+    """
+    reply = _run(client, calls.schedule_sync(keys, entries))
+    return int(reply[0]), int(reply[1])
+
+
+def schedule_due(client: redis.Redis, keys: QueueKeys, limit: int) -> DueEntries:
+    """Read up to ``limit`` due periodic entries of a queue (``schedule_due.lua``)."""
+    reply = _run(client, calls.schedule_due(keys, limit))
+    pairs = iter(reply[2:])
+    due = [(as_text(entry), int(float(tick))) for entry, tick in zip(pairs, pairs, strict=True)]
+    return DueEntries(int(reply[0]), due, int(float(reply[1])))
+
+
+def schedule_claim(
+    client: redis.Redis,
+    keys: QueueKeys,
+    *,
+    entry: str,
+    tick_ms: int,
+    next_tick_ms: int,
+    job_id: str,
+    priority: int,
+    group: str,
+    unique_key: str,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+) -> ClaimOutcome | Enqueued:
+    """Claim the due tick ``tick_ms`` of ``entry`` and enqueue its job (``schedule_claim.lua``).
+
+    ``next_tick_ms``: the entry's following tick (``-1``: none, the entry
+    leaves the schedule). Returns :attr:`ClaimOutcome.TAKEN`,
+    :attr:`ClaimOutcome.PAUSED`, or ``(outcome, job id, state)`` as
+    :func:`enqueue` (the job runs at ``tick_ms``).
+    """
+    call = calls.schedule_claim(
+        keys,
+        entry=entry,
+        tick_ms=tick_ms,
+        next_tick_ms=next_tick_ms,
+        job_id=job_id,
+        priority=priority,
+        group=group,
+        unique_key=unique_key,
+        unique_ttl=unique_ttl,
+        fields=fields,
+    )
+    reply = _run(client, call)
+    if len(reply) == 1:
+        return ClaimOutcome(as_text(reply[0]))
+    return _enqueued(reply)
+
+
+def schedule_run_now(
+    client: redis.Redis,
+    keys: QueueKeys,
+    *,
+    entry: str,
+    job_id: str,
+    priority: int,
+    group: str,
+    unique_key: str,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+) -> Enqueued:
+    """Enqueue ``entry``'s job now and record it as the latest run (``schedule_run_now.lua``)."""
+    call = calls.schedule_run_now(
+        keys,
+        entry=entry,
+        job_id=job_id,
+        priority=priority,
+        group=group,
+        unique_key=unique_key,
+        unique_ttl=unique_ttl,
+        fields=fields,
+    )
+    return _enqueued(_run(client, call))

@@ -16,6 +16,7 @@ from django_rqueue.engine.keys import (
     GROUP,
     JOB,
     RING,
+    SCHEDULE_ENTRY,
     SUCCEEDED,
     THROUGHPUT,
     JobFields,
@@ -79,6 +80,8 @@ def test_every_key_of_a_queue_shares_one_cluster_slot():
         keys.notify,
         keys.wake,
         keys.done(new_job_id("emails")),
+        keys.schedule,
+        keys.schedule_entry("nightly:digest"),
     ]
     assert all(name.startswith("rqueue:{emails}:") for name in names)
     assert len({key_slot(name.encode()) for name in names}) == 1
@@ -93,6 +96,8 @@ def test_the_documented_key_shapes():
     assert keys.group(7, "user:1") == "app:rq:{bulk}:group:7:user:1"
     assert keys.unique("k") == "app:rq:{bulk}:unique:k"
     assert keys.done("bulk:ab") == "app:rq:{bulk}:done:bulk:ab"
+    assert keys.schedule == "app:rq:{bulk}:schedule"
+    assert keys.schedule_entry("nightly") == "app:rq:{bulk}:schedule:nightly"
     assert (keys.prios, keys.delayed, keys.reserved, keys.failed) == (
         "app:rq:{bulk}:prios",
         "app:rq:{bulk}:delayed",
@@ -109,13 +114,13 @@ def test_the_documented_key_shapes():
 @pytest.mark.parametrize(
     "name",
     ["reserve", "promote", "reclaim", "enqueue", "enqueue_batch", "cancel", "retry", "ack", "fail"]
-    + ["failed_batch"],
+    + ["failed_batch", "schedule_sync", "schedule_claim", "schedule_run_now"],
 )
 def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
     source = load(name).source
     derived = set(re.findall(r"base \.\. '([a-z]+:)'", source))
     assert derived, f"{name}.lua derives no key from the base"
-    assert derived <= {JOB, RING, GROUP, DONE, "unique:"}
+    assert derived <= {JOB, RING, GROUP, DONE, SCHEDULE_ENTRY, "unique:"}
 
 
 def test_scripts_derive_the_admin_keys_under_the_names_of_keys_py():

@@ -19,6 +19,10 @@ TRANSITIONS = [
     "reclaim",
     "retry",
     "cancel",
+    "schedule_sync",
+    "schedule_due",
+    "schedule_claim",
+    "schedule_run_now",
 ]
 
 
