@@ -53,6 +53,10 @@ class UnknownJob(RqueueError):  # noqa: N818
     """A worker reserved a job whose name no ``@job`` in this process registered."""
 
 
+class UnknownEntry(RqueueError, LookupError):  # noqa: N818
+    """No entry of that name in ``RQUEUE["SCHEDULE"]``."""
+
+
 class LeaseExpired(RqueueError):  # noqa: N818
     """Recorded as the error of an attempt whose worker stopped renewing its lease.
 

@@ -6,6 +6,7 @@ and the ``RQUEUE_TEST_REDIS_URL`` environment variable (for subprocess workers,
 which import these settings) at it.
 """
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -84,6 +85,9 @@ RQUEUE: dict[str, Any] = {
     "LEASE": float(os.environ.get("RQUEUE_TEST_LEASE", "2")),
     "TIMEOUT_GRACE": float(os.environ.get("RQUEUE_TEST_TIMEOUT_GRACE", "5")),
 }
+# The periodic-job tests (tests/faults/test_schedule.py) hand their subprocesses a schedule.
+if os.environ.get("RQUEUE_TEST_SCHEDULE"):
+    RQUEUE["SCHEDULE"] = json.loads(os.environ["RQUEUE_TEST_SCHEDULE"])
 
 # django.tasks: the tasks of tests/jobs_app/tasks.py run as rqueue jobs. "default"
 # may use every RQUEUE queue; "emails_only" only the "emails" queue; "immediate" is

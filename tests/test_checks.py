@@ -150,3 +150,28 @@ def test_an_unknown_key_names_the_allowed_ones_in_its_hint():
     assert "'LEASES'" in message.msg
     assert message.hint is not None
     assert "LEASE" in message.hint
+
+
+def _schedule_ids(schedule: dict[str, Any]) -> list[str]:
+    rqueue = {"REDIS_URL": URL, "SCHEDULE": schedule}
+    return _ids(rqueue)
+
+
+def test_a_valid_schedule_is_clean():
+    entry = {"job": "tests.jobs_app.jobs.record", "every": 5, "args": ["/tmp/l", "t"]}
+    assert _schedule_ids({"e": entry}) == []
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"job": "no.such.job", "every": 5}, "rqueue.E023"),
+        ({"job": "tests.jobs_app.jobs.record", "every": 5, "args": [1, 2, 3]}, "rqueue.E024"),
+        ({"job": "tests.jobs_app.jobs.record", "every": 5, "kwargs": {"nope": 1}}, "rqueue.E024"),
+        ({"job": "tests.jobs_app.jobs.record", "every": 5, "args": ["/l", {1, 2}]}, "rqueue.E024"),
+        ({"job": "tests.jobs_app.jobs.record", "cron": "* * *"}, "rqueue.E021"),
+        ({"job": "tests.jobs_app.jobs.record", "every": 5, "timezone": "Nowhere/X"}, "rqueue.E022"),
+    ],
+)
+def test_schedule_mistakes_are_reported_by_manage_py_check(entry: dict[str, Any], expected: str):
+    assert _schedule_ids({"e": entry}) == [expected]

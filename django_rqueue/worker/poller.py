@@ -1,10 +1,13 @@
-"""The poller: promotes due scheduled jobs and reclaims expired leases.
+"""The poller: promotes due scheduled jobs, reclaims expired leases, runs the schedule.
 
 It sleeps until the earliest due time or lease deadline it learned from
 Redis (capped at :data:`MAX_SLEEP`), blocking on the queues' ``wake`` lists
 so that a job scheduled earlier than everything else wakes it at once. Any
 number of pollers may run: every move is one atomic script, so a due job is
-promoted exactly once.
+promoted exactly once. Each poller also runs a
+:class:`~django_rqueue.worker.scheduler.Scheduler` for the periodic entries
+(``RQUEUE["SCHEDULE"]``) on its queues, which claims each of their ticks
+exactly once across all pollers.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..engine.keys import QueueKeys
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
 from .reconnect import Reconnect
+from .scheduler import Scheduler
 
 logger = logging.getLogger("django_rqueue.poller")
 
@@ -37,11 +41,12 @@ BATCH = 500
 
 
 class Poller:
-    """Promote and reclaim for ``queues`` (names) until ``stop`` is set."""
+    """Promote, reclaim and schedule for ``queues`` (names) until ``stop`` is set."""
 
     def __init__(self, queues: Sequence[str], *, batch: int = BATCH) -> None:
         self.queues = list(queues)
         self.batch = batch
+        self.scheduler = Scheduler(self.queues)
         self.stop = threading.Event()
         self._lease_error = error_record(LeaseExpired("lease expired"))
 
@@ -71,6 +76,9 @@ class Poller:
             for ms in (next_due, next_deadline):
                 if ms >= 0:
                     sleep = min(sleep, ms / 1000)
+        next_tick = self.scheduler.run_once()
+        if next_tick is not None:
+            sleep = min(sleep, next_tick)
         return sleep
 
     def run(self) -> None:
@@ -85,6 +93,7 @@ class Poller:
                     self.stop.wait(sleep)
                 reconnect.reset()
             except RedisUnavailable as exc:
+                self.scheduler.resync()
                 delay = reconnect.next_delay()
                 logger.error("poller: %s; retrying in %.1f s", exc, delay)
                 self.stop.wait(delay)

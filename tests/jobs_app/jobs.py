@@ -175,6 +175,18 @@ signals.job_retrying.connect(_receivers["retrying"], dispatch_uid="tests.fault.r
 signals.job_failed.connect(_receivers["failed"], dispatch_uid="tests.fault.failed")
 
 
+def _die_after_claim(sender: object, job: Job[Any], **kwargs: Any) -> None:
+    """SIGKILL this process: sent right after a poller's claim script enqueued a tick's job."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+# A poller started with RQUEUE_TEST_DIE_AFTER_CLAIM=1 kills itself (SIGKILL) in the middle
+# of its round, right after the first tick it claims, before it claims anything else
+# (tests/faults/test_schedule.py): a poller only sends job_enqueued for such claims.
+if os.environ.get("RQUEUE_TEST_DIE_AFTER_CLAIM") == "1":
+    signals.job_enqueued.connect(_die_after_claim, dispatch_uid="tests.fault.die_after_claim")
+
+
 def fault_mark(ledger: str, tag: str, event: str, **extra: Any) -> None:
     """A ledger line naming the running job's id, attempt and token."""
     job = _current[0] if _current else None

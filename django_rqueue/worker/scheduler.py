@@ -1,0 +1,158 @@
+"""The scheduler: the poller's duty of enqueuing periodic jobs (``RQUEUE["SCHEDULE"]``).
+
+Leaderless: every poller runs one (the worker's and ``rqueue_poller``), for
+the entries whose queue it polls. Each queue keeps a zset of its entries
+scored by their next tick (ms, Redis clock). A round reads the due entries
+(``schedule_due.lua``: O(log n + due), so 10 000 entries that are not due
+cost nothing), computes each one's following tick here in Python (with
+cronsim for cron entries), and claims the tick with ``schedule_claim.lua``:
+a compare-and-set on the entry's score and the enqueue of its job in one
+script. Of any number of pollers that read the same due tick exactly one
+claims it; one killed at any point has claimed and enqueued, or neither.
+
+Catch-up: the stored tick is the oldest not yet run. When it is claimed
+long after it came (no poller ran for a while), the job runs once, for that
+tick (its ``run_at``), and the next tick becomes the first one after now:
+ticks missed while nothing ran give one catch-up run, not one per tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from .. import periodic, registry
+from ..conf import get_config
+from ..engine import transitions
+from ..engine.connection import get_client, redis_errors
+from ..engine.keys import QueueKeys
+from ..engine.transitions import ClaimOutcome
+from ..exceptions import UnknownJob
+from ..periodic import ResolvedEntry
+
+logger = logging.getLogger("django_rqueue.scheduler")
+
+#: Due entries read (and claimed) per queue and script call.
+BATCH = 500
+
+
+class Scheduler:
+    """Claim the due ticks of the periodic entries on ``queues`` (names)."""
+
+    def __init__(self, queues: Sequence[str], *, batch: int = BATCH) -> None:
+        self.queues = list(queues)
+        self.batch = batch
+        #: queue -> entry name -> entry; filled by :meth:`sync`.
+        self.entries: dict[str, dict[str, ResolvedEntry]] | None = None
+
+    def resync(self) -> None:
+        """Store the entries in Redis again before the next round (after a Redis outage:
+        a Redis that restarted empty lost them)."""
+        self.entries = None
+
+    def sync(self) -> None:
+        """Resolve the entries of this poller's queues and store them in Redis.
+
+        A new entry (or one whose ``cron``/``every``/``timezone`` changed)
+        first runs at its next tick after now; a known one keeps its next
+        tick, latest run and pause; entries no longer in the settings are
+        removed from the queues that have entries. An entry whose job is
+        unknown, or whose arguments do not fit it, is logged and not run.
+        """
+        registry.autodiscover()
+        found: dict[str, dict[str, ResolvedEntry]] = {}
+        for name, entry in get_config().schedule.items():
+            try:
+                resolved = periodic.resolve(entry)
+            except (UnknownJob, ValueError, TypeError) as exc:
+                logger.error("schedule entry %r is not run: %s", name, exc)
+                continue
+            if resolved.queue in self.queues:
+                found.setdefault(resolved.queue, {})[name] = resolved
+        for queue, entries in found.items():
+            client = get_client(queue)
+            with redis_errors():
+                seconds, micros = client.time()
+            now_ms = int(seconds) * 1000 + int(micros) // 1000
+            stored = []
+            for name, resolved in list(entries.items()):
+                first = resolved.entry.next_tick_ms(now_ms)
+                if first is None:
+                    logger.error("schedule entry %r has no tick in the next 50 years", name)
+                    del entries[name]
+                    continue
+                stored.append((name, resolved.entry.spec, first))
+            added, removed = transitions.schedule_sync(client, self._keys(queue), stored)
+            logger.debug("queue %s: %d schedule entries set, %d removed", queue, added, removed)
+        self.entries = found
+
+    def run_once(self) -> float | None:
+        """Claim every due tick; return seconds until the next tick (``None``: no entries)."""
+        if self.entries is None:
+            self.sync()
+        assert self.entries is not None  # noqa: S101 - set by sync()
+        sleep: float | None = None
+        for queue, entries in self.entries.items():
+            seconds = self._run_queue(queue, entries)
+            if seconds is not None:
+                sleep = seconds if sleep is None else min(sleep, seconds)
+        return sleep
+
+    def _run_queue(self, queue: str, entries: dict[str, ResolvedEntry]) -> float | None:
+        client, keys = get_client(queue), self._keys(queue)
+        read = transitions.schedule_due(client, keys, self.batch)
+        upcoming = [read.next_ms] if read.next_ms > 0 else []
+        claimed = False
+        for name, tick in read.due:
+            resolved = entries.get(name)
+            if resolved is None:  # an entry of other settings (a rolling deploy)
+                continue
+            next_tick = resolved.entry.next_tick_ms(max(tick, read.now_ms))
+            self._claim(client, keys, resolved, tick, next_tick)
+            claimed = True
+            if next_tick is not None:
+                upcoming.append(next_tick)
+        if read.next_ms == 0 and claimed:
+            return 0.0
+        if not upcoming:
+            return None
+        return max(0, min(upcoming) - read.now_ms) / 1000
+
+    def _claim(
+        self,
+        client: Any,
+        keys: QueueKeys,
+        resolved: ResolvedEntry,
+        tick: int,
+        next_tick: int | None,
+    ) -> None:
+        submission = resolved.submission()
+        job = submission.job
+        job.run_at = periodic.tick_datetime(tick)
+        reply = transitions.schedule_claim(
+            client,
+            keys,
+            entry=resolved.entry.name,
+            tick_ms=tick,
+            next_tick_ms=-1 if next_tick is None else next_tick,
+            job_id=job.id,
+            priority=job.priority,
+            group=job.group,
+            unique_key=job.unique_key,
+            unique_ttl=submission.unique_ttl,
+            fields=submission.fields(),
+        )
+        name = resolved.entry.name
+        if reply is ClaimOutcome.TAKEN:
+            return
+        if reply is ClaimOutcome.PAUSED:
+            logger.info("schedule entry %r is paused: tick %d passed over", name, tick)
+            return
+        assert not isinstance(reply, ClaimOutcome)  # noqa: S101 - the other replies
+        periodic.announce(resolved, submission, reply)
+        logger.debug("schedule entry %r: tick %d enqueued as %s", name, tick, reply[1])
+
+    @staticmethod
+    def _keys(queue: str) -> QueueKeys:
+        return QueueKeys.of(get_config().key_prefix, queue)
