@@ -9,7 +9,7 @@ import redis
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from django_rqueue import health, queries
+from django_rqueue import health, periodic, queries
 from django_rqueue.conf import get_config
 from django_rqueue.engine.connection import get_client, ms_to_datetime, redis_errors
 from django_rqueue.exceptions import RedisUnavailable
@@ -55,7 +55,7 @@ def warning_text(warning: queries.QueueWarning) -> str:
 
 
 class Command(BaseCommand):
-    help = "Show queues with their counts, workers, and the health of Redis."
+    help = "Show queues with their counts, workers, periodic jobs, and the health of Redis."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
@@ -99,11 +99,31 @@ class Command(BaseCommand):
             )
         workers = list_workers()
         warnings += [warning_text(w) for w in queries.worker_warnings(workers)]
+        schedule = [self.entry(state) for state in periodic.entry_states()]
+        warnings += [
+            f"schedule entry {e['name']!r} is not run: {e['error']}" for e in schedule if e["error"]
+        ]
         return {
             "redis": servers,
             "queues": queues,
             "workers": [w.as_dict() for w in workers],
+            "schedule": schedule,
             "warnings": warnings,
+        }
+
+    @staticmethod
+    def entry(state: periodic.EntryState) -> dict[str, Any]:
+        """One periodic entry of the report (times are aware UTC datetimes or ``None``)."""
+        return {
+            "name": state.name,
+            "job": state.entry.job,
+            "expression": state.entry.expression,
+            "queue": state.queue,
+            "next_run": state.next_run,
+            "last_run": state.last_run,
+            "last_job": state.last_job_id or None,
+            "paused": state.paused,
+            "error": state.error or None,
         }
 
     def print_report(self, report: dict[str, Any]) -> None:
@@ -166,5 +186,34 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write("workers: none seen")
+        if report["schedule"]:
+            self.stdout.write("")
+            self.stdout.write(
+                table(
+                    [
+                        "SCHEDULE",
+                        "JOB",
+                        "WHEN",
+                        "QUEUE",
+                        "NEXT RUN",
+                        "LAST RUN",
+                        "LAST JOB",
+                        "PAUSED",
+                    ],
+                    [
+                        [
+                            e["name"],
+                            e["job"],
+                            e["expression"],
+                            e["queue"],
+                            e["next_run"],
+                            e["last_run"],
+                            e["last_job"],
+                            "yes" if e["paused"] else "no",
+                        ]
+                        for e in report["schedule"]
+                    ],
+                )
+            )
         for warning in report["warnings"]:
             self.stdout.write(self.style.WARNING(f"WARNING {warning}"))

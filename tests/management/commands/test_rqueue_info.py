@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from io import StringIO
+from typing import Any
 
 import redis
 from django.core.management import call_command
@@ -57,3 +58,50 @@ def test_info_lists_registered_workers(rqueue_redis: redis.Redis):
     assert row.split()[:4] == ["web-1:7:abc", "web-1", "7", "default"]
     assert "no worker runs a poller" in out
     assert "no worker seen" not in out
+
+
+def test_info_lists_the_periodic_jobs(rqueue_redis: redis.Redis, settings: Any, ledger: str):
+    from django_rqueue import periodic
+    from django_rqueue.worker.scheduler import Scheduler
+
+    settings.RQUEUE = {
+        **settings.RQUEUE,
+        "SCHEDULE": {
+            "nightly": {
+                "job": "tests.jobs_app.jobs.record",
+                "cron": "30 2 * * *",
+                "timezone": "Europe/Paris",
+                "args": [ledger, "n"],
+            },
+            "ping": {"job": "tests.jobs_app.jobs.record", "every": 60, "args": [ledger, "p"]},
+            "ghost": {"job": "no.such.job", "every": 60},
+        },
+    }
+    Scheduler(["default"]).run_once()
+    periodic.pause("nightly")
+    job = periodic.run_now("ping")
+
+    out = run()
+    lines = out.splitlines()
+    assert any(line.startswith("SCHEDULE") and "NEXT RUN" in line for line in lines)
+    nightly = next(line for line in lines if line.startswith("nightly "))
+    assert "30 2 * * * (Europe/Paris)" in nightly
+    assert nightly.rstrip().endswith("yes")
+    ping = next(line for line in lines if line.startswith("ping "))
+    assert job.id in ping and ping.rstrip().endswith("no")
+    assert "schedule entry 'ghost' is not run: no @job named 'no.such.job'" in out
+
+    data = json.loads(run("--json"))
+    by_name = {e["name"]: e for e in data["schedule"]}
+    assert by_name["ping"]["last_job"] == job.id
+    assert by_name["ping"]["expression"] == "every 60 s"
+    assert by_name["ping"]["queue"] == "default"
+    assert by_name["nightly"]["paused"] is True
+    assert by_name["nightly"]["next_run"] is not None
+    assert by_name["ghost"]["error"]
+
+
+def test_info_without_a_schedule_has_no_schedule_table(rqueue_redis: redis.Redis):
+    out = run()
+    assert not any(line.startswith("SCHEDULE ") for line in out.splitlines())
+    assert json.loads(run("--json"))["schedule"] == []
