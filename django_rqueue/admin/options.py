@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from ..models import Dashboard
-from . import actions, detail, lists, overview
+from . import actions, detail, lists, overview, schedules
 from .common import require
 
 View = Callable[..., HttpResponse]
@@ -50,6 +50,12 @@ class JobAdmin(ModelAdminBase):
 
         return [
             path("", page(overview.overview), name="django_rqueue_dashboard_changelist"),
+            path("schedules/", page(schedules.schedule_list), name="django_rqueue_schedules"),
+            path(
+                "schedules/<str:entry>/<str:action>/",
+                page(schedules.schedule_action, None),
+                name="django_rqueue_schedule_action",
+            ),
             path(
                 "queues/<str:queue>/failed/<str:action>-all/",
                 page(actions.all_failed, None),

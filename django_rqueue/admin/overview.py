@@ -94,6 +94,8 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
             chart_width=60 * (BAR + GAP),
             bar_width=BAR,
             chart_height=HEIGHT,
+            schedules_url=url(model_admin, "django_rqueue_schedules"),
+            schedule_count=len(get_config().schedule),
         ),
     )
 

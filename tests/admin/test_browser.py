@@ -122,3 +122,88 @@ def test_staff_retry_a_failed_job_in_chromium_and_a_worker_runs_it(
         finally:
             context.close()
     assert [e["tag"] for e in read_ledger(ledger)] == ["retried"]
+
+
+@pytest.mark.slow
+def test_staff_pause_resume_and_run_a_periodic_job_in_chromium(
+    live_server: Any,
+    django_user_model: Any,
+    rqueue_redis: redis.Redis,
+    tmp_path: Path,
+    settings: Any,
+):
+    from django_rqueue.worker.scheduler import Scheduler
+
+    sync_api = _require_browser()
+    settings.STATIC_ROOT = str(Path(admin.__file__).parent / "static")
+    ledger = str(tmp_path / "ledger.jsonl")
+    settings.RQUEUE = {
+        **settings.RQUEUE,
+        "SCHEDULE": {
+            "nightly": {
+                "job": "tests.jobs_app.jobs.record",
+                "cron": "30 2 * * *",
+                "timezone": "Europe/Paris",
+                "args": [ledger, "nightly"],
+            },
+        },
+    }
+    Scheduler(["default"]).run_once()  # a poller stored the entry and its next tick
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    django_user_model.objects.create_superuser("staff", "staff@example.com", "s3cret-pass")
+
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 800},
+        )
+        try:
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(f"{live_server.url}/admin/django_rqueue/dashboard/")
+            page.fill("#id_username", "staff")
+            page.fill("#id_password", "s3cret-pass")
+            page.click("input[type=submit]")
+            page.wait_for_selector("#rq-queues")
+            page.click("#rq-schedules-link a")
+            page.wait_for_selector("#rq-schedules")
+            row = "#rq-entry-nightly"
+            assert "30 2 * * * (Europe/Paris)" in page.inner_text(row)
+            assert page.inner_text(f"{row} .rq-paused") == "no"
+
+            page.click(f"{row} .rq-actions a:text('Pause')")
+            page.wait_for_selector("#rq-question")
+            page.click("input[type=submit]")
+            page.wait_for_selector(".messagelist .success")
+            assert page.inner_text(f"{row} .rq-paused") == "yes"
+            page.screenshot(path=str(ARTIFACTS / "schedules-paused.png"), full_page=True)
+
+            page.click(f"{row} .rq-actions a:text('Resume')")
+            page.wait_for_selector("#rq-question")
+            page.click("input[type=submit]")
+            page.wait_for_selector(".messagelist .success")
+            assert page.inner_text(f"{row} .rq-paused") == "no"
+
+            page.click(f"{row} .rq-actions a:text('Run now')")
+            page.wait_for_selector("#rq-question")
+            page.click("input[type=submit]")
+            page.wait_for_selector(".messagelist .success")
+            page.click(f"{row} .rq-last a")
+            page.wait_for_selector("#rq-job")
+            assert page.inner_text("#rq-status") == "queued"
+
+            thread = threading.Thread(
+                target=run_worker, args=(["default"],), kwargs={"burst": True}
+            )
+            thread.start()
+            thread.join(60)
+            assert not thread.is_alive()
+            page.reload()
+            assert page.inner_text("#rq-status") == "succeeded"
+            page.screenshot(path=str(ARTIFACTS / "schedule-run-now.png"), full_page=True)
+        finally:
+            context.close()
+    assert [e["tag"] for e in read_ledger(ledger)] == ["nightly"]
