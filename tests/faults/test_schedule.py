@@ -145,3 +145,20 @@ def test_ticks_missed_while_no_poller_ran_give_one_catch_up_run(faults: Faults):
     assert after[1] - after[0] >= 3000, after
     assert all(b - a == 1000 for a, b in zip(after[1:], after[2:], strict=False)), after
     assert all(len(ids) == 1 for ids in _ticks(faults.client).values())
+
+
+def test_a_worker_without_poller_runs_no_schedule(faults: Faults):
+    env = _schedule_env(faults)
+    worker = faults.worker("--concurrency", "1", "--without-poller", env=env)
+    faults.wait_ready(worker, children=1)
+
+    def redis_ms() -> int:
+        seconds, micros = faults.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    # Two ticks of the `every: 1` entry pass with the worker serving its queue.
+    start_ms = redis_ms()
+    wait_until(lambda: redis_ms() >= start_ms + 2_500, timeout=10, interval=0.1)
+    assert worker.alive(), worker.report()
+    assert not faults.client.exists(KEYS.schedule)  # no poller ever stored the entry
+    assert _ticks(faults.client) == {}
