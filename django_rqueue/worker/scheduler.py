@@ -56,9 +56,11 @@ class Scheduler:
 
         A new entry (or one whose ``cron``/``every``/``timezone`` changed)
         first runs at its next tick after now; a known one keeps its next
-        tick, latest run and pause; entries no longer in the settings are
-        removed from the queues that have entries. An entry whose job is
-        unknown, or whose arguments do not fit it, is logged and not run.
+        tick, latest run and pause; entries no longer in the settings (or
+        moved to another queue) are removed from this poller's queues. An
+        entry whose job is unknown, or whose arguments do not fit it, is
+        logged and not run. Without any entry in the settings nothing is
+        sent to Redis (what earlier settings stored stays, unread).
         """
         registry.autodiscover()
         found: dict[str, dict[str, ResolvedEntry]] = {}
@@ -70,7 +72,11 @@ class Scheduler:
                 continue
             if resolved.queue in self.queues:
                 found.setdefault(resolved.queue, {})[name] = resolved
-        for queue, entries in found.items():
+        if not get_config().schedule:
+            self.entries = {}
+            return
+        for queue in self.queues:
+            entries = found.get(queue, {})
             client = get_client(queue)
             with redis_errors():
                 seconds, micros = client.time()
@@ -85,7 +91,7 @@ class Scheduler:
                 stored.append((name, resolved.entry.spec, first))
             added, removed = transitions.schedule_sync(client, self._keys(queue), stored)
             logger.debug("queue %s: %d schedule entries set, %d removed", queue, added, removed)
-        self.entries = found
+        self.entries = {queue: entries for queue, entries in found.items() if entries}
 
     def run_once(self) -> float | None:
         """Claim every due tick; return seconds until the next tick (``None``: no entries)."""

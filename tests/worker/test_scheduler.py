@@ -243,3 +243,20 @@ def test_after_a_redis_outage_the_entries_are_stored_again(
     scheduler.resync()
     scheduler.run_once()
     wait_until(lambda: rqueue_redis.zscore(KEYS.schedule, "e") is not None, timeout=1)
+
+
+def test_entries_removed_or_moved_in_the_settings_are_removed_when_a_poller_starts(
+    settings: SettingsFixture, rqueue_redis: redis.Redis, ledger: str
+):
+    entry = {"job": RECORD, "every": 60, "args": [ledger, "e"]}
+    _schedule(settings, {"a": entry, "b": entry})
+    Scheduler(["default", "emails"]).run_once()
+    periodic.pause("b")
+    assert set(rqueue_redis.zrange(KEYS.schedule, 0, -1)) == {b"a", b"b"}
+
+    _schedule(settings, {"a": {**entry, "queue": "emails"}, "c": entry})
+    Scheduler(["default", "emails"]).run_once()
+    assert rqueue_redis.zrange(KEYS.schedule, 0, -1) == [b"c"]
+    assert not rqueue_redis.exists(KEYS.schedule_entry("b"))  # its pause went with it
+    emails = QueueKeys.of("rqueue", "emails")
+    assert rqueue_redis.zrange(emails.schedule, 0, -1) == [b"a"]
