@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+
+import redis
 
 from .. import periodic, registry
 from ..conf import get_config
@@ -127,7 +128,7 @@ class Scheduler:
 
     def _claim(
         self,
-        client: Any,
+        client: redis.Redis,
         keys: QueueKeys,
         resolved: ResolvedEntry,
         tick: int,
