@@ -154,7 +154,7 @@ class Scheduler:
         if reply is ClaimOutcome.TAKEN:
             return
         if reply is ClaimOutcome.PAUSED:
-            logger.info("schedule entry %r is paused: tick %d passed over", name, tick)
+            logger.debug("schedule entry %r is paused: tick %d passed over", name, tick)
             return
         assert not isinstance(reply, ClaimOutcome)  # noqa: S101 - the other replies
         periodic.announce(resolved, submission, reply)
