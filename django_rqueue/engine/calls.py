@@ -328,6 +328,16 @@ def schedule_run_now(
     )
 
 
+def pause(keys: QueueKeys) -> ScriptCall:
+    """``pause.lua``: stop the queue from handing out jobs."""
+    return ScriptCall("pause", [keys.paused, keys.notify], [])
+
+
+def resume(keys: QueueKeys) -> ScriptCall:
+    """``resume.lua``: let a paused queue hand out jobs again and wake its idle workers."""
+    return ScriptCall("resume", [keys.paused, keys.stats, keys.notify], [])
+
+
 def mark_awaited(keys: QueueKeys, job_id: str) -> ScriptCall:
     """``mark_awaited.lua``: mark a job as awaited and read it."""
     return ScriptCall("mark_awaited", [keys.job(job_id)], [])

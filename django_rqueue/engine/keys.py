@@ -18,6 +18,9 @@ each Lua script touches a single slot::
                                                       call returns them; expires with the lease)
     <prefix>:{<queue>}:notify                 list    wake-up tokens for idle workers (BLPOP)
     <prefix>:{<queue>}:wake                   list    wake-up tokens for pollers (BLPOP)
+    <prefix>:{<queue>}:paused                 string  present while the queue is paused
+                                                      (``rqueue_pause``): Redis time (ms)
+                                                      the pause began
     <prefix>:{<queue>}:done:<job id>          list    wake-up tokens for ``Job.wait`` (BLPOP);
                                                       pushed only for an awaited job, expires
                                                       60 s after its terminal transition
@@ -39,6 +42,9 @@ group and a job; promote and reclaim walk many jobs) receive the queue's
 base ``<prefix>:{<queue>}:`` in ``KEYS`` and append the suffixes
 :data:`JOB`, :data:`RING`, :data:`GROUP` and :data:`DONE` below; the scripts name the same
 suffixes in their headers, and ``tests/engine/test_keys.py`` checks that both agree.
+Every script that reserves or queues a job also reads :data:`PAUSED` under the base
+(``include/reserve_batch.lua``, ``include/push_queued_many.lua``), so the many scripts
+that queue jobs need no extra ``KEYS`` entry for it.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ THROUGHPUT = "throughput"
 SUCCEEDED = "succeeded"
 DONE = "done:"
 SCHEDULE_ENTRY = "schedule:"
+PAUSED = "paused"
 
 
 class JobFields:
@@ -244,6 +251,11 @@ class QueueKeys:
     @property
     def wake(self) -> str:
         return f"{self.base}wake"
+
+    @property
+    def paused(self) -> str:
+        """Present while the queue is paused; its value is the Redis time (ms) of the pause."""
+        return f"{self.base}{PAUSED}"
 
 
 def workers_key(key_prefix: str) -> str:

@@ -515,3 +515,20 @@ def schedule_run_now(
         fields=fields,
     )
     return _enqueued(_run(client, call))
+
+
+def pause(client: redis.Redis, keys: QueueKeys) -> bool:
+    """Stop the queue from handing out jobs (``pause.lua``); it still accepts them.
+
+    Returns whether it was running (``False``: already paused, the first
+    pause's time is kept). Jobs already running finish and report as usual.
+    """
+    return int(_run(client, calls.pause(keys))) == 1
+
+
+def resume(client: redis.Redis, keys: QueueKeys) -> bool:
+    """Let a paused queue hand out jobs again and wake its idle workers (``resume.lua``).
+
+    Returns whether it was paused (``False``: nothing changed).
+    """
+    return int(_run(client, calls.resume(keys))) == 1

@@ -15,6 +15,7 @@ from django_rqueue.engine.keys import (
     DONE,
     GROUP,
     JOB,
+    PAUSED,
     RING,
     SCHEDULE_ENTRY,
     SUCCEEDED,
@@ -79,6 +80,7 @@ def test_every_key_of_a_queue_shares_one_cluster_slot():
         keys.stats,
         keys.notify,
         keys.wake,
+        keys.paused,
         keys.done(new_job_id("emails")),
         keys.schedule,
         keys.schedule_entry("nightly:digest"),
@@ -104,10 +106,11 @@ def test_the_documented_key_shapes():
         "app:rq:{bulk}:reserved",
         "app:rq:{bulk}:failed",
     )
-    assert (keys.stats, keys.notify, keys.wake) == (
+    assert (keys.stats, keys.notify, keys.wake, keys.paused) == (
         "app:rq:{bulk}:stats",
         "app:rq:{bulk}:notify",
         "app:rq:{bulk}:wake",
+        "app:rq:{bulk}:paused",
     )
 
 
@@ -129,6 +132,16 @@ def test_scripts_derive_the_admin_keys_under_the_names_of_keys_py():
     assert f"base .. '{SUCCEEDED}'" in load("ack").source
     keys = QueueKeys.of("p", "q")
     assert (keys.throughput, keys.succeeded) == ("p:{q}:throughput", "p:{q}:succeeded")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["reserve", "ack_reserve", "enqueue", "enqueue_batch", "promote", "reclaim", "retry"]
+    + ["release", "run_now", "failed_batch", "schedule_claim", "schedule_run_now"],
+)
+def test_scripts_that_reserve_or_queue_jobs_read_the_paused_flag_of_keys_py(name: str):
+    assert f"base .. '{PAUSED}'" in load(name).source
+    assert QueueKeys.of("p", "q").paused == f"p:{{q}}:{PAUSED}"
 
 
 def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: redis.Redis):

@@ -3,8 +3,11 @@
 -- with one command of each kind instead of one per job; add the group to the
 -- tail of that priority's ring and the priority to `prios` when the group
 -- list was empty (a group is in the ring exactly when its list is non-empty);
--- count them queued; leave wake-up tokens for idle workers (at most 64).
--- Derived keys: base .. 'group:' .. prio .. ':' .. group, base .. 'ring:' .. prio
+-- count them queued; leave wake-up tokens for idle workers (at most 64), none
+-- while the queue is paused (its workers reserve nothing: a token would only
+-- wake them for an empty reserve; resume.lua leaves the tokens instead).
+-- Derived keys: base .. 'group:' .. prio .. ':' .. group, base .. 'ring:' .. prio,
+-- base .. 'paused'
 -- `prio` and `group` may be false (HMGET of a field the job hash leaves out
 -- at its default): priority '0', the default group ''.
 local PUSH_CHUNK, NOTIFY_TOKENS = 1000, 64
@@ -25,6 +28,9 @@ local function push_queued_many(base, prios, stats, notify, ids, prio, group)
     end
   end
   redis.call('HINCRBY', stats, 'queued', n)
+  if redis.call('EXISTS', base .. 'paused') == 1 then
+    return
+  end
   local tokens = math.min(n, NOTIFY_TOKENS - redis.call('LLEN', notify))
   if tokens > 0 then
     local ones = {}

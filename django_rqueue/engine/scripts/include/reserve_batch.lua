@@ -9,6 +9,12 @@
 -- still running for `worker`, instead of reserving more. Without this, the
 -- first reservation would sit orphaned until its lease expired, each job
 -- charged an attempt it never ran (the idempotency-key pattern of HTTP APIs).
+--
+-- A paused queue (its key base .. 'paused' exists, rqueue_pause) reserves
+-- nothing new: `notify` is cleared as for an empty queue, so idle workers
+-- block until resume.lua leaves them wake-up tokens. A resent request still
+-- gets the jobs it reserved before the pause (they are running).
+-- Derived key: base .. 'paused'.
 --@include reserve_next.lua
 local function reserve_batch(base, prios, reserved, stats, notify, lease, worker, count, rkey,
                              request)
@@ -29,6 +35,10 @@ local function reserve_batch(base, prios, reserved, stats, notify, lease, worker
       end
       return reservations
     end
+  end
+  if redis.call('EXISTS', base .. 'paused') == 1 then
+    redis.call('DEL', notify)
+    return reservations
   end
   local ids = {}
   for _ = 1, count do
