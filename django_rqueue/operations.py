@@ -1,10 +1,12 @@
-"""Job actions for staff: one job, a selection, or the whole failed store.
+"""Staff actions: on one job, a selection, the whole failed store, or a queue (pause/resume).
 
 Each action on one job is one atomic Lua call, so a job that changed state
 since the page was rendered is reported (:class:`~.exceptions.JobStateError`)
 and never clobbered. "Retry all" and "delete all" walk the failed store in
 batches of :data:`BATCH` (one bounded Lua call each), so their memory does not
-grow with the number of failed jobs.
+grow with the number of failed jobs. :func:`pause_queue` and
+:func:`resume_queue` are what ``rqueue_pause``, ``rqueue_resume`` and the
+admin overview's buttons call.
 """
 
 from __future__ import annotations
@@ -127,3 +129,31 @@ def process_failed(
             progress(result)
         if scanned < batch:
             return result
+
+
+def pause_queue(queue: str) -> bool:
+    """Pause ``queue``: it keeps accepting jobs and hands out none until resumed.
+
+    Enforced by the reserve scripts, so every worker obeys from its next
+    reservation on; running jobs finish and report as usual; the poller still
+    queues due jobs there (they wait); idle workers block as on an empty queue.
+    Returns whether the queue was running (``False``: it was already paused).
+
+    Raises:
+        ValueError: ``queue`` is not declared.
+        RedisUnavailable: Redis cannot be reached (nothing changed).
+    """
+    get_config().queue(queue)
+    return transitions.pause(get_client(queue), QueueKeys.of(get_config().key_prefix, queue))
+
+
+def resume_queue(queue: str) -> bool:
+    """Resume a paused ``queue``; its idle workers are woken at once (one token per queued
+    job, at most 64). Returns whether it was paused (``False``: nothing changed).
+
+    Raises:
+        ValueError: ``queue`` is not declared.
+        RedisUnavailable: Redis cannot be reached (nothing changed).
+    """
+    get_config().queue(queue)
+    return transitions.resume(get_client(queue), QueueKeys.of(get_config().key_prefix, queue))

@@ -71,6 +71,10 @@ class QueueCounts:
     oldest_queued_at: datetime.datetime | None = None
     #: Run-at of the earliest scheduled job (overdue when in the past: no poller?).
     next_scheduled_at: datetime.datetime | None = None
+    #: Whether the queue is paused (``rqueue_pause``: it accepts jobs, hands out none).
+    paused: bool = False
+    #: When the pause began (``None`` while the queue runs).
+    paused_at: datetime.datetime | None = None
     error: str = ""
 
 
@@ -86,7 +90,8 @@ def queue_counts(queue: str) -> QueueCounts:
         pipe.zcard(keys.failed)
         pipe.zrange(keys.delayed, 0, 0, withscores=True)
         pipe.zrevrange(keys.prios, 0, OLDEST_PRIOS - 1)
-        stats, delayed, reserved, failed, head, prios = pipe.execute()
+        pipe.get(keys.paused)
+        stats, delayed, reserved, failed, head, prios, paused = pipe.execute()
     counts = QueueCounts(
         queue,
         queued=int(stats[0] or 0),
@@ -96,6 +101,8 @@ def queue_counts(queue: str) -> QueueCounts:
         succeeded_total=int(stats[1] or 0),
         failed_total=int(stats[2] or 0),
         next_scheduled_at=ms_to_datetime(head[0][1]) if head else None,
+        paused=paused is not None,
+        paused_at=ms_to_datetime(paused),
     )
     counts.oldest_queued_at = _oldest_queued(client, keys, [as_text(p) for p in prios])
     return counts

@@ -1,9 +1,10 @@
 """Staff actions (django_rqueue.operations) on a real redis-server: one job, a selection,
-the whole failed store."""
+the whole failed store, pausing and resuming a queue."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -111,3 +112,22 @@ def test_process_failed_deletes_every_failed_job_of_a_queue(jobs: Jobs, rqueue_r
     assert [get_job(i) for i in failed] == [None] * 5
     assert rqueue_redis.zcard(KEYS.failed) == 0
     assert jobs.state(other, "emails") == "failed"
+
+
+def test_pause_and_resume_queue_apply_to_one_declared_queue(rqueue_redis: redis.Redis):
+    assert operations.pause_queue("emails") is True
+    assert operations.pause_queue("emails") is False
+    assert rqueue_redis.exists(QueueKeys.of("rqueue", "emails").paused)
+    assert not rqueue_redis.exists(KEYS.paused)
+    assert operations.resume_queue("emails") is True
+    assert operations.resume_queue("emails") is False
+    assert not rqueue_redis.exists(QueueKeys.of("rqueue", "emails").paused)
+
+
+@pytest.mark.parametrize("action", [operations.pause_queue, operations.resume_queue])
+def test_pause_and_resume_refuse_an_undeclared_queue(
+    action: Callable[[str], bool], rqueue_redis: redis.Redis
+):
+    with pytest.raises(ValueError, match="'nope' is not declared"):
+        action("nope")
+    assert rqueue_redis.keys("*") == []

@@ -454,7 +454,11 @@ class Worker:
     # -- idle ------------------------------------------------------------
 
     def _drained(self) -> bool:
-        """Whether no job is queued or running on any of the queues."""
+        """Whether no job is running on the queues, nor queued on one that is not paused.
+
+        A paused queue's jobs are not waited for (RQ's burst worker exits when
+        suspended the same way): nothing would hand them out before a resume.
+        """
         prefix = get_config().key_prefix
         for queue in self.queues:
             keys = QueueKeys.of(prefix, queue)
@@ -462,8 +466,10 @@ class Worker:
                 pipe = get_client(queue).pipeline(transaction=False)
                 pipe.zcard(keys.prios)
                 pipe.zcard(keys.reserved)
-                if any(pipe.execute()):
-                    return False
+                pipe.exists(keys.paused)
+                queued, running, paused = pipe.execute()
+            if running or (queued and not paused):
+                return False
         return True
 
     def notify_keys(self) -> tuple[str, list[str]]:

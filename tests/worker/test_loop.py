@@ -16,7 +16,7 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import JobStatus, get_job, signals
+from django_rqueue import JobStatus, get_job, operations, signals
 from django_rqueue.engine import transitions
 from django_rqueue.engine.scripts import load
 from django_rqueue.exceptions import RedisUnavailable
@@ -191,6 +191,20 @@ def test_burst_exits_when_nothing_is_queued_or_running_and_leaves_scheduled_jobs
     assert tags(ledger) == ["now"]
     assert get_job(now.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
     assert get_job(later.id).status is JobStatus.SCHEDULED  # type: ignore[union-attr]
+
+
+def test_burst_serves_the_other_queues_and_exits_leaving_a_paused_queues_jobs(
+    ledger: str,
+) -> None:
+    operations.pause_queue("emails")
+    held = record.using(queue="emails").delay(ledger, "held")
+    record.using(queue="low").delay(ledger, "low")
+
+    worker = run_worker(["emails", "low"], burst=True, limit=10)
+
+    assert worker.processed == 1
+    assert tags(ledger) == ["low"]
+    assert get_job(held.id).status is JobStatus.QUEUED  # type: ignore[union-attr]
 
 
 def test_burst_on_empty_queues_exits_at_once() -> None:

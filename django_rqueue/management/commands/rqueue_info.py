@@ -93,6 +93,8 @@ class Command(BaseCommand):
                     "running": counts.running,
                     "failed": counts.failed,
                     "oldest_queued_at": counts.oldest_queued_at,
+                    "paused": counts.paused,
+                    "paused_at": counts.paused_at,
                     "succeeded_last_hour": sum(s for _, s, _f in rates),
                     "failed_last_hour": sum(f for _, _s, f in rates),
                 }
@@ -148,6 +150,7 @@ class Command(BaseCommand):
                     "OLDEST QUEUED",
                     "OK/H",
                     "KO/H",
+                    "STATE",
                 ],
                 [
                     [
@@ -159,6 +162,7 @@ class Command(BaseCommand):
                         q["oldest_queued_at"],
                         q["succeeded_last_hour"],
                         q["failed_last_hour"],
+                        "paused" if q["paused"] else "active",
                     ]
                     for q in report["queues"]
                 ],

@@ -9,6 +9,7 @@ from typing import Any
 import redis
 from django.core.management import call_command
 
+from django_rqueue.operations import pause_queue
 from django_rqueue.worker import heartbeat
 from tests.support.jobs_in_state import Jobs
 
@@ -105,3 +106,15 @@ def test_info_without_a_schedule_has_no_schedule_table(rqueue_redis: redis.Redis
     out = run()
     assert not any(line.startswith("SCHEDULE ") for line in out.splitlines())
     assert json.loads(run("--json"))["schedule"] == []
+
+
+def test_info_shows_which_queues_are_paused(rqueue_redis: redis.Redis):
+    pause_queue("emails")
+    lines = run().splitlines()
+    header = next(line for line in lines if line.startswith("QUEUE"))
+    assert header.split()[-1] == "STATE"
+    rows = {line.split()[0]: line.split()[-1] for line in lines if line.split()[:1]}
+    assert (rows["emails"], rows["default"]) == ("paused", "active")
+    by_queue = {q["queue"]: q for q in json.loads(run("--json"))["queues"]}
+    assert by_queue["emails"]["paused"] is True and by_queue["emails"]["paused_at"]
+    assert by_queue["default"]["paused"] is False and by_queue["default"]["paused_at"] is None
