@@ -1,4 +1,5 @@
-"""Retry, run now, cancel and delete: GET shows a confirmation, POST acts.
+"""Retry, run now, cancel and delete jobs; pause and resume queues: GET shows a
+confirmation, POST acts.
 
 Every mutation answers with a ``messages`` line and a redirect, and is
 recorded in the admin's history (``LogEntry``). A job that changed state
@@ -205,4 +206,51 @@ def all_failed(
         text += _(" (name %(name)s)") % {"name": name}
     log(request, f"{queue}:failed", text, deletion=action == "delete")
     messages.success(request, text + ".")
+    return HttpResponseRedirect(back)
+
+
+#: Queue action -> (what it calls, verb for messages and the history).
+QUEUE_ACTIONS = {
+    "pause": (operations.pause_queue, "paused"),
+    "resume": (operations.resume_queue, "resumed"),
+}
+
+
+@require_http_methods(["GET", "POST"])
+def queue_action(
+    request: HttpRequest, model_admin: RqueueAdmin, queue: str, action: str
+) -> HttpResponse:
+    """Pause or resume ``queue`` (needs ``change_job``; the overview's buttons POST here)."""
+    declared_queue(queue)
+    if action not in QUEUE_ACTIONS:
+        raise Http404(f"No action {action!r}.")
+    require(request, model_admin, "change")
+    back = url(model_admin, "django_rqueue_dashboard_changelist")
+    if request.method == "GET":
+        return _confirm(
+            request,
+            model_admin,
+            queue=queue,
+            question=_("%(action)s queue %(queue)s?")
+            % {"action": action.capitalize(), "queue": queue},
+            items=[],
+            post_url=url(model_admin, "django_rqueue_queue_action", queue, action),
+            submit=_("Yes, %(action)s") % {"action": action},
+            cancel_url=back,
+            hidden=[],
+        )
+    perform, verb = QUEUE_ACTIONS[action]
+    try:
+        changed = perform(queue)
+    except RedisUnavailable as exc:
+        messages.error(request, str(exc))
+        return HttpResponseRedirect(back)
+    if changed:
+        text = _("Queue %(queue)s %(verb)s.") % {"queue": queue, "verb": verb}
+        log(request, f"{queue}:queue", text)
+        messages.success(request, text)
+    elif action == "pause":
+        messages.info(request, _("Queue %(queue)s was already paused.") % {"queue": queue})
+    else:
+        messages.info(request, _("Queue %(queue)s was not paused.") % {"queue": queue})
     return HttpResponseRedirect(back)

@@ -62,6 +62,11 @@ class JobAdmin(ModelAdminBase):
                 name="django_rqueue_all_failed",
             ),
             path(
+                "queues/<str:queue>/<str:action>-queue/",
+                page(actions.queue_action, None),
+                name="django_rqueue_queue_action",
+            ),
+            path(
                 "queues/<str:queue>/selected/",
                 page(actions.selected, None),
                 name="django_rqueue_selected",

@@ -32,6 +32,8 @@ class QueueCard:
     peak: int = 0
     #: State -> URL of its listing.
     links: dict[str, str] = field(default_factory=dict)
+    #: Where the Pause (or, when paused, Resume) button posts.
+    toggle_url: str = ""
 
 
 def chart(rows: list[tuple[datetime.datetime, int, int]]) -> tuple[list[dict[str, Any]], int]:
@@ -123,6 +125,8 @@ def card_links(model_admin: RqueueAdmin, card: QueueCard) -> None:
     card.links = {
         state: url(model_admin, "django_rqueue_job_list", queue, state) for state in queries.STATES
     }
+    action = "resume" if card.counts.paused else "pause"
+    card.toggle_url = url(model_admin, "django_rqueue_queue_action", queue, action)
 
 
 def _worker_row(info: WorkerInfo) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.messages import get_messages
 from django.test import Client
 
+from django_rqueue import queries
 from tests.support.jobs_in_state import Jobs
 
 from .conftest import BASE, MakeClient
@@ -209,3 +210,55 @@ def test_running_jobs_offer_no_bulk_action(admin_client_rq: Client, jobs: Jobs):
     listing = admin_client_rq.get(f"{BASE}queues/default/running/")
     assert listing.context["bulk_actions"] == []
     assert b'class="action-select"' not in listing.content
+
+
+def queue_url(queue: str, action: str) -> str:
+    return f"{BASE}queues/{queue}/{action}-queue/"
+
+
+def test_the_overview_pauses_and_resumes_a_queue_and_logs_it(make_client: MakeClient, jobs: Jobs):
+    client = make_client("view_job", "change_job")
+    overview = client.get(BASE)
+    assert f'action="{queue_url("emails", "pause")}"'.encode() in overview.content
+    confirm = client.get(queue_url("emails", "pause"))  # a link, not the button: asks first
+    assert confirm.templates[0].name == "admin/django_rqueue/confirm.html"
+    assert not queries.queue_counts("emails").paused
+    paused = client.post(queue_url("emails", "pause"))
+    assert (paused.status_code, paused["Location"]) == (302, BASE)
+    assert queries.queue_counts("emails").paused
+    assert messages_of(paused) == ["Queue emails paused."]
+    overview = client.get(BASE)
+    card = next(c for c in overview.context["cards"] if c.counts.queue == "emails")
+    assert card.counts.paused and card.toggle_url == queue_url("emails", "resume")
+    assert b"Paused" in overview.content
+    resumed = client.post(queue_url("emails", "resume"))
+    assert messages_of(resumed) == ["Queue emails resumed."]
+    assert not queries.queue_counts("emails").paused
+    entries = LogEntry.objects.filter(object_id="emails:queue").order_by("pk")
+    assert [(e.change_message, e.action_flag) for e in entries] == [
+        ("Queue emails paused.", CHANGE),
+        ("Queue emails resumed.", CHANGE),
+    ]
+    again = client.post(queue_url("emails", "resume"))
+    assert messages_of(again)[-1] == "Queue emails was not paused."
+    assert LogEntry.objects.filter(object_id="emails:queue").count() == 2
+
+
+def test_pausing_needs_change_permission_and_post(make_client: MakeClient, jobs: Jobs):
+    viewer = make_client("view_job", "delete_job")
+    assert b"-queue/" not in viewer.get(BASE).content  # no button
+    assert viewer.post(queue_url("default", "pause")).status_code == 403
+    assert viewer.get(queue_url("default", "pause")).status_code == 403
+    assert not queries.queue_counts("default").paused
+    assert not LogEntry.objects.exists()
+    changer = make_client("change_job")
+    assert changer.put(queue_url("default", "pause")).status_code == 405
+    assert changer.post(queue_url("nope", "pause")).status_code == 404
+    assert changer.post(queue_url("default", "stop")).status_code == 404
+    assert not queries.queue_counts("default").paused
+
+
+def test_csrf_is_enforced_on_pause(make_client: MakeClient):
+    client = make_client("change_job", csrf=True)
+    assert client.post(queue_url("default", "pause")).status_code == 403
+    assert not queries.queue_counts("default").paused

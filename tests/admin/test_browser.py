@@ -1,4 +1,5 @@
-"""A real browser (Playwright driving Debian's Chromium) retries a failed job in the admin.
+"""A real browser (Playwright driving Debian's Chromium) retries a failed job in the admin,
+and pauses and resumes its queue from the overview.
 
 Needs ``/usr/bin/chromium`` (``scripts/bootstrap.sh`` installs it) and the
 ``playwright`` package (dev extra). Without them the test is skipped locally
@@ -50,8 +51,16 @@ def _require_browser() -> Any:  # the playwright module
     return sync_api
 
 
+def burst_worker() -> None:
+    """A burst worker on "default", in a thread (Playwright's event loop owns this one)."""
+    thread = threading.Thread(target=run_worker, args=(["default"],), kwargs={"burst": True})
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive()
+
+
 @pytest.mark.slow
-def test_staff_retry_a_failed_job_in_chromium_and_a_worker_runs_it(
+def test_staff_retry_a_failed_job_in_chromium_pause_and_resume_and_a_worker_runs_it(
     live_server: Any,
     django_user_model: Any,
     rqueue_redis: redis.Redis,
@@ -109,14 +118,24 @@ def test_staff_retry_a_failed_job_in_chromium_and_a_worker_runs_it(
             page.goto(detail_url)
             assert page.inner_text("#rq-status") == "queued"
 
-            # A worker (in a thread: Playwright's event loop owns this one) runs it.
-            thread = threading.Thread(
-                target=run_worker, args=(["default"],), kwargs={"burst": True}
-            )
-            thread.start()
-            thread.join(60)
-            assert not thread.is_alive()
-            page.reload()
+            # Pause the queue from the overview: a (burst) worker leaves the job queued.
+            page.goto(f"{live_server.url}/admin/django_rqueue/dashboard/")
+            page.click("#rq-queue-default .rq-toggle input[type=submit]")
+            page.wait_for_selector(".messagelist .success")
+            assert "Paused" in page.inner_text("#rq-queue-default .rq-state")
+            assert page.input_value("#rq-queue-default .rq-toggle input[type=submit]") == "Resume"
+            page.screenshot(path=str(ARTIFACTS / "overview-paused.png"), full_page=True)
+            burst_worker()
+            page.goto(detail_url)
+            assert page.inner_text("#rq-status") == "queued"
+
+            # Resume it: the worker runs the job.
+            page.goto(f"{live_server.url}/admin/django_rqueue/dashboard/")
+            page.click("#rq-queue-default .rq-toggle input[type=submit]")
+            page.wait_for_selector(".messagelist .success")
+            assert "Active" in page.inner_text("#rq-queue-default .rq-state")
+            burst_worker()
+            page.goto(detail_url)
             assert page.inner_text("#rq-status") == "succeeded"
             page.screenshot(path=str(ARTIFACTS / "job-succeeded.png"), full_page=True)
         finally:
