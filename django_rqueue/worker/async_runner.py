@@ -170,8 +170,10 @@ class AsyncRunner:
         """Start async jobs in the free slots; return whether the queues may hold more.
 
         The jobs the worker holds come first, in order; then new reservations,
-        queue by queue. At the first sync job it stops: that job, and the
-        rest of its reservation, are held for the worker's loop.
+        queue by queue in the worker's order (weighted queues: each free slot
+        goes to the queue a draw picks, :meth:`~.weights.QueueOrder.quotas`).
+        At the first sync job it stops: that job, and the rest of its
+        reservation, are held for the worker's loop.
         """
         while self._may_start() and (held := self.prefetched.peek()) is not None:
             if not is_async_job(held):
@@ -181,15 +183,23 @@ class AsyncRunner:
             waiting = self.prefetched.next()
             if waiting is not None:
                 self._start(*waiting)
-        for queue in self.worker.queues:
+        # Weighted queues: one draw per free slot; a queue that has fewer jobs than
+        # its quota hands the rest on to the next queue of the order.
+        quotas = self.worker.order.quotas(self.slots - len(self._tasks))
+        spare, more = 0, False
+        for queue in self.worker.order.order():
             free = self.slots - len(self._tasks)
             if not self._may_start():
                 return True
             if self.worker.max_jobs is not None:
                 left = self.worker.max_jobs - self.worker.processed - self._finished
                 free = min(free, left - len(self._tasks))
+            want = free if quotas is None else min(free, quotas[queue] + spare)
+            if want < 1:
+                continue
             reserved_at = time.monotonic()  # before the request (see prefetch.py)
-            jobs = [Job.from_fields(*r) for r in await self._reserve(queue, free)]
+            jobs = [Job.from_fields(*r) for r in await self._reserve(queue, want)]
+            spare, more = want - len(jobs), more or len(jobs) == want
             for index, job in enumerate(jobs):
                 if not is_async_job(job):
                     self.prefetched.add(queue, jobs[index:], since=reserved_at)
@@ -198,7 +208,7 @@ class AsyncRunner:
                 self._start(queue, job)
             if len(jobs) == free:
                 return True
-        return False
+        return more
 
     async def _reserve(self, queue: str, count: int) -> list[transitions.Reservation]:
         config = get_config()

@@ -77,6 +77,7 @@ from .reporting import (
     deliver_ack,
     deliver_failure,
 )
+from .weights import QueueOrder
 
 logger = logging.getLogger("django_rqueue.worker")
 
@@ -176,12 +177,16 @@ class Worker:
         self.processed = 0
         #: Jobs reserved ahead (with the last ack, or in a batch), run next.
         self._prefetched = Prefetched(self.worker_id, hooks)
-        #: Acks of the current batch sent without waiting (first queue only).
+        #: The order the queues are tried in, fetch after fetch (:mod:`~.weights`).
+        self.order = QueueOrder(self.queues)
+        #: Acks of the current batch sent without waiting (one connection, one queue's).
         self._acks: AckStream | None = None
-        #: Average seconds a job of the first queue ran (EWMA), None until one ran.
-        self._run_time: float | None = None
-        #: Whether the last job of the first queue had no job_succeeded receivers.
-        self._no_success_receivers = False
+        #: Average seconds a job ran (EWMA), per queue that may lead a fetch; absent
+        #: until one ran.
+        self._run_times: dict[str, float] = {}
+        #: Whether the last job of a queue that may lead a fetch had no
+        #: job_succeeded receivers.
+        self._quiet: dict[str, bool] = {}
         #: Runs the async jobs; made when the first one comes up.
         self._async: AsyncRunner | None = None
 
@@ -263,12 +268,13 @@ class Worker:
             logger.info("worker %s: %s", self.worker_id, reason)
         return reason is not None
 
-    def _batch_size(self) -> int:
-        """How many jobs of the first queue to reserve in the next round trip."""
+    def _batch_size(self, queue: str) -> int:
+        """How many jobs of ``queue`` (one that may lead a fetch) to reserve in one round trip."""
+        run_time = self._run_times.get(queue)
         # Only under a supervisor: its master renews the leases of jobs held ahead.
-        if not self._no_success_receivers or self._run_time is None or self.hooks is None:
+        if not self._quiet.get(queue) or run_time is None or self.hooks is None:
             return 1
-        size = min(MAX_BATCH, max(1, int(BATCH_BUDGET / max(self._run_time, 1e-6))))
+        size = min(MAX_BATCH, max(1, int(BATCH_BUDGET / max(run_time, 1e-6))))
         if self.max_jobs is not None:
             size = min(size, max(1, self.max_jobs - self.processed - 1))
         return size
@@ -311,9 +317,11 @@ class Worker:
             if waiting is not None:
                 self._run(*waiting)
                 return True
-            for queue in self.queues:
+            for n, queue in enumerate(self.order.order()):
                 keys = QueueKeys.of(config.key_prefix, queue)
-                count = self._batch_size() if queue == self.queues[0] else 1
+                count = 1
+                if n == 0 and self.order.leads(queue):
+                    count = self.order.run(queue, self._batch_size(queue))
                 # Before the request: the leases may start any time after this.
                 reserved_at = time.monotonic()
                 reserved = transitions.reserve_many(
@@ -368,15 +376,16 @@ class Worker:
         ran = time.monotonic() - started
         # A corrupt record cannot be repaired by running it again: no retry.
         delay = None if job.problems else next_delay(job_function, job, outcome)
-        first = queue == self.queues[0]
+        first = self.order.leads(queue)
         if first:
-            self._run_time = ran if self._run_time is None else 0.8 * self._run_time + 0.2 * ran
-            self._no_success_receivers = not signals.job_succeeded.has_listeners(job_function)
+            before = self._run_times.get(queue)
+            self._run_times[queue] = ran if before is None else 0.8 * before + 0.2 * ran
+            self._quiet[queue] = not signals.job_succeeded.has_listeners(job_function)
         prefetch = (
             outcome.ok
             and first
             and not self.stopping
-            and (self.hooks is not None or self._no_success_receivers)
+            and (self.hooks is not None or self._quiet[queue])
             and self._limit_reached(self.processed + 1) is None
         )
         result = self._report(queue, job, outcome, delay, prefetch=prefetch)
@@ -407,24 +416,34 @@ class Worker:
     ) -> AttemptOutcome:
         """Deliver ack/fail, retrying while Redis is unreachable; return the outcome.
 
-        ``prefetch``: a success of the first queue. With more jobs of a batch
-        still to run (and no ``job_succeeded`` receivers to run after the
-        ack), send the ack without waiting for its reply; otherwise ack it
-        with ``ack_reserve.lua`` and keep the jobs it reserves (a batch when
-        :meth:`_batch_size` allows) for the next :meth:`work_once` calls.
+        ``prefetch``: a success of a queue that may lead a fetch. With more
+        jobs of a batch still to run (and no ``job_succeeded`` receivers to
+        run after the ack), send the ack without waiting for its reply;
+        otherwise ack it with ``ack_reserve.lua`` and keep the jobs it
+        reserves (a batch when :meth:`_batch_size` allows, as many as
+        :meth:`~.weights.QueueOrder.continue_with` says) for the next
+        :meth:`work_once` calls.
         """
         config = get_config()
         keys = QueueKeys.of(config.key_prefix, queue)
         result = outcome.result_json or "null"
         ack = PendingAck(queue, keys, job.id, job.token, result, job.result_ttl)
-        if prefetch and self._prefetched and self._no_success_receivers and self.hooks is not None:
+        if prefetch and self._prefetched and self._quiet[queue] and self.hooks is not None:
+            client = get_client(queue)
+            if self._acks is not None and self._acks.wire.client is not client:
+                self._collect_acks()  # another queue's Redis: one stream per connection
+                self._acks.close()
+                self._acks = None
             if self._acks is None:
-                self._acks = AckStream(get_client(queue))
+                self._acks = AckStream(client)
             self._acks.send(ack)
             # A refusal (stale token) is logged when the reply is read.
             return AttemptOutcome.SUCCEEDED
         self._collect_acks()
+        count = 0
         if outcome.ok and prefetch and not self._prefetched:
+            count = self.order.continue_with(queue, self._batch_size(queue))
+        if count:
             reserved_at = time.monotonic()  # before the request (see prefetch.py)
             try:
                 stale, reserved = transitions.ack_and_reserve(
@@ -436,7 +455,7 @@ class Worker:
                     job.result_ttl,
                     lease_ms=int(config.lease * 1000),
                     worker_id=self.worker_id,
-                    count=self._batch_size(),
+                    count=count,
                 )
             except RedisUnavailable:
                 pass  # resent below as a plain ack: a repeat must not reserve more jobs

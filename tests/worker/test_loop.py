@@ -559,7 +559,7 @@ def test_jobs_whose_reserve_reply_came_back_after_their_lease_ran_out_are_not_ru
     hooks = RecordingHooks() if batch else None
     worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
     if batch:  # reserve both in one round trip: the first one runs at once, b is held
-        worker._no_success_receivers, worker._run_time = True, 0.001
+        worker._quiet["default"], worker._run_times["default"] = True, 0.001
     late = reclaimed_meanwhile(transitions.reserve_many, rqueue_redis)
     monkeypatch.setattr(transitions, "reserve_many", late)
 
