@@ -10,6 +10,8 @@ import datetime
 import logging
 from collections.abc import Sequence
 
+from django_rqueue.worker.weights import QueueSelection, parse_queues
+
 # -- argparse types (their names appear in argparse's "invalid <name> value" errors) --
 
 
@@ -32,6 +34,14 @@ def queue_list(value: str) -> list[str]:
     if not queues:
         raise argparse.ArgumentTypeError("name at least one queue")
     return queues
+
+
+def queue_selection(value: str) -> QueueSelection:
+    """``a,b`` (strict order) or ``a:5,b:1`` (weighted): :mod:`django_rqueue.worker.weights`."""
+    try:
+        return parse_queues(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # -- logging --

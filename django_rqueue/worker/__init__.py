@@ -7,7 +7,8 @@ reserved ahead of their run), :mod:`.reporting` (acks, failures and hand-backs,
 for the loop and the master alike), :mod:`.reconnect` (retry delays while Redis
 is unreachable), :mod:`.lease` (lease renewal in-process), :mod:`.poller`
 (promotes due jobs, reclaims expired leases), :mod:`.heartbeat` (the registry of
-live workers) and :mod:`.process` (ids, memory, signals).
+live workers), :mod:`.weights` (strict or weighted queue order) and :mod:`.process`
+(ids, memory, signals).
 """
 
 from __future__ import annotations

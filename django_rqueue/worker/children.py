@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, NoReturn
@@ -192,6 +192,7 @@ def run_child(
     *,
     inherited: Iterable[int],
     queues: list[str],
+    weights: Mapping[str, int] | None = None,
     worker_id: str,
     burst: bool,
     max_jobs: int | None,
@@ -230,6 +231,7 @@ def run_child(
         else:
             worker = Worker(
                 queues,
+                weights=weights,
                 burst=burst,
                 max_jobs=max_jobs,
                 max_memory_mb=max_memory_mb,

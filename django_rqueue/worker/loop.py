@@ -1,23 +1,26 @@
 """The worker loop: reserve, run, report, in one process.
 
 Queues are served in strict order: a job of the first queue always goes
-before any job of the second. When every queue is empty the worker blocks
-on the queues' ``notify`` lists (``BLPOP``, :data:`IDLE_BLOCK` seconds at a
-time) instead of sleeping, so a new job starts within milliseconds and an
-idle worker costs Redis about one command per second. While a job runs, a
-thread renews its lease every third of ``RQUEUE["LEASE"]``; at the job's
-``timeout`` the job gets :class:`~.exceptions.JobTimeout` (SIGALRM, main
-thread only).
+before any job of the second; or, with weights (``--queues high:5,low:1``),
+in the weighted random order of :mod:`~.weights`, drawn once per job, so
+that reservations ahead (batches, ``ack_reserve.lua``) take more jobs of a
+queue only when the draws for those jobs chose it too. When every queue is
+empty (or paused) the worker blocks on the queues' ``notify`` lists
+(``BLPOP``, :data:`IDLE_BLOCK` seconds at a time) instead of sleeping, so a
+new job starts within milliseconds and an idle worker costs Redis about one
+command per second. While a job runs, a thread renews its lease every third
+of ``RQUEUE["LEASE"]``; at the job's ``timeout`` the job gets
+:class:`~.exceptions.JobTimeout` (SIGALRM, main thread only).
 
-After a successful job of the first queue the worker acks it and reserves
-the next job in one round trip (``ack_reserve.lua``, as BullMQ's
-``moveToFinished`` fetches the next job), unless it is stopping or about to
-recycle. Under a supervisor the master is told about that next job at once,
-so it renews its lease while the previous job's ``job_succeeded`` receivers
-run (and counts that time against its hard timeout if they hang); an
-unsupervised worker prefetches only when ``job_succeeded`` has no receivers.
-A job reserved that way and not started because a stop came in between is
-handed back without spending an attempt.
+After a successful job of the first queue (weighted: of the queue the next
+draw picks again) the worker acks it and reserves the next job in one round
+trip (``ack_reserve.lua``, as BullMQ's ``moveToFinished`` fetches the next
+job), unless it is stopping or about to recycle. Under a supervisor the
+master is told about that next job at once, so it renews its lease while the
+previous job's ``job_succeeded`` receivers run (and counts that time against
+its hard timeout if they hang); an unsupervised worker prefetches only when
+``job_succeeded`` has no receivers. A job reserved that way and not started
+because a stop came in between is handed back without spending an attempt.
 
 Every reserved job (the first of a reservation too) is confirmed with one
 lease renewal before it starts if its reserving request went out a third of
@@ -25,12 +28,12 @@ a lease or more before (a slow reply, the worker paused between request and
 run, a long hold behind other jobs), and skipped if its lease is gone: it was
 re-queued and may run elsewhere. A quick reply costs no extra round trip.
 
-Batches: while the jobs of the first queue are short and nobody listens to
-``job_succeeded`` for them, the worker reserves up to :data:`MAX_BATCH` jobs
-per round trip (as many as fit in :data:`BATCH_BUDGET` seconds of work at the
-average run time seen so far; one while that is unknown), each with its own
-lease and fencing token, and sends each job's ack the moment it returns
-without waiting for the reply
+Batches: while the jobs of the first queue (weighted: of the queue picked)
+are short and nobody listens to ``job_succeeded`` for them, the worker
+reserves up to :data:`MAX_BATCH` jobs per round trip (as many as fit in
+:data:`BATCH_BUDGET` seconds of work at the average run time seen so far;
+one while that is unknown), each with its own lease and fencing token, and
+sends each job's ack the moment it returns without waiting for the reply
 (:class:`~django_rqueue.engine.pipelining.AckStream`); the replies are read
 with the next batch's round trip. A job's success is recorded as promptly as
 with one ack per round trip; the price is that a job reserved in a batch
@@ -49,7 +52,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any, Protocol
 
@@ -113,7 +116,8 @@ class WorkerHooks(Protocol):
 
 
 class Worker:
-    """Serve ``queues`` (declared queue names, in priority order).
+    """Serve ``queues`` (declared queue names, in priority order), or, with ``weights``
+    (queue -> integer >= 1, every queue), in a weighted random order per job (:mod:`~.weights`).
 
     ``rqueue_work`` runs one in each supervised child. It can also run in the
     calling process (the in-process mode, for tests and scripts, like RQ's
@@ -138,13 +142,14 @@ class Worker:
     worker's event loop (default ``RQUEUE["ASYNC_CONCURRENCY"]``).
 
     Raises:
-        ValueError: a queue is not declared.
+        ValueError: a queue is not declared; ``weights`` do not match ``queues``.
     """
 
     def __init__(
         self,
         queues: Sequence[str],
         *,
+        weights: Mapping[str, int] | None = None,
         burst: bool = False,
         max_jobs: int | None = None,
         with_poller: bool = True,
@@ -178,7 +183,7 @@ class Worker:
         #: Jobs reserved ahead (with the last ack, or in a batch), run next.
         self._prefetched = Prefetched(self.worker_id, hooks)
         #: The order the queues are tried in, fetch after fetch (:mod:`~.weights`).
-        self.order = QueueOrder(self.queues)
+        self.order = QueueOrder(self.queues, weights)
         #: Acks of the current batch sent without waiting (one connection, one queue's).
         self._acks: AckStream | None = None
         #: Average seconds a job ran (EWMA), per queue that may lead a fetch; absent

@@ -41,6 +41,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from types import FrameType
 
 from django import db
@@ -64,6 +65,7 @@ from .children import Child, ChildKind, KillReason, Running, run_child
 from .process import kill_group, new_worker_id, send_signal
 from .reconnect import Reconnect
 from .reporting import AttemptOutcome, fail_lost_attempt, hand_back
+from .weights import QueueOrder
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
@@ -83,6 +85,7 @@ class Supervisor:
         self,
         queues: list[str],
         *,
+        weights: Mapping[str, int] | None = None,
         concurrency: int,
         burst: bool = False,
         max_jobs: int | None = None,
@@ -95,6 +98,9 @@ class Supervisor:
     ) -> None:
         config = get_config()
         self.queues = config.queues_named(queues)
+        #: Weighted order (:mod:`~.weights`); ``None``: strict order.
+        self.weights = weights
+        QueueOrder(self.queues, weights)  # ValueError now, not in every child
         self.concurrency = concurrency
         self.async_concurrency = (
             config.async_concurrency if async_concurrency is None else async_concurrency
@@ -195,6 +201,7 @@ class Supervisor:
                 master,
                 inherited=[child.fd for child in self.children.values()],
                 queues=self.queues,
+                weights=self.weights,
                 worker_id=f"{self.worker_id}/{os.getpid()}",
                 burst=self.burst,
                 max_jobs=self.max_jobs,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,9 +21,10 @@ import redis
 from pytest_django.fixtures import Settings
 
 from django_rqueue import JobStatus, aget_job, get_job
-from django_rqueue.engine.connection import reset_clients
-from django_rqueue.worker.async_runner import is_async_job
+from django_rqueue.engine.connection import close_async_clients, reset_clients
+from django_rqueue.worker.async_runner import AsyncRunner, is_async_job
 from django_rqueue.worker.loop import Worker
+from django_rqueue.worker.prefetch import Prefetched
 from tests.conftest import Event
 from tests.jobs_app.jobs import (
     async_record,
@@ -238,3 +240,59 @@ def test_with_a_cache_alias_the_event_loop_reaches_redis_through_threads(
     finally:
         reset_clients()  # no cached client of the "jobs" cache outlives this test
     assert [get_job(j.id).status for j in first] == [JobStatus.SUCCEEDED] * 4  # type: ignore[union-attr]
+
+
+#: Weights, and the async jobs queued on each: none runs dry among the first SERVED.
+WEIGHTED = {"default": (5, 5000), "emails": (3, 3000), "low": (1, 1200)}
+SERVED = 7200
+
+
+@pytest.mark.slow
+def test_async_slots_are_shared_by_the_queue_weights(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    """Each free slot gets its own weighted draw: under a backlog on every queue the
+    shares of SERVED jobs follow the weights within 10 % (low: 800 +- 27 expected)."""
+    for queue, (_weight, count) in WEIGHTED.items():
+        async_record.using(queue=queue).delay_many(((ledger, queue), {}) for _ in range(count))
+    weights = {q: w for q, (w, _n) in WEIGHTED.items()}
+
+    worker = run_worker(
+        list(WEIGHTED), weights=weights, async_concurrency=10, max_jobs=SERVED, limit=120
+    )
+
+    assert worker.processed == SERVED
+    served = {q: int(rqueue_redis.hget(f"rqueue:{{{q}}}:stats", "succeeded") or 0) for q in weights}
+    print(f"{SERVED} async jobs served: {served}")
+    assert sum(served.values()) == SERVED
+    for queue, weight in weights.items():
+        expected = SERVED * weight / sum(weights.values())
+        assert abs(served[queue] - expected) <= 0.1 * expected, served
+
+
+def test_one_fill_gives_each_free_slot_its_own_weighted_draw(
+    ledger: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1 000 free slots at once (a session starting) are shared by the weights, not all
+    handed to the queue that comes first in the fill's order."""
+    weights = {q: w for q, (w, _n) in WEIGHTED.items()}
+    for queue in weights:
+        async_record.using(queue=queue).delay_many(((ledger, queue), {}) for _ in range(1000))
+    worker = Worker(list(weights), weights=weights, with_poller=False, async_concurrency=1000)
+    runner = AsyncRunner(worker, Prefetched(worker.worker_id, None), 1000)
+    started: Counter[str] = Counter()
+    monkeypatch.setattr(runner, "_start", lambda queue, job: started.update([queue]))
+
+    async def fill() -> bool:
+        try:
+            return await runner._fill()
+        finally:
+            await close_async_clients()
+
+    asyncio.run(fill())
+
+    assert sum(started.values()) == 1000
+    total = sum(weights.values())
+    for queue, weight in weights.items():  # within 4 standard deviations of the binomial
+        p = weight / total
+        assert abs(started[queue] - 1000 * p) <= 4 * (1000 * p * (1 - p)) ** 0.5, started

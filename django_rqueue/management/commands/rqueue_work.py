@@ -9,7 +9,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue.conf import get_config
 from django_rqueue.exceptions import StartupError
-from django_rqueue.management.base import configure_logging, positive_int, queue_list, seconds
+from django_rqueue.management.base import (
+    configure_logging,
+    positive_int,
+    queue_selection,
+    seconds,
+)
 from django_rqueue.worker.supervisor import Supervisor
 
 
@@ -22,9 +27,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--queues",
-            type=queue_list,
+            type=queue_selection,
             default=None,
-            help="Comma-separated queues in priority order (default: every declared queue).",
+            help="Comma-separated queues in priority order: 'high,low' serves high first, "
+            "always; with weights, 'high:5,default:3,low:1' picks the queue of each job at "
+            "random in proportion to its weight, as Sidekiq does (default: every declared "
+            "queue, in strict order).",
         )
         parser.add_argument(
             "--concurrency",
@@ -82,10 +90,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         configure_logging(options["verbosity"])
         config = get_config()
-        queues = options["queues"] or list(config.queues)
+        selection = options["queues"]
+        queues = list(selection.queues) if selection else list(config.queues)
         try:
             supervisor = Supervisor(
                 queues,
+                weights=selection.weights if selection else None,
                 concurrency=options["concurrency"],
                 burst=options["burst"],
                 max_jobs=options["max_jobs"],

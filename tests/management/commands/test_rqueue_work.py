@@ -17,7 +17,7 @@ import redis
 from django_rqueue import JobStatus, get_job
 from tests.jobs_app.jobs import fail_then_succeed, read_ledger, record, returns_unserializable, slow
 from tests.support.inprocess import keys, stats
-from tests.support.processes import STARTUP, CommandProcess, children_of
+from tests.support.processes import STARTUP, CommandProcess, children_of, command_env
 from tests.support.waiting import wait_until
 
 from .conftest import Manage
@@ -208,6 +208,44 @@ def test_queues_option_serves_only_those_queues_in_that_order(manage: Manage, le
     assert [e["tag"] for e in read_ledger(ledger)] == ["low", "emails"]
 
 
+#: --queues weights, and the jobs queued on each: enough that none runs dry among
+#: the first SERVED (default expects 4 000 of them, emails 2 400, low 800).
+WEIGHTED = {"default": (5, 5000), "emails": (3, 3000), "low": (1, 1200)}
+SERVED = 7200
+
+
+@pytest.mark.slow
+def test_weighted_queues_share_a_full_backlog_by_their_weights(manage: Manage, ledger: str) -> None:
+    """Sidekiq's rule with batches and acks that reserve ahead on (no job_succeeded
+    receiver): among the first SERVED jobs, each queue's share is its weight's,
+    within 10 % (low: 800 expected, a standard deviation of 27)."""
+    for queue, (_weight, count) in WEIGHTED.items():
+        record.using(queue=queue).delay_many(((ledger, queue), {}) for _ in range(count))
+    spec = ",".join(f"{q}:{w}" for q, (w, _n) in WEIGHTED.items())
+    worker = manage(
+        "rqueue_work", "--queues", spec, "--concurrency", "1",
+        env=command_env(extra={"RQUEUE_TEST_NO_SUCCESS_RECEIVER": "1"}),
+    )  # fmt: skip
+    wait_until(
+        lambda: len(tags_of(ledger, "run")) >= SERVED or not worker.alive(),
+        timeout=120,
+        interval=0.2,
+        message=f"{SERVED} jobs were not served",
+    )
+    assert worker.alive(), worker.report()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    runs = tags_of(ledger, "run")
+    counts = {q: runs[:SERVED].count(q) for q in WEIGHTED}
+    print(f"first {SERVED} jobs served: {counts}")
+    total = sum(w for w, _n in WEIGHTED.values())
+    for queue, (weight, _n) in WEIGHTED.items():
+        expected = SERVED * weight / total
+        assert abs(counts[queue] - expected) <= 0.1 * expected, counts
+    # Not strict order: the low queue was served all along, not after the others.
+    assert "low" in runs[:100], runs[:100]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -220,6 +258,11 @@ def test_queues_option_serves_only_those_queues_in_that_order(manage: Manage, le
         (("--timeout-grace", "-0.5"), "must be >= 0 seconds"),
         (("--timeout-grace", "soon"), "invalid seconds value"),
         (("--queues", " , "), "name at least one queue"),
+        (("--queues", "default:2,nope:1"), "'nope' is not declared"),
+        (("--queues", "default,low,default"), "queue 'default' is named twice"),
+        (("--queues", "default:0,low:1"), "must be an integer >= 1, got '0'"),
+        (("--queues", "default:1.5,low:1"), "must be an integer >= 1, got '1.5'"),
+        (("--queues", "default:2,low"), "give every queue a weight or none"),
         (("--async-concurrency", "0"), "must be >= 1"),
         (("--async-concurrency", "many"), "invalid positive_int value"),
     ],
