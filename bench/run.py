@@ -5,7 +5,7 @@
    pip call each so that one failure does not hide the others, the peers:
    rq, celery[redis], dramatiq[redis], huey, arq. A peer whose install fails
    is skipped and the reason printed. Re-installs only when this file's
-   requirement list changes (or ``--reinstall``).
+   requirement list or pyproject.toml changes (or ``--reinstall``).
 2. Re-executes ``bench/harness.py`` with that venv's Python: a fresh private
    redis-server (``--save '' --appendonly no``), every system measured in the
    same run, one table printed, JSON written to ``bench/results-<mode>.json``.
@@ -50,7 +50,9 @@ def pip(*args: str) -> subprocess.CompletedProcess[str]:
 
 def bootstrap(reinstall: bool) -> dict[str, str]:
     """Create/refresh the venv; return {system: reason} for peers that could not be installed."""
-    wanted = hashlib.sha256(json.dumps([BASE, PEERS]).encode()).hexdigest()
+    # pyproject.toml too: a dependency django-rqueue gains must reach this venv.
+    project = (REPO / "pyproject.toml").read_text()
+    wanted = hashlib.sha256(json.dumps([BASE, PEERS, project]).encode()).hexdigest()
     if STAMP.exists() and not reinstall:
         stamp = json.loads(STAMP.read_text())
         if stamp.get("hash") == wanted:
