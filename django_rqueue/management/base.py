@@ -1,4 +1,5 @@
-"""What the management commands share: argparse types, logging set-up, plain-text tables.
+"""What the management commands share: argparse types, logging set-up, plain-text tables,
+and the base of the commands that switch a queue's state.
 
 Commands import from here, never from each other.
 """
@@ -8,8 +9,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.worker.weights import QueueSelection, parse_queues
 
 # -- argparse types (their names appear in argparse's "invalid <name> value" errors) --
@@ -79,3 +84,30 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
         for line in [list(headers), *text]
     ]
     return "\n".join(lines)
+
+
+# -- commands that switch one queue's state ------------------------------------------
+
+
+class QueueSwitchCommand(BaseCommand):
+    """``manage.py <command> <queue>``: apply :meth:`switch` to one declared queue.
+
+    ``switch(queue)`` returns whether the state changed; the command prints
+    :attr:`changed` or :attr:`unchanged` (each formatted with ``queue``).
+    An undeclared queue or an unreachable Redis is a ``CommandError``.
+    """
+
+    switch: Callable[[str], bool]
+    changed = ""
+    unchanged = ""
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("queue", help="A queue declared in RQUEUE['QUEUES'].")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        queue: str = options["queue"]
+        try:
+            changed = type(self).switch(queue)
+        except (ValueError, RedisUnavailable) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write((self.changed if changed else self.unchanged).format(queue=queue))
