@@ -1,9 +1,14 @@
-"""Retry delays.
+"""Retry delays: the named policies (:data:`NAMED`) and callables.
 
-``"exponential"`` is "full jitter" from Marc Brooker, *Exponential Backoff
+``"exponential"`` (the default) is "full jitter" from Marc Brooker, *Exponential Backoff
 And Jitter* (AWS Architecture Blog, 2015): the delay before attempt ``n + 1``
 is uniform in ``[0, min(CAP, BASE * 2 ** (n - 1))]`` seconds, which spreads
 retries of many failing jobs instead of having them return in lock-step.
+
+``"odd_minutes"`` is seed 003's notification schedule: "notify again after 1, 3,
+5, 7 minutes" (its interval ``2n + 1`` minutes for n = 0, 1, ...), without
+jitter, for callbacks to a partner's endpoint where a predictable schedule is
+part of the contract (:mod:`django_rqueue.contrib.webhooks` uses it).
 """
 
 from __future__ import annotations
@@ -25,18 +30,32 @@ def exponential(attempt: int, exception: BaseException) -> float:
     return random.uniform(0, ceiling)  # noqa: S311 - jitter, not cryptography
 
 
+def odd_minutes(attempt: int, exception: BaseException) -> float:
+    """Seed 003's schedule: ``2 * attempt - 1`` minutes in seconds after failed attempt
+    number ``attempt`` (1-based): 60, 180, 300, 420, ... s."""
+    return 60.0 * (2 * attempt - 1)
+
+
+#: The policies a job's or a queue's ``backoff`` may name.
+NAMED: dict[str, Callable[[int, BaseException], float]] = {
+    "exponential": exponential,
+    "odd_minutes": odd_minutes,
+}
+
+
 def retry_delay(policy: BackoffPolicy, attempt: int, exception: BaseException) -> float | None:
     """Return seconds to wait before the next attempt, or ``None`` to stop retrying.
 
-    ``policy`` is ``"exponential"`` or a callable ``(attempt, exception) ->
+    ``policy`` is a name in :data:`NAMED` or a callable ``(attempt, exception) ->
     seconds | None``. A callable that raises or returns something other than
     a non-negative number or ``None`` is a bug in the caller's code: it is
     reported as ``TypeError``/``ValueError``.
     """
-    if policy == "exponential":
-        return exponential(attempt, exception)
-    if not callable(policy):
-        raise ValueError(f"unknown backoff {policy!r}; use 'exponential' or a callable")
+    named = NAMED.get(policy) if isinstance(policy, str) else None
+    if named is not None:
+        return named(attempt, exception)
+    if isinstance(policy, str) or not callable(policy):
+        raise ValueError(f"unknown backoff {policy!r}; use one of {sorted(NAMED)} or a callable")
     delay = policy(attempt, exception)
     if delay is None:
         return None

@@ -26,11 +26,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from . import backoff as backoffs
 from . import schedule
 from .schedule import ScheduleEntry
 
 #: Backoff names accepted in ``DEFAULTS``/``QUEUES``/``@job(backoff=...)``.
-BACKOFF_NAMES = frozenset({"exponential"})
+BACKOFF_NAMES = frozenset(backoffs.NAMED)
 
 #: Built-in values used when neither ``DEFAULTS`` nor a queue sets them.
 #: ``timeout`` and ``result_ttl`` are seconds.
@@ -203,8 +204,8 @@ def _option_problems(
     if not callable(backoff) and backoff not in BACKOFF_NAMES:
         found.append(
             checks.Error(
-                f"{where}['backoff'] must be 'exponential' or a callable "
-                "(attempt, exception) -> seconds | None.",
+                f"{where}['backoff'] must be one of {', '.join(sorted(BACKOFF_NAMES))} "
+                "or a callable (attempt, exception) -> seconds | None.",
                 id="rqueue.E006",
             )
         )

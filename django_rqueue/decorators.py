@@ -86,7 +86,8 @@ def _validate(o: JobOptions) -> None:  # one check per option
     if o.unique_ttl is not None:
         _number("unique_ttl", o.unique_ttl, minimum=1, integer=True)
     if o.backoff is not None and not callable(o.backoff) and o.backoff not in BACKOFF_NAMES:
-        raise ValueError(f"backoff must be 'exponential' or a callable, got {o.backoff!r}")
+        names = ", ".join(sorted(BACKOFF_NAMES))
+        raise ValueError(f"backoff must be one of {names} or a callable, got {o.backoff!r}")
     for name in ("group", "unique_key"):
         value = getattr(o, name)
         if value is None or (name == "unique_key" and callable(value)):
@@ -358,10 +359,10 @@ def job(
     """Decorate a function as a job, bare (``@job``) or with options (``@job(queue=...)``).
 
     ``priority`` is -100..100 (higher first, default 0); ``timeout`` and
-    ``unique_ttl`` are seconds; ``backoff`` is ``"exponential"`` or a
-    callable ``(attempt, exception) -> seconds | None``; ``unique_key`` a
-    string or a callable of the job's arguments. Whether ``queue`` is
-    declared is checked at ``.delay()``, when settings are read.
+    ``unique_ttl`` are seconds; ``backoff`` is ``"exponential"``, ``"odd_minutes"``
+    (:mod:`django_rqueue.backoff`) or a callable ``(attempt, exception) ->
+    seconds | None``; ``unique_key`` a string or a callable of the job's
+    arguments. Whether ``queue`` is declared is checked at ``.delay()``, when settings are read.
     ``takes_context=True`` passes a :class:`JobContext` as the first argument
     when the job runs (``.delay()`` takes the arguments after it).
 

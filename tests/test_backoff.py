@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from django_rqueue import JobStatus, get_job, job
-from django_rqueue.backoff import BASE, CAP, exponential, retry_delay
+from django_rqueue.backoff import BASE, CAP, NAMED, exponential, odd_minutes, retry_delay
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.loop import Worker
@@ -173,3 +173,30 @@ def test_the_failed_store_keeps_every_attempts_error_oldest_first(redis_client: 
         assert error["type"] == "builtins.ValueError"
         assert "Traceback (most recent call last)" in error["traceback"]
         assert "in fails_fast" in error["traceback"]
+
+
+def test_odd_minutes_is_seed_003s_schedule_without_jitter():
+    delays = [retry_delay("odd_minutes", attempt, RuntimeError()) for attempt in range(1, 6)]
+    assert delays == [60.0, 180.0, 300.0, 420.0, 540.0]
+    assert odd_minutes(10, RuntimeError()) == 19 * 60.0
+
+
+def test_an_unknown_name_is_an_error_naming_the_known_ones():
+    with pytest.raises(ValueError, match="'exponential', 'odd_minutes'"):
+        retry_delay("linear", 1, RuntimeError())
+
+
+URL = "redis://localhost:6379/0"
+
+
+def test_job_and_queue_options_accept_every_named_policy():
+    from django_rqueue import job
+    from django_rqueue.conf import problems
+
+    for name in NAMED:
+        job(backoff=name)
+        assert problems({"REDIS_URL": URL, "QUEUES": {"default": {"backoff": name}}}) == []
+    with pytest.raises(ValueError, match="exponential, odd_minutes or a callable"):
+        job(backoff="linear")
+    [error] = problems({"REDIS_URL": URL, "QUEUES": {"default": {"backoff": "linear"}}})
+    assert error.id == "rqueue.E006" and "odd_minutes" in error.msg
