@@ -25,6 +25,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django_rqueue",
+    "django_rqueue.contrib.webhooks",
     "tests.jobs_app",
 ]
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from django_rqueue import JobContext, Reject, Retry, job, signals
+from django_rqueue.contrib.webhooks.jobs import webhook_job
 from django_rqueue.exceptions import JobTimeout
 from django_rqueue.job import Job
 
@@ -406,3 +407,16 @@ async def async_record(ledger: str, tag: str) -> str:
     await asyncio.sleep(0)
     write_ledger(ledger, tag, "run", thread=threading.get_ident())
     return tag
+
+
+# --- webhooks (tests/contrib/webhooks/) ------------------------------------------------------
+
+#: Retries at once (the tests run each retry with run_now()), four attempts.
+quick_deliver = webhook_job(
+    name=f"{__name__}.quick_deliver", backoff=lambda attempt, exc: 0, max_attempts=4
+)
+#: seed 003's retry condition on the reply: retry while the receiver says it is busy.
+busy_deliver = webhook_job(
+    name=f"{__name__}.busy_deliver",
+    retry_if=lambda response: response.headers.get("X-Status") == "busy",
+)

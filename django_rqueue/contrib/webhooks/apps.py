@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class WebhooksConfig(AppConfig):
+    name = "django_rqueue.contrib.webhooks"
+    label = "rqueue_webhooks"
+    verbose_name = "Rqueue webhooks"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401 - registers the system check

@@ -1,0 +1,255 @@
+"""The webhook delivery job: POST a JSON body to a URL until the receiver accepts it.
+
+What a response means (seed 003: "an empty reply retries; a reply matching the
+retry condition retries"; the status rules are those of GitHub's and Stripe's
+webhook senders and of RFC 9110):
+
+- a connection error, a timeout, ``408``, ``429`` or ``5xx``: the attempt fails
+  and the job retries with its backoff (``"odd_minutes"``: 1, 3, 5, ... minutes;
+  a ``Retry-After`` of ``429``/``503`` in seconds is honoured instead, capped at
+  :data:`MAX_RETRY_AFTER`); after ``max_attempts`` (10, seed 003's default) the
+  job goes to the failed store;
+- any other ``4xx``: the receiver refuses this request, so the job fails at
+  once (:class:`~django_rqueue.Reject`), no retries;
+- ``2xx`` (redirects are not followed: ``3xx`` fails at once too): delivered.
+
+A job declared with :func:`webhook_job` and ``retry_if`` decides instead: its
+callable gets each ``httpx.Response``; ``True`` retries, ``False`` accepts a
+``2xx`` and fails any other status at once. Connection errors always retry.
+
+Each request carries ``Content-Type: application/json``, ``User-Agent:
+django-rqueue``, ``X-Rqueue-Delivery`` (the job id, the same on every attempt,
+for the receiver to drop duplicates: delivery is at least once) and
+``X-Rqueue-Attempt`` (from 1); with ``secret``, ``X-Rqueue-Signature``
+(:mod:`.signing`). The ``secret`` travels in the job's arguments, so whoever
+reads the job in Redis or in the admin reads it too.
+"""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, NotRequired, TypedDict, Unpack
+from urllib.parse import urlsplit
+
+import httpx
+
+from ... import registry
+from ...backoff import BackoffPolicy
+from ...decorators import ContextJobFunction, job
+from ...exceptions import Reject, Retry, RqueueError
+from ...job import Job, JobContext
+from .signing import SIGNATURE_HEADER, signature
+
+#: Seconds: the longest ``Retry-After`` honoured (a longer one waits this long).
+MAX_RETRY_AFTER = 3600.0
+#: Statuses that retry, besides ``5xx`` (RFC 9110 §15.5.9 Request Timeout, RFC 6585 §4
+#: Too Many Requests).
+RETRY_STATUSES = frozenset({408, 429})
+#: Statuses whose ``Retry-After`` header sets the delay (RFC 9110 §10.2.3).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+#: The methods a delivery may use.
+Method = Literal["POST", "PUT", "PATCH"]
+METHODS: frozenset[str] = frozenset({"POST", "PUT", "PATCH"})
+
+RetryCondition = Callable[[httpx.Response], bool]
+
+
+class DeliveryError(RqueueError):
+    """The attempt failed and the job retries (connection error, timeout, or a response
+    the retry condition retries); the message names the URL and the status or error."""
+
+
+class InvalidDeliveryError(ValueError):
+    """A delivery's arguments are wrong (raised by ``.delay()``, nothing is written)."""
+
+
+class Delivered(TypedDict):
+    """A delivery's result: the accepted response's ``status`` and ``elapsed_ms``."""
+
+    status: int
+    elapsed_ms: float
+
+
+class JobOptions(TypedDict):
+    """``@job`` options :func:`webhook_job` passes on."""
+
+    queue: NotRequired[str | None]
+    priority: NotRequired[int]
+    timeout: NotRequired[float | None]
+    max_attempts: NotRequired[int | None]
+    backoff: NotRequired[BackoffPolicy | None]
+    result_ttl: NotRequired[int | None]
+
+
+_client: tuple[int, httpx.Client] | None = None
+
+
+def _http() -> httpx.Client:
+    """This process's client (connections reused between deliveries; a forked child
+    makes its own)."""
+    global _client
+    if _client is None or _client[0] != os.getpid():
+        _client = (os.getpid(), httpx.Client(follow_redirects=False))
+    return _client[1]
+
+
+def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """Validate a delivery's ``(url, payload, *, headers, secret, timeout, method)``.
+
+    Raises:
+        InvalidDeliveryError: naming the argument: ``url`` not an absolute http(s) URL,
+            ``headers`` not a mapping of str to str, ``secret`` not a non-empty str,
+            ``timeout`` not a number > 0 (seconds), ``method`` not POST/PUT/PATCH,
+            or an unknown keyword.
+        TypeError: the arguments do not fit ``(url, payload)``.
+    """
+    if len(args) != 2:
+        raise TypeError(f"a delivery takes (url, payload), got {len(args)} positional arguments")
+    url = args[0]
+    unknown = set(kwargs) - {"headers", "secret", "timeout", "method"}
+    if unknown:
+        raise InvalidDeliveryError(f"unknown delivery options: {', '.join(sorted(unknown))}")
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidDeliveryError(f"url must be an absolute http(s) URL, got {url!r}")
+    headers = kwargs.get("headers")
+    if headers is not None and (
+        not isinstance(headers, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    ):
+        raise InvalidDeliveryError(f"headers must map str to str, got {headers!r}")
+    secret = kwargs.get("secret")
+    if secret is not None and (not isinstance(secret, str) or not secret):
+        raise InvalidDeliveryError("secret must be a non-empty str")
+    timeout = kwargs.get("timeout", 10.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise InvalidDeliveryError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    method = kwargs.get("method", "POST")
+    if method not in METHODS:
+        raise InvalidDeliveryError(
+            f"method must be one of {', '.join(sorted(METHODS))}, got {method!r}"
+        )
+
+
+class WebhookJob(ContextJobFunction[..., Delivered]):
+    """A delivery job: ``.delay(url, payload, *, headers=None, secret=None, timeout=10.0,
+    method="POST")``; the arguments are checked first (:func:`check_delivery`)."""
+
+    def delay(self, *args: Any, **kwargs: Any) -> Job[Delivered]:
+        """Check the delivery (:func:`check_delivery`), then enqueue it (``JobFunction.delay``)."""
+        check_delivery(args, kwargs)
+        return super().delay(*args, **kwargs)
+
+    async def adelay(self, *args: Any, **kwargs: Any) -> Job[Delivered]:
+        """:meth:`delay` for async code."""
+        check_delivery(args, kwargs)
+        return await super().adelay(*args, **kwargs)
+
+    def delay_many(
+        self, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]], *, batch_size: int = 500
+    ) -> list[Job[Delivered]]:
+        """Check every delivery, then enqueue them (``JobFunction.delay_many``)."""
+        checked = list(calls)
+        for index, call in enumerate(checked):
+            try:
+                check_delivery(*call)
+            except (InvalidDeliveryError, TypeError) as exc:
+                raise type(exc)(f"call {index}: {exc}") from None
+        return super().delay_many(checked, batch_size=batch_size)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds from ``Retry-After`` (delay-seconds or an HTTP-date), capped; ``None`` if absent
+    or unreadable."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER)
+
+
+def default_retry_condition(response: httpx.Response) -> bool:
+    """``True`` for ``408``, ``429`` and ``5xx`` (module docstring)."""
+    return response.status_code in RETRY_STATUSES or response.status_code >= 500
+
+
+def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
+    should_retry = retry_if or default_retry_condition
+
+    def deliver(
+        context: JobContext,
+        url: str,
+        payload: Any,
+        *,
+        headers: Mapping[str, str] | None = None,
+        secret: str | None = None,
+        timeout: float = 10.0,
+        method: Method = "POST",
+    ) -> Delivered:
+        """Send ``payload`` as JSON to ``url``; see :mod:`django_rqueue.contrib.webhooks.jobs`."""
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        sent = {
+            "Content-Type": "application/json",
+            "User-Agent": "django-rqueue",
+            "X-Rqueue-Delivery": context.job.id,
+            "X-Rqueue-Attempt": str(context.attempt),
+            **(headers or {}),
+        }
+        if secret is not None:
+            sent[SIGNATURE_HEADER] = signature(body, secret)
+        try:
+            response = _http().request(method, url, content=body, headers=sent, timeout=timeout)
+        except httpx.HTTPError as exc:  # connection refused, DNS, TLS, timeouts
+            raise DeliveryError(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+        status = response.status_code
+        if should_retry(response):
+            delay = _retry_after(response) if status in RETRY_AFTER_STATUSES else None
+            if delay is not None:
+                raise Retry(delay=delay, reason=f"{method} {url}: HTTP {status}")
+            raise DeliveryError(f"{method} {url}: HTTP {status}")
+        if not 200 <= status < 300:
+            raise Reject(f"{method} {url}: HTTP {status}, not retried")
+        return {"status": status, "elapsed_ms": response.elapsed.total_seconds() * 1000}
+
+    return deliver
+
+
+def webhook_job(
+    *, name: str, retry_if: RetryCondition | None = None, **options: Unpack[JobOptions]
+) -> WebhookJob:
+    """Declare a delivery job named ``name`` (put it in one of your apps' ``jobs`` modules,
+    so workers register it); ``options`` are ``@job``'s (defaults: ``backoff="odd_minutes"``,
+    ``max_attempts=10``).
+
+    ``retry_if(response) -> bool`` replaces the default retry rule (module docstring);
+    it runs in the worker, is never stored in Redis, and an exception it raises fails
+    the attempt like any other.
+
+    Raises:
+        ValueError: as ``@job`` for a bad option, or ``retry_if`` is not callable.
+    """
+    if retry_if is not None and not callable(retry_if):
+        raise ValueError(f"retry_if must be a callable (response) -> bool, got {retry_if!r}")
+    options.setdefault("backoff", "odd_minutes")
+    options.setdefault("max_attempts", 10)
+    declared = job(takes_context=True, name=name, **options)(_make(retry_if))
+    delivery = WebhookJob(declared.func, declared.name, declared.options)
+    registry.register(delivery)
+    return delivery
+
+
+#: The built-in delivery job (default retry rule, ``"odd_minutes"`` backoff, 10 attempts).
+deliver = webhook_job(name="django_rqueue.contrib.webhooks.deliver")
