@@ -36,6 +36,9 @@ Keys shared by every queue (on the default connection, outside any hash tag)::
     <prefix>:workers                          zset    worker id -> last heartbeat (ms)
     <prefix>:worker:<worker id>               hash    a worker's state; expires one lease after
     <prefix>:restart                          string  Redis time (ms) of the last ``rqueue_restart``
+    <prefix>:pollers                          zset    poller id -> Redis time (ms) of its latest
+                                                      round (every poller: a worker's and
+                                                      ``rqueue_poller``; ``rqueue_info --check``)
 
 Scripts whose keys depend on what they find (reserve picks a priority, a
 group and a job; promote and reclaim walk many jobs) receive the queue's
@@ -266,6 +269,11 @@ def workers_key(key_prefix: str) -> str:
 def worker_key(key_prefix: str, worker_id: str) -> str:
     """The hash a worker publishes about itself (expires one lease after its last heartbeat)."""
     return f"{key_prefix}:worker:{worker_id}"
+
+
+def pollers_key(key_prefix: str) -> str:
+    """The zset of pollers (poller id -> Redis time in ms of its latest round)."""
+    return f"{key_prefix}:pollers"
 
 
 def restart_key(key_prefix: str) -> str:

@@ -13,7 +13,11 @@ exactly once across all pollers.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -21,8 +25,8 @@ import redis
 
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import get_client, redis_errors
-from ..engine.keys import QueueKeys
+from ..engine.connection import get_client, redis_errors, redis_time_ms
+from ..engine.keys import QueueKeys, pollers_key
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
 from .reconnect import Reconnect
@@ -38,6 +42,11 @@ MAX_SLEEP = 5.0
 BLOCK_SLACK = 0.15
 #: Jobs moved per script call, so one call never blocks Redis for long.
 BATCH = 500
+#: Seconds between a poller's records of life in ``<prefix>:pollers`` (``rqueue_info --check``
+#: reports no poller when none recorded one within :data:`POLLER_SEEN`).
+BEAT = 5.0
+#: Seconds: a poller that recorded nothing for this long is not counted as live.
+POLLER_SEEN = 60.0
 
 
 class Poller:
@@ -49,6 +58,8 @@ class Poller:
         self.scheduler = Scheduler(self.queues)
         self.stop = threading.Event()
         self._lease_error = error_record(LeaseExpired("lease expired"))
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self._next_beat = 0.0
 
     def run_once(self) -> float:
         """Do one round over every queue; return seconds until the next round is due."""
@@ -79,7 +90,25 @@ class Poller:
         next_tick = self.scheduler.run_once()
         if next_tick is not None:
             sleep = min(sleep, next_tick)
+        if time.monotonic() >= self._next_beat:
+            self.beat()
         return sleep
+
+    def beat(self) -> None:
+        """Record this poller's round in ``<prefix>:pollers`` (Redis time) and drop
+        pollers silent for an hour; at most once per :data:`BEAT` seconds from run_once.
+
+        Raises:
+            RedisUnavailable: Redis cannot be reached.
+        """
+        client, key = get_client(), pollers_key(get_config().key_prefix)
+        now = redis_time_ms(client)
+        with redis_errors():
+            pipe = client.pipeline(transaction=False)
+            pipe.zadd(key, {self.id: now})
+            pipe.zremrangebyscore(key, "-inf", now - 3_600_000)
+            pipe.execute()
+        self._next_beat = time.monotonic() + BEAT
 
     def run(self) -> None:
         """Loop until :attr:`stop` is set. Redis outages are logged and retried."""

@@ -23,6 +23,7 @@ from django_rqueue.engine.keys import (
     JobFields,
     QueueKeys,
     new_job_id,
+    pollers_key,
     queue_of,
 )
 from django_rqueue.engine.scripts import load
@@ -184,6 +185,7 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
     expected |= {keys.unique(u) for u in ("once:1", "later")}
     expected |= {keys.prios, keys.delayed, keys.reserved, keys.failed, keys.stats}
     expected |= {keys.notify, keys.wake, keys.throughput, keys.succeeded}
+    expected |= {pollers_key("rqueue")}  # the poller's record of life
     found = {k.decode() for k in client.scan_iter(match="*", count=1000)}
     assert found, "nothing was written"
     # Reserve calls leave a record named after their random request id.

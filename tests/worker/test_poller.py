@@ -12,8 +12,10 @@ import pytest
 import redis
 
 from django_rqueue import Job, JobStatus, get_job
+from django_rqueue.conf import get_config
 from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client
+from django_rqueue.engine.keys import pollers_key
 from django_rqueue.worker.poller import MAX_SLEEP, Poller
 from tests.jobs_app.jobs import read_ledger, record
 from tests.support.inprocess import keys, poller_thread, queued_ids, run_worker, stats
@@ -164,3 +166,19 @@ def test_two_pollers_racing_promote_5000_due_jobs_exactly_once(
     for job_id in ids:
         pipe.hget(k.job(job_id), "s")
     assert set(pipe.execute()) == {b"queued"}
+
+
+def test_a_poller_records_its_rounds_in_the_pollers_zset_at_most_every_beat(
+    rqueue_redis: redis.Redis,
+) -> None:
+    key = pollers_key(get_config().key_prefix)
+    rqueue_redis.zadd(key, {"gone-an-hour-ago": 1})
+    poller = Poller(["default"])
+    poller.run_once()
+    seconds, micros = rqueue_redis.time()
+    recorded = rqueue_redis.zscore(key, poller.id)
+    assert recorded is not None and 0 <= seconds * 1000 + micros // 1000 - recorded < 5000
+    assert rqueue_redis.zscore(key, "gone-an-hour-ago") is None  # silent for an hour: dropped
+    rqueue_redis.zadd(key, {poller.id: 1})
+    poller.run_once()  # within BEAT of the last record: no write
+    assert rqueue_redis.zscore(key, poller.id) == 1
