@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import redis
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from django_rqueue import health, periodic, queries
+from django_rqueue import health, monitoring, periodic, queries
 from django_rqueue.conf import get_config
 from django_rqueue.engine.connection import get_client, ms_to_datetime, redis_errors
 from django_rqueue.exceptions import RedisUnavailable
@@ -59,8 +60,32 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="Monitoring mode: one line per problem, exit 0 OK, 1 WARNING, 2 CRITICAL "
+            "(the Nagios plugin convention).",
+        )
+        parser.add_argument(
+            "--max-failed",
+            type=int,
+            default=None,
+            metavar="N",
+            help="With --check: WARNING when a queue holds more than N failed jobs.",
+        )
+        parser.add_argument(
+            "--max-age",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="With --check: WARNING when a queue's oldest queued job waited longer.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["check"]:
+            self.check_health(options["max_failed"], options["max_age"])
+        if options["max_failed"] is not None or options["max_age"] is not None:
+            raise CommandError("--max-failed and --max-age go with --check")
         try:
             report = self.collect()
         except RedisUnavailable as exc:
@@ -69,6 +94,20 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report, indent=2, default=str))
         else:
             self.print_report(report)
+
+    def check_health(self, max_failed: int | None, max_age: float | None) -> None:
+        """Print ``RQUEUE <STATUS>: ...`` then one line per problem; exit with the status."""
+        try:
+            problems = monitoring.assess(max_failed=max_failed, max_age=max_age)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        status = monitoring.worst(problems)
+        queues = len(get_config().queues)
+        summary = f"{len(problems)} problem(s)" if problems else f"{queues} queue(s) healthy"
+        self.stdout.write(f"RQUEUE {status.name}: {summary}")
+        for problem in sorted(problems, key=lambda p: -p.status):
+            self.stdout.write(f"{problem.status.name}: {problem.text}")
+        sys.exit(int(status))
 
     def collect(self) -> dict[str, Any]:
         config = get_config()

@@ -1,0 +1,137 @@
+"""Health for monitoring systems: ``manage.py rqueue_info --check``.
+
+One pass over every distinct Redis and every declared queue gives a list of
+:class:`Problem`; the worst one's :class:`Status` is the exit status, by the
+Nagios plugin convention (Nagios Plugin Development Guidelines, "Plugin Return
+Codes": 0 OK, 1 WARNING, 2 CRITICAL), so Nagios, Icinga, Sensu, Consul or a
+cron job can run it as is.
+
+=========  ============================================================
+CRITICAL   a Redis cannot be reached (its queues are not looked at);
+           its ``maxmemory-policy`` is not ``noeviction`` (jobs can be
+           evicted: ``rqueue.E010``); wrong credentials or no scripting
+           rights (``rqueue.E011``/``E012``)
+WARNING    no worker has published a heartbeat; no poller recorded a round
+           within :data:`~django_rqueue.worker.poller.POLLER_SEEN` s; a
+           scheduled job is over :data:`~django_rqueue.queries.OVERDUE` s
+           late (nobody promotes); more failed jobs than ``max_failed``; the
+           oldest queued job waited longer than ``max_age`` s
+=========  ============================================================
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from enum import IntEnum
+
+from django.utils import timezone
+
+from . import health, queries
+from .conf import get_config
+from .engine.connection import get_client, redis_errors, redis_time_ms
+from .engine.keys import pollers_key
+from .exceptions import RedisUnavailable
+from .worker.heartbeat import list_workers
+from .worker.poller import POLLER_SEEN
+
+
+class Status(IntEnum):
+    """A problem's severity, which is also ``rqueue_info --check``'s exit status."""
+
+    OK = 0
+    WARNING = 1
+    CRITICAL = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    status: Status
+    #: One line for an operator, naming the queue or server concerned.
+    text: str
+
+
+def worst(problems: list[Problem]) -> Status:
+    """The exit status for ``problems``: the worst status among them, ``OK`` for none."""
+    return max((p.status for p in problems), default=Status.OK)
+
+
+def assess(*, max_failed: int | None = None, max_age: float | None = None) -> list[Problem]:
+    """Look at every Redis and queue of the ``RQUEUE`` setting (module docstring).
+
+    ``max_failed`` is a count of jobs in a queue's failed store, ``max_age``
+    seconds a queued job waited (``None``: not checked). Redis being down is a
+    problem, not an exception: this never raises ``RedisUnavailable``.
+
+    Raises:
+        ValueError: ``max_failed`` is negative or ``max_age`` not a number >= 0.
+    """
+    if max_failed is not None and (isinstance(max_failed, bool) or max_failed < 0):
+        raise ValueError(f"max_failed must be an integer >= 0, got {max_failed!r}")
+    if max_age is not None and not max_age >= 0:
+        raise ValueError(f"max_age must be seconds >= 0, got {max_age!r}")
+    config = get_config()
+    problems: list[Problem] = []
+    down: set[int] = set()
+    seen: set[int] = set()
+    for queue in config.queues:
+        client = get_client(queue)
+        if id(client) in seen:
+            continue
+        seen.add(id(client))
+        where = f"queue {queue!r}'s Redis" if config.queue(queue).redis_url else "Redis"
+        for found in health.redis_problems(client, where):
+            if found.id == "rqueue.E013":
+                down.add(id(client))
+            if found.is_serious():
+                problems.append(Problem(Status.CRITICAL, f"{found.msg} ({found.id})"))
+    now = timezone.now()
+    for queue in config.queues:
+        if id(get_client(queue)) in down:
+            continue
+        try:
+            problems += _queue_problems(queue, now, max_failed, max_age)
+        except RedisUnavailable as exc:
+            problems.append(Problem(Status.CRITICAL, f"queue {queue!r}: {exc}"))
+    if id(get_client()) not in down:
+        try:
+            problems += _process_problems()
+        except RedisUnavailable as exc:
+            problems.append(Problem(Status.CRITICAL, f"workers and pollers unknown: {exc}"))
+    return problems
+
+
+def _queue_problems(
+    queue: str, now: datetime.datetime, max_failed: int | None, max_age: float | None
+) -> list[Problem]:
+    counts = queries.queue_counts(queue)
+    found = [
+        Problem(Status.WARNING, f"queue {queue!r}: a scheduled job is {w.late} s overdue")
+        for w in queries.queue_warnings([counts], now)
+    ]
+    if max_failed is not None and counts.failed > max_failed:
+        text = f"queue {queue!r}: {counts.failed} failed jobs (> {max_failed})"
+        found.append(Problem(Status.WARNING, text))
+    if max_age is not None and counts.oldest_queued_at is not None:
+        age = (now - counts.oldest_queued_at).total_seconds()
+        if age > max_age:
+            found.append(
+                Problem(
+                    Status.WARNING,
+                    f"queue {queue!r}: the oldest queued job waited {age:.0f} s (> {max_age:g})",
+                )
+            )
+    return found
+
+
+def _process_problems() -> list[Problem]:
+    found = []
+    if not list_workers():
+        found.append(Problem(Status.WARNING, "no worker seen (no live heartbeat)"))
+    client = get_client()
+    since = redis_time_ms(client) - int(POLLER_SEEN * 1000)
+    with redis_errors():
+        live = client.zcount(pollers_key(get_config().key_prefix), since, "+inf")
+    if not live:
+        found.append(Problem(Status.WARNING, f"no poller seen in the last {POLLER_SEEN:.0f} s"))
+    return found
