@@ -18,6 +18,25 @@ signal             keyword arguments
 ``job_failed``     ``job``, ``exception``, ``traceback`` (str); final:
                    the job is now in the failed store
 =================  =====================================================
+
+Two more are about Redis, not a job, and are sent by each worker's master
+process (``rqueue_work``; sender: the worker id, a ``str``), once per outage,
+so a receiver can mail or page as seed 003's checker does:
+
+=====================  =================================================
+signal                 keyword arguments
+=====================  =================================================
+``redis_unavailable``  ``worker_id``, ``error`` (the ``RedisUnavailable``),
+                       ``since`` (aware UTC datetime of the first failure)
+``redis_recovered``    ``worker_id``, ``downtime`` (seconds, float, from
+                       the first failure to the first success)
+=====================  =================================================
+
+The master notices an outage when it next talks to Redis: at once for a
+worker with running jobs (lease renewals), else at its next heartbeat (every
+few seconds), or at startup. A receiver runs in the master's loop: keep it
+short (a mail through Django's backend is fine; a slow one delays lease
+renewals by as long as it takes).
 """
 
 from __future__ import annotations
@@ -34,6 +53,8 @@ job_started = Signal()
 job_succeeded = Signal()
 job_retrying = Signal()
 job_failed = Signal()
+redis_unavailable = Signal()
+redis_recovered = Signal()
 
 
 def send(signal: Signal, sender: object, **kwargs: Any) -> None:

@@ -34,6 +34,7 @@ dead child's behalf are sent from the master, the only process left.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import selectors
@@ -47,6 +48,7 @@ from types import FrameType
 from django import db
 
 from .. import registry
+from .. import signals as rqueue_signals
 from ..conf import get_config
 from ..engine import transitions
 from ..engine.connection import get_client, redis_time_ms
@@ -143,11 +145,17 @@ class Supervisor:
         errors = []
         reconnect = Reconnect()
         found = problems_for(self.queues)
-        while any(p.id == "rqueue.E013" for p in found) and not self.signals:
+        down_since = None
+        while (unreachable := [p for p in found if p.id == "rqueue.E013"]) and not self.signals:
+            if down_since is None:
+                down_since = time.monotonic()
+                self._redis_unavailable(RedisUnavailable(unreachable[0].msg))
             delay = reconnect.next_delay()
             logger.error("worker %s: Redis unreachable; retrying in %.1f s", self.worker_id, delay)
             time.sleep(delay)
             found = problems_for(self.queues)
+        if down_since is not None and not unreachable:
+            self._redis_recovered(time.monotonic() - down_since)
         for problem in found:
             if problem.is_serious():
                 errors.append(f"{problem.id}: {problem.msg} {problem.hint or ''}".strip())
@@ -340,6 +348,7 @@ class Supervisor:
             if self.redis_down_since is None:
                 self.redis_down_since = now
                 logger.warning("worker %s: %s; retrying", self.worker_id, exc)
+                self._redis_unavailable(exc)
             else:
                 logger.debug("worker %s: %s", self.worker_id, exc)
             return
@@ -349,8 +358,28 @@ class Supervisor:
                 self.worker_id,
                 now - self.redis_down_since,
             )
+            self._redis_recovered(now - self.redis_down_since)
         self.reconnect.reset()
         self.redis_down_since = None
+
+    def _redis_unavailable(self, exc: RedisUnavailable) -> None:
+        """Send ``redis_unavailable`` (once per outage: the callers' first failure)."""
+        rqueue_signals.send(
+            rqueue_signals.redis_unavailable,
+            self.worker_id,
+            worker_id=self.worker_id,
+            error=exc,
+            since=datetime.datetime.now(datetime.UTC),
+        )
+
+    def _redis_recovered(self, downtime: float) -> None:
+        """Send ``redis_recovered`` with the outage's length in seconds."""
+        rqueue_signals.send(
+            rqueue_signals.redis_recovered,
+            self.worker_id,
+            worker_id=self.worker_id,
+            downtime=downtime,
+        )
 
     def _renew_leases(self, now: float) -> None:
         lease = get_config().lease

@@ -234,3 +234,30 @@ def test_a_cut_off_shorter_than_a_lease_but_past_two_thirds_of_it_can_cause_a_se
     ends = faults.events("end", tag="j")
     assert len(ends) == 1 and ends[0]["pid"] == second["pid"]  # the first run never ended
     assert "lease lost" in cut_off.stderr()
+
+
+@pytest.mark.slow
+def test_the_master_signals_an_outage_once_and_its_end_once(
+    faults: Faults, proxy: FaultProxy
+) -> None:
+    """``redis_unavailable`` then ``redis_recovered``, once each per outage, also when the
+    outage begins before the worker could start; heartbeats during it send nothing more."""
+    env = {"RQUEUE_TEST_OUTAGE_LEDGER": faults.ledger}
+    proxy.set_mode("refuse", reset=True)  # Redis unreachable from the start
+    worker = faults.worker("--queues", "default", redis_url=proxy.url(), env=env)
+    first = faults.wait_event("redis_unavailable", timeout=30)
+    assert "unreachable" in first["error"].lower() or "connect" in first["error"].lower()
+    proxy.set_mode("pass")
+    faults.wait_event("redis_recovered", timeout=30)
+    faults.wait_ready(worker)
+
+    proxy.set_mode("refuse", reset=True)  # an outage while it runs
+    faults.wait_event("redis_unavailable", count=2, timeout=30)
+    # Two heartbeats (5 s apart) and many backed-off retries fail meanwhile: still one signal.
+    hold(12, lambda: len(faults.events("redis_unavailable")) == 2, "a second signal")
+    proxy.set_mode("pass")
+    second = faults.wait_event("redis_recovered", count=2, timeout=30)
+    assert second["downtime"] >= 10
+    hold(6, lambda: len(faults.events("redis_recovered")) == 2, "a third recovered signal")
+    assert len({e["tag"] for e in faults.events()}) == 1  # one master's worker id
+    assert worker.alive()

@@ -176,6 +176,28 @@ signals.job_retrying.connect(_receivers["retrying"], dispatch_uid="tests.fault.r
 signals.job_failed.connect(_receivers["failed"], dispatch_uid="tests.fault.failed")
 
 
+def _outage_event(event: str) -> Callable[..., None]:
+    """A ``redis_unavailable``/``redis_recovered`` receiver writing to the ledger named by
+    ``RQUEUE_TEST_OUTAGE_LEDGER`` (sent by a worker's master)."""
+
+    def receiver(sender: object, worker_id: str, **kwargs: Any) -> None:
+        extra = {"downtime": kwargs["downtime"]} if "downtime" in kwargs else {}
+        if "error" in kwargs:
+            extra = {"error": str(kwargs["error"]), "since": kwargs["since"].isoformat()}
+        write_ledger(os.environ["RQUEUE_TEST_OUTAGE_LEDGER"], worker_id, event, **extra)
+
+    return receiver
+
+
+if os.environ.get("RQUEUE_TEST_OUTAGE_LEDGER"):
+    signals.redis_unavailable.connect(
+        _outage_event("redis_unavailable"), dispatch_uid="tests.outage.unavailable", weak=False
+    )
+    signals.redis_recovered.connect(
+        _outage_event("redis_recovered"), dispatch_uid="tests.outage.recovered", weak=False
+    )
+
+
 def _die_after_claim(sender: object, job: Job[Any], **kwargs: Any) -> None:
     """SIGKILL this process: sent right after a poller's claim script enqueued a tick's job."""
     os.kill(os.getpid(), signal.SIGKILL)
