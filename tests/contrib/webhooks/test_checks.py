@@ -1,4 +1,4 @@
-"""``rqueue.E030``: the webhooks app without its HTTP client."""
+"""``rqueue.E050``: the webhooks app without its HTTP client."""
 
 from __future__ import annotations
 
@@ -19,4 +19,4 @@ def test_an_error_naming_the_extra_when_httpx_is_missing(monkeypatch: pytest.Mon
         importlib.util, "find_spec", lambda name, *a: None if name == "httpx" else real(name, *a)
     )
     [error] = check_httpx()
-    assert error.id == "rqueue.E030" and "django-rqueue[webhooks]" in (error.hint or "")
+    assert error.id == "rqueue.E050" and "django-rqueue[webhooks]" in (error.hint or "")
