@@ -118,3 +118,25 @@ def test_wait_until_returns_the_value_and_times_out() -> None:
     assert wait_until(lambda: next(calls), timeout=1, interval=0.001) == "ready"
     with pytest.raises(AssertionError, match="never true"):
         wait_until(lambda: False, timeout=0.05, message="never true")
+
+
+def test_a_local_cluster_spreads_slots_over_three_masters_and_moves_one_live() -> None:
+    from redis.crc import key_slot
+
+    from tests.support.redis_cluster import LocalCluster
+
+    with LocalCluster() as cluster:
+        assert all(node.port + 10000 < 65536 for node in cluster.nodes)
+        client = cluster.client()
+        try:
+            owners = {cluster.node_of(key_slot(f"{{q{i}}}".encode())) for i in range(30)}
+            assert owners == {0, 1, 2}
+            for i in range(20):
+                client.set(f"{{q}}:k{i}", i)
+            slot = key_slot(b"{q}")
+            target = (cluster.node_of(slot) + 1) % 3
+            assert cluster.move_slot(slot, target) == 20
+            assert cluster.node_of(slot) == target
+            assert client.get("{q}:k7") == b"7"  # the client follows MOVED
+        finally:
+            client.close()

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -70,6 +70,7 @@ class RedisServer:
         *,
         executable: str | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
+        port_picker: Callable[[], int] | None = None,
     ) -> None:
         found = executable or shutil.which("redis-server")
         if not found:
@@ -80,6 +81,8 @@ class RedisServer:
         self.executable: str = found
         self.extra_args: list[str] = list(extra_args)
         self.startup_timeout = startup_timeout
+        #: Returns a free port to try (a cluster node needs its bus port, +10000, free too).
+        self.port_picker = port_picker or _free_port
         self.dir = Path(tempfile.mkdtemp(prefix="rqueue-redis-"))
         self.logfile = self.dir / "redis.log"
         self.port: int = 0
@@ -125,7 +128,7 @@ class RedisServer:
             return self
         errors: list[str] = []
         for _attempt in range(LAUNCH_ATTEMPTS):
-            self.port = _free_port()
+            self.port = self.port_picker()
             self._argv = self._build_argv(self.port)
             try:
                 self._launch()
