@@ -103,9 +103,18 @@ def enqueue_batch(
 
 
 def reserve(
-    keys: QueueKeys, *, lease_ms: int, worker_id: str, count: int, request_id: str
+    keys: QueueKeys,
+    *,
+    lease_ms: int,
+    worker_id: str,
+    count: int,
+    request_id: str,
+    group_cap: int | None = None,
 ) -> ScriptCall:
-    """``reserve.lua``: reserve up to ``count`` jobs, idempotent per ``request_id``."""
+    """``reserve.lua``: reserve up to ``count`` jobs, idempotent per ``request_id``.
+
+    ``group_cap``: at most this many running jobs per group (``None``: no cap).
+    """
     return ScriptCall(
         "reserve",
         [
@@ -116,7 +125,7 @@ def reserve(
             keys.notify,
             keys.reservation(request_id),
         ],
-        [lease_ms, worker_id, count, request_id],
+        [lease_ms, worker_id, count, request_id, group_cap or 0],
     )
 
 
@@ -131,8 +140,10 @@ def ack_reserve(
     worker_id: str,
     count: int,
     request_id: str,
+    group_cap: int | None = None,
 ) -> ScriptCall:
-    """``ack_reserve.lua``: ack one job and reserve up to ``count`` more."""
+    """``ack_reserve.lua``: ack one job and reserve up to ``count`` more (``group_cap``:
+    as :func:`reserve`)."""
     return ScriptCall(
         "ack_reserve",
         [
@@ -144,7 +155,17 @@ def ack_reserve(
             keys.notify,
             keys.reservation(request_id),
         ],
-        [job_id, token, result, result_ttl, lease_ms, worker_id, count, request_id],
+        [
+            job_id,
+            token,
+            result,
+            result_ttl,
+            lease_ms,
+            worker_id,
+            count,
+            request_id,
+            group_cap or 0,
+        ],
     )
 
 

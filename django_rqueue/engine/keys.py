@@ -30,6 +30,13 @@ each Lua script touches a single slot::
                                                       defines its ticks), ``last`` (tick ms of
                                                       the latest run), ``job`` (its job id),
                                                       ``paused`` ("1" while paused)
+    <prefix>:{<queue>}:grouprun               hash    group -> its running jobs that hold a
+                                                      ``group_concurrency`` slot (absent: 0)
+    <prefix>:{<queue>}:groupfull              set     groups at their ``group_concurrency``
+                                                      cap: their queued jobs are parked
+    <prefix>:{<queue>}:parked:<group>         set     priorities at which a group at its cap
+                                                      has queued jobs, held out of the rings
+                                                      until one of its running jobs ends
 
 Keys shared by every queue (on the default connection, outside any hash tag)::
 
@@ -43,11 +50,16 @@ Keys shared by every queue (on the default connection, outside any hash tag)::
 Scripts whose keys depend on what they find (reserve picks a priority, a
 group and a job; promote and reclaim walk many jobs) receive the queue's
 base ``<prefix>:{<queue>}:`` in ``KEYS`` and append the suffixes
-:data:`JOB`, :data:`RING`, :data:`GROUP` and :data:`DONE` below; the scripts name the same
-suffixes in their headers, and ``tests/engine/test_keys.py`` checks that both agree.
-Every script that reserves or queues a job also reads :data:`PAUSED` under the base
+:data:`JOB`, :data:`RING`, :data:`GROUP`, :data:`DONE` and :data:`PARKED` below; the scripts
+name the same suffixes in their headers, and ``tests/engine/test_keys.py`` checks that both
+agree. Every script that reserves or queues a job also reads :data:`PAUSED` under the base
 (``include/reserve_batch.lua``, ``include/push_queued_many.lua``), so the many scripts
-that queue jobs need no extra ``KEYS`` entry for it.
+that queue jobs need no extra ``KEYS`` entry for it. Per-group concurrency
+(``include/group_slot_take.lua``, ``include/group_slot_free.lua``) derives
+:data:`GROUPRUN`, :data:`GROUPFULL` and :data:`PARKED` the same way, in every script
+that reserves, queues or ends a job; the end of a run (ack, fail, reclaim, release)
+may put a parked group back in its rings, so it also derives :data:`PRIOS`,
+:data:`RING` and :data:`NOTIFY` (``ack.lua`` and ``fail.lua`` do not otherwise need them).
 """
 
 from __future__ import annotations
@@ -64,6 +76,11 @@ SUCCEEDED = "succeeded"
 DONE = "done:"
 SCHEDULE_ENTRY = "schedule:"
 PAUSED = "paused"
+PRIOS = "prios"
+NOTIFY = "notify"
+GROUPRUN = "grouprun"
+GROUPFULL = "groupfull"
+PARKED = "parked:"
 
 
 class JobFields:
@@ -121,6 +138,12 @@ class JobFields:
     ERROR = "error"
     #: How many error records ``err:1`` .. ``err:<n>`` the history holds.
     ERROR_COUNT = "nerr"
+    #: Set (``"1"``) while the running job holds one of its group's ``group_concurrency``
+    #: slots, counted in :attr:`QueueKeys.grouprun`: the transition that ends the run
+    #: (ack, fail, reclaim, release) gives back exactly the slots so marked, so a cap
+    #: added, changed or removed between deploys never leaves a count behind. Absent:
+    #: not counted (reserved while the queue had no cap). Short like the enqueue-time names.
+    GROUP_SLOT = "gc"
     #: The ``run_after`` a ``django.tasks`` task was enqueued with (ISO 8601), kept
     #: as given (``due`` moves with retries); only deferred tasks carry it.
     TASK_RUN_AFTER = "ra"
@@ -221,7 +244,21 @@ class QueueKeys:
 
     @property
     def prios(self) -> str:
-        return f"{self.base}prios"
+        return f"{self.base}{PRIOS}"
+
+    @property
+    def grouprun(self) -> str:
+        """Hash: group -> its running jobs that hold a ``group_concurrency`` slot."""
+        return f"{self.base}{GROUPRUN}"
+
+    @property
+    def groupfull(self) -> str:
+        """Set: the groups at their ``group_concurrency`` cap (their queued jobs are parked)."""
+        return f"{self.base}{GROUPFULL}"
+
+    def parked(self, group: str) -> str:
+        """Set: priorities at which ``group``, at its cap, has queued jobs held out of the rings."""
+        return f"{self.base}{PARKED}{group}"
 
     @property
     def delayed(self) -> str:
@@ -249,7 +286,7 @@ class QueueKeys:
 
     @property
     def notify(self) -> str:
-        return f"{self.base}notify"
+        return f"{self.base}{NOTIFY}"
 
     @property
     def wake(self) -> str:

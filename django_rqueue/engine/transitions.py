@@ -190,10 +190,25 @@ def _reservation(reply: list[Any]) -> Reservation:
 
 
 def reserve(
-    client: redis.Redis, keys: QueueKeys, *, lease_ms: int, worker_id: str
+    client: redis.Redis,
+    keys: QueueKeys,
+    *,
+    lease_ms: int,
+    worker_id: str,
+    group_concurrency: int | None = None,
 ) -> Reservation | None:
-    """Reserve the next job (``reserve.lua``): ``(job id, job hash)`` or ``None`` when empty."""
-    got = reserve_many(client, keys, lease_ms=lease_ms, worker_id=worker_id, count=1)
+    """Reserve the next job (``reserve.lua``): ``(job id, job hash)`` or ``None`` when empty.
+
+    ``group_concurrency``: as :func:`reserve_many`.
+    """
+    got = reserve_many(
+        client,
+        keys,
+        lease_ms=lease_ms,
+        worker_id=worker_id,
+        count=1,
+        group_concurrency=group_concurrency,
+    )
     return got[0] if got else None
 
 
@@ -205,6 +220,7 @@ def reserve_many(
     worker_id: str,
     count: int,
     request_id: str | None = None,
+    group_concurrency: int | None = None,
 ) -> list[Reservation]:
     """Reserve up to ``count`` jobs (1..1000) in one round trip (``reserve.lua``).
 
@@ -215,21 +231,48 @@ def reserve_many(
     ``request_id`` (default: a fresh random one) makes the call idempotent:
     the same call resent, as redis-py does after a broken connection, returns
     the jobs the first one reserved instead of reserving more.
+
+    ``group_concurrency`` (the queue's ``group_concurrency`` setting, ``>= 1``;
+    ``None``: no cap): each job reserved holds one of its group's slots until
+    its run ends (ack, fail, reclaim, release), and a group whose slots are
+    all held is skipped (parked) until one is given back; see
+    ``include/reserve_next.lua``. Fewer jobs, or none, may then come back
+    while others are queued.
+
+    Raises:
+        redis.ResponseError: ``count`` or ``group_concurrency`` is out of range
+            (nothing reserved).
     """
     request = request_id or new_request_id()
     call = calls.reserve(
-        keys, lease_ms=lease_ms, worker_id=worker_id, count=count, request_id=request
+        keys,
+        lease_ms=lease_ms,
+        worker_id=worker_id,
+        count=count,
+        request_id=request,
+        group_cap=group_concurrency,
     )
     reply = _run(client, call)
     return [_reservation(item) for item in reply]
 
 
 async def areserve_many(
-    client: redis.asyncio.Redis, keys: QueueKeys, *, lease_ms: int, worker_id: str, count: int
+    client: redis.asyncio.Redis,
+    keys: QueueKeys,
+    *,
+    lease_ms: int,
+    worker_id: str,
+    count: int,
+    group_concurrency: int | None = None,
 ) -> list[Reservation]:
     """:func:`reserve_many` on an asyncio client (a fresh request id)."""
     call = calls.reserve(
-        keys, lease_ms=lease_ms, worker_id=worker_id, count=count, request_id=new_request_id()
+        keys,
+        lease_ms=lease_ms,
+        worker_id=worker_id,
+        count=count,
+        request_id=new_request_id(),
+        group_cap=group_concurrency,
     )
     return [_reservation(item) for item in await _arun(client, call)]
 
@@ -251,8 +294,12 @@ def ack_and_reserve(
     worker_id: str,
     count: int = 1,
     request_id: str | None = None,
+    group_concurrency: int | None = None,
 ) -> tuple[LeaseLost | None, list[Reservation]]:
     """:func:`ack`, then :func:`reserve_many` on the same queue, in one call (``ack_reserve.lua``).
+
+    The ack gives its job's group slot back before the reservations are made
+    (``group_concurrency``: as :func:`reserve_many`).
 
     Returns ``(stale, reservations)``: ``stale`` is ``None`` when the ack was
     applied, else the :class:`LeaseLost` that :func:`ack` would have raised
@@ -272,6 +319,7 @@ def ack_and_reserve(
         worker_id=worker_id,
         count=count,
         request_id=request,
+        group_cap=group_concurrency,
     )
     reply = _run(client, call)
     acked, *reserved = reply

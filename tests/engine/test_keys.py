@@ -14,8 +14,13 @@ from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import (
     DONE,
     GROUP,
+    GROUPFULL,
+    GROUPRUN,
     JOB,
+    NOTIFY,
+    PARKED,
     PAUSED,
+    PRIOS,
     RING,
     SCHEDULE_ENTRY,
     SUCCEEDED,
@@ -85,6 +90,10 @@ def test_every_key_of_a_queue_shares_one_cluster_slot():
         keys.done(new_job_id("emails")),
         keys.schedule,
         keys.schedule_entry("nightly:digest"),
+        keys.grouprun,
+        keys.groupfull,
+        keys.parked("user:1"),
+        keys.parked(""),
     ]
     assert all(name.startswith("rqueue:{emails}:") for name in names)
     assert len({key_slot(name.encode()) for name in names}) == 1
@@ -113,6 +122,11 @@ def test_the_documented_key_shapes():
         "app:rq:{bulk}:wake",
         "app:rq:{bulk}:paused",
     )
+    assert (keys.grouprun, keys.groupfull, keys.parked("user:1")) == (
+        "app:rq:{bulk}:grouprun",
+        "app:rq:{bulk}:groupfull",
+        "app:rq:{bulk}:parked:user:1",
+    )
 
 
 @pytest.mark.parametrize(
@@ -124,7 +138,7 @@ def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
     source = load(name).source
     derived = set(re.findall(r"base \.\. '([a-z]+:)'", source))
     assert derived, f"{name}.lua derives no key from the base"
-    assert derived <= {JOB, RING, GROUP, DONE, SCHEDULE_ENTRY, "unique:"}
+    assert derived <= {JOB, RING, GROUP, DONE, SCHEDULE_ENTRY, PARKED, "unique:"}
 
 
 def test_scripts_derive_the_admin_keys_under_the_names_of_keys_py():
@@ -143,6 +157,34 @@ def test_scripts_derive_the_admin_keys_under_the_names_of_keys_py():
 def test_scripts_that_reserve_or_queue_jobs_read_the_paused_flag_of_keys_py(name: str):
     assert f"base .. '{PAUSED}'" in load(name).source
     assert QueueKeys.of("p", "q").paused == f"p:{{q}}:{PAUSED}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["reserve", "ack_reserve", "enqueue", "enqueue_batch", "promote", "reclaim", "retry"]
+    + ["release", "run_now", "failed_batch", "schedule_claim", "schedule_run_now", "cancel"],
+)
+def test_scripts_that_reserve_queue_or_unlink_jobs_derive_the_parked_keys_of_keys_py(name: str):
+    """Per-group concurrency: a group at its cap is parked (include/park_group.lua) by the
+    scripts that reserve or queue its jobs, and unparked by cancel's unlink_queued."""
+    source = load(name).source
+    assert f"base .. '{PARKED}' .. group" in source
+    if name != "cancel":
+        assert f"base .. '{GROUPFULL}'" in source
+    keys = QueueKeys.of("p", "q")
+    assert (keys.groupfull, keys.parked("g")) == (f"p:{{q}}:{GROUPFULL}", f"p:{{q}}:{PARKED}g")
+
+
+@pytest.mark.parametrize("name", ["ack", "ack_reserve", "fail", "reclaim", "release"])
+def test_scripts_that_end_a_run_derive_the_keys_that_give_a_group_slot_back(name: str):
+    """include/group_slot_free.lua: the count, the full set, and what unparking touches."""
+    source = load(name).source
+    for suffix in (GROUPRUN, GROUPFULL, PRIOS, NOTIFY, PAUSED):
+        assert f"base .. '{suffix}'" in source, (name, suffix)
+    keys = QueueKeys.of("p", "q")
+    assert (keys.grouprun, keys.prios, keys.notify) == tuple(
+        f"p:{{q}}:{n}" for n in (GROUPRUN, PRIOS, NOTIFY)
+    )
 
 
 def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: redis.Redis):

@@ -1,6 +1,8 @@
 -- ack: a running job succeeded; store its result and start its record's TTL.
 --
--- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, done:<id>)
+-- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, done:<id>, and
+--         grouprun, groupfull, parked:<group>, group:<prio>:<group>, ring:<prio>, prios,
+--         notify, paused for the job's group slot: include/group_slot_free.lua)
 -- KEYS[2] job hash
 -- KEYS[3] reserved zset   KEYS[4] stats hash
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] result (opaque JSON)

@@ -1,6 +1,8 @@
 -- fail: a running attempt failed; schedule a retry or move the job to the failed store.
 --
--- KEYS[1] queue base (derives unique:<key>, throughput, done:<id>)   KEYS[2] job hash
+-- KEYS[1] queue base (derives unique:<key>, throughput, done:<id>, and grouprun, groupfull,
+--         parked:<group>, group:<prio>:<group>, ring:<prio>, prios, notify, paused for the
+--         job's group slot: include/group_slot_free.lua)   KEYS[2] job hash
 -- KEYS[3] reserved zset   KEYS[4] delayed zset   KEYS[5] failed zset   KEYS[6] stats hash
 -- KEYS[7] wake list
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] error (opaque JSON)
@@ -8,10 +10,12 @@
 --
 -- A retry happens only when ARGV[4] >= 0 and attempts < 'max'; it
 -- waits in `delayed` (state scheduled). Otherwise the job goes to `failed`.
+-- Either way the job's group slot is given back (include/group_slot_free.lua).
 -- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token}.
 
 --@include add_delayed.lua
 --@include check_token.lua
+--@include group_slot_free.lua
 --@include move_to_failed.lua
 --@include now_ms.lua
 --@include record_error.lua
@@ -28,6 +32,7 @@ if stale then
 end
 local now = now_ms()
 redis.call('ZREM', reserved, id)
+group_slot_free(base, jkey)
 record_error(jkey, ARGV[3])
 local counts = redis.call('HMGET', jkey, 'attempts', 'max')
 if delay >= 0 and tonumber(counts[1]) < tonumber(counts[2] or 1) then

@@ -1,7 +1,7 @@
 -- reclaim: take back jobs whose lease expired (their worker died or hung).
 --
 -- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, unique:<key>,
---         throughput, done:<id>)
+--         throughput, done:<id>, grouprun, groupfull, parked:<group>)
 -- KEYS[2] reserved zset   KEYS[3] prios zset   KEYS[4] failed zset
 -- KEYS[5] stats hash      KEYS[6] notify list
 -- ARGV[1] batch limit (> 0)
@@ -10,10 +10,12 @@
 --
 -- The lost attempt counts (attempts was incremented at reserve); the token
 -- is bumped so the lost holder can no longer renew, ack or fail. A job with
--- attempts left is queued again at once; one without goes to `failed`.
+-- attempts left is queued again at once; one without goes to `failed`. Either
+-- way the lost attempt's group slot is given back (include/group_slot_free.lua).
 -- Returns {requeued count, failed count, ms until the next lease deadline or
 -- -1 when nothing is reserved; 0 when the batch was full}.
 
+--@include group_slot_free.lua
 --@include move_to_failed.lua
 --@include now_ms.lua
 --@include push_queued.lua
@@ -46,6 +48,7 @@ for _, id in ipairs(expired) do
   if job[1] == 'running' then
     -- Fence off the lost holder: its renew/ack/fail now carry a stale token.
     redis.call('HINCRBY', jkey, 'token', 1)
+    group_slot_free(base, jkey)
     record_error(jkey, with_worker(ARGV[2], job[6]))
     if tonumber(job[2]) >= tonumber(job[3] or 1) then
       move_to_failed(base, jkey, failed, stats, id, now)

@@ -1,15 +1,18 @@
 -- release: hand a running job back to its queue WITHOUT spending an attempt
 -- (graceful shutdown, restart). Fenced by the reservation's token.
 --
--- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>)   KEYS[2] job hash
+-- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>, grouprun, groupfull,
+--         parked:<group>)   KEYS[2] job hash
 -- KEYS[3] reserved zset   KEYS[4] prios zset   KEYS[5] stats hash   KEYS[6] notify list
 -- ARGV[1] job id   ARGV[2] fencing token
 --
 -- attempts - 1 (the attempt never finished), token + 1 (any report from the
--- released holder is now stale), state queued at the tail of its group.
+-- released holder is now stale), state queued at the tail of its group; its
+-- group slot is given back first (include/group_slot_free.lua).
 -- Returns {'ok'} or {'stale', state, current token} (nothing changed).
 
 --@include check_token.lua
+--@include group_slot_free.lua
 --@include push_queued.lua
 
 local base, jkey, reserved, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -19,6 +22,7 @@ if stale then
   return stale
 end
 redis.call('ZREM', reserved, id)
+group_slot_free(base, jkey)
 redis.call('HINCRBY', jkey, 'attempts', -1)
 redis.call('HINCRBY', jkey, 'token', 1)
 redis.call('HSET', jkey, 's', 'queued')

@@ -1,12 +1,15 @@
 -- reserve: hand the next job to a worker under a lease and a new fencing token.
 --
--- KEYS[1] queue base "<prefix>:{<queue>}:" (derives ring:<prio>, group:<prio>:<group>, job:<id>)
+-- KEYS[1] queue base "<prefix>:{<queue>}:" (derives ring:<prio>, group:<prio>:<group>, job:<id>,
+--         grouprun, groupfull, parked:<group>)
 -- KEYS[2] prios zset   KEYS[3] reserved zset   KEYS[4] stats hash   KEYS[5] notify list
 -- KEYS[6] reservation record "<base>reservation:<request id>" (string; only with ARGV[4])
 -- ARGV[1] lease in ms (> 0)   ARGV[2] worker id (stored in the job for visibility)
 -- ARGV[3] how many jobs to reserve at most (1..1000; default 1)
 -- ARGV[4] request id ('' = none): the same request again returns the same jobs
 --         (include/reserve_batch.lua)
+-- ARGV[5] group concurrency cap: at most this many running jobs per group
+--         (integer >= 0; 0 or absent = no cap; include/reserve_next.lua)
 --
 -- Returns a list of reservations, in reservation order, empty when nothing is
 -- queued; each is the job's id followed by its whole hash as a flat
@@ -15,12 +18,15 @@
 
 --@include reserve_batch.lua
 
-local lease, count = tonumber(ARGV[1]), tonumber(ARGV[3] or '1')
+local lease, count, cap = tonumber(ARGV[1]), tonumber(ARGV[3] or '1'), tonumber(ARGV[5] or '0')
 if not lease or lease <= 0 then
   return redis.error_reply('ERR rqueue reserve: bad lease ' .. tostring(ARGV[1]))
 end
 if not count or count ~= math.floor(count) or count < 1 or count > 1000 then
   return redis.error_reply('ERR rqueue reserve: bad count ' .. tostring(ARGV[3]))
 end
+if not cap or cap ~= math.floor(cap) or cap < 0 then
+  return redis.error_reply('ERR rqueue reserve: bad group cap ' .. tostring(ARGV[5]))
+end
 return reserve_batch(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], lease, ARGV[2], count,
-                     KEYS[6] or '', ARGV[4] or '')
+                     KEYS[6] or '', ARGV[4] or '', cap)

@@ -76,22 +76,27 @@ class Engine:
         assert outcome == "created"
         return job_id
 
-    def reserve(self, lease_ms: int = 30_000) -> tuple[str, dict[str, str]] | None:
-        got = transitions.reserve(self.client, self.keys, lease_ms=lease_ms, worker_id="w1")
+    def reserve(
+        self, lease_ms: int = 30_000, *, cap: int | None = None
+    ) -> tuple[str, dict[str, str]] | None:
+        """Reserve one job; ``cap``: the queue's ``group_concurrency`` (``None``: no cap)."""
+        got = transitions.reserve(
+            self.client, self.keys, lease_ms=lease_ms, worker_id="w1", group_concurrency=cap
+        )
         if got is None:
             return None
         job_id, fields = got
         return job_id, {_s(k): _s(v) for k, v in fields.items()}
 
-    def reserve_id(self, lease_ms: int = 30_000) -> str:
-        got = self.reserve(lease_ms)
+    def reserve_id(self, lease_ms: int = 30_000, *, cap: int | None = None) -> str:
+        got = self.reserve(lease_ms, cap=cap)
         assert got is not None, "nothing to reserve"
         return got[0]
 
-    def drain(self) -> list[str]:
-        """Reserve until empty; return the ids in reservation order."""
+    def drain(self, *, cap: int | None = None) -> list[str]:
+        """Reserve until nothing comes back; return the ids in reservation order."""
         order = []
-        while (got := self.reserve()) is not None:
+        while (got := self.reserve(cap=cap)) is not None:
             order.append(got[0])
         return order
 
@@ -110,6 +115,10 @@ class Engine:
         token = self.token(job_id) if token is None else token
         error = error or error_record(RuntimeError("boom"), "Traceback: boom\n")
         return transitions.fail(self.client, self.keys, job_id, token, error, retry_ms)
+
+    def release(self, job_id: str, token: int | None = None) -> None:
+        token = self.token(job_id) if token is None else token
+        transitions.release(self.client, self.keys, job_id, token)
 
     def promote(self, limit: int = 500) -> tuple[int, int]:
         return transitions.promote_due(self.client, self.keys, limit)
@@ -156,6 +165,17 @@ class Engine:
     def group_of(self, job_id: str) -> str:
         return self.job(job_id)["group"]
 
+    def running_per_group(self) -> dict[str, int]:
+        """The ``grouprun`` hash: group -> running jobs holding one of its slots."""
+        return {_s(k): int(v) for k, v in self.client.hgetall(self.keys.grouprun).items()}
+
+    def full_groups(self) -> set[str]:
+        return {_s(g) for g in self.client.smembers(self.keys.groupfull)}
+
+    def parked(self, group: str) -> set[int]:
+        """The priorities at which ``group`` is parked (at its cap, out of the rings)."""
+        return {int(p) for p in self.client.smembers(self.keys.parked(group))}
+
     def snapshot(self) -> dict[str, Any]:
         """Every key of the queue with its full content, except the wake-up lists and
         the reservation records (they expire with a lease, on their own)."""
@@ -185,10 +205,14 @@ class Engine:
 
         Every priority in ``prios`` has a non-empty ring, every group in a ring a
         non-empty FIFO of queued jobs of that priority and group, and no list lies
-        outside them; the ``queued`` counter matches; each job hash is in exactly
+        outside them but the parked ones (group concurrency: a group at its cap,
+        in ``groupfull``, parked at that priority, and then in no ring there);
+        the ``queued`` counter matches; each job hash is in exactly
         the structure of its state (queued: a group list, scheduled: ``delayed``,
         running: ``reserved``, failed: ``failed``), and in none otherwise. A
-        ``Job.wait`` wake-up list (``done:<id>``) always expires.
+        ``Job.wait`` wake-up list (``done:<id>``) always expires. ``grouprun``
+        counts exactly the running jobs that hold a group slot (field ``gc``),
+        and only jobs that run hold one.
         """
         k = self.keys
         prios = self.zset(k.prios)
@@ -205,11 +229,37 @@ class Engine:
                     assert job["s"] == "queued", (job_id, job)
                     assert (job["prio"], job["group"]) == (prio, group)
                 queued_ids += ids
-        # No non-empty group list or ring outside what prios points at.
+        # No non-empty group list or ring outside what prios points at, but parked ones.
+        full = self.full_groups()
         for raw in self.client.scan_iter(match=f"{k.base}group:*", count=1000):
             key = _s(raw)
             prio, group = key[len(k.base) + len("group:") :].split(":", 1)
-            assert prio in prios and group in self.lrange(k.ring(int(prio))), key
+            ring = self.lrange(k.ring(int(prio))) if prio in prios else []
+            if int(prio) in self.parked(group):
+                assert group in full, f"{group!r} is parked at {prio} but not full"
+                assert group not in ring, f"{group!r} is parked at {prio} and in its ring"
+                ids = self.lrange(key)
+                for job_id in ids:
+                    job = self.job(job_id)
+                    assert job["s"] == "queued", (job_id, job)
+                    assert (job["prio"], job["group"]) == (prio, group)
+                queued_ids += ids
+            else:
+                assert group in ring, key
+        for raw in self.client.scan_iter(match=f"{k.base}parked:*", count=1000):
+            parked = _s(raw)[len(k.base) + len("parked:") :]
+            for level in self.parked(parked):
+                assert self.client.exists(k.group(level, parked)), (parked, level)
+        # Group slots: held by running jobs only, and counted exactly.
+        held: dict[str, int] = {}
+        for raw in self.client.scan_iter(match=f"{k.base}job:*", count=1000):
+            state, slot, holder = self.client.hmget(raw, "s", "gc", "group")
+            if slot is not None:
+                assert state == b"running", (_s(raw), state)
+                name = _s(holder or b"")
+                held[name] = held.get(name, 0) + 1
+        assert self.running_per_group() == held
+        assert full <= set(held), (full, held)
         for raw in self.client.scan_iter(match=f"{k.base}ring:*", count=1000):
             assert _s(raw)[len(k.base) + len("ring:") :] in prios, _s(raw)
         assert len(queued_ids) == len(set(queued_ids))

@@ -2,14 +2,20 @@
 -- jobs `ids` (a Lua array, in order) to their group's FIFO at priority `prio`,
 -- with one command of each kind instead of one per job; add the group to the
 -- tail of that priority's ring and the priority to `prios` when the group
--- list was empty (a group is in the ring exactly when its list is non-empty);
+-- list was empty (a group is in the ring exactly when its list is non-empty
+-- and it is not parked there);
 -- count them queued; leave wake-up tokens for idle workers (at most 64), none
 -- while the queue is paused (its workers reserve nothing: a token would only
 -- wake them for an empty reserve; resume.lua leaves the tokens instead).
+-- A group at its "group_concurrency" cap (a member of base .. 'groupfull') is
+-- parked at `prio` instead of joining the ring (include/park_group.lua), and its
+-- jobs leave no token: none of them may start before one of its running jobs
+-- ends, and that end leaves one (include/group_slot_free.lua).
 -- Derived keys: base .. 'group:' .. prio .. ':' .. group, base .. 'ring:' .. prio,
--- base .. 'paused'
+-- base .. 'paused', base .. 'groupfull', base .. 'parked:' .. group
 -- `prio` and `group` may be false (HMGET of a field the job hash leaves out
 -- at its default): priority '0', the default group ''.
+--@include park_group.lua
 local PUSH_CHUNK, NOTIFY_TOKENS = 1000, 64
 local function push_queued_many(base, prios, stats, notify, ids, prio, group)
   local n = #ids
@@ -22,13 +28,16 @@ local function push_queued_many(base, prios, stats, notify, ids, prio, group)
   for i = 1, n, PUSH_CHUNK do  -- unpack() is bounded by Lua's C stack
     length = redis.call('RPUSH', gkey, unpack(ids, i, math.min(i + PUSH_CHUNK - 1, n)))
   end
+  local full = redis.call('SISMEMBER', base .. 'groupfull', group) == 1
   if length == n then
-    if redis.call('RPUSH', base .. 'ring:' .. prio, group) == 1 then
+    if full then
+      park_group(base, group, prio)
+    elseif redis.call('RPUSH', base .. 'ring:' .. prio, group) == 1 then
       redis.call('ZADD', prios, prio, prio)
     end
   end
   redis.call('HINCRBY', stats, 'queued', n)
-  if redis.call('EXISTS', base .. 'paused') == 1 then
+  if full or redis.call('EXISTS', base .. 'paused') == 1 then
     return
   end
   local tokens = math.min(n, NOTIFY_TOKENS - redis.call('LLEN', notify))

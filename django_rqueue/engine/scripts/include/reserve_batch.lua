@@ -1,6 +1,8 @@
--- reserve_batch(base, prios, reserved, stats, notify, lease, worker, count, rkey, request):
--- reserve up to `count` jobs (include/reserve_next.lua each) and return the
--- list of reservations (each the id followed by the job hash's field/value list).
+-- reserve_batch(base, prios, reserved, stats, notify, lease, worker, count, rkey, request,
+--               cap):
+-- reserve up to `count` jobs (include/reserve_next.lua each, with the group
+-- concurrency cap `cap`, 0 = none) and return the list of reservations (each
+-- the id followed by the job hash's field/value list).
 --
 -- Idempotent per `request` (a random id the caller makes per call; '' = none):
 -- the ids handed out are remembered in `rkey` (a string, space-separated ids,
@@ -17,7 +19,7 @@
 -- Derived key: base .. 'paused'.
 --@include reserve_next.lua
 local function reserve_batch(base, prios, reserved, stats, notify, lease, worker, count, rkey,
-                             request)
+                             request, cap)
   local reservations = {}
   if request ~= '' then
     local prior = redis.call('GET', rkey)
@@ -42,7 +44,7 @@ local function reserve_batch(base, prios, reserved, stats, notify, lease, worker
   end
   local ids = {}
   for _ = 1, count do
-    local got = reserve_next(base, prios, reserved, stats, notify, lease, worker)
+    local got = reserve_next(base, prios, reserved, stats, notify, lease, worker, cap)
     if not got then
       break
     end

@@ -1,4 +1,4 @@
--- reserve_next(base, prios, reserved, stats, notify, lease, worker): take the
+-- reserve_next(base, prios, reserved, stats, notify, lease, worker, cap): take the
 -- next queued job under a lease and a new fencing token, or return false when
 -- nothing is queued (and clear `notify`, so a token left there afterwards
 -- always means "new work since you looked").
@@ -9,12 +9,29 @@
 -- On success: state = running, attempts + 1, token + 1, started_at = now,
 -- worker = `worker`, lease deadline now + `lease` ms in `reserved`; returns
 -- the job's id followed by its whole hash as a flat field/value list.
+--
+-- `cap` (RQUEUE "group_concurrency"; 0 = none): the job counts against its
+-- group's cap (include/group_slot_take.lua), and a group that reaches it is
+-- parked (include/park_group.lua) instead of going back to the tail of the
+-- ring, so later reserves never look at it until one of its running jobs ends
+-- (include/group_slot_free.lua puts it back at the tail). A group popped from a
+-- ring while already at the cap (it reached it at another priority, or the cap
+-- was lowered) is parked there and the next one is tried. Groups below the cap
+-- keep the order above.
+--
+-- At most RESERVE_TRIES groups are popped per job (those skipped: parked ones, ids
+-- whose job hash vanished behind our back); when they run out, false is returned
+-- with a wake-up token left on `notify`, so the caller (or an idle worker) comes
+-- back at once and the next call goes on where this one stopped.
 -- Derived keys: base .. 'ring:' .. prio, base .. 'group:' .. prio .. ':' .. group,
--- base .. 'job:' .. id (which group and job is only known once popped).
+-- base .. 'job:' .. id (which group and job is only known once popped), and with a
+-- cap base .. 'grouprun', base .. 'groupfull', base .. 'parked:' .. group.
+--@include group_slot_take.lua
 --@include now_ms.lua
-local function reserve_next(base, prios, reserved, stats, notify, lease, worker)
-  -- Bounded: ids whose job hash vanished (deleted behind our back) are skipped.
-  for _ = 1, 100 do
+--@include park_group.lua
+local RESERVE_TRIES, NOTIFY_MAX = 100, 64
+local function reserve_next(base, prios, reserved, stats, notify, lease, worker, cap)
+  for _ = 1, RESERVE_TRIES do
     local top = redis.call('ZREVRANGE', prios, 0, 0)[1]
     if not top then
       redis.call('DEL', notify)
@@ -24,14 +41,15 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker)
     local group = redis.call('LPOP', ring)
     if not group then
       redis.call('ZREM', prios, top)
+    elseif cap > 0 and tonumber(redis.call('HGET', base .. 'grouprun', group) or '0') >= cap then
+      park_group(base, group, top)
+      if redis.call('LLEN', ring) == 0 then
+        redis.call('ZREM', prios, top)
+      end
     else
       local gkey = base .. 'group:' .. top .. ':' .. group
       local id = redis.call('LPOP', gkey)
-      if redis.call('LLEN', gkey) > 0 then
-        redis.call('RPUSH', ring, group)
-      elseif redis.call('LLEN', ring) == 0 then
-        redis.call('ZREM', prios, top)
-      end
+      local reply, full = nil, false
       if id then
         redis.call('HINCRBY', stats, 'queued', -1)
         local jkey = base .. 'job:' .. id
@@ -41,12 +59,32 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker)
           redis.call('HINCRBY', jkey, 'attempts', 1)
           redis.call('HSET', jkey, 's', 'running', 'started_at', now, 'worker', worker)
           redis.call('ZADD', reserved, now + lease, id)
-          local reply = redis.call('HGETALL', jkey)
+          if cap > 0 then
+            full = group_slot_take(base, jkey, group, cap)
+          end
+          reply = redis.call('HGETALL', jkey)
           table.insert(reply, 1, id)
-          return reply
         end
       end
+      local requeued = false
+      if redis.call('LLEN', gkey) > 0 then
+        if full then
+          park_group(base, group, top)
+        else
+          redis.call('RPUSH', ring, group)
+          requeued = true
+        end
+      end
+      if not requeued and redis.call('LLEN', ring) == 0 then
+        redis.call('ZREM', prios, top)
+      end
+      if reply then
+        return reply
+      end
     end
+  end
+  if redis.call('LLEN', notify) < NOTIFY_MAX then
+    redis.call('RPUSH', notify, '1')
   end
   return false
 end
