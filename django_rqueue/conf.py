@@ -62,7 +62,7 @@ TOP_LEVEL_KEYS = frozenset(
     }
 )
 OPTION_KEYS = frozenset(BUILTIN_DEFAULTS)
-QUEUE_KEYS = OPTION_KEYS | {"REDIS_URL"}
+QUEUE_KEYS = OPTION_KEYS | {"REDIS_URL", "group_concurrency"}
 
 #: Queue names: letters, digits, ``_ . -``; at most 64 characters. Colons and
 #: braces are excluded because queue names appear in job ids and in the
@@ -86,6 +86,9 @@ class QueueConfig:
     backoff: str | Callable[[int, BaseException], float | None]
     #: Seconds a finished job's record (and result) is kept.
     result_ttl: int
+    #: At most this many jobs of one group run at once, across all workers (``None``:
+    #: no cap). Jobs without a group form the default group, which is capped too.
+    group_concurrency: int | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,21 @@ def _option_problems(
     return found
 
 
+def _group_concurrency_problems(where: str, options: Mapping[str, Any]) -> list[CheckMessage]:
+    """A queue's ``group_concurrency``: an integer >= 1, or ``None``/absent for no cap."""
+    cap = options.get("group_concurrency")
+    if cap is None or (isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1):
+        return []
+    return [
+        checks.Error(
+            f"{where}['group_concurrency'] must be an integer >= 1 or None, got {cap!r}.",
+            hint="At most that many jobs of one group run at once across all workers; "
+            "None (or leaving it out) means no cap.",
+            id="rqueue.E060",
+        )
+    ]
+
+
 def _url_problems(where: str, url: object) -> list[CheckMessage]:
     if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
         return [
@@ -232,7 +250,8 @@ def problems(raw: object) -> list[CheckMessage]:
     name or undeclared default queue; E005 non-positive timeout / lease /
     attempts / async concurrency; E006 bad backoff; E007 unusable Redis location (bad URL, both or
     missing cache alias, cache not backed by django-redis); E020-E022, E024, E025 a bad
-    ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`). W001 no
+    ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`); E060 a queue's
+    ``group_concurrency`` is not an integer >= 1 or None. W001 no
     ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used).
     """
     if not isinstance(raw, Mapping):
@@ -327,7 +346,9 @@ def _queue_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
                 checks.Error(f"RQUEUE['QUEUES'][{name!r}] must be a dict.", id="rqueue.E003")
             )
             continue
-        found.extend(_option_problems(f"RQUEUE['QUEUES'][{name!r}]", options, QUEUE_KEYS))
+        where = f"RQUEUE['QUEUES'][{name!r}]"
+        found.extend(_option_problems(where, options, QUEUE_KEYS))
+        found.extend(_group_concurrency_problems(where, options))
     return found
 
 
@@ -429,6 +450,7 @@ def _parse(raw: Mapping[str, Any]) -> Config:
             max_attempts=int(merged["max_attempts"]),
             backoff=merged["backoff"],
             result_ttl=int(merged["result_ttl"]),
+            group_concurrency=options.get("group_concurrency"),
         )
     url = raw.get("REDIS_URL")
     alias = raw.get("CACHE_ALIAS")

@@ -35,7 +35,12 @@ def test_a_complete_valid_setting_is_clean():
                         "max_attempts": 10,
                         "REDIS_URL": "unix:///tmp/r.sock",
                     },
-                    "bulk.low": {"backoff": lambda attempt, exc: None, "result_ttl": 0},
+                    "bulk.low": {
+                        "backoff": lambda attempt, exc: None,
+                        "result_ttl": 0,
+                        "group_concurrency": 2,
+                    },
+                    "plain": {"group_concurrency": None},
                 },
                 "DEFAULTS": {"timeout": 1.5, "max_attempts": 1, "backoff": "exponential"},
                 "LEASE": 0.5,
@@ -98,6 +103,13 @@ def test_a_complete_valid_setting_is_clean():
         ({"REDIS_URL": URL, "CACHE_ALIAS": "default"}, "rqueue.E007"),
         ({"CACHE_ALIAS": "missing"}, "rqueue.E007"),
         ({"REDIS_URL": URL, "QUEUES": {"a": {"REDIS_URL": "localhost:6379"}}}, "rqueue.E007"),
+        # E060: a bad group_concurrency; it is a queue's own option, not a default
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"group_concurrency": 0}}}, "rqueue.E060"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"group_concurrency": -3}}}, "rqueue.E060"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"group_concurrency": 1.5}}}, "rqueue.E060"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"group_concurrency": "2"}}}, "rqueue.E060"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"group_concurrency": True}}}, "rqueue.E060"),
+        ({"REDIS_URL": URL, "DEFAULTS": {"group_concurrency": 2}}, "rqueue.E002"),
         # W001: nothing says where Redis is
         ({}, "rqueue.W001"),
         ({"QUEUES": {"a": {}}}, "rqueue.W001"),
@@ -142,6 +154,15 @@ def test_every_problem_is_reported_not_just_the_first():
     ):
         ids = sorted(m.id for m in check_settings() if m.id)
     assert ids == ["rqueue.E002", "rqueue.E004", "rqueue.E005", "rqueue.E006"]
+
+
+def test_a_bad_group_concurrency_names_the_queue_and_the_value():
+    with override_settings(RQUEUE={"REDIS_URL": URL, "QUEUES": {"bulk": {"group_concurrency": 0}}}):
+        (message,) = check_settings()
+    assert message.id == "rqueue.E060"
+    assert message.msg == (
+        "RQUEUE['QUEUES']['bulk']['group_concurrency'] must be an integer >= 1 or None, got 0."
+    )
 
 
 def test_an_unknown_key_names_the_allowed_ones_in_its_hint():

@@ -43,6 +43,7 @@ def test_built_in_defaults_apply_to_every_queue(settings: Settings):
         False,
     )
     assert config.async_concurrency == 1
+    assert q.group_concurrency is None
 
 
 def test_queue_options_override_defaults_which_override_built_ins(settings: Settings):
@@ -51,7 +52,7 @@ def test_queue_options_override_defaults_which_override_built_ins(settings: Sett
         "DEFAULTS": {"timeout": 60, "max_attempts": 7},
         "QUEUES": {
             "emails": {"timeout": 30, "backoff": _backoff, "REDIS_URL": "redis://other:6379/2"},
-            "bulk": {},
+            "bulk": {"group_concurrency": 3},
         },
         "DEFAULT_QUEUE": "bulk",
         "LEASE": 4.5,
@@ -61,6 +62,7 @@ def test_queue_options_override_defaults_which_override_built_ins(settings: Sett
     assert (emails.timeout, emails.max_attempts, emails.backoff) == (30.0, 7, _backoff)
     assert emails.redis_url == "redis://other:6379/2"
     assert (bulk.timeout, bulk.max_attempts, bulk.redis_url) == (60.0, 7, None)
+    assert (bulk.group_concurrency, emails.group_concurrency) == (3, None)
     assert default.max_attempts == 7
     assert config.default_queue == "bulk"
     assert config.lease == 4.5
