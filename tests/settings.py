@@ -89,6 +89,11 @@ RQUEUE: dict[str, Any] = {
 # The periodic-job tests (tests/faults/test_schedule.py) hand their subprocesses a schedule.
 if os.environ.get("RQUEUE_TEST_SCHEDULE"):
     RQUEUE["SCHEDULE"] = json.loads(os.environ["RQUEUE_TEST_SCHEDULE"])
+# Tests of per-queue options hand their subprocesses more options, as JSON
+# {queue: {option: value}} (group_concurrency in tests/management/commands/test_rqueue_work.py).
+if os.environ.get("RQUEUE_TEST_QUEUE_OPTIONS"):
+    for _queue, _options in json.loads(os.environ["RQUEUE_TEST_QUEUE_OPTIONS"]).items():
+        RQUEUE["QUEUES"].setdefault(_queue, {}).update(_options)
 
 # django.tasks: the tasks of tests/jobs_app/tasks.py run as rqueue jobs. "default"
 # may use every RQUEUE queue; "emails_only" only the "emails" queue; "immediate" is

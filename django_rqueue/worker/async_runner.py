@@ -217,6 +217,7 @@ class AsyncRunner:
             "lease_ms": int(config.lease * 1000),
             "worker_id": self.worker.worker_id,
             "count": count,
+            "group_concurrency": config.queue(queue).group_concurrency,
         }
         client = get_async_client(queue)
         if client is None:  # CACHE_ALIAS: no asyncio client

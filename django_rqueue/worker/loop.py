@@ -335,6 +335,7 @@ class Worker:
                     lease_ms=lease_ms,
                     worker_id=self.worker_id,
                     count=count,
+                    group_concurrency=config.queue(queue).group_concurrency,
                 )
                 if reserved:
                     jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved]
@@ -461,6 +462,7 @@ class Worker:
                     lease_ms=int(config.lease * 1000),
                     worker_id=self.worker_id,
                     count=count,
+                    group_concurrency=config.queue(queue).group_concurrency,
                 )
             except RedisUnavailable:
                 pass  # resent below as a plain ack: a repeat must not reserve more jobs

@@ -7,14 +7,18 @@ happened.
 
 from __future__ import annotations
 
+import datetime
+import itertools
+import json
 import re
 import signal
 import time
+from typing import Any
 
 import pytest
 import redis
 
-from django_rqueue import JobStatus, get_job
+from django_rqueue import Job, JobStatus, get_job
 from tests.jobs_app.jobs import fail_then_succeed, read_ledger, record, returns_unserializable, slow
 from tests.support.inprocess import keys, stats
 from tests.support.processes import STARTUP, CommandProcess, children_of, command_env
@@ -206,6 +210,43 @@ def test_queues_option_serves_only_those_queues_in_that_order(manage: Manage, le
     assert worker.wait(STARTUP) == 0
 
     assert [e["tag"] for e in read_ledger(ledger)] == ["low", "emails"]
+
+
+def test_group_concurrency_caps_a_group_across_workers(
+    manage: Manage, ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    """``group_concurrency`` 1 on the queue, two workers of two children each: the long
+    group never runs two jobs at once (from the started_at/finished_at of their records),
+    and the short group's jobs finish meanwhile instead of waiting behind it."""
+    long_jobs = [slow.using(group="long").delay(ledger, f"long{n}", 0.8) for n in range(3)]
+    short_jobs = [slow.using(group="short").delay(ledger, f"short{n}", 0.02) for n in range(6)]
+    options = json.dumps({"default": {"group_concurrency": 1}})
+    env = command_env(extra={"RQUEUE_TEST_QUEUE_OPTIONS": options})
+    for _ in range(2):
+        manage("rqueue_work", "--queues", "default", "--concurrency", "2", env=env)
+
+    def finished() -> list[Job[Any]]:
+        found = [get_job(j.id) for j in long_jobs + short_jobs]
+        done = [j for j in found if j is not None and j.status is JobStatus.SUCCEEDED]
+        return done if len(done) == len(found) else []
+
+    done = wait_until(finished, timeout=STARTUP + 10, message="the jobs did not all succeed")
+
+    def intervals(group: str) -> list[tuple[datetime.datetime, datetime.datetime]]:
+        runs = [(j.started_at, j.finished_at) for j in done if j.group == group]
+        return sorted((start, end) for start, end in runs if start and end)
+
+    long_runs, short_runs = intervals("long"), intervals("short")
+    assert (len(long_runs), len(short_runs)) == (3, 6)
+    for runs in (long_runs, short_runs):  # the cap is per group: the short ones too
+        for (_, end), (next_start, _) in itertools.pairwise(runs):
+            assert next_start >= end, runs
+    assert any(
+        start <= short_end <= end for start, end in long_runs for _, short_end in short_runs
+    ), (long_runs, short_runs)
+    # Every slot was given back.
+    assert rqueue_redis.hlen(keys().grouprun) == 0
+    assert rqueue_redis.scard(keys().groupfull) == 0
 
 
 #: --queues weights, and the jobs queued on each: enough that none runs dry among
