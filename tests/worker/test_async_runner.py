@@ -35,7 +35,7 @@ from tests.jobs_app.jobs import (
     record,
     sleepy_timeout,
 )
-from tests.support.inprocess import run_worker
+from tests.support.inprocess import keys, run_worker
 from tests.support.jobs_in_state import Jobs
 from tests.support.waiting import wait_until
 
@@ -195,6 +195,33 @@ def test_a_sync_job_reserved_among_async_ones_waits_for_them_then_runs_alone(
     for j in [*before, *after]:
         j.refresh()
         assert j.status == JobStatus.SUCCEEDED
+
+
+def test_free_async_slots_take_no_more_jobs_of_a_group_than_its_cap(
+    ledger: str, tmp_path: Path, rqueue_redis: redis.Redis, settings: Settings
+) -> None:
+    queues = {**settings.RQUEUE["QUEUES"], "default": {"group_concurrency": 2}}
+    settings.RQUEUE = {**settings.RQUEUE, "QUEUES": queues}
+    gate = tmp_path / "gate"
+    jobs = [fault_async_gate.using(group="a").delay(ledger, f"a{i}", str(gate)) for i in range(6)]
+    jobs += [fault_async_gate.using(group="b").delay(ledger, f"b{i}", str(gate)) for i in range(2)]
+    seen: list[Any] = []
+
+    def two_of_each_run() -> bool:
+        if len(lines(ledger, "start")) < 4:
+            return False
+        # Ten free slots, one reserve for all of them: only the slots the cap allows.
+        seen.append(rqueue_redis.zcard(keys().reserved))
+        seen.append(rqueue_redis.hgetall(keys().grouprun))
+        return True
+
+    with driver(open_gate_when(gate, two_of_each_run, "four async jobs did not start")):
+        worker = run_worker(burst=True, async_concurrency=10)
+
+    assert seen == [4, {b"a": b"2", b"b": b"2"}]
+    assert worker.processed == 8
+    assert {get_job(j.id).status for j in jobs} == {JobStatus.SUCCEEDED}  # type: ignore[union-attr]
+    assert rqueue_redis.exists(keys().grouprun, keys().groupfull) == 0
 
 
 def test_async_jobs_run_one_at_a_time_by_default_and_max_jobs_counts_them(ledger: str) -> None:
