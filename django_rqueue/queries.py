@@ -350,31 +350,63 @@ class GroupRow:
     group: str
     backlog: int
     next_job: str
+    #: At its ``group_concurrency`` cap: out of the ring until one of its running jobs ends.
+    parked: bool = False
+
+
+def _parked(client: redis.Redis, keys: QueueKeys) -> dict[int, list[str]]:
+    """Groups parked at their ``group_concurrency`` cap, by priority, sorted by name.
+
+    Bounded: a group is full only while at least one of its jobs runs, so
+    there are at most as many as running jobs. Two round trips.
+    """
+    full = sorted(as_text(g) for g in client.smembers(keys.groupfull))
+    if not full:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for group in full:
+        pipe.smembers(keys.parked(group))
+    found: dict[int, list[str]] = {}
+    for group, levels in zip(full, pipe.execute(), strict=True):
+        for level in levels:
+            found.setdefault(int(level), []).append(group)
+    return found
 
 
 def priorities(queue: str) -> list[int]:
-    """Priority levels with queued jobs, highest first (at most 201)."""
+    """Priority levels with queued jobs, highest first (at most 201), parked groups' included."""
+    keys, client = keys_of(queue), get_client(queue)
     with redis_errors():
-        raw: list[bytes] = get_client(queue).zrevrange(keys_of(queue).prios, 0, -1)  # type: ignore[assignment]
-    return [int(p) for p in raw]
+        raw: list[bytes] = client.zrevrange(keys.prios, 0, -1)  # type: ignore[assignment]
+        parked = _parked(client, keys)
+    return sorted({int(p) for p in raw} | set(parked), reverse=True)
 
 
 def group_count(queue: str, priority: int) -> int:
+    """Groups with queued jobs at ``priority``: those in its ring and those parked there."""
+    keys, client = keys_of(queue), get_client(queue)
     with redis_errors():
-        return int(get_client(queue).llen(keys_of(queue).ring(priority)))
+        return int(client.llen(keys.ring(priority))) + len(_parked(client, keys).get(priority, []))
 
 
 def groups(queue: str, priority: int, start: int, end: int) -> list[GroupRow]:
-    """Groups at ``priority`` in serving order (ranks ``start..end``), with backlog."""
+    """Groups at ``priority`` in serving order (ranks ``start..end``, ``end`` -1: the last),
+    with backlog: the ring's, then the groups parked at their ``group_concurrency`` cap
+    (they rejoin the ring's tail when one of their running jobs ends)."""
     keys, client = keys_of(queue), get_client(queue)
     with redis_errors():
+        in_ring = int(client.llen(keys.ring(priority)))
+        parked = _parked(client, keys).get(priority, [])
+        if end < 0:
+            end += in_ring + len(parked)
         names = [as_text(g) for g in client.lrange(keys.ring(priority), start, end)]
+        waiting = parked[max(0, start - in_ring) : max(0, end + 1 - in_ring)]
         pipe = client.pipeline(transaction=False)
-        for name in names:
+        for name in names + waiting:
             pipe.llen(keys.group(priority, name))
             pipe.lindex(keys.group(priority, name), 0)
         replies: list[Any] = pipe.execute()
     return [
-        GroupRow(name, int(replies[2 * n]), as_text(replies[2 * n + 1] or b""))
-        for n, name in enumerate(names)
+        GroupRow(name, int(replies[2 * n]), as_text(replies[2 * n + 1] or b""), n >= len(names))
+        for n, name in enumerate(names + waiting)
     ]

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from django_rqueue import JobStatus, get_job, queries
+from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.queries import (
     FilteredPage,
@@ -100,6 +101,38 @@ def test_priorities_and_groups_in_serving_order(jobs: Jobs) -> None:
         GroupRow("g2", 1, only),
     ]
     assert queries.groups("default", 5, 1, 1) == [GroupRow("g2", 1, only)]
+
+
+def reserve(client: redis.Redis, jobs: Jobs) -> None:
+    """Reserve one job of ``default`` under a ``group_concurrency`` of 1."""
+    got = transitions.reserve(
+        client, jobs.keys(), lease_ms=60_000, worker_id="w", group_concurrency=1
+    )
+    assert got is not None
+
+
+def test_groups_parked_at_their_cap_are_listed_after_the_ring(
+    jobs: Jobs, rqueue_redis: redis.Redis
+) -> None:
+    ids = {g: [jobs.queued(priority=3, group=g) for _ in range(2)] for g in ("p", "q", "r")}
+    jobs.queued(group="other")
+    for _ in range(2):  # p, then q, reach the cap of 1 and are parked with one job each
+        reserve(rqueue_redis, jobs)
+    assert rqueue_redis.llen(jobs.keys().ring(3)) == 1  # only r is left in the ring
+
+    assert queries.priorities("default") == [3, 0]
+    assert queries.group_count("default", 3) == 3
+    assert queries.groups("default", 3, 0, -1) == [
+        GroupRow("r", 2, ids["r"][0]),
+        GroupRow("p", 1, ids["p"][1], parked=True),
+        GroupRow("q", 1, ids["q"][1], parked=True),
+    ]
+    assert queries.groups("default", 3, 1, 1) == [GroupRow("p", 1, ids["p"][1], parked=True)]
+    assert queries.groups("default", 3, 2, 5) == [GroupRow("q", 1, ids["q"][1], parked=True)]
+    # The last job of priority 3 that may run: its tab stays while the parked ones wait.
+    reserve(rqueue_redis, jobs)
+    assert rqueue_redis.zscore(jobs.keys().prios, 3) is None
+    assert queries.priorities("default") == [3, 0]
 
 
 # -- JobSource -------------------------------------------------------------------

@@ -9,6 +9,7 @@ from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
 
 from django_rqueue import queries
+from django_rqueue.engine import transitions
 from django_rqueue.worker import heartbeat
 from tests.support.jobs_in_state import Jobs
 
@@ -106,6 +107,21 @@ def test_queued_jobs_by_priority_and_group(admin_client_rq: Client, jobs: Jobs):
     assert [r["id"] for r in one.context["rows"]] == [a]
     single = admin_client_rq.get(f"{BASE}queues/default/queued/?prio=-3")
     assert [r["id"] for r in single.context["rows"]] == [low]
+
+
+def test_a_group_parked_at_its_cap_is_listed_and_marked(admin_client_rq: Client, jobs: Jobs):
+    first = jobs.queued(group="user:a", priority=5)
+    jobs.queued(group="user:a", priority=5)
+    jobs.queued(group="user:b", priority=5)
+    got = transitions.reserve(
+        jobs.client, jobs.keys(), lease_ms=60_000, worker_id="w", group_concurrency=1
+    )
+    assert got is not None and got[0] == first  # user:a is at its cap of 1, one job queued
+    page = admin_client_rq.get(f"{BASE}queues/default/queued/?prio=5")
+    assert page.context["priorities"] == [5]
+    rows = [(g.group, g.parked) for g in page.context["groups_page"]]
+    assert rows == [("user:b", False), ("user:a", True)]
+    assert b"at its concurrency cap" in page.content
 
 
 def test_job_detail_shows_everything_escaped(admin_client_rq: Client, jobs: Jobs):
