@@ -252,6 +252,31 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
     assert [k for k in must_exist if k not in found] == []
 
 
+def test_the_group_concurrency_keys_the_scripts_write_are_names_keys_py_produces(
+    redis_client: redis.Redis,
+):
+    keys = QueueKeys.of("rqueue", "emails")
+    first = keyed_job.using(group="user:1", priority=5).delay(1)
+    keyed_job.using(group="user:1", priority=5).delay(2)
+    got = transitions.reserve(
+        redis_client, keys, lease_ms=60_000, worker_id="w", group_concurrency=1
+    )
+    assert got is not None and got[0] == first.id
+    assert redis_client.hget(keys.job(first.id), JobFields.GROUP_SLOT) == b"1"
+    found = {k.decode() for k in redis_client.scan_iter(match="*", count=1000)}
+    jobs = {k for k in found if k.startswith(keys.job(""))}
+    requests = {k for k in found if k.startswith(keys.reservation(""))}
+    assert found - jobs - requests == {
+        keys.grouprun,
+        keys.groupfull,
+        keys.parked("user:1"),  # at priority 5, which has no ring left: the one group is parked
+        keys.group(5, "user:1"),
+        keys.reserved,
+        keys.stats,
+        keys.notify,
+    }
+
+
 #: Job hash fields written after enqueue, which keep their full names (JobFields).
 LATER_FIELDS = {"prio", "group", "attempts", "token", "worker", "started_at", "finished_at"}
 LATER_FIELDS |= {"result", "error", "nerr"}
