@@ -34,13 +34,18 @@ from .schedule import ScheduleEntry
 BACKOFF_NAMES = frozenset(backoffs.NAMED)
 
 #: Built-in values used when neither ``DEFAULTS`` nor a queue sets them.
-#: ``timeout`` and ``result_ttl`` are seconds.
+#: ``timeout``, ``result_ttl`` and ``failed_ttl`` are seconds.
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "timeout": 300,
     "max_attempts": 3,
     "backoff": "exponential",
     "result_ttl": 86400,
+    # Retention of the failed store: 90 days, 100 000 jobs (``None``: no limit).
+    "failed_ttl": 90 * 86400,
+    "failed_max": 100_000,
 }
+#: The failed store's retention options, each a positive integer or ``None`` (no limit).
+RETENTION_KEYS = ("failed_ttl", "failed_max")
 
 #: ``REDIS_URL`` used when neither ``REDIS_URL`` nor ``CACHE_ALIAS`` is set.
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
@@ -86,6 +91,10 @@ class QueueConfig:
     backoff: str | Callable[[int, BaseException], float | None]
     #: Seconds a finished job's record (and result) is kept.
     result_ttl: int
+    #: Seconds a failed job stays in the failed store before it is deleted (``None``: forever).
+    failed_ttl: int | None
+    #: Failed jobs the store keeps at most, the oldest deleted first (``None``: no cap).
+    failed_max: int | None
     #: At most this many jobs of one group run at once, across all workers (``None``:
     #: no cap). Jobs without a group form the default group, which is capped too.
     group_concurrency: int | None = None
@@ -212,6 +221,7 @@ def _option_problems(
                 id="rqueue.E006",
             )
         )
+    found.extend(_retention_problems(where, options))
     if "REDIS_URL" in options:
         found.extend(_url_problems(f"{where}['REDIS_URL']", options["REDIS_URL"]))
     return found
@@ -232,6 +242,24 @@ def _group_concurrency_problems(where: str, options: Mapping[str, Any]) -> list[
     ]
 
 
+def _retention_problems(where: str, options: Mapping[str, Any]) -> list[CheckMessage]:
+    """``failed_ttl`` (seconds) and ``failed_max`` (jobs): an integer >= 1, or ``None``."""
+    found: list[CheckMessage] = []
+    for key in RETENTION_KEYS:
+        value = options.get(key)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            continue
+        found.append(
+            checks.Error(
+                f"{where}[{key!r}] must be an integer >= 1 or None (no limit), got {value!r}.",
+                hint="failed_ttl is in seconds (default 90 days), failed_max a number of jobs "
+                "(default 100000).",
+                id="rqueue.E040",
+            )
+        )
+    return found
+
+
 def _url_problems(where: str, url: object) -> list[CheckMessage]:
     if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
         return [
@@ -250,8 +278,9 @@ def problems(raw: object) -> list[CheckMessage]:
     name or undeclared default queue; E005 non-positive timeout / lease /
     attempts / async concurrency; E006 bad backoff; E007 unusable Redis location (bad URL, both or
     missing cache alias, cache not backed by django-redis); E020-E022, E024, E025 a bad
-    ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`); E060 a queue's
-    ``group_concurrency`` is not an integer >= 1 or None. W001 no
+    ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`); E040 a bad ``failed_ttl`` or
+    ``failed_max`` (the failed store's retention: an integer >= 1, or ``None``); E060 a
+    queue's ``group_concurrency`` is not an integer >= 1 or None. W001 no
     ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used).
     """
     if not isinstance(raw, Mapping):
@@ -450,6 +479,8 @@ def _parse(raw: Mapping[str, Any]) -> Config:
             max_attempts=int(merged["max_attempts"]),
             backoff=merged["backoff"],
             result_ttl=int(merged["result_ttl"]),
+            failed_ttl=merged["failed_ttl"],
+            failed_max=merged["failed_max"],
             group_concurrency=options.get("group_concurrency"),
         )
     url = raw.get("REDIS_URL")

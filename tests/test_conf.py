@@ -68,6 +68,21 @@ def test_queue_options_override_defaults_which_override_built_ins(settings: Sett
     assert config.lease == 4.5
 
 
+def test_failed_store_retention_defaults_to_90_days_and_100000_jobs_and_none_lifts_it(
+    settings: Settings,
+):
+    settings.RQUEUE = {
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "DEFAULTS": {"failed_max": 500},
+        "QUEUES": {"keep": {"failed_ttl": None, "failed_max": None}, "short": {"failed_ttl": 60}},
+    }
+    config = get_config()
+    default, keep, short = config.queue("default"), config.queue("keep"), config.queue("short")
+    assert (default.failed_ttl, default.failed_max) == (7_776_000, 500)
+    assert (keep.failed_ttl, keep.failed_max) == (None, None)
+    assert (short.failed_ttl, short.failed_max) == (60, 500)
+
+
 def test_an_undeclared_queue_is_a_value_error_naming_the_declared_ones():
     with pytest.raises(ValueError, match=r"queue 'nope' is not declared.*default, emails, low"):
         get_config().queue("nope")
