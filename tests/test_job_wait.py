@@ -19,6 +19,7 @@ from django_rqueue.engine.connection import reset_clients
 from django_rqueue.engine.keys import JobFields, QueueKeys
 from django_rqueue.execution import error_record
 from tests.support.inprocess import run_worker
+from tests.support.jobs_in_state import retention
 
 KEYS = QueueKeys.of("rqueue", "default")
 #: A wait that is woken must end well before this (the BLPOP slice is 5 s).
@@ -131,7 +132,7 @@ def test_a_final_failure_wakes_the_waiter(redis_client: redis.Redis):
     def fail() -> None:
         job_id, token = _reserve(redis_client)
         error = error_record(RuntimeError("boom"))
-        assert transitions.fail(redis_client, KEYS, job_id, token, error, -1)
+        assert transitions.fail(redis_client, KEYS, job_id, token, error, -1, retention=retention())
 
     thread = _later(fail)
     elapsed = _timed_wait(queued)
@@ -144,7 +145,9 @@ def test_a_final_failure_wakes_the_waiter(redis_client: redis.Redis):
 def test_a_lease_expiry_on_the_last_attempt_wakes_the_waiter(redis_client: redis.Redis):
     queued = explode.delay()
     _reserve(redis_client, lease_ms=1)
-    thread = _later(lambda: transitions.reclaim_expired(redis_client, KEYS, 10, "{}"))
+    thread = _later(
+        lambda: transitions.reclaim_expired(redis_client, KEYS, 10, "{}", retention=retention())
+    )
     elapsed = _timed_wait(queued)
     thread.join()
     assert elapsed < WOKEN_WITHIN

@@ -14,11 +14,14 @@ Also here: the reading of the replies that more than one caller reads
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..exceptions import LeaseLost
 from .connection import as_text
 from .keys import QueueKeys
+
+if TYPE_CHECKING:
+    from ..conf import QueueConfig
 
 #: An ``ARGV`` entry as redis-py sends it.
 Arg = str | int | float
@@ -26,6 +29,34 @@ Arg = str | int | float
 CancelMode = Literal["cancel", "delete"]
 #: ``failed_batch.lua``'s mode: re-queue the failed jobs, or remove them.
 FailedBatchMode = Literal["retry", "delete"]
+
+
+#: Old failed jobs one script call deletes at most (the failed store's retention), so
+#: that one call never holds Redis for long on a huge backlog: a call that reaches it
+#: leaves the rest to the next failure or the poller's next round.
+TRIM_LIMIT = 100
+
+
+class Retention(NamedTuple):
+    """The failed store's retention of a queue, as ``fail``, ``reclaim`` and ``trim_failed``
+    take it (``include/trim_failed.lua``): the oldest failed jobs are deleted first."""
+
+    #: Seconds a failed job is kept (``None``: forever).
+    ttl: int | None
+    #: Failed jobs kept at most (``None``: no cap).
+    max_jobs: int | None
+    #: Failed jobs deleted per script call at most.
+    limit: int = TRIM_LIMIT
+
+    @classmethod
+    def of(cls, queue: QueueConfig) -> Retention:
+        """The retention of a queue's settings (``failed_ttl``, ``failed_max``)."""
+        return cls(queue.failed_ttl, queue.failed_max)
+
+    def args(self) -> list[Arg]:
+        """The scripts' ``ARGV``: TTL in ms, max jobs (``-1``: no such limit), limit."""
+        ttl_ms = -1 if self.ttl is None else self.ttl * 1000
+        return [ttl_ms, -1 if self.max_jobs is None else self.max_jobs, self.limit]
 
 
 class ScriptCall(NamedTuple):
@@ -183,8 +214,16 @@ def ack(keys: QueueKeys, job_id: str, token: int, result: str, result_ttl: int) 
     )
 
 
-def fail(keys: QueueKeys, job_id: str, token: int, error: str, retry_delay_ms: int) -> ScriptCall:
-    """``fail.lua``: record a failed attempt (``retry_delay_ms`` -1: no retry)."""
+def fail(
+    keys: QueueKeys,
+    job_id: str,
+    token: int,
+    error: str,
+    retry_delay_ms: int,
+    retention: Retention,
+) -> ScriptCall:
+    """``fail.lua``: record a failed attempt (``retry_delay_ms`` -1: no retry); a final
+    failure applies ``retention`` to the failed store."""
     return ScriptCall(
         "fail",
         [
@@ -196,7 +235,7 @@ def fail(keys: QueueKeys, job_id: str, token: int, error: str, retry_delay_ms: i
             keys.stats,
             keys.wake,
         ],
-        [job_id, token, error, retry_delay_ms],
+        [job_id, token, error, retry_delay_ms, *retention.args()],
     )
 
 
@@ -218,13 +257,19 @@ def promote(keys: QueueKeys, limit: int) -> ScriptCall:
     )
 
 
-def reclaim(keys: QueueKeys, limit: int, error: str) -> ScriptCall:
-    """``reclaim.lua``: take back up to ``limit`` jobs whose lease expired."""
+def reclaim(keys: QueueKeys, limit: int, error: str, retention: Retention) -> ScriptCall:
+    """``reclaim.lua``: take back up to ``limit`` jobs whose lease expired; applies
+    ``retention`` to the failed store when one of them goes there."""
     return ScriptCall(
         "reclaim",
         [keys.base, keys.reserved, keys.prios, keys.failed, keys.stats, keys.notify],
-        [limit, error],
+        [limit, error, *retention.args()],
     )
+
+
+def trim_failed(keys: QueueKeys, retention: Retention) -> ScriptCall:
+    """``trim_failed.lua``: apply ``retention`` to the failed store now."""
+    return ScriptCall("trim_failed", [keys.base, keys.failed, keys.stats], retention.args())
 
 
 def retry(keys: QueueKeys, job_id: str) -> ScriptCall:

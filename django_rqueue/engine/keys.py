@@ -10,7 +10,8 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:delayed                zset    job id -> run-at (ms, Redis clock)
     <prefix>:{<queue>}:reserved               zset    job id -> lease deadline (ms, Redis clock)
     <prefix>:{<queue>}:failed                 zset    job id -> failed-at (ms)
-    <prefix>:{<queue>}:stats                  hash    O(1) counters (queued, succeeded, failed)
+    <prefix>:{<queue>}:stats                  hash    O(1) counters (queued, succeeded, failed;
+                                                      trimmed: failed jobs deleted by retention)
     <prefix>:{<queue>}:throughput             hash    succeeded/failed per minute, a 60-slot ring
     <prefix>:{<queue>}:succeeded              zset    latest 1000 kept successes, id -> finish ms
     <prefix>:{<queue>}:unique:<key>           string  id of the pending job holding a unique key
@@ -48,8 +49,8 @@ Keys shared by every queue (on the default connection, outside any hash tag)::
                                                       ``rqueue_poller``; ``rqueue_info --check``)
 
 Scripts whose keys depend on what they find (reserve picks a priority, a
-group and a job; promote and reclaim walk many jobs) receive the queue's
-base ``<prefix>:{<queue>}:`` in ``KEYS`` and append the suffixes
+group and a job; promote, reclaim and the failed store's retention walk many
+jobs) receive the queue's base ``<prefix>:{<queue>}:`` in ``KEYS`` and append the suffixes
 :data:`JOB`, :data:`RING`, :data:`GROUP`, :data:`DONE` and :data:`PARKED` below; the scripts
 name the same suffixes in their headers, and ``tests/engine/test_keys.py`` checks that both
 agree. Every script that reserves or queues a job also reads :data:`PAUSED` under the base

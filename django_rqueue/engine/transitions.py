@@ -22,7 +22,7 @@ import redis.asyncio
 
 from ..exceptions import JobStateError, LeaseLost
 from . import calls
-from .calls import CancelMode, FailedBatchMode, ScriptCall, applied, stale_lease
+from .calls import CancelMode, FailedBatchMode, Retention, ScriptCall, applied, stale_lease
 from .connection import as_text, redis_errors
 from .keys import QueueKeys
 from .pipelining import pipelined
@@ -347,14 +347,23 @@ def ack(
 
 
 def fail(
-    client: redis.Redis, keys: QueueKeys, job_id: str, token: int, error: str, retry_delay_ms: int
+    client: redis.Redis,
+    keys: QueueKeys,
+    job_id: str,
+    token: int,
+    error: str,
+    retry_delay_ms: int,
+    *,
+    retention: Retention,
 ) -> tuple[str, int | None]:
     """Record a failed attempt (``fail.lua``).
 
     ``retry_delay_ms`` ``-1`` forbids a retry. Returns ``("retrying", run-at
-    ms)`` or ``("failed", None)``.
+    ms)`` or ``("failed", None)``. A job that goes to the failed store makes
+    it apply ``retention`` (the oldest failed jobs beyond it are deleted, at
+    most ``retention.limit`` of them).
     """
-    reply = _run(client, calls.fail(keys, job_id, token, error, retry_delay_ms))
+    reply = _run(client, calls.fail(keys, job_id, token, error, retry_delay_ms, retention))
     outcome = as_text(reply[0])
     if outcome == "stale":
         state, current = as_text(reply[1]), as_text(reply[2])
@@ -386,15 +395,29 @@ def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, 
 
 
 def reclaim_expired(
-    client: redis.Redis, keys: QueueKeys, limit: int, error: str
+    client: redis.Redis, keys: QueueKeys, limit: int, error: str, *, retention: Retention
 ) -> tuple[int, int, int]:
     """Take back jobs whose lease expired (``reclaim.lua``).
 
     Returns ``(requeued, failed, ms until the next lease deadline)`` with the
-    same ``-1``/``0`` conventions as :func:`promote_due`.
+    same ``-1``/``0`` conventions as :func:`promote_due`. When jobs went to
+    the failed store, ``retention`` is applied to it as :func:`fail` does.
     """
-    reply = _run(client, calls.reclaim(keys, limit, error))
+    reply = _run(client, calls.reclaim(keys, limit, error, retention))
     return int(reply[0]), int(reply[1]), int(reply[2])
+
+
+def trim_failed(client: redis.Redis, keys: QueueKeys, retention: Retention) -> tuple[int, bool]:
+    """Apply ``retention`` to the failed store now (``trim_failed.lua``).
+
+    Deletes the oldest failed jobs (record, error history, ``Job.wait`` list)
+    while there are more than ``retention.max_jobs`` or the oldest failed
+    ``retention.ttl`` seconds ago or more, at most ``retention.limit`` of
+    them. Returns ``(deleted, more)``: ``more`` when the limit was reached
+    and another call may delete more.
+    """
+    reply = _run(client, calls.trim_failed(keys, retention))
+    return int(reply[0]), int(reply[1]) == 1
 
 
 def retry_failed(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:

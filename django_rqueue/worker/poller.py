@@ -25,6 +25,7 @@ import redis
 
 from ..conf import get_config
 from ..engine import transitions
+from ..engine.calls import Retention
 from ..engine.connection import get_client, redis_errors, redis_time_ms
 from ..engine.keys import QueueKeys, pollers_key
 from ..exceptions import LeaseExpired, RedisUnavailable
@@ -72,7 +73,11 @@ class Poller:
             client, keys = get_client(queue), QueueKeys.of(prefix, queue)
             promoted, next_due = transitions.promote_due(client, keys, self.batch)
             requeued, failed, next_deadline = transitions.reclaim_expired(
-                client, keys, self.batch, self._lease_error
+                client,
+                keys,
+                self.batch,
+                self._lease_error,
+                retention=Retention.of(config.queue(queue)),
             )
             if requeued or failed:
                 logger.warning(

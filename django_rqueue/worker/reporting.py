@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .. import registry
 from ..conf import get_config
 from ..engine import transitions
+from ..engine.calls import Retention
 from ..engine.connection import get_client
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import PendingAck
@@ -102,13 +103,16 @@ def deliver_failure(
     ``delay``: seconds until the retry, ``None`` for none. Returns
     ``retrying``, ``failed`` or ``discarded``.
     """
-    keys = QueueKeys.of(get_config().key_prefix, queue)
+    config = get_config()
+    keys = QueueKeys.of(config.key_prefix, queue)
+    retention = Retention.of(config.queue(queue))
     delay_ms = -1 if delay is None else int(delay * 1000)
 
     def deliver() -> AttemptOutcome:
         client = get_client(queue)
+        error = outcome.error_json(job.worker)
         result, _ = transitions.fail(
-            client, keys, job.id, job.token, outcome.error_json(job.worker), delay_ms
+            client, keys, job.id, job.token, error, delay_ms, retention=retention
         )
         return AttemptOutcome(result)
 
@@ -139,7 +143,8 @@ def fail_lost_attempt(
     Raises:
         RedisUnavailable: Redis cannot be reached (nothing changed; report again later).
     """
-    keys = QueueKeys.of(get_config().key_prefix, queue)
+    config = get_config()
+    keys = QueueKeys.of(config.key_prefix, queue)
     client = get_client(queue)
     fields = transitions.read_job(client, keys, job_id)
     if not fields:
@@ -161,6 +166,7 @@ def fail_lost_attempt(
             job.token,
             attempt.error_json(job.worker),
             -1 if delay is None else int(delay * 1000),
+            retention=Retention.of(config.queue(queue)),
         )
     except LeaseLost:
         return None

@@ -30,7 +30,7 @@ from django_rqueue.exceptions import UnknownJob
 from django_rqueue.testing import capture_jobs
 from tests.jobs_app.jobs import record
 from tests.jobs_app.tasks import async_task, email_task, flaky_task, record_task
-from tests.support.jobs_in_state import Jobs
+from tests.support.jobs_in_state import Jobs, retention
 
 TASKS_DEFAULT = {"default": {"BACKEND": "django_rqueue.backends.RQueueBackend"}}
 
@@ -287,7 +287,8 @@ def test_get_result_maps_every_job_state(ledger: str, rqueue_redis: redis.Redis)
         _ = got.return_value
 
     error = '{"type":"builtins.ValueError","message":"m","traceback":"tb","worker":"w1"}'
-    transitions.fail(rqueue_redis, keys, result.id, 1, error, 3_600_000)  # retry in an hour
+    # Retry in an hour.
+    transitions.fail(rqueue_redis, keys, result.id, 1, error, 3_600_000, retention=retention())
     got.refresh()
     assert status(got) == TaskResultStatus.READY  # waiting for its retry
     assert (got.worker_ids, got.attempts) == (["w1"], 1)
@@ -313,7 +314,10 @@ def test_a_failed_task_has_one_error_and_one_worker_id_per_attempt(
     for attempt, worker in enumerate(["w1", "w2", "w3"], 1):
         transitions.reserve(rqueue_redis, keys, lease_ms=60_000, worker_id=worker)
         error = f'{{"type":"builtins.KeyError","message":"","traceback":"tb","worker":"{worker}"}}'
-        transitions.fail(rqueue_redis, keys, result.id, attempt, error, 0 if attempt < 3 else -1)
+        delay = 0 if attempt < 3 else -1
+        transitions.fail(
+            rqueue_redis, keys, result.id, attempt, error, delay, retention=retention()
+        )
         if attempt < 3:
             transitions.run_now(rqueue_redis, keys, result.id)
     got = flaky_task.get_result(result.id)

@@ -34,6 +34,7 @@ from django_rqueue.engine.keys import (
 from django_rqueue.engine.scripts import load
 from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import Poller
+from tests.support.jobs_in_state import retention
 from tests.support.waiting import wait_until
 
 
@@ -132,7 +133,7 @@ def test_the_documented_key_shapes():
 @pytest.mark.parametrize(
     "name",
     ["reserve", "promote", "reclaim", "enqueue", "enqueue_batch", "cancel", "retry", "ack", "fail"]
-    + ["failed_batch", "schedule_sync", "schedule_claim", "schedule_run_now"],
+    + ["failed_batch", "schedule_sync", "schedule_claim", "schedule_run_now", "trim_failed"],
 )
 def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
     source = load(name).source
@@ -208,7 +209,8 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
             break
     tiny = transitions.reserve(client, keys, lease_ms=1, worker_id="w")
     assert tiny is not None
-    transitions.fail(client, keys, reserved[0], 1, error_record(ValueError("x")), -1)
+    error = error_record(ValueError("x"))
+    transitions.fail(client, keys, reserved[0], 1, error, -1, retention=retention("emails"))
     transitions.cancel(client, keys, scheduled.id, mode="cancel", ttl=60)
     poller = Poller(["emails"])  # promotes due_soon and reclaims the tiny lease
 
@@ -297,7 +299,8 @@ def test_every_job_hash_field_the_scripts_write_is_a_jobfields_name(redis_client
         if got[0] == done.id:
             transitions.ack(client, keys, done.id, token, result="7", result_ttl=60)
         else:
-            transitions.fail(client, keys, got[0], token, error_record(ValueError("x")), -1)
+            error = error_record(ValueError("x"))
+            transitions.fail(client, keys, got[0], token, error, -1, retention=retention("emails"))
     transitions.cancel(client, keys, cancelled.id, mode="cancel", ttl=60)
 
     allowed = {v for k, v in vars(JobFields).items() if k.isupper()} | LATER_FIELDS

@@ -12,10 +12,16 @@ import redis
 
 from django_rqueue.conf import get_config
 from django_rqueue.engine import transitions
+from django_rqueue.engine.calls import Retention
 from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.engine.transitions import Enqueued
 from django_rqueue.execution import error_record
+
+
+def retention(queue: str = "default") -> Retention:
+    """The failed store's retention of ``queue``, as the settings say (what workers pass)."""
+    return Retention.of(get_config().queue(queue))
 
 
 class Jobs:
@@ -86,7 +92,10 @@ class Jobs:
     def failed(self, queue: str = "default", message: str = "boom", **kwargs: Any) -> str:
         job_id = self.running(queue, **kwargs)
         err = error_record(ValueError(message), f"Traceback (most recent call last):\n{message}\n")
-        assert transitions.fail(self.client, self.keys(queue), job_id, 1, err, -1)[0] == "failed"
+        keys, kept = self.keys(queue), retention(queue)
+        assert (
+            transitions.fail(self.client, keys, job_id, 1, err, -1, retention=kept)[0] == "failed"
+        )
         return job_id
 
     def succeeded(self, queue: str = "default", **kwargs: Any) -> str:

@@ -1,15 +1,19 @@
 -- fail: a running attempt failed; schedule a retry or move the job to the failed store.
 --
--- KEYS[1] queue base (derives unique:<key>, throughput, done:<id>, and grouprun, groupfull,
---         parked:<group>, group:<prio>:<group>, ring:<prio>, prios, notify, paused for the
---         job's group slot: include/group_slot_free.lua)   KEYS[2] job hash
+-- KEYS[1] queue base (derives unique:<key>, throughput, done:<id>, job:<id> of old
+--         failed jobs, and grouprun, groupfull, parked:<group>, group:<prio>:<group>,
+--         ring:<prio>, prios, notify, paused for the job's group slot:
+--         include/group_slot_free.lua)   KEYS[2] job hash
 -- KEYS[3] reserved zset   KEYS[4] delayed zset   KEYS[5] failed zset   KEYS[6] stats hash
 -- KEYS[7] wake list
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] error (opaque JSON)
 -- ARGV[4] retry delay in ms (>= 0), or -1 for "do not retry"
+-- ARGV[5] failed TTL in ms (-1 = keep forever)   ARGV[6] failed jobs kept at most (-1 = no cap)
+-- ARGV[7] most old failed jobs deleted by this call (> 0)
 --
 -- A retry happens only when ARGV[4] >= 0 and attempts < 'max'; it
--- waits in `delayed` (state scheduled). Otherwise the job goes to `failed`.
+-- waits in `delayed` (state scheduled). Otherwise the job goes to `failed`,
+-- and the failed store's retention (ARGV[5..7], include/trim_failed.lua) is applied.
 -- Either way the job's group slot is given back (include/group_slot_free.lua).
 -- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token}.
 
@@ -19,12 +23,17 @@
 --@include move_to_failed.lua
 --@include now_ms.lua
 --@include record_error.lua
+--@include trim_failed.lua
 
 local base, jkey, reserved, delayed, failed, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local id, delay = ARGV[1], tonumber(ARGV[4])
+local ttl, cap, limit = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 if not delay then
   return redis.error_reply('ERR rqueue fail: bad retry delay ' .. tostring(ARGV[4]))
+end
+if not ttl or not cap or not limit or limit <= 0 then
+  return redis.error_reply('ERR rqueue fail: bad failed TTL/max/limit')
 end
 local stale = check_token(jkey, ARGV[2])
 if stale then
@@ -43,4 +52,5 @@ if delay >= 0 and tonumber(counts[1]) < tonumber(counts[2] or 1) then
   return {'retrying', run_at}
 end
 move_to_failed(base, jkey, failed, stats, id, now)
+trim_failed(base, failed, stats, now, ttl, cap, limit)
 return {'failed'}

@@ -7,11 +7,15 @@
 -- ARGV[1] batch limit (> 0)
 -- ARGV[2] error recorded for the lost attempt (a JSON object, "lease expired"; its
 --         "worker" key is set here to the worker that held the lease)
+-- ARGV[3] failed TTL in ms (-1 = keep forever)   ARGV[4] failed jobs kept at most (-1 = no cap)
+-- ARGV[5] most old failed jobs deleted by this call (> 0)
 --
 -- The lost attempt counts (attempts was incremented at reserve); the token
 -- is bumped so the lost holder can no longer renew, ack or fail. A job with
--- attempts left is queued again at once; one without goes to `failed`. Either
--- way the lost attempt's group slot is given back (include/group_slot_free.lua).
+-- attempts left is queued again at once; one without goes to `failed`, and
+-- then the failed store's retention (ARGV[3..5], include/trim_failed.lua) is
+-- applied once for the call. Either way the lost attempt's group slot is given
+-- back (include/group_slot_free.lua).
 -- Returns {requeued count, failed count, ms until the next lease deadline or
 -- -1 when nothing is reserved; 0 when the batch was full}.
 
@@ -20,6 +24,7 @@
 --@include now_ms.lua
 --@include push_queued.lua
 --@include record_error.lua
+--@include trim_failed.lua
 
 -- The lost attempt's error record names the worker that held it, as the
 -- records made in Python do (django_rqueue.execution.error_record).
@@ -35,8 +40,12 @@ end
 local base, reserved, prios, failed, stats, notify =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local limit = tonumber(ARGV[1])
+local ttl, cap, trim_limit = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 if not limit or limit <= 0 then
   return redis.error_reply('ERR rqueue reclaim: bad limit ' .. tostring(ARGV[1]))
+end
+if not ttl or not cap or not trim_limit or trim_limit <= 0 then
+  return redis.error_reply('ERR rqueue reclaim: bad failed TTL/max/limit')
 end
 local now = now_ms()
 local expired = redis.call('ZRANGE', reserved, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
@@ -60,6 +69,9 @@ for _, id in ipairs(expired) do
       requeued = requeued + 1
     end
   end
+end
+if failed_count > 0 then
+  trim_failed(base, failed, stats, now, ttl, cap, trim_limit)
 end
 if #expired == limit then
   return {requeued, failed_count, 0}

@@ -17,10 +17,10 @@ import pytest
 import redis
 
 from django_rqueue.engine import transitions
-from django_rqueue.engine.calls import CancelMode
+from django_rqueue.engine.calls import CancelMode, Retention
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.execution import error_record
-from tests.support.jobs_in_state import Jobs
+from tests.support.jobs_in_state import Jobs, retention
 
 #: Fields enqueue_job.lua leaves out of a job hash while they hold their default.
 OMITTED_DEFAULTS = {"prio": "0", "group": "", "attempts": "0", "token": "0"}
@@ -111,10 +111,15 @@ class Engine:
         token: int | None = None,
         retry_ms: int = -1,
         error: str | None = None,
+        kept: Retention | None = None,
     ) -> tuple[str, int | None]:
+        """``kept``: the failed store's retention (default: the queue's settings)."""
         token = self.token(job_id) if token is None else token
         error = error or error_record(RuntimeError("boom"), "Traceback: boom\n")
-        return transitions.fail(self.client, self.keys, job_id, token, error, retry_ms)
+        kept = kept or retention(self.queue)
+        return transitions.fail(
+            self.client, self.keys, job_id, token, error, retry_ms, retention=kept
+        )
 
     def release(self, job_id: str, token: int | None = None) -> None:
         token = self.token(job_id) if token is None else token
@@ -123,9 +128,13 @@ class Engine:
     def promote(self, limit: int = 500) -> tuple[int, int]:
         return transitions.promote_due(self.client, self.keys, limit)
 
-    def reclaim(self, limit: int = 500) -> tuple[int, int, int]:
+    def reclaim(self, limit: int = 500, kept: Retention | None = None) -> tuple[int, int, int]:
         err = error_record(RuntimeError("lease expired"))
-        return transitions.reclaim_expired(self.client, self.keys, limit, err)
+        kept = kept or retention(self.queue)
+        return transitions.reclaim_expired(self.client, self.keys, limit, err, retention=kept)
+
+    def trim(self, kept: Retention) -> tuple[int, bool]:
+        return transitions.trim_failed(self.client, self.keys, kept)
 
     def cancel(self, job_id: str, mode: CancelMode = "cancel") -> str:
         return transitions.cancel(self.client, self.keys, job_id, mode=mode, ttl=600)
