@@ -7,7 +7,10 @@ number of pollers may run: every move is one atomic script, so a due job is
 promoted exactly once. Each poller also runs a
 :class:`~django_rqueue.worker.scheduler.Scheduler` for the periodic entries
 (``RQUEUE["SCHEDULE"]``) on its queues, which claims each of their ticks
-exactly once across all pollers.
+exactly once across all pollers, and applies each queue's failed-store
+retention (``failed_ttl``, ``failed_max``) every :data:`TRIM_EVERY` seconds,
+so old failures go even when no new failure arrives (a new failure applies
+it too, in ``fail.lua``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ BATCH = 500
 BEAT = 5.0
 #: Seconds: a poller that recorded nothing for this long is not counted as live.
 POLLER_SEEN = 60.0
+#: Seconds between two applications of the failed store's retention by one poller (the
+#: next round comes at once while a backlog is left: each call deletes at most
+#: :data:`~django_rqueue.engine.calls.TRIM_LIMIT` jobs).
+TRIM_EVERY = 60.0
 
 
 class Poller:
@@ -61,6 +68,8 @@ class Poller:
         self._lease_error = error_record(LeaseExpired("lease expired"))
         self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self._next_beat = 0.0
+        #: ``time.monotonic()`` of the next retention round (the first round has one).
+        self._next_trim = 0.0
 
     def run_once(self) -> float:
         """Do one round over every queue; return seconds until the next round is due."""
@@ -69,6 +78,11 @@ class Poller:
         # Never sleep longer than a lease: a job reserved right after this
         # round must be reclaimed within about one lease if its worker dies.
         sleep = min(MAX_SLEEP, config.lease)
+        if time.monotonic() >= self._next_trim:
+            more = self.trim_failed()
+            self._next_trim = 0.0 if more else time.monotonic() + TRIM_EVERY
+            if more:
+                sleep = 0.0
         for queue in self.queues:
             client, keys = get_client(queue), QueueKeys.of(prefix, queue)
             promoted, next_due = transitions.promote_due(client, keys, self.batch)
@@ -114,6 +128,24 @@ class Poller:
             pipe.zremrangebyscore(key, "-inf", now - 3_600_000)
             pipe.execute()
         self._next_beat = time.monotonic() + BEAT
+
+    def trim_failed(self) -> bool:
+        """Apply each queue's failed-store retention once (``trim_failed.lua``); whether a
+        queue has more to delete than one call deletes."""
+        config = get_config()
+        more = False
+        for queue in self.queues:
+            keys = QueueKeys.of(config.key_prefix, queue)
+            retention = Retention.of(config.queue(queue))
+            if retention.ttl is None and retention.max_jobs is None:
+                continue
+            deleted, left = transitions.trim_failed(get_client(queue), keys, retention)
+            if deleted:
+                logger.info(
+                    "queue %s: deleted %d failed job(s) past failed_ttl/failed_max", queue, deleted
+                )
+            more = more or left
+        return more
 
     def run(self) -> None:
         """Loop until :attr:`stop` is set. Redis outages are logged and retried."""

@@ -1,4 +1,5 @@
-"""The poller, in-process: promotion of due jobs, reclaiming of expired leases, races."""
+"""The poller, in-process: promotion of due jobs, reclaiming of expired leases, races, and
+the failed store's retention."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ import redis
 from django_rqueue import Job, JobStatus, get_job
 from django_rqueue.conf import get_config
 from django_rqueue.engine import transitions
+from django_rqueue.engine.calls import TRIM_LIMIT, Retention
 from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import pollers_key
+from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import MAX_SLEEP, Poller
 from tests.jobs_app.jobs import read_ledger, record
 from tests.support.inprocess import keys, poller_thread, queued_ids, run_worker, stats
+from tests.support.jobs_in_state import Jobs
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
@@ -182,3 +186,41 @@ def test_a_poller_records_its_rounds_in_the_pollers_zset_at_most_every_beat(
     rqueue_redis.zadd(key, {poller.id: 1})
     poller.run_once()  # within BEAT of the last record: no write
     assert rqueue_redis.zscore(key, poller.id) == 1
+
+
+def _retention(settings: Any, **options: int | None) -> None:
+    queues = {**settings.RQUEUE["QUEUES"], "default": options}
+    settings.RQUEUE = {**settings.RQUEUE, "QUEUES": queues}
+
+
+def test_a_round_deletes_failed_jobs_past_failed_ttl_with_no_new_failure(
+    settings: Any, rqueue_redis: redis.Redis, jobs: Jobs
+) -> None:
+    old, recent = jobs.failed(), jobs.failed()
+    rqueue_redis.zadd(keys().failed, {old: 1_000})  # failed in 1970
+    _retention(settings, failed_ttl=3600)
+    Poller(["default"]).run_once()
+    assert get_job(old) is None
+    assert get_job(recent) is not None
+    assert stats(rqueue_redis)["trimmed"] == 1
+
+
+def test_a_backlog_is_deleted_over_several_rounds_then_once_every_trim_every_seconds(
+    settings: Any, rqueue_redis: redis.Redis, jobs: Jobs
+) -> None:
+    ids = [jobs.failed() for _ in range(TRIM_LIMIT + 20)]
+    _retention(settings, failed_max=10)
+    poller = Poller(["default"])
+    assert poller.run_once() == 0  # a full call: the next round comes at once
+    assert rqueue_redis.zcard(keys().failed) == len(ids) - TRIM_LIMIT
+    assert poller.run_once() > 0
+    assert rqueue_redis.zcard(keys().failed) == 10
+    # Failures let in by another retention (older settings, say) wait for the
+    # poller's next retention round, TRIM_EVERY (60) seconds later.
+    keep = Retention(None, None)
+    for _ in range(5):
+        job_id = jobs.running()
+        error = error_record(ValueError("x"))
+        transitions.fail(rqueue_redis, keys(), job_id, 1, error, -1, retention=keep)
+    poller.run_once()
+    assert rqueue_redis.zcard(keys().failed) == 15
