@@ -67,6 +67,9 @@ class QueueCounts:
     #: Successes / final failures since the queue was created (``stats`` hash).
     succeeded_total: int = 0
     failed_total: int = 0
+    #: Failed jobs deleted by the failed store's retention (``failed_ttl``, ``failed_max``)
+    #: since the queue was created.
+    trimmed: int = 0
     #: When the longest-waiting job among the next groups to be served became due.
     oldest_queued_at: datetime.datetime | None = None
     #: Run-at of the earliest scheduled job (overdue when in the past: no poller?).
@@ -84,7 +87,7 @@ def queue_counts(queue: str) -> QueueCounts:
     client = get_client(queue)
     with redis_errors():
         pipe = client.pipeline(transaction=False)
-        pipe.hmget(keys.stats, "queued", "succeeded", "failed")
+        pipe.hmget(keys.stats, "queued", "succeeded", "failed", "trimmed")
         pipe.zcard(keys.delayed)
         pipe.zcard(keys.reserved)
         pipe.zcard(keys.failed)
@@ -100,12 +103,33 @@ def queue_counts(queue: str) -> QueueCounts:
         failed=failed,
         succeeded_total=int(stats[1] or 0),
         failed_total=int(stats[2] or 0),
+        trimmed=int(stats[3] or 0),
         next_scheduled_at=ms_to_datetime(head[0][1]) if head else None,
         paused=paused is not None,
         paused_at=ms_to_datetime(paused),
     )
     counts.oldest_queued_at = _oldest_queued(client, keys, [as_text(p) for p in prios])
     return counts
+
+
+@dataclass(frozen=True)
+class FailedRetention:
+    """A queue's failed-store retention (its settings) and what it deleted so far."""
+
+    #: Seconds a failed job is kept (``None``: forever).
+    ttl: int | None
+    #: Failed jobs kept at most (``None``: no cap).
+    max_jobs: int | None
+    #: Failed jobs deleted by it since the queue was created.
+    trimmed: int
+
+
+def failed_retention(queue: str) -> FailedRetention:
+    """The retention of ``queue``'s failed store, with its deletion count (one ``HGET``)."""
+    qconf = get_config().queue(queue)
+    with redis_errors():
+        trimmed = get_client(queue).hget(keys_of(queue).stats, "trimmed")
+    return FailedRetention(qconf.failed_ttl, qconf.failed_max, int(trimmed or 0))
 
 
 def _oldest_queued(

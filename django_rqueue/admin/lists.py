@@ -10,7 +10,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 
 from .. import queries
 from ..exceptions import RedisUnavailable
@@ -101,6 +101,8 @@ def job_list(
     extra: dict[str, Any] = {}
     name = request.GET.get("name", "").strip()
     try:
+        if state == JobStatus.FAILED:
+            extra["retention"] = retention_text(queries.failed_retention(queue))
         source = _source(request, queue, JobStatus(state), extra)
         if extra.get("groups_page") is not None:
             rows: list[queries.Row] = []
@@ -148,6 +150,45 @@ def job_list(
             **extra,
         ),
     )
+
+
+def duration(seconds: int) -> str:
+    """``seconds`` in the largest whole unit: "90 days", "2 hours", "90 seconds"."""
+    if seconds % 86400 == 0:
+        n = seconds // 86400
+        return ngettext("%(n)d day", "%(n)d days", n) % {"n": n}
+    if seconds % 3600 == 0:
+        n = seconds // 3600
+        return ngettext("%(n)d hour", "%(n)d hours", n) % {"n": n}
+    if seconds % 60 == 0:
+        n = seconds // 60
+        return ngettext("%(n)d minute", "%(n)d minutes", n) % {"n": n}
+    return ngettext("%(n)d second", "%(n)d seconds", seconds) % {"n": seconds}
+
+
+def retention_text(retention: queries.FailedRetention) -> str:
+    """What the failed list says of the failed store's retention."""
+    if retention.ttl is None and retention.max_jobs is None:
+        rule = _("Failed jobs are kept until they are retried or deleted.")
+    elif retention.max_jobs is None:
+        rule = _("Failed jobs are deleted %(ttl)s after they failed.") % {
+            "ttl": duration(retention.ttl or 0)
+        }
+    elif retention.ttl is None:
+        rule = _("At most %(max)d failed jobs are kept, the oldest deleted first.") % {
+            "max": retention.max_jobs
+        }
+    else:
+        rule = _(
+            "Failed jobs are deleted %(ttl)s after they failed, and at most %(max)d are kept,"
+            " the oldest deleted first."
+        ) % {"ttl": duration(retention.ttl), "max": retention.max_jobs}
+    deleted = ngettext(
+        "%(n)d failed job was deleted by this rule so far.",
+        "%(n)d failed jobs were deleted by this rule so far.",
+        retention.trimmed,
+    ) % {"n": retention.trimmed}
+    return f"{rule} {deleted}"
 
 
 def _int(value: str | None, default: int) -> int:

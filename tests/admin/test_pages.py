@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -75,6 +76,44 @@ def test_failed_list_shows_error_class_and_message_newest_first(
     rows = admin_client_rq.get(f"{BASE}queues/default/failed/").context["rows"]
     assert [r["id"] for r in rows] == [second, first]
     assert "ValueError: second" in rows[0]["cells"]
+
+
+def test_overview_and_failed_list_show_the_failed_jobs_deleted_by_retention(
+    admin_client_rq: Client, jobs: Jobs, settings: Any
+):
+    queues = {**settings.RQUEUE["QUEUES"], "default": {"failed_max": 2, "failed_ttl": 7 * 86400}}
+    settings.RQUEUE = {**settings.RQUEUE, "QUEUES": queues}
+    ids = [jobs.failed() for _ in range(5)]
+    overview = admin_client_rq.get(BASE)
+    card = next(c for c in overview.context["cards"] if c.counts.queue == "default")
+    assert (card.counts.failed, card.counts.trimmed) == (2, 3)
+    assert b"3 deleted (retention)" in overview.content
+    failed = admin_client_rq.get(f"{BASE}queues/default/failed/")
+    assert {r["id"] for r in failed.context["rows"]} == set(ids[3:])
+    assert failed.context["retention"] == (
+        "Failed jobs are deleted 7 days after they failed, and at most 2 are kept, the oldest"
+        " deleted first. 3 failed jobs were deleted by this rule so far."
+    )
+    assert b'id="rq-retention"' in failed.content
+    assert admin_client_rq.get(job_url(ids[0])).status_code == 404  # its record is gone
+
+
+@pytest.mark.parametrize(
+    ("options", "rule"),
+    [
+        ({"failed_ttl": None, "failed_max": None}, "kept until they are retried or deleted"),
+        ({"failed_ttl": 5400, "failed_max": None}, "deleted 90 minutes after they failed"),
+        ({"failed_ttl": None, "failed_max": 1}, "At most 1 failed jobs are kept"),
+    ],
+)
+def test_the_failed_list_words_each_retention(
+    admin_client_rq: Client, settings: Any, options: dict[str, int | None], rule: str
+):
+    queues = {**settings.RQUEUE["QUEUES"], "default": options}
+    settings.RQUEUE = {**settings.RQUEUE, "QUEUES": queues}
+    retention = admin_client_rq.get(f"{BASE}queues/default/failed/").context["retention"]
+    assert rule in retention
+    assert retention.endswith("0 failed jobs were deleted by this rule so far.")
 
 
 def test_lists_paginate_with_ranged_reads(admin_client_rq: Client, jobs: Jobs):

@@ -123,6 +123,7 @@ class Command(BaseCommand):
                 warnings += [f"{p.id}: {p.msg}" for p in health.redis_problems(client, where)]
             counts = queries.queue_counts(queue)
             rates = queries.throughput(queue)
+            qconf = config.queue(queue)
             warnings += [warning_text(w) for w in queries.queue_warnings([counts], now)]
             queues.append(
                 {
@@ -131,6 +132,10 @@ class Command(BaseCommand):
                     "scheduled": counts.scheduled,
                     "running": counts.running,
                     "failed": counts.failed,
+                    # The failed store's retention, and the failed jobs it deleted so far.
+                    "failed_ttl": qconf.failed_ttl,
+                    "failed_max": qconf.failed_max,
+                    "failed_trimmed": counts.trimmed,
                     "oldest_queued_at": counts.oldest_queued_at,
                     "paused": counts.paused,
                     "paused_at": counts.paused_at,
@@ -186,6 +191,7 @@ class Command(BaseCommand):
                     "SCHEDULED",
                     "RUNNING",
                     "FAILED",
+                    "TRIMMED",
                     "OLDEST QUEUED",
                     "OK/H",
                     "KO/H",
@@ -198,6 +204,7 @@ class Command(BaseCommand):
                         q["scheduled"],
                         q["running"],
                         q["failed"],
+                        q["failed_trimmed"],
                         q["oldest_queued_at"],
                         q["succeeded_last_hour"],
                         q["failed_last_hour"],

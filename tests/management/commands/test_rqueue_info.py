@@ -47,6 +47,23 @@ def test_info_json(rqueue_redis: redis.Redis):
     assert isinstance(data["workers"], list)
 
 
+def test_info_shows_the_failed_jobs_deleted_by_retention(rqueue_redis: redis.Redis, settings: Any):
+    queues = {**settings.RQUEUE["QUEUES"], "default": {"failed_max": 1}}
+    settings.RQUEUE = {**settings.RQUEUE, "QUEUES": queues}
+    jobs = Jobs(rqueue_redis)
+    for _ in range(3):
+        jobs.failed()
+    lines = run().splitlines()
+    header = next(line for line in lines if line.startswith("QUEUE"))
+    default = next(line for line in lines if line.startswith("default "))
+    assert header.split()[4:6] == ["FAILED", "TRIMMED"]
+    assert default.split()[4:6] == ["1", "2"]
+    by_queue = {q["queue"]: q for q in json.loads(run("--json"))["queues"]}
+    assert (by_queue["default"]["failed"], by_queue["default"]["failed_trimmed"]) == (1, 2)
+    assert (by_queue["default"]["failed_max"], by_queue["default"]["failed_ttl"]) == (1, 7_776_000)
+    assert by_queue["emails"]["failed_trimmed"] == 0
+
+
 def test_info_lists_registered_workers(rqueue_redis: redis.Redis):
     heartbeat.publish(
         heartbeat.WorkerInfo(
