@@ -11,7 +11,8 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:reserved               zset    job id -> lease deadline (ms, Redis clock)
     <prefix>:{<queue>}:failed                 zset    job id -> failed-at (ms)
     <prefix>:{<queue>}:stats                  hash    O(1) counters (queued, succeeded, failed;
-                                                      trimmed: failed jobs deleted by retention)
+                                                      trimmed: failed jobs deleted by retention;
+                                                      expired: jobs cancelled by their expiry)
     <prefix>:{<queue>}:throughput             hash    succeeded/failed per minute, a 60-slot ring
     <prefix>:{<queue>}:succeeded              zset    latest 1000 kept successes, id -> finish ms
     <prefix>:{<queue>}:unique:<key>           string  id of the pending job holding a unique key
@@ -95,7 +96,7 @@ class JobFields:
     BullMQ abbreviates its job hash fields the same way (``atm``, ``ats``,
     ``pb``, ``stc``). Fields written later in a job's life keep full names:
     ``prio``, ``group``, ``attempts``, ``token``, ``worker``, ``started_at``,
-    ``finished_at``, ``result``, ``error``, ``nerr``, ``err:<n>``.
+    ``finished_at``, ``result``, ``error``, ``nerr``, ``err:<n>``, ``cancel_reason``.
     ``tests/engine/test_keys.py`` checks that the scripts use no other spelling.
     """
 
@@ -117,6 +118,14 @@ class JobFields:
     RESULT_TTL = "ttl"
     #: The unique key the job holds (absent: none).
     UNIQUE_KEY = "uk"
+    #: Expiry: Redis time (ms since the epoch, UTC) from which the job is never started
+    #: (absent: never). A reserve or a promote that finds it due ends the job as
+    #: ``cancelled`` with :attr:`CANCEL_REASON` ``"expired"`` (``include/expire_if_due.lua``).
+    EXPIRES = "exp"
+    #: Not stored: in the field list of an enqueue script, an expiry relative to the
+    #: enqueue (ms); ``include/create_job.lua`` stores :attr:`EXPIRES` = enqueue time +
+    #: this, so that ``expires=<seconds>`` counts on the Redis clock.
+    EXPIRES_IN = "exp_in"
 
     # Written later in a job's life (or only when not at their default), full names.
     #: Priority, -100..100 (absent: 0).
@@ -137,6 +146,9 @@ class JobFields:
     RESULT = "result"
     #: The latest failed attempt's error record (JSON); cleared by a success.
     ERROR = "error"
+    #: Why a ``cancelled`` job was cancelled when it was not by ``cancel()``: ``"expired"``
+    #: (its :attr:`EXPIRES` came before it started). Absent otherwise.
+    CANCEL_REASON = "cancel_reason"
     #: How many error records ``err:1`` .. ``err:<n>`` the history holds.
     ERROR_COUNT = "nerr"
     #: Set (``"1"``) while the running job holds one of its group's ``group_concurrency``

@@ -14,7 +14,7 @@ from django_rqueue.conf import get_config
 from django_rqueue.engine import transitions
 from django_rqueue.engine.calls import Retention
 from django_rqueue.engine.connection import get_client
-from django_rqueue.engine.keys import QueueKeys, new_job_id
+from django_rqueue.engine.keys import JobFields, QueueKeys, new_job_id
 from django_rqueue.engine.transitions import Enqueued
 from django_rqueue.execution import error_record
 
@@ -49,9 +49,26 @@ class Jobs:
         unique_ttl: int = 0,
         timeout_ms: int = 30_000,
         ttl: int = 600,
+        expires_in_ms: int = -1,
+        expires_at_ms: int = -1,
     ) -> Enqueued:
-        """Enqueue one job; returns ``(outcome, job id, state)`` as the script answered."""
+        """Enqueue one job; returns ``(outcome, job id, state)`` as the script answered.
+
+        ``expires_in_ms`` (from the enqueue, Redis clock) or ``expires_at_ms`` (ms since
+        the epoch): the job's expiry (``-1``: none).
+        """
         job_id = job_id or new_job_id(queue)
+        fields: dict[str, str | int] = {
+            JobFields.NAME: name,
+            JobFields.PAYLOAD: payload,
+            JobFields.MAX_ATTEMPTS: max_attempts,
+            JobFields.TIMEOUT_MS: timeout_ms,
+            JobFields.RESULT_TTL: ttl,
+        }
+        if expires_in_ms >= 0:
+            fields[JobFields.EXPIRES_IN] = expires_in_ms
+        if expires_at_ms >= 0:
+            fields[JobFields.EXPIRES] = expires_at_ms
         return transitions.enqueue(
             self.client,
             self.keys(queue),
@@ -62,13 +79,7 @@ class Jobs:
             run_at_ms=run_at_ms,
             unique_key=unique_key,
             unique_ttl=unique_ttl,
-            fields={
-                "n": name,
-                "p": payload,
-                "max": max_attempts,
-                "tmo": timeout_ms,
-                "ttl": ttl,
-            },
+            fields=fields,
         )
 
     def queued(self, queue: str = "default", **kwargs: Any) -> str:

@@ -1,15 +1,18 @@
 -- promote: move due scheduled jobs (run-at <= now) into their group queues.
 --
--- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>)
+-- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, and for an
+--         expired job unique:<key>, done:<id>)
 -- KEYS[2] delayed zset   KEYS[3] prios zset   KEYS[4] stats hash
 -- KEYS[5] notify list    KEYS[6] wake list
 -- ARGV[1] batch limit (> 0): at most this many jobs per call
 --
+-- A due job whose expiry has come is ended instead of queued (include/expire_if_due.lua).
 -- Clears `wake` (the caller is awake and is about to sleep on the reply).
 -- Returns {promoted count, ms until the next due job or -1 when none; 0 when
 -- the batch was full and more may be due}. Safe to run from any number of
 -- pollers at once: each due id is removed from `delayed` exactly once.
 
+--@include expire_if_due.lua
 --@include now_ms.lua
 --@include push_queued.lua
 
@@ -26,7 +29,7 @@ for _, id in ipairs(due) do
   redis.call('ZREM', delayed, id)
   local jkey = base .. 'job:' .. id
   local job = redis.call('HMGET', jkey, 's', 'prio', 'group')
-  if job[1] == 'scheduled' then
+  if job[1] == 'scheduled' and not expire_if_due(base, jkey, stats, id, now) then
     redis.call('HSET', jkey, 's', 'queued')
     push_queued(base, prios, stats, notify, id, job[2], job[3])
     promoted = promoted + 1

@@ -1,7 +1,8 @@
 -- reserve: hand the next job to a worker under a lease and a new fencing token.
 --
 -- KEYS[1] queue base "<prefix>:{<queue>}:" (derives ring:<prio>, group:<prio>:<group>, job:<id>,
---         grouprun, groupfull, parked:<group>)
+--         grouprun, groupfull, parked:<group>, and unique:<key>, done:<id> of an
+--         expired job)
 -- KEYS[2] prios zset   KEYS[3] reserved zset   KEYS[4] stats hash   KEYS[5] notify list
 -- KEYS[6] reservation record "<base>reservation:<request id>" (string; only with ARGV[4])
 -- ARGV[1] lease in ms (> 0)   ARGV[2] worker id (stored in the job for visibility)
@@ -14,7 +15,8 @@
 -- Returns a list of reservations, in reservation order, empty when nothing is
 -- queued; each is the job's id followed by its whole hash as a flat
 -- field/value list (see include/reserve_next.lua for the order and what
--- changes). Every job gets its own lease and fencing token.
+-- changes; a job whose expiry has come is ended, not reserved). Every job gets
+-- its own lease and fencing token.
 
 --@include reserve_batch.lua
 

@@ -55,6 +55,9 @@ class Engine:
         max_attempts: int = 3,
         name: str = "tests.noop",
         payload: str = '{"a":[],"k":{}}',
+        ttl: int = 600,
+        expires_in_ms: int = -1,
+        expires_at_ms: int = -1,
     ) -> tuple[str, str, str]:
         return Jobs(self.client).enqueue(
             queue=self.queue,
@@ -68,6 +71,9 @@ class Engine:
             max_attempts=max_attempts,
             name=name,
             payload=payload,
+            ttl=ttl,
+            expires_in_ms=expires_in_ms,
+            expires_at_ms=expires_at_ms,
         )
 
     def add(self, **kwargs: Any) -> str:

@@ -6,11 +6,13 @@
 -- caller links the job into its group list or the delayed zset. `prio` is a
 -- validated integer string, `unique` '' for none, `unique_ttl` seconds (0 =
 -- until terminal); fields[first..last] are field, value pairs copied into the
--- hash ('n', 'p', 'max', 'tmo', 'ttl').
+-- hash ('n', 'p', 'max', 'tmo', 'ttl', 'exp'), except 'exp_in' (an expiry relative to
+-- the enqueue, ms), stored as 'exp' = now + its value: the job's expiry on the Redis clock.
 --
 -- Job hash fields (names as in django_rqueue.engine.keys.JobFields): 's' state,
 -- 'at' enqueued-at ms, 'due' run-at ms, 'n' job name, 'p' payload, 'max'
--- max attempts, 'tmo' timeout ms, 'ttl' result TTL s, 'uk' unique key.
+-- max attempts, 'tmo' timeout ms, 'ttl' result TTL s, 'uk' unique key, 'exp'
+-- expiry ms (include/expire_if_due.lua).
 -- Fields at their default are left out of the hash (fewer bytes per job;
 -- readers default them): prio '0', group '', attempts 0, token 0, and 'due'
 -- when it equals 'at' (a job queued to run now).
@@ -52,7 +54,9 @@ local function create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, st
   end
   for i = first, last - 1, 2 do
     local name, value = fields[i], fields[i + 1]
-    if name == 'p' and #value > PAYLOAD_PART and #value <= PAYLOAD_PART * PAYLOAD_PARTS then
+    if name == 'exp_in' then
+      hset[#hset + 1], hset[#hset + 2] = 'exp', now + tonumber(value)
+    elseif name == 'p' and #value > PAYLOAD_PART and #value <= PAYLOAD_PART * PAYLOAD_PARTS then
       hset[#hset + 1], hset[#hset + 2] = name, string.sub(value, 1, PAYLOAD_PART)
       for part = 2, math.ceil(#value / PAYLOAD_PART) do
         local from = (part - 1) * PAYLOAD_PART + 1

@@ -19,13 +19,17 @@
 -- was lowered) is parked there and the next one is tried. Groups below the cap
 -- keep the order above.
 --
+-- A job whose expiry has come is ended instead (include/expire_if_due.lua) and the
+-- next one is taken.
+--
 -- At most RESERVE_TRIES groups are popped per job (those skipped: parked ones, ids
--- whose job hash vanished behind our back); when they run out, false is returned
--- with a wake-up token left on `notify`, so the caller (or an idle worker) comes
--- back at once and the next call goes on where this one stopped.
+-- whose job hash vanished behind our back, expired jobs); when they run out,
+-- false is returned with a wake-up token left on `notify`, so the caller (or an
+-- idle worker) comes back at once and the next call goes on where this one stopped.
 -- Derived keys: base .. 'ring:' .. prio, base .. 'group:' .. prio .. ':' .. group,
 -- base .. 'job:' .. id (which group and job is only known once popped), and with a
 -- cap base .. 'grouprun', base .. 'groupfull', base .. 'parked:' .. group.
+--@include expire_if_due.lua
 --@include group_slot_take.lua
 --@include now_ms.lua
 --@include park_group.lua
@@ -53,8 +57,9 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
       if id then
         redis.call('HINCRBY', stats, 'queued', -1)
         local jkey = base .. 'job:' .. id
-        if redis.call('HGET', jkey, 's') == 'queued' then
-          local now = now_ms()
+        local now = now_ms()
+        if redis.call('HGET', jkey, 's') == 'queued'
+            and not expire_if_due(base, jkey, stats, id, now) then
           redis.call('HINCRBY', jkey, 'token', 1)
           redis.call('HINCRBY', jkey, 'attempts', 1)
           redis.call('HSET', jkey, 's', 'running', 'started_at', now, 'worker', worker)
