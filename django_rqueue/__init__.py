@@ -3,6 +3,7 @@
 Public API::
 
     from django_rqueue import job, get_job, aget_job, Job, JobStatus, JobContext, Retry, Reject
+    from django_rqueue import CancelReason
 
 See the README for settings and commands, ``docs/design.md`` for the Redis key schema.
 """
@@ -26,11 +27,12 @@ from .exceptions import (
     RqueueError,
     UnknownJob,
 )
-from .job import Job, JobContext, JobStatus, aget_job, get_job
+from .job import CancelReason, Job, JobContext, JobStatus, aget_job, get_job
 
 __all__ = [
     "AsyncContextJobFunction",
     "AsyncJobFunction",
+    "CancelReason",
     "ContextJobFunction",
     "Job",
     "JobContext",

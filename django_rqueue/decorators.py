@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import functools
 import inspect
+import math
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Concatenate, Literal, Protocol, Self, overload
 
@@ -48,6 +49,9 @@ class JobOptions:
     delay: float | None = None
     run_at: datetime.datetime | None = None
     on_commit: bool | None = None
+    #: When the job expires if no worker has started it: seconds from the enqueue (Redis
+    #: clock; ``using()`` and ``@job`` convert a ``timedelta``) or an aware datetime.
+    expires: float | datetime.datetime | None = None
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -100,6 +104,35 @@ def _validate(o: JobOptions) -> None:  # one check per option
         raise ValueError(f"run_at must be a datetime, got {o.run_at!r}")
     if o.on_commit is not None and not isinstance(o.on_commit, bool):
         raise ValueError("on_commit must be True or False")
+    if o.expires is not None:
+        _validate_expires(o.expires)
+
+
+def _validate_expires(expires: object) -> None:
+    """``expires``: an aware datetime, or a finite number of seconds > 0 (``ValueError``)."""
+    if isinstance(expires, datetime.datetime):
+        if expires.utcoffset() is None:
+            raise ValueError(
+                f"expires must be an aware datetime (with a time zone), got the naive {expires!r}"
+            )
+        return
+    if (
+        isinstance(expires, bool)
+        or not isinstance(expires, int | float)
+        or not math.isfinite(expires)
+        or expires <= 0
+    ):
+        raise ValueError(
+            "expires must be a number of seconds > 0, a positive timedelta or an aware "
+            f"datetime, got {expires!r}"
+        )
+
+
+def _expires(
+    value: float | datetime.timedelta | datetime.datetime | None,
+) -> float | datetime.datetime | None:
+    """``expires`` as :class:`JobOptions` keeps it: a ``timedelta`` becomes seconds."""
+    return value.total_seconds() if isinstance(value, datetime.timedelta) else value
 
 
 class JobFunction[**P, R]:
@@ -151,12 +184,17 @@ class JobFunction[**P, R]:
         max_attempts: int | None = None,
         result_ttl: int | None = None,
         on_commit: bool | None = None,
+        expires: float | datetime.timedelta | datetime.datetime | None = None,
     ) -> Self:
         """Return a copy of this job bound to per-call options (validated now).
 
         ``delay`` is seconds (int/float) or a ``timedelta``; ``run_at`` an aware
         datetime (a naive one is read in Django's current time zone); when
-        both are given ``run_at`` wins. Raises ``ValueError`` for a bad value.
+        both are given ``run_at`` wins. ``expires``: a job no worker has started
+        by then is never run (it ends ``cancelled``, :attr:`Job.cancel_reason`
+        ``"expired"``); seconds or a ``timedelta`` counted from the enqueue (Redis
+        clock), or an aware datetime. Raises ``ValueError`` for a bad value (a
+        naive ``expires`` datetime, a number or ``timedelta`` <= 0 included).
         """
         if isinstance(delay, datetime.timedelta):
             delay = delay.total_seconds()
@@ -172,6 +210,7 @@ class JobFunction[**P, R]:
             max_attempts=max_attempts,
             result_ttl=result_ttl,
             on_commit=on_commit,
+            expires=_expires(expires),
         )
         bound = copy.copy(self)
         bound.options = self.options.merged(extra)
@@ -322,6 +361,7 @@ def job[**P, R](
     result_ttl: int | None = None,
     unique_key: str | Callable[..., str] | None = None,
     unique_ttl: int | None = None,
+    expires: float | datetime.timedelta | datetime.datetime | None = None,
 ) -> _ContextDecorator: ...
 
 
@@ -338,6 +378,7 @@ def job[**P, R](
     result_ttl: int | None = None,
     unique_key: str | Callable[..., str] | None = None,
     unique_ttl: int | None = None,
+    expires: float | datetime.timedelta | datetime.datetime | None = None,
 ) -> _Decorator: ...
 
 
@@ -355,6 +396,7 @@ def job(
     result_ttl: int | None = None,
     unique_key: str | Callable[..., str] | None = None,
     unique_ttl: int | None = None,
+    expires: float | datetime.timedelta | datetime.datetime | None = None,
 ) -> JobFunction[Any, Any] | Callable[[Callable[..., Any]], JobFunction[Any, Any]]:
     """Decorate a function as a job, bare (``@job``) or with options (``@job(queue=...)``).
 
@@ -362,7 +404,10 @@ def job(
     ``unique_ttl`` are seconds; ``backoff`` is ``"exponential"``, ``"odd_minutes"``
     (:mod:`django_rqueue.backoff`) or a callable ``(attempt, exception) ->
     seconds | None``; ``unique_key`` a string or a callable of the job's
-    arguments. Whether ``queue`` is declared is checked at ``.delay()``, when settings are read.
+    arguments. ``expires``: a job no worker has started by then is never run
+    (seconds or a ``timedelta`` from each enqueue, or an aware datetime; see
+    :meth:`JobFunction.using`). Whether ``queue`` is declared is checked at
+    ``.delay()``, when settings are read.
     ``takes_context=True`` passes a :class:`JobContext` as the first argument
     when the job runs (``.delay()`` takes the arguments after it).
 
@@ -383,6 +428,7 @@ def job(
         result_ttl=result_ttl,
         unique_key=unique_key,
         unique_ttl=unique_ttl,
+        expires=_expires(expires),
     )
 
     def decorate(f: Callable[..., Any]) -> JobFunction[Any, Any]:

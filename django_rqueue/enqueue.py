@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import datetime
+import math
 import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -211,6 +212,10 @@ class Plan:
     #: Milliseconds since the epoch (UTC), or -1.
     run_at_ms: int
     delay_ms: int
+    #: An ``expires`` given as a datetime (aware), else ``None``.
+    expires_at: datetime.datetime | None
+    #: An ``expires`` given in seconds, as milliseconds from the enqueue (at least 1); -1: none.
+    expires_in_ms: int
 
     @classmethod
     def of(
@@ -236,6 +241,11 @@ class Plan:
         delay_ms = int((o.delay or 0) * 1000)
         if delay_ms > 0:
             status = JobStatus.SCHEDULED
+        expires_at, expires_in_ms = None, -1
+        if isinstance(o.expires, datetime.datetime):
+            expires_at = o.expires
+        elif o.expires is not None:
+            expires_in_ms = max(1, math.ceil(o.expires * 1000))
         return cls(
             job_function=job_function,
             queue=queue,
@@ -250,6 +260,8 @@ class Plan:
             run_at=run_at,
             run_at_ms=run_at_ms,
             delay_ms=delay_ms,
+            expires_at=expires_at,
+            expires_in_ms=expires_in_ms,
         )
 
     def submission(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Submission:
@@ -274,9 +286,16 @@ class Plan:
             result_ttl=self.result_ttl,
             unique_key=unique_key or "",
             run_at=self.run_at,
+            expires_at=self.expires_at,
         )
         return Submission(
-            self.job_function, job, payload, self.delay_ms, self.run_at_ms, self.unique_ttl
+            self.job_function,
+            job,
+            payload,
+            self.delay_ms,
+            self.run_at_ms,
+            self.unique_ttl,
+            self.expires_in_ms,
         )
 
 
@@ -290,6 +309,8 @@ class Submission:
     delay_ms: int
     run_at_ms: int
     unique_ttl: int
+    #: An ``expires`` in seconds, as ms from the enqueue (-1: none, or ``job.expires_at``).
+    expires_in_ms: int = -1
     #: Job-hash fields written besides the usual ones (the django.tasks backend's).
     extra: Mapping[str, str] = _NO_FIELDS
 
@@ -365,6 +386,10 @@ class Submission:
             JobFields.TIMEOUT_MS: int(job.timeout * 1000),
             JobFields.RESULT_TTL: job.result_ttl,
         }
+        if self.expires_in_ms >= 0:
+            fields[JobFields.EXPIRES_IN] = self.expires_in_ms  # the script adds the enqueue time
+        elif job.expires_at is not None:
+            fields[JobFields.EXPIRES] = int(job.expires_at.timestamp() * 1000)
         if self.extra:
             fields.update(self.extra)
         return fields

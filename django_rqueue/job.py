@@ -39,6 +39,13 @@ class JobStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
+class CancelReason(enum.StrEnum):
+    """Why a job ended ``cancelled`` other than by :meth:`Job.cancel`: :attr:`Job.cancel_reason`."""
+
+    #: Its expiry (``expires=``) came before a worker started it: it never ran.
+    EXPIRED = "expired"
+
+
 #: The states a job does not leave by itself; ``Job.wait`` returns in them.
 FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
@@ -104,6 +111,13 @@ class Job[R]:
     #: Id of the worker running the job while it runs; after a success, of the one that ran it.
     worker: str = ""
     unique_key: str = ""
+    #: When the job expires (``expires=``): not started by then, it is never run but
+    #: ends ``cancelled`` with :attr:`cancel_reason` ``EXPIRED``. ``None``: it never
+    #: expires (or, on the Job ``.delay()`` returns for an ``expires`` in seconds, it is
+    #: only known once read from Redis: :meth:`refresh`).
+    expires_at: datetime.datetime | None = None
+    #: Why a ``cancelled`` job was cancelled, when not by :meth:`cancel` (``None`` then).
+    cancel_reason: CancelReason | None = None
     #: The ``run_after`` of a deferred ``django.tasks`` task, as it was enqueued
     #: (``run_at`` moves with retries); ``None`` for every other job.
     task_run_after: datetime.datetime | None = None
@@ -139,6 +153,7 @@ class Job[R]:
             token=_int(f.get(JobFields.TOKEN)),
             worker=as_text(f.get(JobFields.WORKER)),
             unique_key=as_text(f.get(JobFields.UNIQUE_KEY)),
+            expires_at=ms_to_datetime(f.get(JobFields.EXPIRES)),
             problems=problems,
         )
         try:
@@ -165,6 +180,12 @@ class Job[R]:
                 problems.append("undecodable task run_after")
         if JobFields.ERROR in f:
             job.error = _decode_error(f[JobFields.ERROR], problems)
+        if JobFields.CANCEL_REASON in f:
+            reason = as_text(f[JobFields.CANCEL_REASON])
+            try:
+                job.cancel_reason = CancelReason(reason)
+            except ValueError:
+                problems.append(f"unknown cancel reason {reason!r}")
         return job
 
     def refresh(self) -> None:

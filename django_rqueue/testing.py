@@ -41,7 +41,8 @@ class CapturedJob:
     ``options`` are the resolved options: ``queue``, ``priority``, ``group``,
     ``max_attempts``, ``timeout`` (s), ``result_ttl`` (s), ``unique_key`` (the
     string, a callable key already applied; ``""`` for none), ``unique_ttl`` (s),
-    ``delay`` (s, or ``None``), ``run_at`` (aware datetime, or ``None``) and
+    ``delay`` (s, or ``None``), ``run_at`` (aware datetime, or ``None``),
+    ``expires`` (s from the enqueue, an aware datetime, or ``None``) and
     ``on_commit``.
     """
 
@@ -120,6 +121,12 @@ def capture_jobs() -> Iterator[CapturedJobs]:
             "unique_ttl": submission.unique_ttl,
             "delay": delay,
             "run_at": submission.job.run_at if submission.run_at_ms >= 0 else None,
+            # Seconds from the enqueue, or an aware datetime, as given (None: never).
+            "expires": (
+                submission.expires_in_ms / 1000
+                if submission.expires_in_ms >= 0
+                else submission.job.expires_at
+            ),
             "on_commit": submission.job_function.options.on_commit is not False,
         }
         captured.append(CapturedJob(submission.job_function, job, options))

@@ -19,6 +19,7 @@ from pytest_django.fixtures import Settings
 from django_rqueue import (
     AsyncContextJobFunction,
     AsyncJobFunction,
+    CancelReason,
     Job,
     JobContext,
     JobFunction,
@@ -115,6 +116,10 @@ def test_a_plain_call_runs_inline_and_writes_nothing(redis_client: redis.Redis):
         {"unique_ttl": 0},
         {"backoff": "linear"},
         {"queue": 5},
+        {"expires": 0},
+        {"expires": datetime.timedelta(0)},
+        {"expires": datetime.datetime(2030, 1, 1)},  # naive
+        {"expires": "1h"},
     ],
 )
 def test_bad_options_are_refused_at_decoration(options: dict[str, object]):
@@ -142,12 +147,27 @@ def test_priority_out_of_range_is_refused_at_decoration_with_a_clear_message():
         {"unique_key": "k" * 201},
         {"on_commit": "yes"},
         {"timeout": -3},
+        {"expires": -5},
+        {"expires": 0.0},
+        {"expires": float("nan")},
+        {"expires": float("inf")},
+        {"expires": True},
+        {"expires": datetime.timedelta(seconds=-1)},
+        {"expires": datetime.datetime(2030, 1, 1)},  # naive
+        {"expires": datetime.date(2030, 1, 1)},
     ],
 )
 def test_bad_options_are_refused_at_using(options: dict[str, object], redis_client: redis.Redis):
     with pytest.raises(ValueError):
         bare.using(**options)  # type: ignore[arg-type]
     assert redis_client.dbsize() == 0
+
+
+def test_a_bad_expires_says_what_is_expected():
+    with pytest.raises(ValueError, match=r"expires must be an aware datetime"):
+        bare.using(expires=datetime.datetime(2030, 1, 1))
+    with pytest.raises(ValueError, match=r"expires must be a number of seconds > 0.*got -1"):
+        bare.using(expires=-1)
 
 
 def test_decorating_something_not_callable_is_a_type_error():
@@ -252,6 +272,66 @@ def test_a_naive_run_at_is_read_in_the_current_time_zone(redis_client: redis.Red
     got = get_job(scheduled.id)
     assert got is not None
     assert got.run_at == expected
+
+
+@job(expires=datetime.timedelta(minutes=10))
+def perishable(x: int) -> int:
+    return x
+
+
+@pytest.mark.parametrize("expires", [600, 600.0, datetime.timedelta(minutes=10), None])
+def test_expires_in_seconds_or_timedelta_counts_from_the_enqueue_on_the_redis_clock(
+    expires: object, redis_client: redis.Redis
+):
+    sent = perishable.using(expires=expires).delay(1)  # type: ignore[arg-type]  # None: @job's
+    assert sent.expires_at is None  # the deadline is the Redis clock's: known once read
+    record = _record(redis_client, sent.id)
+    assert int(record["exp"]) == int(record["at"]) + 600_000
+    got = get_job(sent.id)
+    assert got is not None and got.enqueued_at is not None
+    assert got.expires_at == got.enqueued_at + datetime.timedelta(minutes=10)
+    assert got.cancel_reason is None
+
+
+def test_an_aware_expires_datetime_is_kept_to_the_millisecond(redis_client: redis.Redis):
+    when = datetime.datetime.now(TOKYO).replace(microsecond=456000) + datetime.timedelta(hours=1)
+    sent = bare.using(expires=when).delay(1)
+    assert sent.expires_at == when
+    assert _record(redis_client, sent.id)["exp"] == str(int(when.timestamp() * 1000))
+    got = get_job(sent.id)
+    assert got is not None and got.expires_at == when
+
+
+def test_a_job_without_expires_never_expires(redis_client: redis.Redis):
+    sent = bare.delay(1)
+    assert "exp" not in _record(redis_client, sent.id)
+    got = get_job(sent.id)
+    assert got is not None and got.expires_at is None
+
+
+def test_an_expired_job_is_never_run_and_reads_as_cancelled_expired(redis_client: redis.Redis):
+    calls.clear()
+    gone = bare.using(expires=timezone.now() - datetime.timedelta(seconds=1)).delay(7)
+    kept = bare.delay(8)
+    _work_one()
+    assert calls == [(8,)]
+    got = get_job(gone.id)
+    assert got is not None
+    assert (got.status, got.cancel_reason) == (JobStatus.CANCELLED, CancelReason.EXPIRED)
+    assert got.attempts == 0 and got.error is None and got.finished_at is not None
+    assert get_job(kept.id) is not None
+
+
+def test_waiting_on_a_job_that_expires_returns_it_cancelled(redis_client: redis.Redis):
+    gone = bare.using(expires=0.2).delay(1)
+    wait_until(
+        lambda: _server_ms(redis_client) >= int(_record(redis_client, gone.id)["exp"]),
+        message="the job's expiry came",
+    )
+    waiter = Worker(["default"], with_poller=False)
+    assert not waiter.work_once()  # nothing to run: the job expired when reserved
+    done = gone.wait(5)
+    assert (done.status, done.cancel_reason) == (JobStatus.CANCELLED, CancelReason.EXPIRED)
 
 
 def test_a_run_at_in_the_past_is_queued_at_once(redis_client: redis.Redis):

@@ -118,6 +118,17 @@ def test_delay_many_with_run_at_schedules_every_job(redis_client: redis.Redis):
     assert all(j.status is JobStatus.SCHEDULED for j in jobs)
 
 
+def test_delay_many_gives_every_job_the_expiry_of_using(redis_client: redis.Redis):
+    relative = add.using(expires=90).delay_many([((1,), {}), ((2,), {})])
+    for sent in relative:
+        got = get_job(sent.id)
+        assert got is not None and got.enqueued_at is not None
+        assert got.expires_at == got.enqueued_at + datetime.timedelta(seconds=90)
+    when = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(days=1)
+    absolute = add.using(expires=when).delay_many([((3,), {}), ((4,), {})])
+    assert {getattr(get_job(j.id), "expires_at", None) for j in absolute} == {when}
+
+
 @pytest.mark.parametrize(
     ("calls_", "message"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import threading
 import time
 from collections.abc import Iterator
@@ -62,12 +63,15 @@ def test_eager_delay_runs_inline_and_returns_the_finished_job(
 def test_eager_ignores_delay_and_using_options_but_still_validates_them(
     ledger: str, eager: redis.Redis
 ) -> None:
-    job = record.using(delay=3600, queue="emails", priority=5).delay(ledger, "later")
+    past = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
+    job = record.using(delay=3600, queue="emails", priority=5, expires=past).delay(ledger, "later")
 
-    assert job.status is JobStatus.SUCCEEDED
+    assert job.status is JobStatus.SUCCEEDED  # runs at once: an expiry never applies
     assert job.queue == "emails"
     with pytest.raises(ValueError, match="not declared"):
         record.using(queue="nope").delay(ledger, "x")
+    with pytest.raises(ValueError, match="expires"):
+        record.using(expires=0).delay(ledger, "x")
     with pytest.raises(TypeError, match="tag"):
         record.delay(ledger, object())  # type: ignore[arg-type]
     assert [e["tag"] for e in read_ledger(ledger)] == ["later"]

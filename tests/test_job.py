@@ -315,17 +315,25 @@ def test_every_corrupt_field_is_listed_and_nothing_raises():
         b"attempts": b"many",
         b"at": b"yesterday",
         b"prio": b"\xff",
+        b"exp": b"soon",
+        b"cancel_reason": b"boredom",
     }
     got = Job.from_fields("default:" + "1" * 22, fields)
     assert got.status is JobStatus.FAILED
     assert got.attempts == 0
     assert got.priority == 0
     assert got.enqueued_at is None
+    assert (got.expires_at, got.cancel_reason) == (None, None)
     assert got.queue == "default"  # from the id
     assert got.error == {"type": "", "message": "plain text", "traceback": ""}
     assert got.errors == [{"type": "", "message": "[1, 2]", "traceback": ""}]
     text = " | ".join(got.problems)
-    for expected in ("unknown state 'exploded'", "undecodable payload", "undecodable result"):
+    for expected in (
+        "unknown state 'exploded'",
+        "undecodable payload",
+        "undecodable result",
+        "unknown cancel reason 'boredom'",
+    ):
         assert expected in text
     assert got.problems.count("undecodable error record") == 2
 

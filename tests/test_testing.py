@@ -22,10 +22,18 @@ def test_capture_records_name_args_kwargs_and_resolved_options(
     with capture_jobs() as captured:
         plain = record.delay(ledger, "a")
         later = record.using(
-            queue="emails", priority=5, delay=60, group="g", unique_key="k", max_attempts=4
+            queue="emails",
+            priority=5,
+            delay=60,
+            group="g",
+            unique_key="k",
+            max_attempts=4,
+            expires=datetime.timedelta(minutes=2),
         ).delay(ledger, tag="b")
         at = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
-        batch = fail_always.using(run_at=at).delay_many([((ledger, "c"), {}), ((ledger, "d"), {})])
+        batch = fail_always.using(run_at=at, expires=at + datetime.timedelta(hours=1)).delay_many(
+            [((ledger, "c"), {}), ((ledger, "d"), {})]
+        )
 
     assert isinstance(captured, CapturedJobs) and len(captured) == 4
     assert rqueue_redis.dbsize() == 0
@@ -35,6 +43,7 @@ def test_capture_records_name_args_kwargs_and_resolved_options(
     assert (first.name, first.args, first.kwargs) == (record.name, [ledger, "a"], {})
     assert first.options["queue"] == "default" and first.options["delay"] is None
     assert first.options["run_at"] is None and first.options["on_commit"] is True
+    assert first.options["expires"] is None
     assert first.job is plain and plain.status is JobStatus.QUEUED
     assert plain.id.startswith("default:") and len(plain.id) > len("default:")
 
@@ -46,10 +55,12 @@ def test_capture_records_name_args_kwargs_and_resolved_options(
         "unique_key": "k",
     }
     assert second.options["delay"] == 60 and second.options["max_attempts"] == 4
+    assert second.options["expires"] == 120
     assert later.status is JobStatus.SCHEDULED and later.queue == "emails"
 
     assert [c.name for c in (third, fourth)] == [fail_always.name] * 2
     assert third.options["run_at"] == at and batch[0].run_at == at
+    assert third.options["expires"] == at + datetime.timedelta(hours=1)
     assert [j.status for j in batch] == [JobStatus.SCHEDULED] * 2
     assert [c.job for c in captured.of(fail_always)] == batch
     assert len({c.job.id for c in captured}) == 4
