@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -66,6 +67,17 @@ def test_run_now_enqueues_a_job_with_the_entrys_arguments(
     assert [name for name, _s, _k in events] == ["job_enqueued"]
     (state,) = periodic.entry_states(["mail"])
     assert state.last_job_id == job.id and state.last_run is not None
+
+
+def test_a_run_gets_the_expiry_of_its_job_counted_from_its_enqueue(
+    settings: SettingsFixture, ledger: str
+):
+    fresh = {"job": "tests.jobs_app.jobs.perishable", "every": 60, "args": [ledger, "f"]}
+    settings.RQUEUE = {**settings.RQUEUE, "SCHEDULE": {"fresh": fresh}}
+    job = periodic.run_now("fresh")
+    stored = get_job(job.id)
+    assert stored is not None and stored.enqueued_at is not None
+    assert stored.expires_at == stored.enqueued_at + datetime.timedelta(minutes=10)
 
 
 def test_entry_states_before_and_after_a_poller_stored_the_entries(

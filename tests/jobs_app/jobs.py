@@ -65,6 +65,13 @@ def record(ledger: str, tag: str) -> str:
     return tag
 
 
+@job(expires=600)
+def perishable(ledger: str, tag: str) -> str:
+    """:func:`record`, but each run expires 10 minutes after its enqueue if not started."""
+    write_ledger(ledger, tag, "run")
+    return tag
+
+
 @job
 def slow(ledger: str, tag: str, seconds: float) -> str:
     """Write ``start``, sleep ``seconds``, write ``end``."""
