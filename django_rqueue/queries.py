@@ -70,6 +70,8 @@ class QueueCounts:
     #: Failed jobs deleted by the failed store's retention (``failed_ttl``, ``failed_max``)
     #: since the queue was created.
     trimmed: int = 0
+    #: Jobs cancelled by their expiry (``expires=``) since the queue was created.
+    expired: int = 0
     #: When the longest-waiting job among the next groups to be served became due.
     oldest_queued_at: datetime.datetime | None = None
     #: Run-at of the earliest scheduled job (overdue when in the past: no poller?).
@@ -87,7 +89,7 @@ def queue_counts(queue: str) -> QueueCounts:
     client = get_client(queue)
     with redis_errors():
         pipe = client.pipeline(transaction=False)
-        pipe.hmget(keys.stats, "queued", "succeeded", "failed", "trimmed")
+        pipe.hmget(keys.stats, "queued", "succeeded", "failed", "trimmed", "expired")
         pipe.zcard(keys.delayed)
         pipe.zcard(keys.reserved)
         pipe.zcard(keys.failed)
@@ -104,6 +106,7 @@ def queue_counts(queue: str) -> QueueCounts:
         succeeded_total=int(stats[1] or 0),
         failed_total=int(stats[2] or 0),
         trimmed=int(stats[3] or 0),
+        expired=int(stats[4] or 0),
         next_scheduled_at=ms_to_datetime(head[0][1]) if head else None,
         paused=paused is not None,
         paused_at=ms_to_datetime(paused),

@@ -9,13 +9,14 @@ from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from .. import queries
 from ..conf import get_config
 from ..engine.connection import get_client
 from ..engine.keys import JobFields, queue_of
 from ..engine.transitions import read_job
-from ..job import Job
+from ..job import CancelReason, Job
 from ..operations import ACTIONS
 from .common import RqueueAdmin, allowed, context, job_url, url
 
@@ -28,6 +29,12 @@ OPTION_FIELDS = (
     ("worker", JobFields.WORKER),
     ("run_at", JobFields.RUN_AT),
 )
+
+
+#: How the job page words :attr:`Job.cancel_reason`.
+CANCEL_REASONS = {
+    CancelReason.EXPIRED: gettext_lazy("expired: not started before its expiry"),
+}
 
 
 def load(job_id: str) -> tuple[Job[Any], dict[str, str]]:
@@ -80,5 +87,6 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             raw=sorted(raw.items()) if job.problems else None,
             errors=list(enumerate(job.errors, 1)),
             actions=actions,
+            cancel_reason=CANCEL_REASONS.get(job.cancel_reason, "") if job.cancel_reason else "",
         ),
     )

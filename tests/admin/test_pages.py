@@ -116,6 +116,27 @@ def test_the_failed_list_words_each_retention(
     assert retention.endswith("0 failed jobs were deleted by this rule so far.")
 
 
+def test_an_expired_job_shows_its_expiry_and_the_reason_it_was_cancelled(
+    admin_client_rq: Client, jobs: Jobs
+):
+    now_ms = jobs.client.time()[0] * 1000
+    gone = jobs.queued(expires_at_ms=now_ms - 1000)
+    waiting = jobs.queued(expires_in_ms=3_600_000)
+    assert transitions.reserve(jobs.client, jobs.keys(), lease_ms=60_000, worker_id="w") is not None
+    page = admin_client_rq.get(job_url(gone))
+    assert page.context["job"].status == "cancelled"
+    assert page.context["cancel_reason"] == "expired: not started before its expiry"
+    content = page.content.decode()
+    assert 'id="rq-cancel-reason">(expired: not started before its expiry)' in content
+    assert 'id="rq-expires"' in content
+    assert [a[0] for a in page.context["actions"]] == ["delete"]
+    assert b'id="rq-cancel-reason"' not in admin_client_rq.get(job_url(waiting)).content
+    overview = admin_client_rq.get(BASE)
+    card = next(c for c in overview.context["cards"] if c.counts.queue == "default")
+    assert card.counts.expired == 1
+    assert b"1 expired" in overview.content
+
+
 def test_lists_paginate_with_ranged_reads(admin_client_rq: Client, jobs: Jobs):
     ids = [jobs.scheduled() for _ in range(120)]
     response = admin_client_rq.get(f"{BASE}queues/default/scheduled/?page=3")

@@ -9,6 +9,7 @@ from typing import Any
 import redis
 from django.core.management import call_command
 
+from django_rqueue.engine import transitions
 from django_rqueue.operations import pause_queue
 from django_rqueue.worker import heartbeat
 from tests.support.jobs_in_state import Jobs
@@ -62,6 +63,21 @@ def test_info_shows_the_failed_jobs_deleted_by_retention(rqueue_redis: redis.Red
     assert (by_queue["default"]["failed"], by_queue["default"]["failed_trimmed"]) == (1, 2)
     assert (by_queue["default"]["failed_max"], by_queue["default"]["failed_ttl"]) == (1, 7_776_000)
     assert by_queue["emails"]["failed_trimmed"] == 0
+
+
+def test_info_shows_the_jobs_cancelled_by_their_expiry(rqueue_redis: redis.Redis):
+    jobs = Jobs(rqueue_redis)
+    now_ms = rqueue_redis.time()[0] * 1000
+    for _ in range(2):
+        jobs.queued(expires_at_ms=now_ms - 1)
+    assert transitions.reserve(rqueue_redis, jobs.keys(), lease_ms=1000, worker_id="w") is None
+    lines = run().splitlines()
+    header = next(line for line in lines if line.startswith("QUEUE"))
+    default = next(line for line in lines if line.startswith("default "))
+    assert header.split()[4:7] == ["FAILED", "TRIMMED", "EXPIRED"]
+    assert default.split()[1:7] == ["0", "0", "0", "0", "0", "2"]
+    by_queue = {q["queue"]: q for q in json.loads(run("--json"))["queues"]}
+    assert (by_queue["default"]["expired"], by_queue["emails"]["expired"]) == (2, 0)
 
 
 def test_info_lists_registered_workers(rqueue_redis: redis.Redis):
