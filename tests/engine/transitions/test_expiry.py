@@ -128,3 +128,15 @@ def test_a_retry_due_before_the_expiry_runs(engine: Engine):
     engine.fail(job_id, retry_ms=0)
     assert engine.promote()[0] == 1
     assert engine.reserve_id() == job_id
+
+
+def test_a_failed_job_retried_by_hand_after_its_expiry_is_expired_when_reserved(engine: Engine):
+    job_id = engine.add(max_attempts=1, expires_at_ms=engine.now_ms() + 60_000)
+    engine.reserve_id()
+    engine.fail(job_id)
+    engine.client.hset(engine.keys.job(job_id), JobFields.EXPIRES, engine.now_ms())  # time passed
+    transitions.retry_failed(engine.client, engine.keys, job_id)
+    assert engine.state(job_id) == "queued"  # the deadline is the job's: retry() keeps it
+    assert engine.reserve() is None
+    assert engine.job(job_id)[JobFields.CANCEL_REASON] == "expired"
+    engine.check_invariants()
