@@ -140,3 +140,12 @@ def test_a_failed_job_retried_by_hand_after_its_expiry_is_expired_when_reserved(
     assert engine.reserve() is None
     assert engine.job(job_id)[JobFields.CANCEL_REASON] == "expired"
     engine.check_invariants()
+
+
+def test_an_expired_job_takes_no_slot_of_its_groups_concurrency_cap(engine: Engine):
+    gone = engine.add(group="tenant", expires_at_ms=engine.now_ms())
+    after = engine.add(group="tenant")
+    assert engine.reserve_id(cap=1) == after  # the expired one did not use the only slot
+    assert_expired(engine, gone)
+    assert engine.running_per_group() == {"tenant": 1}
+    engine.check_invariants()
