@@ -28,7 +28,7 @@ from typing import Any
 
 import redis
 
-from bench import record, scale
+from bench import flow, record, scale
 from bench.systems import DISTRIBUTIONS, MODULES, REPO, System, load
 from tests.support.redis_server import RedisServer
 
@@ -361,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", default="", help="comma-separated system names (prefixes)")
     parser.add_argument("--no-scale", action="store_true", help="skip the django-rqueue scale test")
+    parser.add_argument(
+        "--no-flow", action="store_true", help="skip the flow-control reserve cost (bench/flow.py)"
+    )
     parser.add_argument("--output", default=None, help="JSON path (default bench/results-*.json)")
     parser.add_argument("--skipped", default="{}", help=argparse.SUPPRESS)  # from run.py
     args = parser.parse_args(argv)
@@ -406,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_scale and "django-rqueue" in systems:
             log("django-rqueue scale test (enqueue+reserve+ack cost vs backlog)")
             results["scale"] = scale.measure(client, params, log)
+        if not args.no_flow and "django-rqueue" in systems:
+            log("django-rqueue flow control (reserve cost with rate limit, group cap, schedules)")
+            results["flow"] = flow.measure(client, params, log)
         for system in systems.values():
             system.close()
     finally:
@@ -446,6 +452,8 @@ def render(results: dict[str, Any], runs: int) -> str:
     ]
     if "scale" in results:
         text += ["", scale.table(results["scale"])]
+    if "flow" in results:
+        text += ["", flow.table(results["flow"])]
     return "\n".join(text)
 
 

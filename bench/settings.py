@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from bench import flow
+
 SECRET_KEY = "django-rqueue-bench-not-a-secret"
 DEBUG = False
 USE_TZ = True
@@ -17,7 +19,7 @@ RQUEUE: dict[str, Any] = {
     "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0"),
     "KEY_PREFIX": "rqueue",
     "DEFAULT_QUEUE": "bench",
-    "QUEUES": {"bench": {}, "scale1k": {}, "scale1m": {}, "groups": {}},
+    "QUEUES": {"bench": {}, "scale1k": {}, "scale1m": {}, "groups": {}, **flow.QUEUE_OPTIONS},
 }
 
 TASKS: dict[str, Any] = {
