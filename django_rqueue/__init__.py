@@ -18,6 +18,7 @@ from .decorators import (
     job,
 )
 from .exceptions import (
+    JobCancelled,
     JobStateError,
     JobTimeout,
     LeaseLost,
@@ -35,6 +36,7 @@ __all__ = [
     "CancelReason",
     "ContextJobFunction",
     "Job",
+    "JobCancelled",
     "JobContext",
     "JobFunction",
     "JobStateError",

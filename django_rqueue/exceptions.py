@@ -49,6 +49,14 @@ class JobTimeout(RqueueError):  # noqa: N818
     """Raised inside a running job when it reaches its ``timeout`` (soft timeout)."""
 
 
+class JobCancelled(RqueueError):  # noqa: N818
+    """Raised inside a running job whose cancel was asked (``Job.cancel()``, the admin's
+    cancel button): the soft stop. A job that does not stop within ``RQUEUE["TIMEOUT_GRACE"]``
+    seconds has its worker child killed (the hard stop). Either way the job ends
+    ``cancelled`` and is not retried. An ``async def`` job gets ``asyncio.CancelledError``
+    instead, as from ``asyncio.timeout``."""
+
+
 class UnknownJob(RqueueError):  # noqa: N818
     """A worker reserved a job whose name no ``@job`` in this process registered."""
 

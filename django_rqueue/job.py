@@ -18,6 +18,7 @@ from .engine.connection import (
     get_client,
     ms_to_datetime,
     new_async_client,
+    redis_errors,
 )
 from .engine.keys import JobFields, QueueKeys, queue_of
 from .serialization import decode_arguments, join_payload, loads
@@ -118,6 +119,9 @@ class Job[R]:
     expires_at: datetime.datetime | None = None
     #: Why a ``cancelled`` job was cancelled, when not by :meth:`cancel` (``None`` then).
     cancel_reason: CancelReason | None = None
+    #: When :meth:`cancel` was first called while the job ran (its worker is stopping
+    #: it); ``None`` otherwise.
+    cancel_requested_at: datetime.datetime | None = None
     #: The ``run_after`` of a deferred ``django.tasks`` task, as it was enqueued
     #: (``run_at`` moves with retries); ``None`` for every other job.
     task_run_after: datetime.datetime | None = None
@@ -154,6 +158,7 @@ class Job[R]:
             worker=as_text(f.get(JobFields.WORKER)),
             unique_key=as_text(f.get(JobFields.UNIQUE_KEY)),
             expires_at=ms_to_datetime(f.get(JobFields.EXPIRES)),
+            cancel_requested_at=ms_to_datetime(f.get(JobFields.CANCEL_REQUESTED)),
             problems=problems,
         )
         try:
@@ -281,12 +286,20 @@ class Job[R]:
         self.__dict__.update(other.__dict__)
 
     def cancel(self) -> None:
-        """Withdraw the job if it is scheduled, queued or failed.
+        """Withdraw the job if it is scheduled, queued or failed; stop it if it runs.
 
         The record stays, with status ``cancelled``, for ``result_ttl`` seconds.
+        A running job stays ``running`` until its worker has stopped it (this
+        returns at once, with :attr:`cancel_requested_at` set): the worker's
+        master sees the request within about a second, raises
+        :class:`~django_rqueue.exceptions.JobCancelled` in the job (soft), kills
+        the child ``RQUEUE["TIMEOUT_GRACE"]`` seconds later if the job still
+        runs (hard), and ends the job ``cancelled``, not retried. Only workers
+        started by ``rqueue_work`` stop running jobs. :meth:`wait` returns once
+        it ended.
 
         Raises:
-            JobStateError: the job is running, finished or gone (``.state`` tells).
+            JobStateError: the job finished or is gone (``.state`` tells).
         """
         self._withdraw("cancel")
 
@@ -301,8 +314,14 @@ class Job[R]:
     def _withdraw(self, mode: CancelMode) -> None:
         keys = QueueKeys.of(get_config().key_prefix, self.queue)
         ttl = max(1, self.result_ttl or get_config().queue(self.queue).result_ttl)
-        transitions.cancel(get_client(self.queue), keys, self.id, mode=mode, ttl=ttl)
-        self.status = JobStatus.CANCELLED
+        client = get_client(self.queue)
+        if transitions.cancel(client, keys, self.id, mode=mode, ttl=ttl) == JobStatus.RUNNING:
+            self.status = JobStatus.RUNNING
+            with redis_errors():
+                requested = client.hget(keys.job(self.id), JobFields.CANCEL_REQUESTED)
+            self.cancel_requested_at = ms_to_datetime(requested)
+        else:
+            self.status = JobStatus.CANCELLED
 
     def run_now(self) -> None:
         """Queue a scheduled job (a delayed job or a retry waiting for its backoff) at once.

@@ -223,15 +223,31 @@ def test_cancel_from_a_pending_or_failed_state(state: str, redis_client: redis.R
     assert transitions.reserve(redis_client, KEYS, lease_ms=1000, worker_id="w") is None
 
 
-@pytest.mark.parametrize("state", ["running", "succeeded"])
-def test_cancel_of_a_running_or_finished_job_is_refused(state: str, redis_client: redis.Redis):
-    target = _job_in(state, redis_client)
+def test_cancel_of_a_finished_job_is_refused(redis_client: redis.Redis):
+    target = _job_in("succeeded", redis_client)
     target.refresh()
     before = redis_client.hgetall(KEYS.job(target.id))
     with pytest.raises(JobStateError) as info:
         target.cancel()
-    assert info.value.state == state
+    assert info.value.state == "succeeded"
     assert redis_client.hgetall(KEYS.job(target.id)) == before
+
+
+def test_cancel_of_a_running_job_asks_its_worker_and_the_job_still_runs(
+    redis_client: redis.Redis,
+):
+    target = _job_in("running", redis_client)
+    target.refresh()
+    target.cancel()
+    assert target.status is JobStatus.RUNNING
+    assert target.cancel_requested_at is not None
+    seconds, _ = redis_client.time()
+    assert abs(target.cancel_requested_at.timestamp() - seconds) < 5
+    fresh = get_job(target.id)
+    assert fresh is not None and fresh.status is JobStatus.RUNNING
+    assert fresh.cancel_requested_at == target.cancel_requested_at
+    with pytest.raises(JobStateError):
+        fresh.delete()  # a running job cannot be deleted
 
 
 @pytest.mark.parametrize("state", ["scheduled", "queued", "failed", "succeeded"])

@@ -248,6 +248,15 @@ def release(keys: QueueKeys, job_id: str, token: int) -> ScriptCall:
     )
 
 
+def cancel_running(keys: QueueKeys, job_id: str, token: int, ttl: int) -> ScriptCall:
+    """``cancel_running.lua``: end a running job as cancelled (its worker stopped it)."""
+    return ScriptCall(
+        "cancel_running",
+        [keys.base, keys.job(job_id), keys.reserved, keys.stats],
+        [job_id, token, ttl],
+    )
+
+
 def promote(keys: QueueKeys, limit: int) -> ScriptCall:
     """``promote.lua``: queue up to ``limit`` due scheduled jobs."""
     return ScriptCall(

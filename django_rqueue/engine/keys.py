@@ -160,6 +160,10 @@ class JobFields:
     #: The ``run_after`` a ``django.tasks`` task was enqueued with (ISO 8601), kept
     #: as given (``due`` moves with retries); only deferred tasks carry it.
     TASK_RUN_AFTER = "ra"
+    #: Redis time (ms) of the first ``Job.cancel()`` of the job while it ran
+    #: (``cancel.lua``): its worker's master stops it and ends it ``cancelled``
+    #: (``cancel_running.lua``). Absent: no cancel was asked while it ran.
+    CANCEL_REQUESTED = "cx"
     #: Set (``"1"``) by ``Job.wait`` before it reads the state: the terminal transition
     #: then wakes the waiters through :meth:`QueueKeys.done` (absent: nobody ever waited,
     #: and the transition pushes nothing). Short like the enqueue-time names; only awaited

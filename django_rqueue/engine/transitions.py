@@ -384,6 +384,20 @@ def release(client: redis.Redis, keys: QueueKeys, job_id: str, token: int) -> No
         raise stale_lease(job_id, reply)
 
 
+def cancel_running(
+    client: redis.Redis, keys: QueueKeys, job_id: str, token: int, *, ttl: int
+) -> None:
+    """End a running job as cancelled, keeping its record ``ttl`` s (0: delete it)
+    (``cancel_running.lua``).
+
+    Raises:
+        LeaseLost: ``token`` is stale (the job finished or was reclaimed meanwhile).
+    """
+    reply = _run(client, calls.cancel_running(keys, job_id, token, ttl))
+    if as_text(reply[0]) != "ok":
+        raise stale_lease(job_id, reply)
+
+
 def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, int]:
     """Queue due scheduled jobs (``promote.lua``).
 
@@ -428,11 +442,18 @@ def retry_failed(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
 
 
 def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: CancelMode, ttl: int) -> str:
-    """Cancel (keep the record ``ttl`` s) or delete a job that is not running (``cancel.lua``).
+    """Cancel (keep the record ``ttl`` s) or delete a job that is not running (``cancel.lua``);
+    mode ``"cancel"`` on a running job asks its worker to stop it.
 
-    Returns the state the job was in.
+    Returns the state the job was in (``"running"``: the stop was requested; the job
+    ends ``cancelled`` when its worker has stopped it).
+
+    Raises:
+        JobStateError: mode ``"delete"`` of a running job, or a job that finished or is gone.
     """
     reply = _run(client, calls.cancel(keys, job_id, mode, ttl))
+    if as_text(reply[0]) == "requested":
+        return as_text(reply[1])
     if as_text(reply[0]) != "ok":
         raise _refused(reply, job_id, f"cannot {mode} job {{job_id}}: it is {{state}}")
     return as_text(reply[1])

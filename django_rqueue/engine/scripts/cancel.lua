@@ -1,5 +1,5 @@
--- cancel: withdraw a job that is not running (scheduled, queued or failed), or
--- delete any job that is not running.
+-- cancel: withdraw a job that is not running (scheduled, queued or failed), ask
+-- the worker of a running one to stop it, or delete any job that is not running.
 --
 -- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>, unique:<key>, done:<id>)
 -- KEYS[2] job hash   KEYS[3] delayed zset   KEYS[4] failed zset
@@ -8,8 +8,12 @@
 -- ARGV[3] seconds) or 'delete' (remove the record)   ARGV[3] TTL in seconds (> 0)
 --
 -- Returns {'ok', previous state} or {'state', current state ('' when missing)}
--- when the job is running (either mode) or already finished (mode cancel).
+-- when the job is running (mode delete) or already finished (mode cancel).
 -- Either mode wakes the job's waiters (include/wake_waiters.lua).
+-- Mode cancel on a running job changes only its field 'cx' (the Redis time in ms
+-- of the first request; a repeated request keeps it) and returns {'requested',
+-- 'running'}: its worker's master sees the field, stops the job, and ends it with
+-- cancel_running.lua.
 
 --@include now_ms.lua
 --@include release_unique.lua
@@ -23,6 +27,10 @@ if (mode ~= 'cancel' and mode ~= 'delete') or not ttl or ttl <= 0 then
 end
 local job = redis.call('HMGET', jkey, 's', 'prio', 'group')
 local st = job[1]
+if st == 'running' and mode == 'cancel' then
+  redis.call('HSETNX', jkey, 'cx', now_ms())
+  return {'requested', st}
+end
 if not st or st == 'running' then
   return {'state', st or ''}
 end

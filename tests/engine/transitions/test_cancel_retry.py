@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue import JobStateError
+from django_rqueue import JobStateError, LeaseLost
 from django_rqueue.engine import transitions
 from django_rqueue.engine.calls import CancelMode
 from tests.engine.transitions.conftest import Engine
@@ -54,14 +54,60 @@ def test_delete_removes_the_job_entirely(engine: Engine, state: str):
     assert job_id not in engine.drain()
 
 
-@pytest.mark.parametrize("mode", ["cancel", "delete"])
-def test_a_running_job_cannot_be_cancelled_or_deleted(engine: Engine, mode: CancelMode):
+def test_a_running_job_cannot_be_deleted(engine: Engine):
     job_id = _in_state(engine, "running")
     before = engine.snapshot()
     with pytest.raises(JobStateError) as info:
-        engine.cancel(job_id, mode=mode)
+        engine.cancel(job_id, mode="delete")
     assert info.value.state == "running"
     assert engine.snapshot() == before
+
+
+def test_cancelling_a_running_job_only_records_the_first_request(engine: Engine):
+    job_id = _in_state(engine, "running")
+    before = engine.snapshot()
+    assert engine.cancel(job_id) == "running"
+    after = engine.snapshot()
+    requested = int(after[engine.keys.job(job_id)].pop("cx"))
+    assert abs(requested - engine.now_ms()) < 5000
+    assert after == before  # nothing else changed: the job still runs under its lease
+    assert engine.cancel(job_id) == "running"  # asked again: the first time stays
+    assert int(engine.job(job_id)["cx"]) == requested
+    engine.check_invariants()
+
+
+def test_cancel_running_ends_the_job_cancelled_without_a_retry(engine: Engine):
+    job_id = _in_state(engine, "running")
+    engine.cancel(job_id)
+    token = int(engine.job(job_id)["token"])
+    transitions.cancel_running(engine.client, engine.keys, job_id, token, ttl=600)
+    job = engine.job(job_id)
+    assert job["s"] == "cancelled" and "finished_at" in job and job["attempts"] == "1"
+    assert 0 < engine.client.ttl(engine.keys.job(job_id)) <= 600
+    assert job_id not in engine.zset(engine.keys.reserved)
+    assert engine.client.hget(engine.keys.stats, "cancelled") == b"1"
+    engine.check_invariants()
+    assert job_id not in engine.drain()
+
+
+def test_cancel_running_with_a_stale_token_changes_nothing(engine: Engine):
+    job_id = _in_state(engine, "running")
+    token = int(engine.job(job_id)["token"])
+    before = engine.snapshot()
+    with pytest.raises(LeaseLost):
+        transitions.cancel_running(engine.client, engine.keys, job_id, token + 1, ttl=600)
+    assert engine.snapshot() == before
+
+
+def test_cancel_running_with_ttl_0_deletes_the_record_and_frees_the_unique_key(engine: Engine):
+    engine.add(group="g")
+    job_id = engine.add(priority=50, unique_key="once")
+    assert engine.reserve_id() == job_id
+    token = int(engine.job(job_id)["token"])
+    transitions.cancel_running(engine.client, engine.keys, job_id, token, ttl=0)
+    assert not engine.client.exists(engine.keys.job(job_id))
+    assert not engine.client.exists(engine.keys.unique("once"))
+    engine.check_invariants()
 
 
 @pytest.mark.parametrize("state", ["succeeded", "cancelled"])
