@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import enum
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 import redis.asyncio
@@ -35,10 +36,28 @@ SOCKET_TIMEOUT = 10.0
 #: Retries after a failed connect or a dropped connection.
 RETRIES = 2
 
-_clients: dict[tuple[str, str], redis.Redis] = {}
+
+class LocationKind(enum.StrEnum):
+    """How a queue's Redis is configured."""
+
+    #: ``REDIS_URL`` (global or the queue's own).
+    URL = "url"
+    #: ``CACHE_ALIAS``: the connection of a django-redis cache.
+    CACHE = "cache"
+
+
+class Location(NamedTuple):
+    """Where a queue's Redis is: the key clients are cached under."""
+
+    kind: LocationKind
+    #: The URL (:attr:`LocationKind.URL`) or the cache alias (:attr:`LocationKind.CACHE`).
+    where: str
+
+
+_clients: dict[Location, redis.Redis] = {}
 #: asyncio clients per event loop (a client belongs to the loop it runs on), then per location.
 _async_clients: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str, str], redis.asyncio.Redis]
+    asyncio.AbstractEventLoop, dict[Location, redis.asyncio.Redis]
 ] = weakref.WeakKeyDictionary()
 
 
@@ -54,13 +73,13 @@ def client_options() -> dict[str, Any]:
     }
 
 
-def _location(queue: str | None) -> tuple[str, str]:
-    """``("url", <url>)`` or ``("cache", <alias>)``: where ``queue``'s Redis is configured."""
+def _location(queue: str | None) -> Location:
+    """Where ``queue``'s Redis is configured (the global Redis when ``None``)."""
     config = get_config()
     url = config.queue(queue).redis_url if queue is not None else None
     if url is None and config.cache_alias is not None:
-        return ("cache", config.cache_alias)
-    return ("url", url or config.redis_url or "")
+        return Location(LocationKind.CACHE, config.cache_alias)
+    return Location(LocationKind.URL, url or config.redis_url or "")
 
 
 def get_client(queue: str | None = None) -> redis.Redis:
@@ -76,12 +95,12 @@ def get_client(queue: str | None = None) -> redis.Redis:
     location = _location(queue)
     client = _clients.get(location)
     if client is None:
-        if location[0] == "cache":
+        if location.kind is LocationKind.CACHE:
             from django_redis import get_redis_connection
 
-            client = get_redis_connection(location[1])
+            client = get_redis_connection(location.where)
         else:
-            client = redis.Redis.from_url(location[1], **client_options())
+            client = redis.Redis.from_url(location.where, **client_options())
         _clients[location] = client
     return client
 
@@ -93,15 +112,15 @@ def new_async_client(queue: str) -> redis.asyncio.Redis | None:
     ``None`` when the queue's Redis is the django-redis cache ``CACHE_ALIAS``,
     which has no asyncio client (callers run the sync code in a thread then).
     """
-    kind, location = _location(queue)
-    if kind == "cache":
+    location = _location(queue)
+    if location.kind is LocationKind.CACHE:
         return None
     return _async_client(location)
 
 
-def _async_client(url: str) -> redis.asyncio.Redis:
+def _async_client(location: Location) -> redis.asyncio.Redis:
     retry = AsyncRetry(ExponentialBackoff(cap=0.25, base=0.05), RETRIES)
-    return redis.asyncio.Redis.from_url(url, **(client_options() | {"retry": retry}))
+    return redis.asyncio.Redis.from_url(location.where, **(client_options() | {"retry": retry}))
 
 
 def get_async_client(queue: str) -> redis.asyncio.Redis | None:
@@ -111,12 +130,12 @@ def get_async_client(queue: str) -> redis.asyncio.Redis | None:
     coroutine; :func:`close_async_clients` closes the loop's clients.
     """
     location = _location(queue)
-    if location[0] == "cache":
+    if location.kind is LocationKind.CACHE:
         return None
     clients = _async_clients.setdefault(asyncio.get_running_loop(), {})
     client = clients.get(location)
     if client is None:
-        client = clients[location] = _async_client(location[1])
+        client = clients[location] = _async_client(location)
     return client
 
 
