@@ -64,6 +64,10 @@ TOP_LEVEL_KEYS = frozenset(
         "EAGER_PROPAGATE",
         "ASYNC_CONCURRENCY",
         "SCHEDULE",
+        "SENTINELS",
+        "SENTINEL_KWARGS",
+        "MIN_REPLICAS_ACK",
+        "MIN_REPLICAS_TIMEOUT",
     }
 )
 OPTION_KEYS = frozenset(BUILTIN_DEFAULTS)
@@ -75,6 +79,13 @@ QUEUE_KEYS = OPTION_KEYS | {"REDIS_URL", "group_concurrency"}
 QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 KEY_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+#: Schemes of a ``REDIS_URL`` that names a service of ``SENTINELS``.
+SENTINEL_SCHEMES = frozenset({"redis", "rediss"})
+#: Default ``MIN_REPLICAS_TIMEOUT``, in seconds.
+DEFAULT_REPLICAS_TIMEOUT = 1.0
+#: Longest ``MIN_REPLICAS_TIMEOUT``, in seconds: well under the 10 s socket timeout
+#: (:data:`django_rqueue.engine.connection.SOCKET_TIMEOUT`) of the ``WAIT`` that uses it.
+MAX_REPLICAS_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,16 @@ class Config:
     async_concurrency: int
     #: ``RQUEUE["SCHEDULE"]``: periodic entries by name (:mod:`django_rqueue.schedule`).
     schedule: Mapping[str, ScheduleEntry]
+    #: ``RQUEUE["SENTINELS"]``: ``(host, port)`` of every Redis Sentinel; empty without Sentinel.
+    #: Every ``REDIS_URL`` then names a monitored master: ``redis://<service name>/<db>``.
+    sentinels: tuple[tuple[str, int], ...]
+    #: ``RQUEUE["SENTINEL_KWARGS"]``: options of the connections to the sentinels themselves.
+    sentinel_kwargs: Mapping[str, Any]
+    #: ``RQUEUE["MIN_REPLICAS_ACK"]``: replicas that must have an enqueued job before
+    #: ``.delay()`` returns (``WAIT``); 0: do not wait.
+    min_replicas_ack: int
+    #: ``RQUEUE["MIN_REPLICAS_TIMEOUT"]``: seconds ``.delay()`` waits for them at most.
+    min_replicas_timeout: float
 
     def queues_named(self, names: Iterable[str]) -> list[str]:
         """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""
@@ -280,8 +301,9 @@ def problems(raw: object) -> list[CheckMessage]:
     missing cache alias, cache not backed by django-redis); E020-E022, E024, E025 a bad
     ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`); E040 a bad ``failed_ttl`` or
     ``failed_max`` (the failed store's retention: an integer >= 1, or ``None``); E060 a
-    queue's ``group_concurrency`` is not an integer >= 1 or None. W001 no
-    ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used).
+    queue's ``group_concurrency`` is not an integer >= 1 or None; E070-E075 Redis Sentinel
+    and durable enqueue (:func:`_replication_problems`). W001 no ``REDIS_URL``/``CACHE_ALIAS``
+    given (the local default is used); W070 ``SENTINEL_KWARGS`` without ``SENTINELS``.
     """
     if not isinstance(raw, Mapping):
         return [
@@ -299,6 +321,7 @@ def problems(raw: object) -> list[CheckMessage]:
         *_timing_problems(raw),
         *_eager_problems(raw),
         *_schedule_problems(raw),
+        *_replication_problems(raw),
     ]
 
 
@@ -343,6 +366,124 @@ def _connection_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
             )
         )
     return found
+
+
+def _replication_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
+    """``SENTINELS``, ``SENTINEL_KWARGS``, ``MIN_REPLICAS_ACK`` and ``MIN_REPLICAS_TIMEOUT``.
+
+    Ids: E070 ``SENTINELS`` is not a non-empty list of ``(host, port)`` pairs;
+    E071 with ``SENTINELS``, a ``REDIS_URL`` (global or a queue's) that does
+    not name a service (``redis://`` or ``rediss://``, a service name, no port);
+    E072 ``SENTINELS`` with ``CACHE_ALIAS``; E073 ``SENTINEL_KWARGS`` not a dict
+    of option names; E074 ``MIN_REPLICAS_ACK`` not an integer >= 0; E075
+    ``MIN_REPLICAS_TIMEOUT`` not a number of seconds in (0, 5]. W070
+    ``SENTINEL_KWARGS`` without ``SENTINELS`` (ignored).
+    """
+    found: list[CheckMessage] = []
+    sentinels = raw.get("SENTINELS")
+    if sentinels is not None:
+        found.extend(_sentinels_problems(sentinels))
+        if raw.get("CACHE_ALIAS") is not None:
+            found.append(
+                checks.Error(
+                    "RQUEUE['SENTINELS'] cannot be used with RQUEUE['CACHE_ALIAS'].",
+                    hint="Set REDIS_URL to redis://<service name>/<db>, or configure Sentinel "
+                    "in the django-redis cache and drop SENTINELS.",
+                    id="rqueue.E072",
+                )
+            )
+        else:
+            urls = [("RQUEUE['REDIS_URL']", raw.get("REDIS_URL", DEFAULT_REDIS_URL))]
+            urls += [
+                (f"RQUEUE['QUEUES'][{name!r}]['REDIS_URL']", options["REDIS_URL"])
+                for name, options in _declared_queues(raw).items()
+                if isinstance(options, Mapping) and "REDIS_URL" in options
+            ]
+            for where, url in urls:
+                found.extend(_service_url_problems(where, url))
+    kwargs = raw.get("SENTINEL_KWARGS")
+    if kwargs is not None:
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            found.append(
+                checks.Error(
+                    "RQUEUE['SENTINEL_KWARGS'] must be a dict of redis.Redis options "
+                    "(such as {'password': ...}).",
+                    id="rqueue.E073",
+                )
+            )
+        elif sentinels is None:
+            found.append(
+                checks.Warning(
+                    "RQUEUE['SENTINEL_KWARGS'] is ignored without RQUEUE['SENTINELS'].",
+                    id="rqueue.W070",
+                )
+            )
+    replicas = raw.get("MIN_REPLICAS_ACK", 0)
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        found.append(
+            checks.Error(
+                f"RQUEUE['MIN_REPLICAS_ACK'] must be an integer >= 0, got {replicas!r}.",
+                hint="How many replicas must have an enqueued job before .delay() returns "
+                "(0, the default: do not wait).",
+                id="rqueue.E074",
+            )
+        )
+    timeout = raw.get("MIN_REPLICAS_TIMEOUT", DEFAULT_REPLICAS_TIMEOUT)
+    if not _is_number(timeout) or not 0 < timeout <= MAX_REPLICAS_TIMEOUT:
+        found.append(
+            checks.Error(
+                "RQUEUE['MIN_REPLICAS_TIMEOUT'] must be a number of seconds > 0 and "
+                f"<= {MAX_REPLICAS_TIMEOUT:g}, got {timeout!r}.",
+                id="rqueue.E075",
+            )
+        )
+    return found
+
+
+def _sentinels_problems(sentinels: object) -> list[CheckMessage]:
+    """E070 unless ``sentinels`` is a non-empty list (or tuple) of ``(host, port)`` pairs."""
+
+    def pair(item: object) -> bool:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            return False
+        host, port = item
+        number = isinstance(port, int) and not isinstance(port, bool)
+        return isinstance(host, str) and bool(host) and number and 0 < port < 65536
+
+    if isinstance(sentinels, tuple | list) and sentinels and all(pair(i) for i in sentinels):
+        return []
+    return [
+        checks.Error(
+            f"RQUEUE['SENTINELS'] must be a non-empty list of (host, port) pairs, got "
+            f"{sentinels!r}.",
+            hint='For example [("sentinel-1", 26379), ("sentinel-2", 26379)].',
+            id="rqueue.E070",
+        )
+    ]
+
+
+def _service_url_problems(where: str, url: object) -> list[CheckMessage]:
+    """E071 unless ``url`` is ``redis[s]://[user:password@]<service>[/<db>]`` (no port).
+
+    A URL that is not a Redis URL at all is E007's (:func:`_url_problems`).
+    """
+    if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
+        return []
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme in SENTINEL_SCHEMES and parts.hostname and port is None:
+        return []
+    error = checks.Error(
+        f"With RQUEUE['SENTINELS'], {where} must name the master the sentinels monitor, "
+        f"as redis://[user:password@]<service name>/<db> (or rediss://) without a port; "
+        f"got {url!r}.",
+        hint="The host part of the URL is the service name of 'sentinel monitor <name> ...'.",
+        id="rqueue.E071",
+    )
+    return [error]
 
 
 def _declared_queues(raw: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -497,4 +638,8 @@ def _parse(raw: Mapping[str, Any]) -> Config:
         eager_propagate=bool(raw.get("EAGER_PROPAGATE", False)),
         async_concurrency=int(raw.get("ASYNC_CONCURRENCY", 1)),
         schedule=schedule.parse(raw.get("SCHEDULE", {})),
+        sentinels=tuple((str(host), int(port)) for host, port in raw.get("SENTINELS") or ()),
+        sentinel_kwargs=dict(raw.get("SENTINEL_KWARGS") or {}),
+        min_replicas_ack=int(raw.get("MIN_REPLICAS_ACK", 0)),
+        min_replicas_timeout=float(raw.get("MIN_REPLICAS_TIMEOUT", DEFAULT_REPLICAS_TIMEOUT)),
     )

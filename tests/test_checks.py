@@ -209,3 +209,82 @@ def test_a_valid_schedule_is_clean():
 )
 def test_schedule_mistakes_are_reported_by_manage_py_check(entry: dict[str, Any], expected: str):
     assert _schedule_ids({"e": entry}) == [expected]
+
+
+SENTINELS = [("127.0.0.1", 26379), ("sentinel-2", 26380)]
+
+
+def test_a_sentinel_setting_is_clean():
+    rqueue = {
+        "SENTINELS": SENTINELS,
+        "REDIS_URL": "redis://user:pw@mymaster/2",
+        "SENTINEL_KWARGS": {"password": "sentinel-secret"},
+        "QUEUES": {"emails": {"REDIS_URL": "rediss://othermaster/0"}},
+        "MIN_REPLICAS_ACK": 1,
+        "MIN_REPLICAS_TIMEOUT": 0.5,
+    }
+    assert _ids(rqueue) == []
+
+
+@pytest.mark.parametrize(
+    ("rqueue", "expected"),
+    [
+        # E070: SENTINELS is not a non-empty list of (host, port) pairs
+        ({"REDIS_URL": "redis://m/0", "SENTINELS": []}, "rqueue.E070"),
+        ({"REDIS_URL": "redis://m/0", "SENTINELS": "127.0.0.1:26379"}, "rqueue.E070"),
+        ({"REDIS_URL": "redis://m/0", "SENTINELS": [("127.0.0.1",)]}, "rqueue.E070"),
+        ({"REDIS_URL": "redis://m/0", "SENTINELS": [("127.0.0.1", "26379")]}, "rqueue.E070"),
+        ({"REDIS_URL": "redis://m/0", "SENTINELS": [("", 26379)]}, "rqueue.E070"),
+        ({"REDIS_URL": "redis://m/0", "SENTINELS": [("h", 0)]}, "rqueue.E070"),
+        ({"REDIS_URL": "redis://m/0", "SENTINELS": [("h", True)]}, "rqueue.E070"),
+        # E071: with SENTINELS, a URL that does not name a service
+        ({"REDIS_URL": "redis://mymaster:6379/0", "SENTINELS": SENTINELS}, "rqueue.E071"),
+        ({"REDIS_URL": "unix:///tmp/redis.sock", "SENTINELS": SENTINELS}, "rqueue.E071"),
+        ({"REDIS_URL": "redis:///0", "SENTINELS": SENTINELS}, "rqueue.E071"),
+        (
+            {
+                "REDIS_URL": "redis://mymaster/0",
+                "SENTINELS": SENTINELS,
+                "QUEUES": {"a": {"REDIS_URL": "redis://10.0.0.1:6379/0"}},
+            },
+            "rqueue.E071",
+        ),
+        # E072: SENTINELS with CACHE_ALIAS (the alias is a valid django-redis one)
+        ({"CACHE_ALIAS": "redis", "SENTINELS": SENTINELS}, "rqueue.E072"),
+        # E073: SENTINEL_KWARGS is not a dict of option names
+        (
+            {"REDIS_URL": "redis://m/0", "SENTINELS": SENTINELS, "SENTINEL_KWARGS": "pw"},
+            "rqueue.E073",
+        ),
+        (
+            {"REDIS_URL": "redis://m/0", "SENTINELS": SENTINELS, "SENTINEL_KWARGS": {1: 2}},
+            "rqueue.E073",
+        ),
+        # E074: MIN_REPLICAS_ACK is not an integer >= 0
+        ({"REDIS_URL": URL, "MIN_REPLICAS_ACK": -1}, "rqueue.E074"),
+        ({"REDIS_URL": URL, "MIN_REPLICAS_ACK": 1.5}, "rqueue.E074"),
+        ({"REDIS_URL": URL, "MIN_REPLICAS_ACK": True}, "rqueue.E074"),
+        # E075: MIN_REPLICAS_TIMEOUT is not seconds in (0, 5]
+        ({"REDIS_URL": URL, "MIN_REPLICAS_TIMEOUT": 0}, "rqueue.E075"),
+        ({"REDIS_URL": URL, "MIN_REPLICAS_TIMEOUT": 6}, "rqueue.E075"),
+        ({"REDIS_URL": URL, "MIN_REPLICAS_TIMEOUT": "1"}, "rqueue.E075"),
+        # W070: SENTINEL_KWARGS without SENTINELS
+        ({"REDIS_URL": URL, "SENTINEL_KWARGS": {"password": "x"}}, "rqueue.W070"),
+    ],
+)
+def test_each_sentinel_and_replication_mistake_is_reported_with_its_id(rqueue: Any, expected: str):
+    caches = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "redis": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": URL},
+    }
+    with override_settings(CACHES=caches):
+        assert _ids(rqueue) == [expected]
+
+
+def test_sentinels_without_a_redis_url_flag_the_local_default_url():
+    with override_settings(RQUEUE={"SENTINELS": SENTINELS}):
+        messages = check_settings()
+    by_id = {m.id: m for m in messages}
+    assert set(by_id) == {"rqueue.E071", "rqueue.W001"}
+    assert "redis://localhost:6379/0" in by_id["rqueue.E071"].msg
+    assert "service name" in by_id["rqueue.E071"].msg

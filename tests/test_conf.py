@@ -134,3 +134,25 @@ def test_delay_follows_a_changed_setting_at_call_time(
 
 def test_problems_of_a_valid_setting_is_empty(settings: Settings):
     assert problems(settings.RQUEUE) == []
+
+
+def test_sentinel_and_replication_settings_default_to_off(settings: Settings):
+    settings.RQUEUE = {"REDIS_URL": "redis://127.0.0.1:1/0"}
+    config = get_config()
+    assert config.sentinels == ()
+    assert config.sentinel_kwargs == {}
+    assert (config.min_replicas_ack, config.min_replicas_timeout) == (0, 1.0)
+
+
+def test_sentinel_and_replication_settings_are_parsed(settings: Settings):
+    settings.RQUEUE = {
+        "REDIS_URL": "redis://mymaster/1",
+        "SENTINELS": [["s1", 26379], ("s2", 26380)],
+        "SENTINEL_KWARGS": {"password": "pw"},
+        "MIN_REPLICAS_ACK": 2,
+        "MIN_REPLICAS_TIMEOUT": 0.25,
+    }
+    config = get_config()
+    assert config.sentinels == (("s1", 26379), ("s2", 26380))
+    assert config.sentinel_kwargs == {"password": "pw"}
+    assert (config.min_replicas_ack, config.min_replicas_timeout) == (2, 0.25)
