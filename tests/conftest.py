@@ -13,7 +13,9 @@ from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import signals
+from django_rqueue.engine.connection import reset_clients
 from tests.support.jobs_in_state import Jobs
+from tests.support.redis_sentinel import SentinelSet
 from tests.support.redis_server import RedisServer
 
 #: One signal sent: ``(signal name, sender, kwargs without "signal")`` (the ``events`` fixture).
@@ -28,6 +30,15 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def sentinel_set() -> Iterator[SentinelSet]:
+    """A fresh master, replica and three sentinels (:mod:`tests.support.redis_sentinel`),
+    stopped after the test; the test points ``RQUEUE`` at it if it wants to."""
+    with SentinelSet().start() as deployment:
+        yield deployment
+    reset_clients()  # no cached client of its master outlives it
 
 
 @pytest.fixture(autouse=True)
