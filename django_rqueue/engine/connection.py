@@ -3,6 +3,16 @@
 Clients are cached per location (URL or cache alias) and process: redis-py's
 connection pool notices a fork and opens fresh sockets in the child.
 
+With ``RQUEUE["SENTINELS"]`` a ``REDIS_URL`` names a master monitored by
+those Redis Sentinels (``redis://[user:password@]<service>/<db>``, as
+django-redis reads it) and the client is redis-py's ``Sentinel.master_for``
+(``redis.asyncio.sentinel`` for asyncio clients): each new connection asks
+the sentinels where the master is, a connection to a master that was demoted
+turns its ``READONLY`` reply into a ``ConnectionError`` and reconnects, so
+every caller follows a failover through the usual retry and
+:class:`RedisUnavailable` handling. The URL's user, password, db and query
+options apply to the master; ``RQUEUE["SENTINEL_KWARGS"]`` to the sentinels.
+
 Timeouts are short and finite so that an unreachable Redis surfaces within
 about 2 s instead of hanging a request or a worker: connect timeout 0.5 s,
 two retries with exponential backoff (50 ms base, 250 ms cap), socket
@@ -19,11 +29,15 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
+from urllib.parse import unquote, urlsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.sentinel
+import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.connection import parse_url
 from redis.retry import Retry
 
 from ..conf import get_config
@@ -35,6 +49,8 @@ CONNECT_TIMEOUT = 0.5
 SOCKET_TIMEOUT = 10.0
 #: Retries after a failed connect or a dropped connection.
 RETRIES = 2
+#: Seconds a sentinel gets to answer (then the next sentinel is asked, without retry).
+SENTINEL_TIMEOUT = 1.0
 
 
 class LocationKind(enum.StrEnum):
@@ -44,17 +60,26 @@ class LocationKind(enum.StrEnum):
     URL = "url"
     #: ``CACHE_ALIAS``: the connection of a django-redis cache.
     CACHE = "cache"
+    #: ``REDIS_URL`` naming a master of ``SENTINELS``.
+    SENTINEL = "sentinel"
 
 
 class Location(NamedTuple):
     """Where a queue's Redis is: the key clients are cached under."""
 
     kind: LocationKind
-    #: The URL (:attr:`LocationKind.URL`) or the cache alias (:attr:`LocationKind.CACHE`).
+    #: The URL (:attr:`LocationKind.URL`, :attr:`LocationKind.SENTINEL`) or the cache alias
+    #: (:attr:`LocationKind.CACHE`).
     where: str
+    #: With :attr:`LocationKind.SENTINEL`: the ``(host, port)`` of every sentinel.
+    sentinels: tuple[tuple[str, int], ...] = ()
+    #: With :attr:`LocationKind.SENTINEL`: ``SENTINEL_KWARGS`` as text (a part of the key).
+    sentinel_options: str = ""
 
 
 _clients: dict[Location, redis.Redis] = {}
+#: redis-py ``Sentinel`` objects (the connections to the sentinels), per sentinel set.
+_sentinels: dict[tuple[tuple[tuple[str, int], ...], str], redis.sentinel.Sentinel] = {}
 #: asyncio clients per event loop (a client belongs to the loop it runs on), then per location.
 _async_clients: weakref.WeakKeyDictionary[
     asyncio.AbstractEventLoop, dict[Location, redis.asyncio.Redis]
@@ -73,13 +98,72 @@ def client_options() -> dict[str, Any]:
     }
 
 
+def sentinel_options(retry: Retry | AsyncRetry) -> dict[str, Any]:
+    """Keyword arguments of the connections to the sentinels: short timeouts and no retry
+    (the next sentinel is asked instead), then ``RQUEUE["SENTINEL_KWARGS"]`` over them."""
+    return {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": SENTINEL_TIMEOUT,
+        "socket_keepalive": True,
+        "retry": retry,
+        **get_config().sentinel_kwargs,
+    }
+
+
+def service_of(url: str) -> tuple[str, dict[str, Any]]:
+    """The service name of ``redis[s]://[user:password@]<service>/<db>`` and the options of
+    its master's connections (username, password, db, query options; ``ssl`` for ``rediss``).
+
+    The name keeps its case (``urlsplit().hostname`` would lower it).
+    """
+    parts = urlsplit(url)
+    service = unquote(parts.netloc.rpartition("@")[2])
+    options: dict[str, Any] = parse_url(url)  # type: ignore[no-untyped-call]
+    for key in ("host", "port", "path", "connection_class"):
+        options.pop(key, None)
+    if parts.scheme == "rediss":
+        options["ssl"] = True
+    return service, options
+
+
 def _location(queue: str | None) -> Location:
     """Where ``queue``'s Redis is configured (the global Redis when ``None``)."""
     config = get_config()
     url = config.queue(queue).redis_url if queue is not None else None
     if url is None and config.cache_alias is not None:
         return Location(LocationKind.CACHE, config.cache_alias)
-    return Location(LocationKind.URL, url or config.redis_url or "")
+    url = url or config.redis_url or ""
+    if config.sentinels:
+        options = repr(sorted(config.sentinel_kwargs.items()))
+        return Location(LocationKind.SENTINEL, url, config.sentinels, options)
+    return Location(LocationKind.URL, url)
+
+
+def _sentinel_client(location: Location) -> redis.Redis:
+    """A client of the master ``location`` names, through its sentinels (one ``Sentinel`` object
+    per sentinel set and options, shared by the services it monitors)."""
+    key = (location.sentinels, location.sentinel_options)
+    manager = _sentinels.get(key)
+    if manager is None:
+        manager = _sentinels[key] = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+            list(location.sentinels), sentinel_kwargs=sentinel_options(Retry(NoBackoff(), 0))
+        )
+    service, options = service_of(location.where)
+    client: redis.Redis = manager.master_for(  # type: ignore[no-untyped-call]
+        service, **(client_options() | options)
+    )
+    return client
+
+
+class _AsyncSentinelMaster(redis.asyncio.Redis):
+    """An asyncio master client that owns its ``Sentinel``: closing it closes the connections
+    to the sentinels too (both belong to one event loop)."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        manager = getattr(self.connection_pool, "sentinel_manager", None)
+        if manager is not None:
+            await manager.aclose()
 
 
 def get_client(queue: str | None = None) -> redis.Redis:
@@ -99,6 +183,8 @@ def get_client(queue: str | None = None) -> redis.Redis:
             from django_redis import get_redis_connection
 
             client = get_redis_connection(location.where)
+        elif location.kind is LocationKind.SENTINEL:
+            client = _sentinel_client(location)
         else:
             client = redis.Redis.from_url(location.where, **client_options())
         _clients[location] = client
@@ -120,7 +206,17 @@ def new_async_client(queue: str) -> redis.asyncio.Redis | None:
 
 def _async_client(location: Location) -> redis.asyncio.Redis:
     retry = AsyncRetry(ExponentialBackoff(cap=0.25, base=0.05), RETRIES)
-    return redis.asyncio.Redis.from_url(location.where, **(client_options() | {"retry": retry}))
+    options = client_options() | {"retry": retry}
+    if location.kind is not LocationKind.SENTINEL:
+        return redis.asyncio.Redis.from_url(location.where, **options)
+    manager = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        list(location.sentinels), sentinel_kwargs=sentinel_options(AsyncRetry(NoBackoff(), 0))
+    )
+    service, url_options = service_of(location.where)
+    client: redis.asyncio.Redis = manager.master_for(
+        service, redis_class=_AsyncSentinelMaster, **(options | url_options)
+    )
+    return client
 
 
 def get_async_client(queue: str) -> redis.asyncio.Redis | None:
@@ -151,6 +247,9 @@ def reset_clients() -> None:
     for client in _clients.values():
         client.close()
     _clients.clear()
+    for manager in _sentinels.values():
+        manager.close()
+    _sentinels.clear()
 
 
 def reset_after_fork() -> None:
@@ -160,6 +259,7 @@ def reset_after_fork() -> None:
     also drops clients borrowed from django-redis, which do not.
     """
     _clients.clear()
+    _sentinels.clear()
 
 
 @contextmanager

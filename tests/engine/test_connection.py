@@ -1,11 +1,25 @@
 """Which Redis client a queue gets, read from settings at call time."""
 
+import asyncio
+
 import pytest
 import redis
+import redis.asyncio.sentinel
+import redis.sentinel
 from pytest_django.fixtures import Settings
 
-from django_rqueue.engine.connection import get_client
+from django_rqueue.engine.connection import (
+    close_async_clients,
+    get_async_client,
+    get_client,
+    new_async_client,
+    redis_errors,
+    service_of,
+)
+from django_rqueue.exceptions import RedisUnavailable
+from tests.support.redis_sentinel import SentinelSet, sentinel_settings
 from tests.support.redis_server import RedisServer
+from tests.support.waiting import wait_until
 
 
 def test_the_client_follows_the_setting_at_call_time(settings: Settings, redis_server: RedisServer):
@@ -45,3 +59,75 @@ def test_cache_alias_reuses_the_django_redis_connection(
 def test_an_undeclared_queue_is_a_value_error():
     with pytest.raises(ValueError, match="'nope' is not declared"):
         get_client("nope")
+
+
+def test_service_of_reads_the_service_and_the_masters_options():
+    service, options = service_of("rediss://user:p%40ss@MyMaster/3?socket_timeout=2")
+    assert service == "MyMaster"  # the case is kept
+    assert options == {
+        "username": "user",
+        "password": "p@ss",
+        "db": 3,
+        "socket_timeout": 2.0,
+        "ssl": True,
+    }
+    assert service_of("redis://mymaster") == ("mymaster", {})
+
+
+def test_a_sentinel_url_reaches_the_master_the_sentinels_name(
+    settings: Settings, sentinel_set: SentinelSet
+):
+    settings.RQUEUE = {
+        **settings.RQUEUE,
+        **sentinel_settings(sentinel_set, 2),
+        "QUEUES": {"default": {}, "emails": {"REDIS_URL": sentinel_set.url(4)}},
+    }
+    client = get_client("default")
+    assert isinstance(client.connection_pool, redis.sentinel.SentinelConnectionPool)
+    client.set("where", "default")
+    get_client("emails").set("where", "emails")
+    assert client.info("server")["tcp_port"] == sentinel_set.master.port  # health checks use INFO
+    assert sentinel_set.master.client(db=2).get("where") == b"default"
+    assert sentinel_set.master.client(db=4).get("where") == b"emails"
+    assert get_client("emails") is not client  # a client per URL, one Sentinel object for both
+
+
+def test_the_asyncio_clients_reach_the_master_too(settings: Settings, sentinel_set: SentinelSet):
+    settings.RQUEUE = {**settings.RQUEUE, **sentinel_settings(sentinel_set, 1)}
+
+    async def main() -> object:
+        cached = get_async_client("default")
+        fresh = new_async_client("default")
+        assert cached is not None and fresh is not None
+        assert isinstance(fresh.connection_pool, redis.asyncio.sentinel.SentinelConnectionPool)
+        try:
+            await cached.set("async", "cached")
+            return await fresh.get("async")
+        finally:
+            await fresh.aclose()  # closes its connections to the sentinels as well
+            await close_async_clients()
+
+    assert asyncio.run(main()) == b"cached"
+    assert sentinel_set.master.client(db=1).get("async") == b"cached"
+
+
+@pytest.mark.slow
+def test_a_cached_client_follows_a_failover(settings: Settings, sentinel_set: SentinelSet):
+    settings.RQUEUE = {**settings.RQUEUE, **sentinel_settings(sentinel_set)}
+    client = get_client("default")
+    client.set("before", "1")
+    assert sentinel_set.replica is not None
+    wait_until(
+        lambda: sentinel_set.replica is not None and sentinel_set.replica.client().get("before")
+    )
+    old = sentinel_set.master_address()
+    sentinel_set.master.kill9()
+    with pytest.raises(RedisUnavailable):  # no master until the sentinels promote the replica
+        with redis_errors():
+            client.set("during", "1")
+    new = sentinel_set.wait_failover(old)
+    assert new == ("127.0.0.1", sentinel_set.replica.port)
+    with redis_errors():
+        client.set("after", "1")  # the same cached client, now on the promoted replica
+    assert client.get("before") == b"1"
+    assert sentinel_set.replica.client().get("after") == b"1"
