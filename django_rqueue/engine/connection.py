@@ -262,13 +262,28 @@ def reset_after_fork() -> None:
     _sentinels.clear()
 
 
+#: The start of the error a master that is being demoted to a replica sends its blocked
+#: clients (Redis 7: "UNBLOCKED force unblock from blocking operation, instance state
+#: changed (master -> replica?)"). The connection's next write gets ``READONLY``, which
+#: redis-py's Sentinel connections turn into a reconnection to the new master.
+DEMOTED = "UNBLOCKED"
+
+
 @contextmanager
 def redis_errors() -> Iterator[None]:
-    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`."""
+    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`.
+
+    So is the error of a blocking command cut short because its master was
+    demoted (:data:`DEMOTED`): the master is moving, as during a failover.
+    """
     try:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+    except redis.ResponseError as exc:
+        if not str(exc).startswith(DEMOTED):
+            raise
+        raise RedisUnavailable(f"Redis master was demoted: {exc}") from exc
 
 
 def as_text(value: bytes | str | None, default: str = "") -> str:

@@ -1,6 +1,7 @@
 """Which Redis client a queue gets, read from settings at call time."""
 
 import asyncio
+import threading
 
 import pytest
 import redis
@@ -17,7 +18,7 @@ from django_rqueue.engine.connection import (
     service_of,
 )
 from django_rqueue.exceptions import RedisUnavailable
-from tests.support.redis_sentinel import SentinelSet, sentinel_settings
+from tests.support.redis_sentinel import SERVICE, SentinelSet, sentinel_settings
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
 
@@ -131,3 +132,43 @@ def test_a_cached_client_follows_a_failover(settings: Settings, sentinel_set: Se
         client.set("after", "1")  # the same cached client, now on the promoted replica
     assert client.get("before") == b"1"
     assert sentinel_set.replica.client().get("after") == b"1"
+
+
+@pytest.mark.slow
+def test_a_demoted_master_unblocks_a_waiting_client_which_then_finds_the_new_master(
+    settings: Settings, sentinel_set: SentinelSet
+):
+    settings.RQUEUE = {**settings.RQUEUE, **sentinel_settings(sentinel_set)}
+    client = get_client("default")
+    assert client.ping()
+    replica = sentinel_set.replica
+    assert replica is not None
+    old = sentinel_set.master_address()
+    outcome: list[BaseException | None] = []
+
+    def wait_for_work() -> None:
+        try:
+            with redis_errors():
+                client.blpop(["rqueue:nothing"], timeout=8)
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    blocked = threading.Thread(target=wait_for_work)
+    blocked.start()
+    wait_until(lambda: sentinel_set.master.client().info("clients")["blocked_clients"] == 1)
+    with sentinel_set.sentinels[0].client() as sentinel:
+        sentinel.execute_command("SENTINEL", "FAILOVER", SERVICE)  # promote without agreement
+    new = sentinel_set.wait_failover(old)
+    # The sentinels demote an old master that comes back some seconds later; do it now.
+    sentinel_set.master.client().replicaof(*new)
+    blocked.join(10)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], RedisUnavailable)
+    assert "demoted" in str(outcome[0])
+    # The connection still points at the old master: its write gets READONLY, which
+    # redis-py's Sentinel connection turns into a reconnection to the new master.
+    with redis_errors():
+        client.rpush("after", "1")
+    assert replica.client().lrange("after", 0, -1) == [b"1"]
