@@ -167,17 +167,25 @@ def enqueue_batch(
     with redis_errors():
         written = pipelined(client, load("enqueue_batch"), ((c.keys, c.args) for c in batches()))
         for start, reply in zip(starts, written, strict=True):
-            state = as_text(reply[0])
-            created = EnqueueOutcome.CREATED
-            batch = [(created, item.job_id, state) for item in items[start : start + batch_size]]
-            for i in range(1, len(reply), 4):
-                batch[int(reply[i]) - 1] = (
-                    EnqueueOutcome(as_text(reply[i + 1])),
-                    as_text(reply[i + 2]),
-                    as_text(reply[i + 3]),
-                )
-            replies += batch
+            replies += _batch_enqueued(items[start : start + batch_size], reply)
     return replies
+
+
+def _batch_enqueued(items: Sequence[BatchItem], reply: list[Any]) -> list[Enqueued]:
+    """One ``enqueue_batch.lua`` reply as an :data:`Enqueued` per item of its batch.
+
+    The reply is the state of created jobs, then ``index, outcome, id, state``
+    for every item that was not simply created.
+    """
+    state = as_text(reply[0])
+    batch = [(EnqueueOutcome.CREATED, item.job_id, state) for item in items]
+    for i in range(1, len(reply), 4):
+        batch[int(reply[i]) - 1] = (
+            EnqueueOutcome(as_text(reply[i + 1])),
+            as_text(reply[i + 2]),
+            as_text(reply[i + 3]),
+        )
+    return batch
 
 
 #: A reservation: ``(job id, job hash as HGETALL returns it)``.
