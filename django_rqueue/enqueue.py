@@ -442,7 +442,7 @@ class BatchSubmission:
         replies = transitions.enqueue_batch(
             get_client(first.job.queue),
             first.keys(),
-            [transitions.BatchItem(s.job.id, s.job.unique_key, s.payload) for s in self.to_write],
+            [self._item(s) for s in self.to_write],
             priority=first.job.priority,
             group=first.job.group,
             delay_ms=first.delay_ms,
@@ -451,9 +451,19 @@ class BatchSubmission:
             fields=fields,
             batch_size=self.batch_size,
         )
+        self._apply(self.to_write, replies)
+        return self.jobs
+
+    @staticmethod
+    def _item(submission: Submission) -> transitions.BatchItem:
+        job = submission.job
+        return transitions.BatchItem(job.id, job.unique_key, submission.payload)
+
+    def _apply(self, written: list[Submission], replies: list[transitions.Enqueued]) -> None:
+        """Apply the script's answers to the Jobs of ``written``; announce the created ones."""
         announce = signals.job_enqueued.has_listeners(self.job_function)
         statuses = {status.value: status for status in JobStatus}
-        for submission, (outcome, job_id, state) in zip(self.to_write, replies, strict=True):
+        for submission, (outcome, job_id, state) in zip(written, replies, strict=True):
             job = submission.job
             if outcome is EnqueueOutcome.DUPLICATE:
                 existing = get_job(job_id)
@@ -463,7 +473,6 @@ class BatchSubmission:
             job.status = statuses[state]
             if outcome is EnqueueOutcome.CREATED and announce:
                 signals.send(signals.job_enqueued, self.job_function, job=job)
-        return self.jobs
 
 
 class _Pending:
