@@ -18,6 +18,8 @@ file in its own temp dir (Sentinel rewrites it) monitoring the master under
 ``failover-timeout`` 5000 and ``parallel-syncs`` 1, so a failover after a
 ``kill -9`` of the master takes about 2-4 s. :meth:`SentinelSet.start` returns
 once every sentinel sees the replica (up) and the two other sentinels.
+``SentinelSet(sentinels=0)`` is plain replication: the master and its
+replica, in sync, without sentinels.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ SERVICE = "mymaster"
 DISCOVERY_TIMEOUT = 20.0
 #: Seconds :meth:`SentinelSet.wait_failover` waits for a promotion.
 FAILOVER_TIMEOUT = 30.0
+#: The key the replica's acknowledgements are probed with (written then deleted, db 0).
+PROBE = "redis-sentinel-set:probe"
 #: Full syncs start at once (Redis 7 waits 5 s for more replicas to join a diskless sync).
 NO_SYNC_DELAY = ("--repl-diskless-sync-delay", "0")
 
@@ -99,12 +103,6 @@ class SentinelSet:
                 ["--replicaof", "127.0.0.1", str(self.master.port), *NO_SYNC_DELAY]
             )
             self.replica.start()
-            wait_until(
-                lambda: self._info(self.replica, "replication").get("master_link_status") == "up",
-                timeout=DISCOVERY_TIMEOUT,
-                interval=0.02,
-                message="the replica did not sync with the master",
-            )
             for _ in range(self.sentinel_count):
                 sentinel = SentinelServer(
                     self.master.port,
@@ -115,6 +113,12 @@ class SentinelSet:
                 )
                 self.sentinels.append(sentinel)
                 sentinel.start()
+            wait_until(
+                self._replica_online,
+                timeout=DISCOVERY_TIMEOUT,
+                interval=0.02,
+                message="the replica did not sync with the master",
+            )
             wait_until(
                 self._discovered,
                 timeout=DISCOVERY_TIMEOUT,
@@ -196,6 +200,21 @@ class SentinelSet:
         return found
 
     # -- internals -------------------------------------------------------------
+
+    def _replica_online(self) -> bool:
+        """The replica is in sync and acknowledges writes: ``WAIT 1`` confirms a probe write
+        (just after its first sync a replica takes up to a second to send acks)."""
+        if self._info(self.replica, "replication").get("master_link_status") != "up":
+            return False
+        try:
+            with self.master.client(retry=NO_RETRY, socket_timeout=1) as conn:
+                pipe = conn.pipeline(transaction=False)
+                pipe.set(PROBE, 1)
+                pipe.delete(PROBE)
+                pipe.wait(1, 100)
+                return bool(pipe.execute()[-1] == 1)
+        except redis.RedisError:
+            return False
 
     def _discovered(self) -> bool:
         for sentinel in self.sentinels:
