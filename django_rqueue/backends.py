@@ -168,6 +168,9 @@ class RQueueBackend(BaseTaskBackend):
             ValueError: an argument cannot be decoded (``bytes`` that are not
                 UTF-8), or the queue is no longer declared in ``RQUEUE``.
             RedisUnavailable: Redis cannot be reached (nothing written).
+            NotReplicated: ``RQUEUE["MIN_REPLICAS_ACK"]`` replicas did not confirm
+                the job in time; it was written to the master (its id, the
+                result's, is in ``job_ids``), ``task_enqueued`` was not sent.
         """
         job_function = job_function_of(task)
         options = job_function.options_for(task)

@@ -228,6 +228,10 @@ class JobFunction[**P, R]:
             TypeError: an argument cannot be carried by JSON (nothing written).
             ValueError: the queue is not declared.
             RedisUnavailable: Redis cannot be reached (nothing written).
+            NotReplicated: with ``RQUEUE["MIN_REPLICAS_ACK"]``, fewer replicas
+                confirmed the job within ``MIN_REPLICAS_TIMEOUT`` seconds; it
+                was written to the master (inside ``transaction.atomic()``:
+                raised by the commit, after it).
         """
         return enqueue.submit(self, args, kwargs)
 
@@ -265,6 +269,11 @@ class JobFunction[**P, R]:
                 (nothing written).
             ValueError: the queue is not declared.
             RedisUnavailable: Redis cannot be reached (batches already sent stay written).
+            NotReplicated: with ``RQUEUE["MIN_REPLICAS_ACK"]`` (batches are then
+                written one at a time, each followed by a ``WAIT``), a batch was
+                not confirmed in time: its jobs were written to the master and
+                are named by ``job_ids``; earlier batches were confirmed, later
+                ones not written.
         """
         return enqueue.submit_many(self, calls, batch_size)
 

@@ -13,6 +13,14 @@ waits for a commit is asked in ``sync_to_async``'s thread, where the caller's
 transaction (if any) lives: Django's transactions are per thread and async
 code cannot open one, so from a plain coroutine it writes at once.
 
+Durable enqueue: with ``RQUEUE["MIN_REPLICAS_ACK"]`` > 0 every write is
+followed by a ``WAIT`` on its connection, in one round trip (one per batch
+for ``delay_many``, which then writes one batch at a time), and a job that
+fewer replicas confirmed within ``MIN_REPLICAS_TIMEOUT`` raises
+:class:`~.exceptions.NotReplicated` once it is announced (it was written to
+the master). On commit it is raised from the ``on_commit`` callback, as
+:class:`~.exceptions.RedisUnavailable` is.
+
 Unique keys inside a transaction: a call whose ``unique_key`` is held by a
 job that waits for the same commit gets that job. The package keeps its own
 record of the submissions waiting for commit (:class:`_Pending`), one per
@@ -44,7 +52,8 @@ from .conf import Config, get_config
 from .engine import calls, transitions
 from .engine.connection import as_text, get_async_client, get_client, redis_errors
 from .engine.keys import JobFields, QueueKeys, new_job_id
-from .engine.transitions import EnqueueOutcome
+from .engine.transitions import EnqueueOutcome, ReplicaWait
+from .exceptions import NotReplicated
 from .execution import arun_eager, run_eager
 from .job import Job, JobStatus, aget_job, get_job
 from .serialization import encode_arguments
@@ -172,6 +181,24 @@ def _deferred(job_function: JobFunction[Any, Any]) -> bool:
     return (
         job_function.options.on_commit is not False and transaction.get_connection().in_atomic_block
     )
+
+
+def replica_wait(config: Config) -> ReplicaWait | None:
+    """The ``WAIT`` every enqueue sends (``RQUEUE["MIN_REPLICAS_ACK"]``), or ``None`` when off."""
+    if config.min_replicas_ack <= 0:
+        return None
+    return ReplicaWait(config.min_replicas_ack, max(1, round(config.min_replicas_timeout * 1000)))
+
+
+def _check_replicated(wait: ReplicaWait, job_ids: Sequence[str], acked: int) -> None:
+    """Raise :class:`NotReplicated` for ``job_ids`` (jobs this call wrote) unless
+    ``wait.replicas`` replicas confirmed them."""
+    if job_ids and acked < wait.replicas:
+        raise NotReplicated(job_ids, acked, wait.replicas, wait.timeout_ms / 1000)
+
+
+#: Outcomes of a job this very call wrote (``exists``: its reply was lost and it was resent).
+WROTE = frozenset({EnqueueOutcome.CREATED, EnqueueOutcome.EXISTS})
 
 
 def call_pair(index: int, call: object) -> tuple[Sequence[Any], Mapping[str, Any]]:
@@ -331,12 +358,21 @@ class Submission:
         return _Pending.of_current().holder(self.job.queue, self.job.unique_key)
 
     def __call__(self) -> Job[Any]:
-        outcome, job_id, state = transitions.enqueue(
-            get_client(self.job.queue), self.keys(), **self._script_options()
-        )
+        """Write the job; ``NotReplicated`` (after the signal) under ``MIN_REPLICAS_ACK``."""
+        client, wait = get_client(self.job.queue), replica_wait(get_config())
+        if wait is None:
+            outcome, job_id, state = transitions.enqueue(
+                client, self.keys(), **self._script_options()
+            )
+            acked = 0
+        else:
+            call = calls.enqueue(self.keys(), **self._script_options())
+            (outcome, job_id, state), acked = transitions.enqueue_and_wait(client, call, wait)
         existing = get_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
         if self._written(outcome, state, existing):
             signals.send(signals.job_enqueued, self.job_function, job=self.job)
+        if wait is not None:
+            _check_replicated(wait, [job_id] if outcome in WROTE else [], acked)
         return self.job
 
     async def awrite(self) -> Job[Any]:
@@ -345,10 +381,18 @@ class Submission:
         if client is None:
             return await sync_to_async(self, thread_sensitive=True)()
         call = calls.enqueue(self.keys(), **self._script_options())
-        outcome, job_id, state = await transitions.aenqueue(client, call)
+        wait = replica_wait(get_config())
+        if wait is None:
+            outcome, job_id, state = await transitions.aenqueue(client, call)
+            acked = 0
+        else:
+            enqueued, acked = await transitions.aenqueue_and_wait(client, call, wait)
+            outcome, job_id, state = enqueued
         existing = await aget_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
         if self._written(outcome, state, existing):
             await signals.asend(signals.job_enqueued, self.job_function, job=self.job)
+        if wait is not None:
+            _check_replicated(wait, [job_id] if outcome in WROTE else [], acked)
         return self.job
 
     def _script_options(self) -> dict[str, Any]:
@@ -434,30 +478,46 @@ class BatchSubmission:
         self.to_write = keep
 
     def __call__(self) -> list[Job[Any]]:
+        """Write the jobs; under ``MIN_REPLICAS_ACK`` one batch at a time, each followed by a
+        ``WAIT``, raising ``NotReplicated`` for the first batch not confirmed (later ones are
+        not written)."""
         if not self.to_write:
             return self.jobs
         first = self.to_write[0]
         fields = first.fields()
         del fields[JobFields.PAYLOAD]  # every other field is the same for the whole batch
-        replies = transitions.enqueue_batch(
-            get_client(first.job.queue),
-            first.keys(),
-            [self._item(s) for s in self.to_write],
-            priority=first.job.priority,
-            group=first.job.group,
-            delay_ms=first.delay_ms,
-            run_at_ms=first.run_at_ms,
-            unique_ttl=first.unique_ttl,
-            fields=fields,
-            batch_size=self.batch_size,
-        )
-        self._apply(self.to_write, replies)
+        options: dict[str, Any] = {
+            "priority": first.job.priority,
+            "group": first.job.group,
+            "delay_ms": first.delay_ms,
+            "run_at_ms": first.run_at_ms,
+            "unique_ttl": first.unique_ttl,
+            "fields": fields,
+        }
+        client, keys = get_client(first.job.queue), first.keys()
+        wait = replica_wait(get_config())
+        if wait is None:
+            items = [self._item(s) for s in self.to_write]
+            replies = transitions.enqueue_batch(
+                client, keys, items, batch_size=self.batch_size, **options
+            )
+            self._apply(self.to_write, replies)
+            return self.jobs
+        for start in range(0, len(self.to_write), self.batch_size):
+            batch = self.to_write[start : start + self.batch_size]
+            replies, acked = transitions.enqueue_batch_and_wait(
+                client, keys, [self._item(s) for s in batch], wait, **options
+            )
+            self._apply(batch, replies)
+            wrote = [job_id for outcome, job_id, _ in replies if outcome in WROTE]
+            _check_replicated(wait, wrote, acked)
         return self.jobs
 
     @staticmethod
     def _item(submission: Submission) -> transitions.BatchItem:
-        job = submission.job
-        return transitions.BatchItem(job.id, job.unique_key, submission.payload)
+        return transitions.BatchItem(
+            submission.job.id, submission.job.unique_key, submission.payload
+        )
 
     def _apply(self, written: list[Submission], replies: list[transitions.Enqueued]) -> None:
         """Apply the script's answers to the Jobs of ``written``; announce the created ones."""

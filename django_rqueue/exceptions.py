@@ -8,6 +8,7 @@ except argument validation, which raises the built-in ``ValueError`` /
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 
 
 class RqueueError(Exception):
@@ -21,6 +22,41 @@ class RedisUnavailable(RqueueError):  # noqa: N818 - reads like the condition it
     Redis. Nothing was written when it is raised by an enqueue: the caller
     decides whether to retry, fail the request, or fall back.
     """
+
+
+class NotReplicated(RqueueError):  # noqa: N818 - reads like the condition it names
+    """Fewer than ``RQUEUE["MIN_REPLICAS_ACK"]`` replicas confirmed an enqueued job in time.
+
+    Raised by ``.delay()``, ``.adelay()``, ``.delay_many()`` and the
+    ``django.tasks`` backend's ``enqueue()`` when the ``WAIT`` sent after the
+    write got fewer replica acknowledgements than required within
+    ``RQUEUE["MIN_REPLICAS_TIMEOUT"]`` seconds. The jobs **were** written to
+    the Redis master (and announced by ``job_enqueued``): they run like any
+    other unless the master fails before replicating them, and then they are
+    lost.
+    The caller decides: accept that, enqueue again later (a second job, so a
+    second run if the first survives), or cancel them (``get_job(id).cancel()``).
+
+    ``job_ids``: the jobs written and not confirmed (with ``delay_many``, those
+    of the first batch that was not confirmed: earlier batches were, later
+    ones were not written). ``acked``: how many replicas confirmed (0 when
+    unknown). ``required``: ``MIN_REPLICAS_ACK``. ``timeout``: seconds waited.
+    Inside ``transaction.atomic()`` it is raised by the on-commit write, after
+    the commit, as Django raises an on-commit callback's exception.
+    """
+
+    def __init__(self, job_ids: Sequence[str], acked: int, required: int, timeout: float) -> None:
+        self.job_ids = list(job_ids)
+        self.acked = acked
+        self.required = required
+        self.timeout = timeout
+        shown = ", ".join(self.job_ids[:3]) + (", ..." if len(self.job_ids) > 3 else "")
+        super().__init__(
+            f"{len(self.job_ids)} job(s) ({shown}) written to the Redis master, but only "
+            f"{acked} of the {required} replica(s) RQUEUE['MIN_REPLICAS_ACK'] requires "
+            f"acknowledged them within {timeout:g} s; they are lost if the master fails "
+            "before replicating them"
+        )
 
 
 class LeaseLost(RqueueError):  # noqa: N818

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import redis
 import redis.asyncio
+from redis.exceptions import NoScriptError
 
 from ..exceptions import JobStateError, LeaseLost
 from . import calls
@@ -39,6 +40,60 @@ async def _arun(client: redis.asyncio.Redis, call: ScriptCall) -> Any:  # a Lua 
     """:func:`_run` on an asyncio client."""
     with redis_errors():
         return await load(call.script).acall(client, call.keys, call.args)
+
+
+class ReplicaWait(NamedTuple):
+    """``WAIT <replicas> <timeout_ms>`` sent right after a write, on the write's connection."""
+
+    replicas: int
+    #: Milliseconds (> 0: Redis reads 0 as "wait forever").
+    timeout_ms: int
+
+
+def _run_and_wait(client: redis.Redis, call: ScriptCall, wait: ReplicaWait) -> tuple[Any, int]:
+    """Run ``call``, then ``WAIT``, in one pipeline: ``(the script's reply, replicas)``.
+
+    ``WAIT`` counts the replicas that acknowledged every write made so far on
+    *its own* connection (https://redis.io/docs/latest/commands/wait/), so the
+    write and the ``WAIT`` go in one pipeline: one connection, one round trip.
+    A ``NOSCRIPT`` reply (Redis lost its script cache) loads the script and
+    sends both again. Raises ``RedisUnavailable`` as :func:`_run`.
+    """
+    script = load(call.script)
+    with redis_errors():
+        for _attempt in range(2):
+            pipe = client.pipeline(transaction=False)
+            script.queue_in(pipe, call.keys, call.args)
+            pipe.wait(wait.replicas, wait.timeout_ms)
+            reply, acked = pipe.execute(raise_on_error=False)
+            if not isinstance(reply, NoScriptError):
+                break
+            client.script_load(script.source)
+    return _waited(reply, acked)
+
+
+async def _arun_and_wait(
+    client: redis.asyncio.Redis, call: ScriptCall, wait: ReplicaWait
+) -> tuple[Any, int]:
+    """:func:`_run_and_wait` on an asyncio client."""
+    script = load(call.script)
+    with redis_errors():
+        for _attempt in range(2):
+            pipe = client.pipeline(transaction=False)
+            pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
+            pipe.wait(wait.replicas, wait.timeout_ms)
+            reply, acked = await pipe.execute(raise_on_error=False)
+            if not isinstance(reply, NoScriptError):
+                break
+            await client.script_load(script.source)
+    return _waited(reply, acked)
+
+
+def _waited(reply: Any, acked: Any) -> tuple[Any, int]:  # a Lua reply and WAIT's
+    for value in (reply, acked):
+        if isinstance(value, Exception):
+            raise value
+    return reply, int(acked)
 
 
 def _refused(reply: list[Any], job_id: str, message: str) -> JobStateError:
@@ -106,6 +161,35 @@ def _enqueued(reply: list[Any]) -> Enqueued:
     return EnqueueOutcome(as_text(reply[0])), as_text(reply[1]), as_text(reply[2])
 
 
+def _confirmed(outcomes: Iterable[EnqueueOutcome], acked: int) -> int:
+    """The replicas known to have the jobs: ``WAIT``'s count, or 0 after a resent write.
+
+    ``exists`` means an earlier send of this same call (its connection lost
+    before the reply) wrote the job; the ``WAIT`` of the new connection says
+    nothing about that write, so its replication is unknown.
+    """
+    return 0 if EnqueueOutcome.EXISTS in outcomes else acked
+
+
+def enqueue_and_wait(
+    client: redis.Redis, call: ScriptCall, wait: ReplicaWait
+) -> tuple[Enqueued, int]:
+    """:func:`enqueue` given its call (:func:`.calls.enqueue`), then ``WAIT`` on the same
+    connection (:class:`ReplicaWait`): ``(enqueued, replicas known to have the job)``."""
+    reply, acked = _run_and_wait(client, call, wait)
+    enqueued = _enqueued(reply)
+    return enqueued, _confirmed([enqueued[0]], acked)
+
+
+async def aenqueue_and_wait(
+    client: redis.asyncio.Redis, call: ScriptCall, wait: ReplicaWait
+) -> tuple[Enqueued, int]:
+    """:func:`enqueue_and_wait` on an asyncio client."""
+    reply, acked = await _arun_and_wait(client, call, wait)
+    enqueued = _enqueued(reply)
+    return enqueued, _confirmed([enqueued[0]], acked)
+
+
 class BatchItem(NamedTuple):
     """One job of :func:`enqueue_batch`: what differs between the jobs of a batch."""
 
@@ -169,6 +253,37 @@ def enqueue_batch(
         for start, reply in zip(starts, written, strict=True):
             replies += _batch_enqueued(items[start : start + batch_size], reply)
     return replies
+
+
+def enqueue_batch_and_wait(
+    client: redis.Redis,
+    keys: QueueKeys,
+    items: Sequence[BatchItem],
+    wait: ReplicaWait,
+    *,
+    priority: int,
+    group: str,
+    delay_ms: int,
+    run_at_ms: int,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+) -> tuple[list[Enqueued], int]:
+    """One batch of :func:`enqueue_batch` (all of ``items`` in one call), then ``WAIT`` on the
+    same connection (:class:`ReplicaWait`): ``(enqueued, replicas known to have the jobs)``."""
+    call = calls.enqueue_batch(
+        keys,
+        priority=priority,
+        group=group,
+        delay_ms=delay_ms,
+        run_at_ms=run_at_ms,
+        unique_ttl=unique_ttl,
+        fields=fields,
+        with_unique=any(item.unique_key for item in items),
+        items=((item.job_id, item.payload, item.unique_key) for item in items),
+    )
+    reply, acked = _run_and_wait(client, call, wait)
+    enqueued = _batch_enqueued(items, reply)
+    return enqueued, _confirmed((outcome for outcome, _, _ in enqueued), acked)
 
 
 def _batch_enqueued(items: Sequence[BatchItem], reply: list[Any]) -> list[Enqueued]:
