@@ -173,28 +173,29 @@ class SentinelSet:
                 return str(state["ip"]), int(state["port"])
         raise LookupError("no sentinel answers")
 
+    def promoted(self, old: Address) -> Address | None:
+        """The new master's address once every live sentinel names the same master other than
+        ``old`` and that server says it is a master; ``None`` until then."""
+        seen = {
+            (str(state["ip"]), int(state["port"]))
+            for sentinel in self.sentinels
+            if sentinel.is_alive() and (state := self._sentinel_master(sentinel)) is not None
+        }
+        if len(seen) != 1:
+            return None
+        (address,) = seen
+        if address == old:
+            return None
+        role = self._info(self.server_at(address), "replication").get("role")
+        return address if role == "master" else None
+
     def wait_failover(self, old: Address, timeout: float = FAILOVER_TIMEOUT) -> Address:
-        """Until every live sentinel names a master other than ``old`` that says it is a master.
-
-        Returns the new master's address.
-        """
-
-        def promoted() -> Address | None:
-            seen = {
-                (str(state["ip"]), int(state["port"]))
-                for sentinel in self.sentinels
-                if sentinel.is_alive() and (state := self._sentinel_master(sentinel)) is not None
-            }
-            if len(seen) != 1:
-                return None
-            (address,) = seen
-            if address == old:
-                return None
-            role = self._info(self.server_at(address), "replication").get("role")
-            return address if role == "master" else None
-
+        """Until :meth:`promoted` names a new master; returns its address."""
         found = wait_until(
-            promoted, timeout=timeout, interval=0.05, message=f"no failover away from {old}"
+            lambda: self.promoted(old),
+            timeout=timeout,
+            interval=0.05,
+            message=f"no failover away from {old}",
         )
         assert found is not None  # wait_until returns a truthy value
         return found
