@@ -89,6 +89,10 @@ RQUEUE: dict[str, Any] = {
 # The periodic-job tests (tests/faults/test_schedule.py) hand their subprocesses a schedule.
 if os.environ.get("RQUEUE_TEST_SCHEDULE"):
     RQUEUE["SCHEDULE"] = json.loads(os.environ["RQUEUE_TEST_SCHEDULE"])
+# The Sentinel failover tests (tests/faults/test_sentinel_failover.py) hand their
+# subprocesses the sentinels' [host, port] pairs (RQUEUE_TEST_REDIS_URL names the service).
+if os.environ.get("RQUEUE_TEST_SENTINELS"):
+    RQUEUE["SENTINELS"] = json.loads(os.environ["RQUEUE_TEST_SENTINELS"])
 # Tests of per-queue options hand their subprocesses more options, as JSON
 # {queue: {option: value}} (group_concurrency in tests/management/commands/test_rqueue_work.py).
 if os.environ.get("RQUEUE_TEST_QUEUE_OPTIONS"):
