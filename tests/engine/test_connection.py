@@ -18,6 +18,7 @@ from django_rqueue.engine.connection import (
     service_of,
 )
 from django_rqueue.exceptions import RedisUnavailable
+from django_rqueue.health import problems_for
 from tests.support.redis_sentinel import SERVICE, SentinelSet, sentinel_settings
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
@@ -87,7 +88,10 @@ def test_a_sentinel_url_reaches_the_master_the_sentinels_name(
     assert isinstance(client.connection_pool, redis.sentinel.SentinelConnectionPool)
     client.set("where", "default")
     get_client("emails").set("where", "emails")
-    assert client.info("server")["tcp_port"] == sentinel_set.master.port  # health checks use INFO
+    assert client.info("server")["tcp_port"] == sentinel_set.master.port
+    # The health checks (INFO, CONFIG GET, SCRIPT EXISTS) reach the master too: the test
+    # servers keep no data on disk, which is the one thing to report.
+    assert [p.id for p in problems_for(["default", "emails"])] == ["rqueue.W010"] * 2
     assert sentinel_set.master.client(db=2).get("where") == b"default"
     assert sentinel_set.master.client(db=4).get("where") == b"emails"
     assert get_client("emails") is not client  # a client per URL, one Sentinel object for both
