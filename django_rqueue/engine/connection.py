@@ -87,7 +87,8 @@ _async_clients: weakref.WeakKeyDictionary[
 
 
 def client_options() -> dict[str, Any]:
-    """Keyword arguments django-rqueue passes to ``redis.Redis.from_url``."""
+    """Keyword arguments of django-rqueue's connections to Redis (``redis.Redis.from_url``, or
+    ``Sentinel.master_for`` for the master of a service)."""
     return {
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "socket_timeout": SOCKET_TIMEOUT,
