@@ -5,9 +5,12 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue.engine import transitions
+from django_rqueue.engine import calls, transitions
+from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.engine.transitions import EnqueueOutcome
 from django_rqueue.serialization import join_payload
 from tests.engine.transitions.conftest import Engine, _s
+from tests.support.redis_sentinel import SentinelSet
 from tests.support.waiting import wait_until
 
 
@@ -176,3 +179,55 @@ def test_bad_arguments_write_nothing(engine: Engine, field: str, value: int, mes
     with pytest.raises(redis.ResponseError, match=message):
         engine.enqueue(**{field: value})  # type: ignore[arg-type]
     assert engine.client.dbsize() == 0
+
+
+def test_a_write_and_its_wait_report_the_replicas_and_a_resend_counts_as_unconfirmed():
+    """``enqueue_and_wait`` / ``enqueue_batch_and_wait``: WAIT counts the replicas that have
+    the connection's writes; a resent call that finds its jobs (``exists``) wrote nothing on
+    this connection, so it reports 0."""
+    wait = transitions.ReplicaWait(replicas=1, timeout_ms=2000)
+    keys = QueueKeys.of("rqueue", "default")
+    fields = {"n": "tests.noop", "p": '{"a":[],"k":{}}'}
+    call = calls.enqueue(
+        keys,
+        job_id="default:durable1",
+        priority=0,
+        group="",
+        delay_ms=0,
+        run_at_ms=-1,
+        unique_key="",
+        unique_ttl=0,
+        fields=fields,
+    )
+    items = [transitions.BatchItem(f"default:durable-b{i}", "", "{}") for i in range(3)]
+    with SentinelSet(sentinels=0).start() as pair, pair.master.client() as client:
+        created = transitions.enqueue_and_wait(client, call, wait)
+        assert created == ((EnqueueOutcome.CREATED, "default:durable1", "queued"), 1)
+        resent = transitions.enqueue_and_wait(client, call, wait)
+        assert resent == ((EnqueueOutcome.EXISTS, "default:durable1", "queued"), 0)
+        replies, acked = transitions.enqueue_batch_and_wait(
+            client,
+            keys,
+            items,
+            wait,
+            priority=0,
+            group="",
+            delay_ms=0,
+            run_at_ms=-1,
+            unique_ttl=0,
+            fields={"n": "tests.noop"},
+        )
+        assert ([r[0] for r in replies], acked) == ([EnqueueOutcome.CREATED] * 3, 1)
+        replies, acked = transitions.enqueue_batch_and_wait(
+            client,
+            keys,
+            items,
+            wait,
+            priority=0,
+            group="",
+            delay_ms=0,
+            run_at_ms=-1,
+            unique_ttl=0,
+            fields={"n": "tests.noop"},
+        )
+        assert ([r[0] for r in replies], acked) == ([EnqueueOutcome.EXISTS] * 3, 0)
