@@ -49,14 +49,14 @@ from ..conf import get_config
 from ..engine import transitions
 from ..engine.connection import close_async_clients, get_async_client, get_client, redis_errors
 from ..engine.keys import QueueKeys
-from ..exceptions import RedisUnavailable, UnknownJob
-from ..execution import arun_attempt, next_delay
+from ..exceptions import JobCancelled, RedisUnavailable, UnknownJob
+from ..execution import Outcome, arun_attempt, failure, next_delay
 from ..job import Job
-from . import loop
+from . import cancelling, loop
 from .lease import LeaseKeeper
 from .prefetch import Prefetched
 from .reconnect import Reconnect
-from .reporting import aconclude, deliver_outcome
+from .reporting import aconclude, deliver_cancel, deliver_outcome
 
 if TYPE_CHECKING:
     from .loop import Worker  # which imports this module
@@ -99,6 +99,10 @@ class AsyncRunner:
         self._holding = False
         #: Jobs whose outcome the current session reported.
         self._finished = 0
+        #: The attempt (the task awaiting the job's coroutine) of each running job, by id.
+        self._attempts: dict[str, asyncio.Future[Outcome]] = {}
+        #: Running jobs whose attempt was cancelled at the master's request (:mod:`~.cancelling`).
+        self._cancelled: set[str] = set()
 
     def run(self, queue: str, job: Job[Any]) -> int:
         """Run ``job`` and the async jobs that follow it until none runs; return how many ran."""
@@ -117,8 +121,29 @@ class AsyncRunner:
 
     # -- the session -------------------------------------------------------
 
+    def _on_cancel_requests(self) -> None:
+        """The cancel pipe is readable: cancel the attempts of the jobs it names."""
+        fd = self.worker.cancel_fd
+        if fd is None:
+            return
+        for job_id in cancelling.read_requests(fd):
+            attempt = self._attempts.get(job_id)
+            if attempt is not None and not attempt.done():
+                self._cancelled.add(job_id)
+                attempt.cancel()
+
     async def _session(self, queue: str, job: Job[Any]) -> None:
         await sync_to_async(close_old_connections)()
+        fd = self.worker.cancel_fd
+        if fd is not None:
+            asyncio.get_running_loop().add_reader(fd, self._on_cancel_requests)
+        try:
+            await self._serve(queue, job)
+        finally:
+            if fd is not None:
+                asyncio.get_running_loop().remove_reader(fd)
+
+    async def _serve(self, queue: str, job: Job[Any]) -> None:
         self._start(queue, job)
         wake: asyncio.Task[None] | None = None
         #: The last look found every queue empty: look again when woken, not on every end.
@@ -259,15 +284,30 @@ class AsyncRunner:
         if self.worker.renew_leases:
             keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
             keeper.start()
+        attempt = asyncio.ensure_future(
+            arun_attempt(job_function, job, timeout=job.timeout or None)
+        )
+        self._attempts[job.id] = attempt
         try:
-            outcome = await arun_attempt(job_function, job, timeout=job.timeout or None)
+            try:
+                outcome = await attempt
+            except asyncio.CancelledError:
+                if job.id not in self._cancelled:
+                    raise
+                outcome = failure(JobCancelled(f"job {job.id} was cancelled while it ran"))
             await sync_to_async(close_old_connections)()
         finally:
+            self._attempts.pop(job.id, None)
+            self._cancelled.discard(job.id)
             if keeper is not None:
                 keeper.done.set()
         ran = time.monotonic() - started
-        delay = next_delay(job_function, job, outcome)
-        reported = await asyncio.to_thread(deliver_outcome, queue, job, outcome, delay)
+        if isinstance(outcome.exception, JobCancelled):
+            delay = None
+            reported = await asyncio.to_thread(deliver_cancel, queue, job)
+        else:
+            delay = next_delay(job_function, job, outcome)
+            reported = await asyncio.to_thread(deliver_outcome, queue, job, outcome, delay)
         self._finished += 1
         if self.worker.hooks is not None:
             self.worker.hooks.finished(job, reported)

@@ -66,6 +66,8 @@ class KillReason(enum.StrEnum):
     HANDBACK = "handback"
     #: A job's lease was lost (reclaimed meanwhile): that run is discarded.
     LEASE = "lease"
+    #: A job whose cancel was asked still ran ``grace`` seconds later: it ends cancelled.
+    CANCEL = "cancel"
 
 
 @dataclass
@@ -75,11 +77,16 @@ class Child:
     pid: int
     fd: int
     kind: ChildKind
+    #: The write end of its cancel pipe (:mod:`~.cancelling`; -1: none, a poller child).
+    cancel_fd: int = -1
     buffer: bytes = b""
     #: Jobs the child runs ("start" heard, "end" not yet), by id.
     running: dict[str, Running] = field(default_factory=dict)
     #: Jobs reserved ahead by the child and not started yet, by id.
     prefetched: dict[str, Running] = field(default_factory=dict)
+    #: Running jobs whose cancel it was asked to carry out, by id, with the
+    #: ``time.monotonic()`` deadline of the hard stop.
+    cancelling: dict[str, float] = field(default_factory=dict)
     #: Why the master killed it (``None``: not killed).
     killed_for: KillReason | None = None
     #: The running jobs it was killed for (overran, or lost their lease), by id, with
@@ -139,6 +146,7 @@ class Child:
         elif message["e"] == "end":
             self.prefetched.pop(message["id"], None)
             self.running.pop(message["id"], None)
+            self.cancelling.pop(message["id"], None)
             return AttemptOutcome(message["outcome"])
         return None
 
@@ -198,6 +206,7 @@ def run_child(
     max_jobs: int | None,
     max_memory_mb: float | None,
     async_concurrency: int,
+    cancel_fd: int | None = None,
 ) -> NoReturn:
     """Run in a child just forked by the master (pid ``master``) and ``os._exit`` at the end.
 
@@ -206,7 +215,8 @@ def run_child(
     closes the pipes of its siblings (``inherited``), ignores SIGTERM/SIGINT
     (the master decides; SIGUSR1 stops it) and opens its own Redis
     connections. A worker child tells the master what it runs through ``fd``
-    (:class:`PipeHooks`); exit status 0 when it stopped cleanly, 1 when it crashed.
+    (:class:`PipeHooks`) and reads its master's cancel requests from ``cancel_fd``
+    (:mod:`~.cancelling`); exit status 0 when it stopped cleanly, 1 when it crashed.
     """
     code = 1
     try:
@@ -240,6 +250,7 @@ def run_child(
                 renew_leases=False,
                 hooks=PipeHooks(fd),
                 async_concurrency=async_concurrency,
+                cancel_fd=cancel_fd,
             )
             worker.install_child_signal_handlers()
             code = worker.run()

@@ -65,9 +65,10 @@ from ..engine import transitions
 from ..engine.connection import get_client, redis_errors
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import AckStream, PendingAck
-from ..exceptions import JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
+from ..exceptions import JobCancelled, JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
 from ..execution import Outcome, failure, next_delay, run_attempt, soft_timeout
 from ..job import Job
+from . import cancelling
 from .async_runner import AsyncRunner, is_async_job
 from .lease import LeaseKeeper
 from .poller import Poller
@@ -78,6 +79,7 @@ from .reporting import (
     AttemptOutcome,
     conclude,
     deliver_ack,
+    deliver_cancel,
     deliver_failure,
 )
 from .weights import QueueOrder
@@ -158,6 +160,7 @@ class Worker:
         renew_leases: bool = True,
         hooks: WorkerHooks | None = None,
         async_concurrency: int | None = None,
+        cancel_fd: int | None = None,
     ) -> None:
         config = get_config()
         self.queues = config.queues_named(queues)
@@ -175,6 +178,14 @@ class Worker:
         self.max_memory_mb = max_memory_mb
         self.renew_leases = renew_leases
         self.hooks = hooks
+        #: A supervised child's cancel pipe from its master (:mod:`~.cancelling`), or ``None``.
+        self.cancel_fd = cancel_fd
+        #: The sync job this process runs, for the cancel signal to match (``None``: none).
+        self._cancel_target: str | None = None
+        #: Whether the job's own code runs now (a cancel then raises in it).
+        self._in_job = False
+        #: A cancel of :attr:`_cancel_target` arrived before its code started.
+        self._cancel_asked = False
         self.stopping = False
         #: True while reserving or running a job: a child's stop handler
         #: interrupts only an idle worker.
@@ -214,6 +225,25 @@ class Worker:
                 raise StopRequested
 
         signal.signal(signal.SIGUSR1, stop)
+        if self.cancel_fd is not None:
+            signal.signal(cancelling.SIGNAL, self._on_cancel_signal)
+
+    def _on_cancel_signal(self, signum: int, frame: FrameType | None) -> None:
+        """SIGUSR2 from the master: stop the sync job it names in the cancel pipe.
+
+        Raises :class:`JobCancelled` in the job's code when it runs now; before it
+        starts, marks it so that it does not start. With no sync job running
+        (an async session reads the pipe itself), leaves the pipe alone.
+        """
+        target, fd = self._cancel_target, self.cancel_fd
+        if target is None or fd is None:
+            return
+        if target not in cancelling.read_requests(fd):
+            return  # a late request for a job that already ended
+        if self._in_job:
+            self._in_job = False
+            raise JobCancelled(f"job {target} was cancelled while it ran")
+        self._cancel_asked = True
 
     def run(self) -> int:
         """Work until stopped; return the exit status (0)."""
@@ -362,6 +392,7 @@ class Worker:
     def process(self, queue: str, job: Job[Any]) -> None:
         """Run one reserved job and report its outcome, fenced by its token."""
         started = time.monotonic()
+        self._cancel_target, self._cancel_asked = job.id, False
         if self.hooks is not None:
             self.hooks.started(queue, job)
         keeper = None
@@ -377,11 +408,13 @@ class Worker:
             else:
                 outcome = self._execute(job_function, job)
         finally:
+            self._cancel_target = None
             if keeper is not None:
                 keeper.done.set()
         ran = time.monotonic() - started
-        # A corrupt record cannot be repaired by running it again: no retry.
-        delay = None if job.problems else next_delay(job_function, job, outcome)
+        cancelled = isinstance(outcome.exception, JobCancelled)
+        # A corrupt record cannot be repaired by running it again: no retry; nor a cancelled job.
+        delay = None if job.problems or cancelled else next_delay(job_function, job, outcome)
         first = self.order.leads(queue)
         if first:
             before = self._run_times.get(queue)
@@ -394,7 +427,11 @@ class Worker:
             and (self.hooks is not None or self._quiet[queue])
             and self._limit_reached(self.processed + 1) is None
         )
-        result = self._report(queue, job, outcome, delay, prefetch=prefetch)
+        if cancelled:
+            self._collect_acks()
+            result = deliver_cancel(queue, job)
+        else:
+            result = self._report(queue, job, outcome, delay, prefetch=prefetch)
         if self.hooks is not None:
             self.hooks.finished(job, result)
         conclude(job_function, job, queue, outcome, result, delay, duration=ran)
@@ -408,10 +445,14 @@ class Worker:
             previous = signal.signal(signal.SIGALRM, _raise_timeout(job.timeout))
             signal.setitimer(signal.ITIMER_REAL, job.timeout)
         try:
+            if self._cancel_asked:
+                return failure(JobCancelled(f"job {job.id} was cancelled before it started"))
+            self._in_job = True
             return run_attempt(job_function, job)
-        except JobTimeout as exc:  # fired after the job returned, before the timer was off
+        except (JobTimeout, JobCancelled) as exc:  # fired after the job returned
             return failure(exc)
         finally:
+            self._in_job = False
             if timer:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, previous)

@@ -5,7 +5,8 @@ and hands back the ones it reserved ahead and never started
 (:func:`hand_back`); the master reports on a dead child's behalf
 (:func:`fail_lost_attempt`, :func:`hand_back`). Either way the attempt ends
 with :func:`conclude`: the outcome signal (``job_succeeded``,
-``job_retrying`` or ``job_failed``) and one log line per job on the
+``job_retrying`` or ``job_failed``; none for a job stopped by its cancel,
+:func:`deliver_cancel`) and one log line per job on the
 ``django_rqueue.worker`` logger::
 
     <name> <id> queue=<queue> attempt=<n>/<max> outcome=<outcome> duration_ms=<ms>
@@ -59,6 +60,8 @@ class AttemptOutcome(enum.StrEnum):
     DISCARDED = "discarded"
     #: Reserved ahead and handed back unstarted (no attempt spent).
     RELEASED = "released"
+    #: Stopped at the request of ``Job.cancel()`` (:mod:`~.cancelling`): ``cancelled``, not retried.
+    CANCELLED = "cancelled"
 
 
 def retry_while_unreachable(job_id: str, report: Callable[[], AttemptOutcome]) -> AttemptOutcome:
@@ -128,6 +131,48 @@ def deliver_outcome(
         result = outcome.result_json or "null"
         return deliver_ack(PendingAck(queue, keys, job.id, job.token, result, job.result_ttl))
     return deliver_failure(queue, job, outcome, delay)
+
+
+def _cancel_ttl(queue: str, job: Job[Any]) -> int:
+    """Seconds a job cancelled while it ran keeps its record (as ``Job.cancel()``: >= 1)."""
+    return max(1, job.result_ttl or get_config().queue(queue).result_ttl)
+
+
+def deliver_cancel(queue: str, job: Job[Any]) -> AttemptOutcome:
+    """End ``job``'s attempt as cancelled (``cancel_running.lua``), retrying while Redis is
+    unreachable; ``cancelled`` or ``discarded``."""
+    keys = QueueKeys.of(get_config().key_prefix, queue)
+
+    def deliver() -> AttemptOutcome:
+        client = get_client(queue)
+        transitions.cancel_running(client, keys, job.id, job.token, ttl=_cancel_ttl(queue, job))
+        return AttemptOutcome.CANCELLED
+
+    return retry_while_unreachable(job.id, deliver)
+
+
+def cancel_lost_attempt(queue: str, job_id: str, token: int, reason: str) -> AttemptOutcome | None:
+    """The master's hard stop: end as cancelled the job whose child it killed (or lost)
+    after its cancel was asked, and log its line with ``reason=``. ``None`` when there is
+    nothing to end (the record is gone, or the attempt ended under another token).
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached (nothing changed; report again later).
+    """
+    keys = QueueKeys.of(get_config().key_prefix, queue)
+    client = get_client(queue)
+    fields = transitions.read_job(client, keys, job_id)
+    if not fields:
+        return None
+    job = Job.from_fields(job_id, fields)
+    if job.token != token:
+        return None
+    try:
+        transitions.cancel_running(client, keys, job_id, token, ttl=_cancel_ttl(queue, job))
+    except LeaseLost:
+        return None
+    _log_line(job, queue, AttemptOutcome.CANCELLED, None, reason)
+    return AttemptOutcome.CANCELLED
 
 
 def fail_lost_attempt(
@@ -210,7 +255,7 @@ def conclude(
     ``delay`` (seconds) is the retry's, passed on only with ``retrying``;
     ``duration`` (seconds) how long the job ran, ``reason`` why the master failed it.
     """
-    if reported is not AttemptOutcome.DISCARDED:
+    if reported not in (AttemptOutcome.DISCARDED, AttemptOutcome.CANCELLED):
         announce(job_function, job, attempt, delay if reported is AttemptOutcome.RETRYING else None)
     _log_line(job, queue, reported, duration, reason)
 
@@ -227,7 +272,7 @@ async def aconclude(
 ) -> None:
     """:func:`conclude` for an async job, on the worker's event loop (sync signal receivers
     run in ``sync_to_async``'s thread, where they may use the ORM)."""
-    if reported is not AttemptOutcome.DISCARDED:
+    if reported not in (AttemptOutcome.DISCARDED, AttemptOutcome.CANCELLED):
         retry = delay if reported is AttemptOutcome.RETRYING else None
         await aannounce(job_function, job, attempt, retry)
     _log_line(job, queue, reported, duration, None)

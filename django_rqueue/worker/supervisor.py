@@ -45,15 +45,17 @@ import time
 from collections.abc import Mapping
 from types import FrameType
 
+import redis
 from django import db
 
 from .. import registry
 from .. import signals as rqueue_signals
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import get_client, redis_time_ms
-from ..engine.keys import QueueKeys
+from ..engine.connection import get_client, redis_errors, redis_time_ms
+from ..engine.keys import JobFields, QueueKeys
 from ..exceptions import (
+    JobCancelled,
     JobTimeout,
     LeaseLost,
     RedisUnavailable,
@@ -62,11 +64,11 @@ from ..exceptions import (
 )
 from ..health import problems_for
 from ..job import Job
-from . import heartbeat
+from . import cancelling, heartbeat
 from .children import Child, ChildKind, KillReason, Running, run_child
 from .process import kill_group, new_worker_id, send_signal
 from .reconnect import Reconnect
-from .reporting import AttemptOutcome, fail_lost_attempt, hand_back
+from .reporting import AttemptOutcome, cancel_lost_attempt, fail_lost_attempt, hand_back
 from .weights import QueueOrder
 
 logger = logging.getLogger("django_rqueue.supervisor")
@@ -131,6 +133,8 @@ class Supervisor:
         self.reconnect = Reconnect(base=TICK, cap=REDIS_RETRY_MAX)
         self.redis_retry_at = 0.0
         self.redis_down_since: float | None = None
+        #: No look for cancel requests (cancelling.py) before this ``time.monotonic()``.
+        self.next_cancel_check = 0.0
         self.pending_reports: list[tuple[Running, BaseException]] = []
 
     # -- startup -----------------------------------------------------------
@@ -199,15 +203,25 @@ class Supervisor:
     def _spawn(self, kind: ChildKind) -> None:
         db.connections.close_all()
         read_fd, write_fd = os.pipe()
+        # The cancel pipe, master to a worker child (cancelling.py).
+        cancel_read, cancel_write = os.pipe() if kind is ChildKind.WORKER else (-1, -1)
         master = os.getpid()
         pid = os.fork()
         if pid == 0:  # child
             os.close(read_fd)
+            if cancel_write >= 0:
+                os.close(cancel_write)
+                os.set_blocking(cancel_read, False)
             run_child(
                 kind,
                 write_fd,
                 master,
-                inherited=[child.fd for child in self.children.values()],
+                inherited=[
+                    fd
+                    for child in self.children.values()
+                    for fd in (child.fd, child.cancel_fd)
+                    if fd >= 0
+                ],
                 queues=self.queues,
                 weights=self.weights,
                 worker_id=f"{self.worker_id}/{os.getpid()}",
@@ -215,14 +229,18 @@ class Supervisor:
                 max_jobs=self.max_jobs,
                 max_memory_mb=self.max_memory_mb,
                 async_concurrency=self.async_concurrency,
+                cancel_fd=cancel_read if cancel_read >= 0 else None,
             )
         os.close(write_fd)
+        if cancel_read >= 0:
+            os.close(cancel_read)
+            os.set_blocking(cancel_write, False)
         try:
             os.setpgid(pid, pid)  # also done by the child: whoever runs first wins the race
         except OSError:
             pass
         os.set_blocking(read_fd, False)
-        self.children[pid] = Child(pid=pid, fd=read_fd, kind=kind)
+        self.children[pid] = Child(pid=pid, fd=read_fd, kind=kind, cancel_fd=cancel_write)
         self.selector.register(read_fd, selectors.EVENT_READ, pid)
 
     def _read(self, child: Child) -> None:
@@ -246,6 +264,8 @@ class Supervisor:
             self._read(child)
             self.selector.unregister(child.fd)
             os.close(child.fd)
+            if child.cancel_fd >= 0:
+                os.close(child.cancel_fd)
             self._child_exited(child, status)
 
     def _child_exited(self, child: Child, status: int) -> None:
@@ -253,7 +273,9 @@ class Supervisor:
             self._hand_back(prefetched)
         child.prefetched.clear()
         for running in child.running.values():
-            if child.killed_for is None or running.job_id in child.culprits:
+            if running.job_id in child.cancelling:  # its cancel was asked: no retry
+                self._fail_attempt(running, JobCancelled(self._cancel_reason(child, status)))
+            elif child.killed_for is None or running.job_id in child.culprits:
                 self._fail_attempt(running, self._death_reason(child, status, running))
             else:  # killed for another job, or at shutdown: no attempt spent
                 self._hand_back(running)
@@ -294,6 +316,12 @@ class Supervisor:
         for kind in due:
             self._spawn(kind)
 
+    @staticmethod
+    def _cancel_reason(child: Child, status: int) -> str:
+        if child.killed_for is KillReason.CANCEL:
+            return "cancelled: killed after the grace period"
+        return f"cancelled: the worker process ended meanwhile (status {status})"
+
     def _death_reason(self, child: Child, status: int, running: Running) -> BaseException:
         if child.killed_for is KillReason.TIMEOUT:
             return JobTimeout(f"hard timeout after {child.culprits[running.job_id]:.0f} s")
@@ -312,6 +340,9 @@ class Supervisor:
             self.pending_reports.append((running, exc))
 
     def _report_failure(self, running: Running, exc: BaseException) -> None:
+        if isinstance(exc, JobCancelled):
+            cancel_lost_attempt(running.queue, running.job_id, running.token, str(exc))
+            return
         reported = fail_lost_attempt(running.queue, running.job_id, running.token, exc)
         if reported is AttemptOutcome.FAILED:
             self.failed += 1
@@ -339,6 +370,9 @@ class Supervisor:
         """Renew leases, retry failure reports, heartbeat; back off while Redis is unreachable."""
         try:
             self._renew_leases(now)
+            if now >= self.next_cancel_check:
+                self._look_for_cancels(now)
+                self.next_cancel_check = now + cancelling.POLL
             self._retry_reports()
             if now >= self.next_heartbeat:
                 self._heartbeat()
@@ -380,6 +414,43 @@ class Supervisor:
             worker_id=self.worker_id,
             downtime=downtime,
         )
+
+    def _look_for_cancels(self, now: float) -> None:
+        """Ask the children to stop the running jobs whose cancel was asked (cancelling.py):
+        one pipelined ``HGET`` of each running job's request field per Redis."""
+        watched = [
+            (child, running)
+            for child in self.children.values()
+            if child.kind is ChildKind.WORKER and not child.killed_for
+            for running in child.running.values()
+            if running.job_id not in child.cancelling
+        ]
+        if not watched:
+            return
+        prefix = get_config().key_prefix
+        by_client: dict[int, tuple[redis.Redis, list[tuple[Child, Running]]]] = {}
+        for child, running in watched:
+            client = get_client(running.queue)
+            by_client.setdefault(id(client), (client, []))[1].append((child, running))
+        for client, entries in by_client.values():
+            with redis_errors():
+                pipe = client.pipeline(transaction=False)
+                for _, running in entries:
+                    key = QueueKeys.of(prefix, running.queue).job(running.job_id)
+                    pipe.hget(key, JobFields.CANCEL_REQUESTED)
+                requested = pipe.execute()
+            for (child, running), asked in zip(entries, requested, strict=True):
+                if asked is None or not child.runs(running):
+                    continue
+                logger.info(
+                    "%s %s: cancel requested; stopping it in child %d (killed after %g s)",
+                    running.name,
+                    running.job_id,
+                    child.pid,
+                    self.timeout_grace,
+                )
+                child.cancelling[running.job_id] = now + self.timeout_grace
+                cancelling.send_request(child.cancel_fd, child.pid, running.job_id)
 
     def _renew_leases(self, now: float) -> None:
         lease = get_config().lease
@@ -465,6 +536,21 @@ class Supervisor:
     def _enforce_timeouts(self, now: float) -> None:
         for child in self.children.values():
             if child.killed_for:
+                continue
+            overdue = [
+                job_id
+                for job_id, deadline in child.cancelling.items()
+                if now >= deadline and job_id in child.running
+            ]
+            if overdue:
+                logger.warning(
+                    "%s still running %g s after its cancel; killing child %d",
+                    ", ".join(overdue),
+                    self.timeout_grace,
+                    child.pid,
+                )
+                child.killed_for = KillReason.CANCEL
+                kill_group(child.pid)
                 continue
             for running in child.running.values():
                 ran = now - running.started

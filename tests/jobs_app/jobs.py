@@ -24,7 +24,7 @@ from typing import Any
 
 from django_rqueue import JobContext, Reject, Retry, job, signals
 from django_rqueue.contrib.webhooks.jobs import webhook_job
-from django_rqueue.exceptions import JobTimeout
+from django_rqueue.exceptions import JobCancelled, JobTimeout
 from django_rqueue.job import Job
 
 
@@ -302,6 +302,18 @@ def fault_swallow_timeout(ledger: str, tag: str) -> None:
                 time.sleep(0.01)
         except JobTimeout:
             fault_mark(ledger, tag, "soft_timeout")
+
+
+@job(max_attempts=5, backoff=linear_backoff)
+def fault_swallow_cancel(ledger: str, tag: str) -> None:
+    """Catches ``JobCancelled`` (writes ``soft_cancel``) and carries on, forever."""
+    fault_mark(ledger, tag, "start")
+    while True:
+        try:
+            while True:
+                time.sleep(0.01)
+        except JobCancelled:
+            fault_mark(ledger, tag, "soft_cancel")
 
 
 @job(max_attempts=3, backoff=linear_backoff)
