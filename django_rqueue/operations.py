@@ -30,7 +30,8 @@ BATCH = 500
 ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "retry": ("retried", ("failed",)),
     "run_now": ("queued to run now", ("scheduled",)),
-    "cancel": ("cancelled", ("scheduled", "queued", "failed")),
+    # A running job is asked to stop (Job.cancel(): its worker ends it cancelled).
+    "cancel": ("cancelled", ("scheduled", "queued", "running", "failed")),
     "delete": ("deleted", ("scheduled", "queued", "failed", "succeeded", "cancelled")),
 }
 

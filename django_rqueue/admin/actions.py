@@ -115,6 +115,15 @@ def job_action(
             % {"id": job_id, "verb": verb, "state": exc.state or _("gone")},
         )
         return HttpResponseRedirect(job_url(model_admin, job_id) if exc.state else back)
+    if action == "cancel" and job.status is JobStatus.RUNNING:
+        verb = _("asked to stop")
+        log(request, job_id, f"cancel requested while running ({job.name})", deletion=False)
+        messages.success(
+            request,
+            _("Job %(id)s: its worker was asked to stop it; it ends cancelled once stopped.")
+            % {"id": job_id},
+        )
+        return HttpResponseRedirect(job_url(model_admin, job_id))
     log(request, job_id, f"{verb} ({job.name})", deletion=action == "delete")
     messages.success(request, _("Job %(id)s %(verb)s.") % {"id": job_id, "verb": verb})
     if action in ("delete", "cancel"):

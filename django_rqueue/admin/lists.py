@@ -76,7 +76,7 @@ COLUMNS: dict[str, tuple[_StrPromise, _StrPromise, list[tuple[_StrPromise, Cell]
 BULK = {
     "queued": ["cancel", "delete"],
     "scheduled": ["run_now", "cancel", "delete"],
-    "running": [],
+    "running": ["cancel"],
     "failed": ["retry", "delete"],
     "succeeded": ["delete"],
 }

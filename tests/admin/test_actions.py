@@ -69,6 +69,19 @@ def test_a_running_job_cannot_be_deleted(admin_client_rq: Client, jobs: Jobs):
     assert any("running" in m for m in messages_of(response))
 
 
+def test_cancelling_a_running_job_asks_its_worker_and_logs_it(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.running()
+    page = admin_client_rq.get(job_url(job_id))
+    assert job_url(job_id, "cancel").encode() in page.content  # the button is offered
+    response = admin_client_rq.post(job_url(job_id, "cancel"))
+    assert response.status_code == 302 and response["Location"] == job_url(job_id)
+    assert jobs.state(job_id) == "running"  # until its worker stopped it
+    assert jobs.client.hget(jobs.keys().job(job_id), "cx") is not None
+    assert any("asked to stop" in m for m in messages_of(response))
+    entry = LogEntry.objects.get(object_id=job_id)
+    assert entry.action_flag == CHANGE and "cancel requested while running" in entry.change_message
+
+
 def test_csrf_is_enforced_on_actions(make_client: MakeClient, jobs: Jobs):
     client = make_client(superuser=True, csrf=True)
     job_id = jobs.failed()
@@ -205,11 +218,18 @@ def test_bulk_actions_of_each_list(
     assert [jobs.state(i) for i in ids] == [after, after]
 
 
-def test_running_jobs_offer_no_bulk_action(admin_client_rq: Client, jobs: Jobs):
-    jobs.running()
+def test_running_jobs_offer_only_cancel_in_bulk_which_asks_their_workers(
+    admin_client_rq: Client, jobs: Jobs
+):
+    ids = [jobs.running(), jobs.running()]
     listing = admin_client_rq.get(f"{BASE}queues/default/running/")
-    assert listing.context["bulk_actions"] == []
-    assert b'class="action-select"' not in listing.content
+    assert [name for name, *_ in listing.context["bulk_actions"]] == ["cancel"]
+    admin_client_rq.post(
+        f"{BASE}queues/default/selected/", {"action": "cancel", "ids": ids, "confirm": "yes"}
+    )
+    for job_id in ids:
+        assert jobs.state(job_id) == "running"
+        assert jobs.client.hget(jobs.keys().job(job_id), "cx") is not None
 
 
 def queue_url(queue: str, action: str) -> str:
