@@ -307,9 +307,24 @@ def _batch_enqueued(items: Sequence[BatchItem], reply: list[Any]) -> list[Enqueu
 Reservation = tuple[str, dict[bytes, bytes]]
 
 
+class Reserved(NamedTuple):
+    """What one reserving call handed out."""
+
+    #: The reservations, in the order :func:`reserve` would have handed them out one by one.
+    jobs: list[Reservation]
+    #: Milliseconds (Redis clock) until the queue may hand out more: asking again
+    #: sooner gets nothing (0: ask any time).
+    wait_ms: int = 0
+
+
 def _reservation(reply: list[Any]) -> Reservation:
     it = iter(reply[1:])
     return as_text(reply[0]), dict(zip(it, it, strict=True))
+
+
+def _reserved(reply: list[Any]) -> Reserved:
+    """Read ``{wait, reservation, ...}`` (``reserve.lua``, the tail of ``ack_reserve.lua``)."""
+    return Reserved([_reservation(item) for item in reply[1:]], int(reply[0]))
 
 
 def reserve(
@@ -332,7 +347,7 @@ def reserve(
         count=1,
         group_concurrency=group_concurrency,
     )
-    return got[0] if got else None
+    return got.jobs[0] if got.jobs else None
 
 
 def reserve_many(
@@ -344,7 +359,7 @@ def reserve_many(
     count: int,
     request_id: str | None = None,
     group_concurrency: int | None = None,
-) -> list[Reservation]:
+) -> Reserved:
     """Reserve up to ``count`` jobs (1..1000) in one round trip (``reserve.lua``).
 
     Returns the reservations in the order :func:`reserve` would have handed
@@ -375,8 +390,7 @@ def reserve_many(
         request_id=request,
         group_cap=group_concurrency,
     )
-    reply = _run(client, call)
-    return [_reservation(item) for item in reply]
+    return _reserved(_run(client, call))
 
 
 async def areserve_many(
@@ -387,7 +401,7 @@ async def areserve_many(
     worker_id: str,
     count: int,
     group_concurrency: int | None = None,
-) -> list[Reservation]:
+) -> Reserved:
     """:func:`reserve_many` on an asyncio client (a fresh request id)."""
     call = calls.reserve(
         keys,
@@ -397,7 +411,7 @@ async def areserve_many(
         request_id=new_request_id(),
         group_cap=group_concurrency,
     )
-    return [_reservation(item) for item in await _arun(client, call)]
+    return _reserved(await _arun(client, call))
 
 
 def new_request_id() -> str:
@@ -418,16 +432,16 @@ def ack_and_reserve(
     count: int = 1,
     request_id: str | None = None,
     group_concurrency: int | None = None,
-) -> tuple[LeaseLost | None, list[Reservation]]:
+) -> tuple[LeaseLost | None, Reserved]:
     """:func:`ack`, then :func:`reserve_many` on the same queue, in one call (``ack_reserve.lua``).
 
     The ack gives its job's group slot back before the reservations are made
     (``group_concurrency``: as :func:`reserve_many`).
 
-    Returns ``(stale, reservations)``: ``stale`` is ``None`` when the ack was
+    Returns ``(stale, reserved)``: ``stale`` is ``None`` when the ack was
     applied, else the :class:`LeaseLost` that :func:`ack` would have raised
     (returned, not raised, so that the reservations made in the same call are
-    never dropped); ``reservations`` as :func:`reserve_many` (up to ``count``;
+    never dropped); ``reserved`` as :func:`reserve_many` (up to ``count``;
     idempotent per ``request_id`` the same way). After :class:`RedisUnavailable`
     send a plain :func:`ack`: a new call would reserve more jobs.
     """
@@ -444,10 +458,9 @@ def ack_and_reserve(
         request_id=request,
         group_cap=group_concurrency,
     )
-    reply = _run(client, call)
-    acked, *reserved = reply
+    acked, *rest = _run(client, call)
     stale = None if applied(acked, token) else stale_lease(job_id, acked)
-    return stale, [_reservation(item) for item in reserved]
+    return stale, _reserved(rest)
 
 
 def renew_lease(

@@ -246,10 +246,12 @@ class AsyncRunner:
         }
         client = get_async_client(queue)
         if client is None:  # CACHE_ALIAS: no asyncio client
-            return await asyncio.to_thread(
+            reserved = await asyncio.to_thread(
                 transitions.reserve_many, get_client(queue), keys, **options
             )
-        return await transitions.areserve_many(client, keys, **options)
+        else:
+            reserved = await transitions.areserve_many(client, keys, **options)
+        return reserved.jobs
 
     async def _wait_for_work(self) -> None:
         """Block until a queue gets a wake-up token or :data:`~.loop.IDLE_BLOCK` passes."""

@@ -367,8 +367,8 @@ class Worker:
                     count=count,
                     group_concurrency=config.queue(queue).group_concurrency,
                 )
-                if reserved:
-                    jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved]
+                if reserved.jobs:
+                    jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
                     self._prefetched.add(queue, jobs[1:], since=reserved_at)
                     if self._prefetched.first_may_run(queue, jobs[0], reserved_at):
                         self._run(queue, jobs[0])
@@ -508,7 +508,7 @@ class Worker:
             except RedisUnavailable:
                 pass  # resent below as a plain ack: a repeat must not reserve more jobs
             else:
-                jobs = [Job.from_fields(*r) for r in reserved]
+                jobs = [Job.from_fields(*r) for r in reserved.jobs]
                 self._prefetched.add(queue, jobs, since=reserved_at)
                 if stale is not None:
                     logger.error("%s; discarding this run", stale)

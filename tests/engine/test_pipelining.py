@@ -144,7 +144,7 @@ def _running(client: redis.Redis, n: int) -> list[tuple[str, int]]:
     for _ in range(n):
         enqueue_raw("tests.noop", '{"a":[],"k":{}}')
     got = transitions.reserve_many(client, KEYS, lease_ms=60_000, worker_id="w", count=n)
-    return [(job_id, int(fields[b"token"])) for job_id, fields in got]
+    return [(job_id, int(fields[b"token"])) for job_id, fields in got.jobs]
 
 
 def _ack(job_id: str, token: int) -> PendingAck:

@@ -18,9 +18,10 @@
 -- The ack is exactly ack.lua's (include/ack_job.lua), the reservations exactly
 -- reserve.lua's (include/reserve_next.lua); the next jobs are reserved even
 -- when the ack was stale. The ack gives its group slot back first, so the
--- next job may be of the same group. Returns {ack reply, reservation, reservation, ...}:
--- the ack reply is {'ok'} or {'stale', state, current token}; then zero or
--- more reservations, each the id followed by the job hash's field/value list.
+-- next job may be of the same group. Returns {ack reply, wait, reservation, ...}:
+-- the ack reply is {'ok'} or {'stale', state, current token}; `wait` as
+-- reserve.lua's (always 0); then zero or more reservations, each the id
+-- followed by the job hash's field/value list.
 
 --@include ack_job.lua
 --@include reserve_batch.lua
@@ -41,9 +42,10 @@ end
 if not cap or cap ~= math.floor(cap) or cap < 0 then
   return redis.error_reply('ERR rqueue ack_reserve: bad group cap ' .. tostring(ARGV[9]))
 end
-local reply = {ack_job(base, jkey, reserved, stats, ARGV[1], ARGV[2], ARGV[3], ttl) or {'ok'}}
-local got = reserve_batch(base, prios, reserved, stats, notify, lease, ARGV[6], count,
-                          KEYS[7] or '', ARGV[8] or '', cap)
+local acked = ack_job(base, jkey, reserved, stats, ARGV[1], ARGV[2], ARGV[3], ttl) or {'ok'}
+local got, wait = reserve_batch(base, prios, reserved, stats, notify, lease, ARGV[6], count,
+                                KEYS[7] or '', ARGV[8] or '', cap)
+local reply = {acked, wait}
 for i = 1, #got do
   reply[#reply + 1] = got[i]
 end

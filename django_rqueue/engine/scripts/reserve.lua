@@ -12,11 +12,12 @@
 -- ARGV[5] group concurrency cap: at most this many running jobs per group
 --         (integer >= 0; 0 or absent = no cap; include/reserve_next.lua)
 --
--- Returns a list of reservations, in reservation order, empty when nothing is
--- queued; each is the job's id followed by its whole hash as a flat
--- field/value list (see include/reserve_next.lua for the order and what
--- changes; a job whose expiry has come is ended, not reserved). Every job gets
--- its own lease and fencing token.
+-- Returns {wait, reservation, reservation, ...}: `wait` is the ms until the
+-- queue may hand out more (always 0). Then the reservations, in reservation
+-- order, none when nothing is queued; each is the job's id followed by its
+-- whole hash as a flat field/value list (see include/reserve_next.lua for the
+-- order and what changes; a job whose expiry has come is ended, not reserved).
+-- Every job gets its own lease and fencing token.
 
 --@include reserve_batch.lua
 
@@ -30,5 +31,10 @@ end
 if not cap or cap ~= math.floor(cap) or cap < 0 then
   return redis.error_reply('ERR rqueue reserve: bad group cap ' .. tostring(ARGV[5]))
 end
-return reserve_batch(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], lease, ARGV[2], count,
-                     KEYS[6] or '', ARGV[4] or '', cap)
+local got, wait = reserve_batch(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], lease, ARGV[2],
+                                count, KEYS[6] or '', ARGV[4] or '', cap)
+local reply = {wait}
+for i = 1, #got do
+  reply[i + 1] = got[i]
+end
+return reply

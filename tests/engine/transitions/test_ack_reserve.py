@@ -11,9 +11,10 @@ from tests.engine.transitions.conftest import Engine
 
 def ack_reserve(
     engine: Engine, job_id: str, token: int | None = None, result: str = "7", count: int = 1
-):
+) -> tuple[LeaseLost | None, list[transitions.Reservation]]:
+    """The ack's verdict and the jobs reserved (this queue has no rate limit: no wait)."""
     token = engine.token(job_id) if token is None else token
-    return transitions.ack_and_reserve(
+    stale, reserved = transitions.ack_and_reserve(
         engine.client,
         engine.keys,
         job_id,
@@ -24,6 +25,8 @@ def ack_reserve(
         worker_id="w2",
         count=count,
     )
+    assert reserved.wait_ms == 0
+    return stale, reserved.jobs
 
 
 def test_acks_the_job_and_reserves_the_next_in_reserve_order(engine: Engine):
@@ -126,7 +129,7 @@ def test_a_resent_ack_reserve_call_returns_the_same_next_jobs(engine: Engine):
     engine.reserve_id()
     token = engine.token(job_id)
 
-    def call() -> tuple[LeaseLost | None, list[transitions.Reservation]]:
+    def call() -> tuple[LeaseLost | None, transitions.Reserved]:
         return transitions.ack_and_reserve(
             engine.client,
             engine.keys,
@@ -144,6 +147,6 @@ def test_a_resent_ack_reserve_call_returns_the_same_next_jobs(engine: Engine):
     before = engine.snapshot()
     stale_again, again = call()  # as redis-py resends it after a lost reply
     assert (stale, stale_again) == (None, None)  # the repeated ack reads as applied
-    assert [r[0] for r in again] == [r[0] for r in first] == waiting[:2]
+    assert [r[0] for r in again.jobs] == [r[0] for r in first.jobs] == waiting[:2]
     assert engine.snapshot() == before
     assert engine.stats()["succeeded"] == 1

@@ -70,7 +70,7 @@ def test_fields_at_their_default_are_left_out_of_the_job_hash(engine: Engine):
     # Every transition reads the defaults back: reserve counts from 0, release re-queues it.
     job_id, fields = transitions.reserve_many(
         engine.client, engine.keys, lease_ms=5000, worker_id="w", count=1
-    )[0]
+    ).jobs[0]
     assert (job_id, fields[b"token"], fields[b"attempts"]) == (plain, b"1", b"1")
     transitions.release(engine.client, engine.keys, plain, 1)
     assert engine.lrange(engine.keys.group(0, "")) == [plain]

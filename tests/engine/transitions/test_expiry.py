@@ -56,7 +56,7 @@ def test_a_batch_reservation_skips_expired_jobs(engine: Engine):
     ids = [engine.add(expires_at_ms=now if n % 2 else -1) for n in range(6)]
     got = transitions.reserve_many(
         engine.client, engine.keys, lease_ms=30_000, worker_id="w1", count=3
-    )
+    ).jobs
     assert [job_id for job_id, _ in got] == ids[0::2]
     # Popped on the way: expired; the one behind the third reservation waits for a reserve.
     assert [engine.state(i) for i in ids[1::2]] == ["cancelled", "cancelled", "queued"]
@@ -72,7 +72,7 @@ def test_ack_reserve_skips_expired_jobs_too(engine: Engine):
         engine.client, engine.keys, running, engine.token(running), "1", 600,
         lease_ms=30_000, worker_id="w1",
     )  # fmt: skip
-    assert stale is None and [r[0] for r in reserved] == [after]
+    assert stale is None and [r[0] for r in reserved.jobs] == [after]
     assert_expired(engine, gone)
 
 

@@ -70,7 +70,7 @@ def test_a_batch_counts_each_job_against_the_cap_as_it_goes(engine: Engine):
     ids = [engine.add(group="a") for _ in range(5)] + [engine.add(group="b")]
     got = transitions.reserve_many(
         engine.client, engine.keys, lease_ms=30_000, worker_id="w", count=10, group_concurrency=2
-    )
+    ).jobs
     assert [job_id for job_id, _ in got] == [ids[0], ids[5], ids[1]]
     assert all(fields[b"gc"] == b"1" for _, fields in got)
     engine.check_invariants()
@@ -158,7 +158,7 @@ def test_ack_reserve_gives_the_slot_back_before_it_reserves(engine: Engine):
         group_concurrency=1,
     )
     assert stale is None
-    assert [job_id for job_id, _ in reserved] == [second]
+    assert [job_id for job_id, _ in reserved.jobs] == [second]
     assert engine.running_per_group() == {"a": 1}
     engine.check_invariants()
 
@@ -294,7 +294,7 @@ def test_ten_thousand_parked_groups_are_not_walked_by_a_reserve(engine: Engine):
             count=1000,
             group_concurrency=1,
         )
-        assert len(got) == 1000
+        assert len(got.jobs) == 1000
     assert engine.client.scard(engine.keys.groupfull) == groups
     assert engine.zset(engine.keys.prios) == {}
     fresh = engine.add(group="fresh")

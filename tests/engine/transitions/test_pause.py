@@ -23,12 +23,9 @@ def test_a_paused_queue_accepts_jobs_and_reserves_none(engine: Engine):
     assert pause(engine) is True
     after = engine.add()
     assert engine.reserve() is None
-    assert (
-        transitions.reserve_many(
-            engine.client, engine.keys, lease_ms=30_000, worker_id="w", count=10
-        )
-        == []
-    )
+    assert transitions.reserve_many(
+        engine.client, engine.keys, lease_ms=30_000, worker_id="w", count=10
+    ) == transitions.Reserved([], 0)
     assert {engine.state(before), engine.state(after)} == {"queued"}
     engine.check_invariants()
     assert resume(engine) is True
@@ -43,9 +40,10 @@ def test_the_async_reservations_of_async_jobs_obey_it_too(engine: Engine):
         client = new_async_client(engine.queue)
         assert client is not None
         try:
-            return await transitions.areserve_many(
+            reserved = await transitions.areserve_many(
                 client, engine.keys, lease_ms=30_000, worker_id="w", count=5
             )
+            return reserved.jobs
         finally:
             await client.aclose()
 
@@ -63,7 +61,7 @@ def test_ack_reserve_acks_but_reserves_nothing_while_paused(engine: Engine):
         engine.client, engine.keys, running, engine.token(running), "1", 600,
         lease_ms=30_000, worker_id="w1", count=5,
     )  # fmt: skip
-    assert stale is None and reserved == []
+    assert stale is None and reserved == transitions.Reserved([], 0)
     assert engine.state(running) == "succeeded"
     assert engine.state(waiting) == "queued"
 
@@ -136,7 +134,7 @@ def test_a_resent_reserve_still_gets_the_jobs_it_reserved_before_the_pause(engin
     def reserve() -> list[transitions.Reservation]:
         return transitions.reserve_many(
             engine.client, engine.keys, lease_ms=30_000, worker_id="w1", count=1, request_id="r1"
-        )
+        ).jobs
 
     first = reserve()
     pause(engine)

@@ -124,9 +124,11 @@ def test_a_bad_lease_is_refused_before_anything_moves(engine: Engine, lease_ms: 
 
 
 def reserve_many(engine: Engine, lease_ms: int, count: int) -> list[transitions.Reservation]:
-    return transitions.reserve_many(
+    got = transitions.reserve_many(
         engine.client, engine.keys, lease_ms=lease_ms, worker_id="w", count=count
     )
+    assert got.wait_ms == 0  # no rate limit
+    return got.jobs
 
 
 def test_reserve_many_hands_out_jobs_in_reserve_order_each_with_its_own_lease(engine: Engine):
@@ -163,17 +165,17 @@ def test_a_resent_reserve_call_returns_the_same_jobs_and_reserves_no_more(engine
     ids = [engine.add() for _ in range(5)]
     first = transitions.reserve_many(
         engine.client, engine.keys, lease_ms=5000, worker_id="w", count=2, request_id="req-1"
-    )
+    ).jobs
     before = engine.snapshot()
     again = transitions.reserve_many(
         engine.client, engine.keys, lease_ms=5000, worker_id="w", count=2, request_id="req-1"
-    )
+    ).jobs
     assert [job_id for job_id, _ in again] == [job_id for job_id, _ in first] == ids[:2]
     assert [f[b"token"] for _, f in again] == [b"1", b"1"]
     assert engine.snapshot() == before  # nothing more reserved, no token moved
     other = transitions.reserve_many(
         engine.client, engine.keys, lease_ms=5000, worker_id="w", count=2, request_id="req-2"
-    )
+    ).jobs
     assert [job_id for job_id, _ in other] == ids[2:4]
     # The record expires with the lease.
     assert 0 < engine.client.pttl(engine.keys.reservation("req-1")) <= 5000
@@ -188,5 +190,5 @@ def test_a_resent_reserve_leaves_out_jobs_no_longer_running_for_the_worker(engin
     transitions.release(engine.client, engine.keys, ids[0], 1)
     again = transitions.reserve_many(
         engine.client, engine.keys, lease_ms=5000, worker_id="w", count=2, request_id="req"
-    )
+    ).jobs
     assert [job_id for job_id, _ in again] == [ids[1]]

@@ -1,8 +1,9 @@
 -- reserve_batch(base, prios, reserved, stats, notify, lease, worker, count, rkey, request,
 --               cap):
 -- reserve up to `count` jobs (include/reserve_next.lua each, with the group
--- concurrency cap `cap`, 0 = none) and return the list of reservations (each
--- the id followed by the job hash's field/value list).
+-- concurrency cap `cap`, 0 = none) and return two values: the list of
+-- reservations (each the id followed by the job hash's field/value list), and
+-- `wait`, the ms until the queue may hand out more (always 0).
 --
 -- Idempotent per `request` (a random id the caller makes per call; '' = none):
 -- the ids handed out are remembered in `rkey` (a string, space-separated ids,
@@ -35,12 +36,12 @@ local function reserve_batch(base, prios, reserved, stats, notify, lease, worker
           reservations[#reservations + 1] = job
         end
       end
-      return reservations
+      return reservations, 0
     end
   end
   if redis.call('EXISTS', base .. 'paused') == 1 then
     redis.call('DEL', notify)
-    return reservations
+    return reservations, 0
   end
   local ids = {}
   for _ = 1, count do
@@ -54,5 +55,5 @@ local function reserve_batch(base, prios, reserved, stats, notify, lease, worker
   if request ~= '' and #ids > 0 then
     redis.call('SET', rkey, table.concat(ids, ' '), 'PX', lease)
   end
-  return reservations
+  return reservations, 0
 end
