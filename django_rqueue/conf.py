@@ -43,6 +43,8 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     # Retention of the failed store: 90 days, 100 000 jobs (``None``: no limit).
     "failed_ttl": 90 * 86400,
     "failed_max": 100_000,
+    # How fast the queue hands out jobs to all workers together (``None``: unlimited).
+    "rate_limit": None,
 }
 #: The failed store's retention options, each a positive integer or ``None`` (no limit).
 RETENTION_KEYS = ("failed_ttl", "failed_max")
@@ -87,6 +89,68 @@ DEFAULT_REPLICAS_TIMEOUT = 1.0
 #: (:data:`django_rqueue.engine.connection.SOCKET_TIMEOUT`) of the ``WAIT`` that uses it.
 MAX_REPLICAS_TIMEOUT = 5.0
 
+#: Units of a ``rate_limit`` (``"<count>/<unit>"``), in seconds.
+RATE_UNITS: Mapping[str, int] = {"s": 1, "m": 60, "h": 3600}
+RATE_LIMIT_RE = re.compile(r"^([1-9][0-9]{0,8})/([smh])$")
+#: Milliseconds of GCRA tolerance of every rate limit: a worker up to this late for a
+#: slot still gets it, and after an idle spell this much worth of jobs (at least one)
+#: may go at once. See :class:`RateLimit`.
+RATE_TOLERANCE_MS = 50
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A queue's ``rate_limit``: at most :attr:`count` jobs per :attr:`per_seconds`.
+
+    Enforced by every reserving script on the Redis clock with GCRA (the
+    Generic Cell Rate Algorithm of ATM networks, ATM Forum *Traffic
+    Management 4.0*, in its "virtual scheduling" form; see
+    ``engine/scripts/include/rate_allowance.lua``): jobs are handed out
+    :attr:`interval_ms` apart, whichever worker asks, with a tolerance of
+    :attr:`tolerance_ms`, so that at most :attr:`burst` jobs go at once after
+    an idle spell and any window of ``w`` seconds holds at most
+    ``count / per_seconds * (w + tolerance) + 1`` jobs.
+    """
+
+    #: Jobs per period, >= 1.
+    count: int
+    #: The period in seconds (1, 60 or 3600: ``s``, ``m``, ``h``).
+    per_seconds: int
+
+    @classmethod
+    def parse(cls, value: object) -> RateLimit:
+        """Parse ``"<count>/<unit>"`` (``"100/s"``, ``"6000/m"``, ``"1000/h"``).
+
+        Raises:
+            ValueError: ``value`` is not a string of that shape with a count >= 1.
+        """
+        match = RATE_LIMIT_RE.match(value) if isinstance(value, str) else None
+        if match is None:
+            raise ValueError(
+                f"a rate limit is a string '<count>/<s|m|h>' with a count >= 1, such as "
+                f"'100/s', '6000/m' or '1000/h'; got {value!r}"
+            )
+        return cls(int(match.group(1)), RATE_UNITS[match.group(2)])
+
+    @property
+    def interval_ms(self) -> float:
+        """Milliseconds between two jobs (GCRA's emission interval)."""
+        return self.per_seconds * 1000 / self.count
+
+    @property
+    def tolerance_ms(self) -> float:
+        """How late (ms) a worker may be for a slot and still get it: :data:`RATE_TOLERANCE_MS`."""
+        return RATE_TOLERANCE_MS
+
+    @property
+    def burst(self) -> int:
+        """Jobs that may go at once after an idle spell: ``tolerance // interval + 1``."""
+        return int(self.tolerance_ms / self.interval_ms + 1e-9) + 1
+
+    def __str__(self) -> str:
+        unit = next(u for u, seconds in RATE_UNITS.items() if seconds == self.per_seconds)
+        return f"{self.count}/{unit}"
+
 
 @dataclass(frozen=True)
 class QueueConfig:
@@ -109,6 +173,9 @@ class QueueConfig:
     #: At most this many jobs of one group run at once, across all workers (``None``:
     #: no cap). Jobs without a group form the default group, which is capped too.
     group_concurrency: int | None = None
+    #: ``rate_limit``: how fast the queue hands out jobs to all workers together
+    #: (``None``: as fast as they take them).
+    rate_limit: RateLimit | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +309,17 @@ def _option_problems(
                 id="rqueue.E006",
             )
         )
+    if options.get("rate_limit") is not None:
+        try:
+            RateLimit.parse(options["rate_limit"])
+        except ValueError as exc:
+            found.append(
+                checks.Error(
+                    f"{where}['rate_limit']: {exc}.",
+                    hint="None (or no rate_limit) leaves the queue unlimited.",
+                    id="rqueue.E030",
+                )
+            )
     found.extend(_retention_problems(where, options))
     if "REDIS_URL" in options:
         found.extend(_url_problems(f"{where}['REDIS_URL']", options["REDIS_URL"]))
@@ -299,11 +377,12 @@ def problems(raw: object) -> list[CheckMessage]:
     name or undeclared default queue; E005 non-positive timeout / lease /
     attempts / async concurrency; E006 bad backoff; E007 unusable Redis location (bad URL, both or
     missing cache alias, cache not backed by django-redis); E020-E022, E024, E025 a bad
-    ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`); E040 a bad ``failed_ttl`` or
-    ``failed_max`` (the failed store's retention: an integer >= 1, or ``None``); E060 a
-    queue's ``group_concurrency`` is not an integer >= 1 or None; E070-E075 Redis Sentinel
-    and durable enqueue (:func:`_replication_problems`). W001 no ``REDIS_URL``/``CACHE_ALIAS``
-    given (the local default is used); W070 ``SENTINEL_KWARGS`` without ``SENTINELS``.
+    ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`); E030 a bad ``rate_limit``; E040 a
+    bad ``failed_ttl`` or ``failed_max`` (the failed store's retention: an integer >= 1, or
+    ``None``); E060 a queue's ``group_concurrency`` is not an integer >= 1 or None; E070-E075
+    Redis Sentinel and durable enqueue (:func:`_replication_problems`). W001 no
+    ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used); W070 ``SENTINEL_KWARGS``
+    without ``SENTINELS``.
     """
     if not isinstance(raw, Mapping):
         return [
@@ -623,6 +702,9 @@ def _parse(raw: Mapping[str, Any]) -> Config:
             failed_ttl=merged["failed_ttl"],
             failed_max=merged["failed_max"],
             group_concurrency=options.get("group_concurrency"),
+            rate_limit=(
+                None if merged["rate_limit"] is None else RateLimit.parse(merged["rate_limit"])
+            ),
         )
     url = raw.get("REDIS_URL")
     alias = raw.get("CACHE_ALIAS")

@@ -42,6 +42,8 @@ def test_a_complete_valid_setting_is_clean():
                     },
                     "plain": {"group_concurrency": None},
                     "audit": {"failed_ttl": None, "failed_max": None},
+                    "api": {"rate_limit": "100/s"},
+                    "free": {"rate_limit": None},
                 },
                 "DEFAULTS": {
                     "timeout": 1.5,
@@ -49,6 +51,7 @@ def test_a_complete_valid_setting_is_clean():
                     "backoff": "exponential",
                     "failed_ttl": 3600,
                     "failed_max": 1,
+                    "rate_limit": "1000/h",
                 },
                 "LEASE": 0.5,
                 "TIMEOUT_GRACE": 0,
@@ -123,6 +126,11 @@ def test_a_complete_valid_setting_is_clean():
         ({"REDIS_URL": URL, "QUEUES": {"a": {"failed_ttl": 3600.0}}}, "rqueue.E040"),
         ({"REDIS_URL": URL, "QUEUES": {"a": {"failed_max": "100"}}}, "rqueue.E040"),
         ({"REDIS_URL": URL, "QUEUES": {"a": {"failed_max": True}}}, "rqueue.E040"),
+        # E030: a bad rate limit
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"rate_limit": "100/x"}}}, "rqueue.E030"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"rate_limit": "0/s"}}}, "rqueue.E030"),
+        ({"REDIS_URL": URL, "QUEUES": {"a": {"rate_limit": 100}}}, "rqueue.E030"),
+        ({"REDIS_URL": URL, "DEFAULTS": {"rate_limit": "fast"}}, "rqueue.E030"),
         # W001: nothing says where Redis is
         ({}, "rqueue.W001"),
         ({"QUEUES": {"a": {}}}, "rqueue.W001"),
@@ -288,3 +296,12 @@ def test_sentinels_without_a_redis_url_flag_the_local_default_url():
     assert set(by_id) == {"rqueue.E071", "rqueue.W001"}
     assert "redis://localhost:6379/0" in by_id["rqueue.E071"].msg
     assert "service name" in by_id["rqueue.E071"].msg
+
+
+def test_a_bad_rate_limit_names_the_queue_and_the_value():
+    with override_settings(RQUEUE={"REDIS_URL": URL, "QUEUES": {"api": {"rate_limit": "100/x"}}}):
+        (message,) = check_settings()
+    assert message.id == "rqueue.E030"
+    assert "RQUEUE['QUEUES']['api']['rate_limit']" in message.msg
+    assert "'100/x'" in message.msg
+    assert "'100/s'" in message.msg  # what would do

@@ -9,7 +9,13 @@ from django.test import override_settings
 from pytest_django.fixtures import Settings
 
 from django_rqueue import job
-from django_rqueue.conf import BUILTIN_DEFAULTS, DEFAULT_REDIS_URL, get_config, problems
+from django_rqueue.conf import (
+    BUILTIN_DEFAULTS,
+    DEFAULT_REDIS_URL,
+    RateLimit,
+    get_config,
+    problems,
+)
 from django_rqueue.engine.keys import QueueKeys
 
 
@@ -36,6 +42,7 @@ def test_built_in_defaults_apply_to_every_queue(settings: Settings):
         BUILTIN_DEFAULTS["result_ttl"],
     )
     assert q.redis_url is None
+    assert q.rate_limit is None  # unlimited
     assert (config.lease, config.timeout_grace, config.eager, config.eager_propagate) == (
         30.0,
         5.0,
@@ -156,3 +163,44 @@ def test_sentinel_and_replication_settings_are_parsed(settings: Settings):
     assert config.sentinels == (("s1", 26379), ("s2", 26380))
     assert config.sentinel_kwargs == {"password": "pw"}
     assert (config.min_replicas_ack, config.min_replicas_timeout) == (2, 0.25)
+
+
+@pytest.mark.parametrize(
+    ("text", "count", "per_seconds", "interval_ms"),
+    [
+        ("100/s", 100, 1, 10.0),
+        ("6000/m", 6000, 60, 10.0),
+        ("1000/h", 1000, 3600, 3600.0),
+        ("3/s", 3, 1, 1000 / 3),
+        ("1/m", 1, 60, 60_000.0),
+    ],
+)
+def test_a_rate_limit_reads_as_count_per_period(
+    text: str, count: int, per_seconds: int, interval_ms: float
+):
+    limit = RateLimit.parse(text)
+    assert (limit.count, limit.per_seconds) == (count, per_seconds)
+    assert limit.interval_ms == pytest.approx(interval_ms)
+    assert str(limit) == text
+
+
+@pytest.mark.parametrize(
+    "value", ["100/x", "0/s", "-1/s", "1.5/s", "100 / s", " 100/s", "100/sec", "/s", 100, True]
+)
+def test_a_bad_rate_limit_is_a_value_error_saying_what_is_expected(value: object):
+    with pytest.raises(ValueError, match=r"'<count>/<s\|m\|h>'.*got"):
+        RateLimit.parse(value)
+
+
+def test_a_queue_takes_the_default_rate_limit_unless_it_sets_its_own_or_none(settings: Settings):
+    settings.RQUEUE = {
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "DEFAULTS": {"rate_limit": "10/s"},
+        "QUEUES": {"api": {"rate_limit": "6000/m"}, "free": {"rate_limit": None}, "other": {}},
+    }
+    config = get_config()
+    assert config.queue("api").rate_limit == RateLimit(6000, 60)
+    assert config.queue("free").rate_limit is None
+    assert (
+        config.queue("other").rate_limit == config.queue("default").rate_limit == RateLimit(10, 1)
+    )
