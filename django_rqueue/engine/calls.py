@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from ..conf import RateLimit
 from ..exceptions import LeaseLost
 from .connection import as_text
 from .keys import QueueKeys
@@ -133,6 +134,13 @@ def enqueue_batch(
     return ScriptCall("enqueue_batch", head, args)
 
 
+def _rate_args(rate_limit: RateLimit | None) -> list[Arg]:
+    """The rate-limit arguments of a reserving script (none: unlimited)."""
+    if rate_limit is None:
+        return []
+    return [rate_limit.interval_ms, rate_limit.tolerance_ms]
+
+
 def reserve(
     keys: QueueKeys,
     *,
@@ -141,10 +149,12 @@ def reserve(
     count: int,
     request_id: str,
     group_cap: int | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> ScriptCall:
     """``reserve.lua``: reserve up to ``count`` jobs, idempotent per ``request_id``.
 
     ``group_cap``: at most this many running jobs per group (``None``: no cap).
+    ``rate_limit``: the queue's (``None``: unlimited); jobs go no faster than that.
     """
     return ScriptCall(
         "reserve",
@@ -156,7 +166,7 @@ def reserve(
             keys.notify,
             keys.reservation(request_id),
         ],
-        [lease_ms, worker_id, count, request_id, group_cap or 0],
+        [lease_ms, worker_id, count, request_id, group_cap or 0, *_rate_args(rate_limit)],
     )
 
 
@@ -172,9 +182,10 @@ def ack_reserve(
     count: int,
     request_id: str,
     group_cap: int | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> ScriptCall:
-    """``ack_reserve.lua``: ack one job and reserve up to ``count`` more (``group_cap``:
-    as :func:`reserve`)."""
+    """``ack_reserve.lua``: ack one job and reserve up to ``count`` more (``group_cap``,
+    ``rate_limit``: as :func:`reserve`)."""
     return ScriptCall(
         "ack_reserve",
         [
@@ -196,6 +207,7 @@ def ack_reserve(
             count,
             request_id,
             group_cap or 0,
+            *_rate_args(rate_limit),
         ],
     )
 

@@ -23,6 +23,9 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:paused                 string  present while the queue is paused
                                                       (``rqueue_pause``): Redis time (ms)
                                                       the pause began
+    <prefix>:{<queue>}:rate                   string  a rate-limited queue's GCRA state: the
+                                                      theoretical arrival time (ms, Redis clock)
+                                                      of its next job; expires when that passes
     <prefix>:{<queue>}:done:<job id>          list    wake-up tokens for ``Job.wait`` (BLPOP);
                                                       pushed only for an awaited job, expires
                                                       60 s after its terminal transition
@@ -56,7 +59,9 @@ jobs) receive the queue's base ``<prefix>:{<queue>}:`` in ``KEYS`` and append th
 name the same suffixes in their headers, and ``tests/engine/test_keys.py`` checks that both
 agree. Every script that reserves or queues a job also reads :data:`PAUSED` under the base
 (``include/reserve_batch.lua``, ``include/push_queued_many.lua``), so the many scripts
-that queue jobs need no extra ``KEYS`` entry for it. Per-group concurrency
+that queue jobs need no extra ``KEYS`` entry for it; the reserving scripts derive
+:data:`RATE` the same way (``include/reserve_batch.lua``, for a queue with a
+``rate_limit``). Per-group concurrency
 (``include/group_slot_take.lua``, ``include/group_slot_free.lua``) derives
 :data:`GROUPRUN`, :data:`GROUPFULL` and :data:`PARKED` the same way, in every script
 that reserves, queues or ends a job; the end of a run (ack, fail, reclaim, release)
@@ -78,6 +83,7 @@ SUCCEEDED = "succeeded"
 DONE = "done:"
 SCHEDULE_ENTRY = "schedule:"
 PAUSED = "paused"
+RATE = "rate"
 PRIOS = "prios"
 NOTIFY = "notify"
 GROUPRUN = "grouprun"
@@ -313,6 +319,11 @@ class QueueKeys:
     def paused(self) -> str:
         """Present while the queue is paused; its value is the Redis time (ms) of the pause."""
         return f"{self.base}{PAUSED}"
+
+    @property
+    def rate(self) -> str:
+        """A rate-limited queue's GCRA state: the theoretical arrival time (ms) of its next job."""
+        return f"{self.base}{RATE}"
 
 
 def workers_key(key_prefix: str) -> str:

@@ -21,6 +21,7 @@ import redis
 import redis.asyncio
 from redis.exceptions import NoScriptError
 
+from ..conf import RateLimit
 from ..exceptions import JobStateError, LeaseLost
 from . import calls
 from .calls import CancelMode, FailedBatchMode, Retention, ScriptCall, applied, stale_lease
@@ -312,8 +313,9 @@ class Reserved(NamedTuple):
 
     #: The reservations, in the order :func:`reserve` would have handed them out one by one.
     jobs: list[Reservation]
-    #: Milliseconds (Redis clock) until the queue may hand out more: asking again
-    #: sooner gets nothing (0: ask any time).
+    #: 0, or, when the queue's rate limit handed out fewer jobs than asked while more
+    #: are queued, the milliseconds (Redis clock) until it lets the next one go: asking
+    #: again sooner gets nothing.
     wait_ms: int = 0
 
 
@@ -334,10 +336,12 @@ def reserve(
     lease_ms: int,
     worker_id: str,
     group_concurrency: int | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> Reservation | None:
-    """Reserve the next job (``reserve.lua``): ``(job id, job hash)`` or ``None`` when empty.
+    """Reserve the next job (``reserve.lua``): ``(job id, job hash)`` or ``None`` when empty
+    (or held back by ``rate_limit``).
 
-    ``group_concurrency``: as :func:`reserve_many`.
+    ``group_concurrency``, ``rate_limit``: as :func:`reserve_many`.
     """
     got = reserve_many(
         client,
@@ -346,6 +350,7 @@ def reserve(
         worker_id=worker_id,
         count=1,
         group_concurrency=group_concurrency,
+        rate_limit=rate_limit,
     )
     return got.jobs[0] if got.jobs else None
 
@@ -359,6 +364,7 @@ def reserve_many(
     count: int,
     request_id: str | None = None,
     group_concurrency: int | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> Reserved:
     """Reserve up to ``count`` jobs (1..1000) in one round trip (``reserve.lua``).
 
@@ -377,6 +383,10 @@ def reserve_many(
     ``include/reserve_next.lua``. Fewer jobs, or none, may then come back
     while others are queued.
 
+    ``rate_limit`` (the queue's ``rate_limit``; ``None``: unlimited) is
+    enforced across every worker on the Redis clock; when it holds jobs back,
+    :attr:`Reserved.wait_ms` says when to ask again.
+
     Raises:
         redis.ResponseError: ``count`` or ``group_concurrency`` is out of range
             (nothing reserved).
@@ -389,6 +399,7 @@ def reserve_many(
         count=count,
         request_id=request,
         group_cap=group_concurrency,
+        rate_limit=rate_limit,
     )
     return _reserved(_run(client, call))
 
@@ -401,6 +412,7 @@ async def areserve_many(
     worker_id: str,
     count: int,
     group_concurrency: int | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> Reserved:
     """:func:`reserve_many` on an asyncio client (a fresh request id)."""
     call = calls.reserve(
@@ -410,6 +422,7 @@ async def areserve_many(
         count=count,
         request_id=new_request_id(),
         group_cap=group_concurrency,
+        rate_limit=rate_limit,
     )
     return _reserved(await _arun(client, call))
 
@@ -432,11 +445,12 @@ def ack_and_reserve(
     count: int = 1,
     request_id: str | None = None,
     group_concurrency: int | None = None,
+    rate_limit: RateLimit | None = None,
 ) -> tuple[LeaseLost | None, Reserved]:
     """:func:`ack`, then :func:`reserve_many` on the same queue, in one call (``ack_reserve.lua``).
 
     The ack gives its job's group slot back before the reservations are made
-    (``group_concurrency``: as :func:`reserve_many`).
+    (``group_concurrency``, ``rate_limit``: as :func:`reserve_many`).
 
     Returns ``(stale, reserved)``: ``stale`` is ``None`` when the ack was
     applied, else the :class:`LeaseLost` that :func:`ack` would have raised
@@ -457,6 +471,7 @@ def ack_and_reserve(
         count=count,
         request_id=request,
         group_cap=group_concurrency,
+        rate_limit=rate_limit,
     )
     acked, *rest = _run(client, call)
     stale = None if applied(acked, token) else stale_lease(job_id, acked)

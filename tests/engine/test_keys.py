@@ -10,6 +10,7 @@ import redis
 from redis.crc import key_slot
 
 from django_rqueue import job
+from django_rqueue.conf import RateLimit
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import (
     DONE,
@@ -21,6 +22,7 @@ from django_rqueue.engine.keys import (
     PARKED,
     PAUSED,
     PRIOS,
+    RATE,
     RING,
     SCHEDULE_ENTRY,
     SUCCEEDED,
@@ -88,6 +90,7 @@ def test_every_key_of_a_queue_shares_one_cluster_slot():
         keys.notify,
         keys.wake,
         keys.paused,
+        keys.rate,
         keys.done(new_job_id("emails")),
         keys.schedule,
         keys.schedule_entry("nightly:digest"),
@@ -117,11 +120,12 @@ def test_the_documented_key_shapes():
         "app:rq:{bulk}:reserved",
         "app:rq:{bulk}:failed",
     )
-    assert (keys.stats, keys.notify, keys.wake, keys.paused) == (
+    assert (keys.stats, keys.notify, keys.wake, keys.paused, keys.rate) == (
         "app:rq:{bulk}:stats",
         "app:rq:{bulk}:notify",
         "app:rq:{bulk}:wake",
         "app:rq:{bulk}:paused",
+        "app:rq:{bulk}:rate",
     )
     assert (keys.grouprun, keys.groupfull, keys.parked("user:1")) == (
         "app:rq:{bulk}:grouprun",
@@ -188,6 +192,12 @@ def test_scripts_that_end_a_run_derive_the_keys_that_give_a_group_slot_back(name
     )
 
 
+@pytest.mark.parametrize("name", ["reserve", "ack_reserve"])
+def test_the_reserving_scripts_keep_a_rate_limit_under_the_name_of_keys_py(name: str):
+    assert f"base .. '{RATE}'" in load(name).source
+    assert QueueKeys.of("p", "q").rate == f"p:{{q}}:{RATE}"
+
+
 def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: redis.Redis):
     """Drive every transition through the public API, then SCAN: no key has a foreign name."""
     keys = QueueKeys.of("rqueue", "emails")
@@ -207,7 +217,9 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
         reserved.append(got[0])
         if len(reserved) == 2:
             break
-    tiny = transitions.reserve(client, keys, lease_ms=1, worker_id="w")
+    tiny = transitions.reserve(  # rate-limited: leaves its GCRA state for a minute
+        client, keys, lease_ms=1, worker_id="w", rate_limit=RateLimit.parse("1/m")
+    )
     assert tiny is not None
     error = error_record(ValueError("x"))
     transitions.fail(client, keys, reserved[0], 1, error, -1, retention=retention("emails"))
@@ -228,7 +240,7 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
     expected |= {keys.group(p, g) for p in (5, 0, -7) for g in groups}
     expected |= {keys.unique(u) for u in ("once:1", "later")}
     expected |= {keys.prios, keys.delayed, keys.reserved, keys.failed, keys.stats}
-    expected |= {keys.notify, keys.wake, keys.throughput, keys.succeeded}
+    expected |= {keys.notify, keys.wake, keys.throughput, keys.succeeded, keys.rate}
     expected |= {pollers_key("rqueue")}  # the poller's record of life
     found = {k.decode() for k in client.scan_iter(match="*", count=1000)}
     assert found, "nothing was written"
@@ -246,6 +258,7 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
         keys.group(-7, ""),
         keys.ring(-7),
         keys.job(tiny[0]),
+        keys.rate,
         keys.prios,
         keys.reserved,
         keys.failed,

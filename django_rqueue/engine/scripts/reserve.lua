@@ -11,9 +11,12 @@
 --         (include/reserve_batch.lua)
 -- ARGV[5] group concurrency cap: at most this many running jobs per group
 --         (integer >= 0; 0 or absent = no cap; include/reserve_next.lua)
+-- ARGV[6] the queue's rate limit: ms between two jobs (> 0; '' or absent = no limit)
+-- ARGV[7] its tolerance in ms (>= 0; with ARGV[6]); see include/rate_allowance.lua
 --
--- Returns {wait, reservation, reservation, ...}: `wait` is the ms until the
--- queue may hand out more (always 0). Then the reservations, in reservation
+-- Returns {wait, reservation, reservation, ...}: `wait` is 0, or, when the
+-- queue's rate limit handed out fewer than ARGV[3] jobs while more are queued,
+-- the ms until the next one may go. Then the reservations, in reservation
 -- order, none when nothing is queued; each is the job's id followed by its
 -- whole hash as a flat field/value list (see include/reserve_next.lua for the
 -- order and what changes; a job whose expiry has come is ended, not reserved).
@@ -22,6 +25,7 @@
 --@include reserve_batch.lua
 
 local lease, count, cap = tonumber(ARGV[1]), tonumber(ARGV[3] or '1'), tonumber(ARGV[5] or '0')
+local interval, tolerance = tonumber(ARGV[6] or ''), tonumber(ARGV[7] or '0')
 if not lease or lease <= 0 then
   return redis.error_reply('ERR rqueue reserve: bad lease ' .. tostring(ARGV[1]))
 end
@@ -31,8 +35,12 @@ end
 if not cap or cap ~= math.floor(cap) or cap < 0 then
   return redis.error_reply('ERR rqueue reserve: bad group cap ' .. tostring(ARGV[5]))
 end
+if interval and (interval <= 0 or not tolerance or tolerance < 0) then
+  return redis.error_reply('ERR rqueue reserve: bad rate limit ' .. tostring(ARGV[6]) .. ' '
+                           .. tostring(ARGV[7]))
+end
 local got, wait = reserve_batch(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], lease, ARGV[2],
-                                count, KEYS[6] or '', ARGV[4] or '', cap)
+                                count, KEYS[6] or '', ARGV[4] or '', cap, interval, tolerance)
 local reply = {wait}
 for i = 1, #got do
   reply[i + 1] = got[i]

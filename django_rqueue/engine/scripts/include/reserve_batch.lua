@@ -1,9 +1,10 @@
 -- reserve_batch(base, prios, reserved, stats, notify, lease, worker, count, rkey, request,
---               cap):
+--               cap, interval, tolerance):
 -- reserve up to `count` jobs (include/reserve_next.lua each, with the group
 -- concurrency cap `cap`, 0 = none) and return two values: the list of
 -- reservations (each the id followed by the job hash's field/value list), and
--- `wait`, the ms until the queue may hand out more (always 0).
+-- `wait`, 0 unless the queue's rate limit held back jobs that are still queued,
+-- then the ms until the next one may go.
 --
 -- Idempotent per `request` (a random id the caller makes per call; '' = none):
 -- the ids handed out are remembered in `rkey` (a string, space-separated ids,
@@ -17,10 +18,19 @@
 -- nothing new: `notify` is cleared as for an empty queue, so idle workers
 -- block until resume.lua leaves them wake-up tokens. A resent request still
 -- gets the jobs it reserved before the pause (they are running).
--- Derived key: base .. 'paused'.
+--
+-- A rate-limited queue (`interval`: ms between two jobs, a number; false: no limit)
+-- hands out no more than include/rate_allowance.lua allows on its GCRA state
+-- base .. 'rate', and spends only what it handed out (include/rate_spend.lua): a call
+-- that finds nothing to hand out spends no slot. When the limit leaves the call short
+-- of `count` while jobs are still queued, `wait` tells the caller when to come back;
+-- the `notify` tokens stay (the jobs are still to do).
+-- Derived keys: base .. 'paused', base .. 'rate'.
 --@include reserve_next.lua
+--@include rate_allowance.lua
+--@include rate_spend.lua
 local function reserve_batch(base, prios, reserved, stats, notify, lease, worker, count, rkey,
-                             request, cap)
+                             request, cap, interval, tolerance)
   local reservations = {}
   if request ~= '' then
     local prior = redis.call('GET', rkey)
@@ -43,8 +53,21 @@ local function reserve_batch(base, prios, reserved, stats, notify, lease, worker
     redis.call('DEL', notify)
     return reservations, 0
   end
+  local limit, tat, now = count, 0, 0
+  if interval then
+    local allowed
+    allowed, tat, now = rate_allowance(base .. 'rate', interval, tolerance)
+    limit = math.min(count, allowed)
+    if limit == 0 then
+      if redis.call('EXISTS', prios) == 0 then
+        redis.call('DEL', notify)  -- as reserve_next does for an empty queue
+        return reservations, 0
+      end
+      return reservations, math.max(1, math.ceil(tat - tolerance - now))
+    end
+  end
   local ids = {}
-  for _ = 1, count do
+  for _ = 1, limit do
     local got = reserve_next(base, prios, reserved, stats, notify, lease, worker, cap)
     if not got then
       break
@@ -54,6 +77,13 @@ local function reserve_batch(base, prios, reserved, stats, notify, lease, worker
   end
   if request ~= '' and #ids > 0 then
     redis.call('SET', rkey, table.concat(ids, ' '), 'PX', lease)
+  end
+  if not interval or #ids == 0 then
+    return reservations, 0
+  end
+  local wait = rate_spend(base .. 'rate', interval, tolerance, tat, #ids, now)
+  if #ids == limit and limit < count and redis.call('EXISTS', prios) == 1 then
+    return reservations, math.max(1, wait)
   end
   return reservations, 0
 end
