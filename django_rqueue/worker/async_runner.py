@@ -15,8 +15,10 @@ thread, :func:`~.reporting.aconclude`) and tells the master it ended.
 
 When every queue is empty and slots are free, the session blocks on the
 queues' ``notify`` lists with the asyncio client (``BLPOP``, as the sync loop
-does), so a new job starts within milliseconds; a finished job frees a slot
-without a reservation attempt unless the queues may have more.
+does, :meth:`~.loop.Worker.idle_wait`: a rate-limited queue before its next
+slot counts as empty and the wait ends at that slot), so a new job starts
+within milliseconds; a finished job frees a slot without a reservation
+attempt unless the queues may have more.
 
 A session ends once no async job runs and it may not (or cannot) start
 another: a sync job came up (it is held, its lease renewed by the master as
@@ -52,7 +54,7 @@ from ..engine.keys import QueueKeys
 from ..exceptions import JobCancelled, RedisUnavailable, UnknownJob
 from ..execution import Outcome, arun_attempt, failure, next_delay
 from ..job import Job
-from . import cancelling, loop
+from . import cancelling
 from .lease import LeaseKeeper
 from .prefetch import Prefetched
 from .reconnect import Reconnect
@@ -222,6 +224,9 @@ class AsyncRunner:
             want = free if quotas is None else min(free, quotas[queue] + spare)
             if want < 1:
                 continue
+            if self.worker.next_slots.limited(queue):  # as if empty until its next slot
+                spare = want
+                continue
             reserved_at = time.monotonic()  # before the request (see prefetch.py)
             jobs = [Job.from_fields(*r) for r in await self._reserve(queue, want)]
             spare, more = want - len(jobs), more or len(jobs) == want
@@ -236,6 +241,7 @@ class AsyncRunner:
         return more
 
     async def _reserve(self, queue: str, count: int) -> list[transitions.Reservation]:
+        """Reserve up to ``count`` jobs of ``queue``; note when a rate limit lets it go on."""
         config = get_config()
         keys = QueueKeys.of(config.key_prefix, queue)
         options: dict[str, Any] = {
@@ -243,6 +249,7 @@ class AsyncRunner:
             "worker_id": self.worker.worker_id,
             "count": count,
             "group_concurrency": config.queue(queue).group_concurrency,
+            "rate_limit": config.queue(queue).rate_limit,
         }
         client = get_async_client(queue)
         if client is None:  # CACHE_ALIAS: no asyncio client
@@ -251,17 +258,23 @@ class AsyncRunner:
             )
         else:
             reserved = await transitions.areserve_many(client, keys, **options)
+        self.worker.next_slots.note(queue, reserved.wait_ms)
         return reserved.jobs
 
     async def _wait_for_work(self) -> None:
-        """Block until a queue gets a wake-up token or :data:`~.loop.IDLE_BLOCK` passes."""
-        queue, notify = self.worker.notify_keys()
-        client = get_async_client(queue)
+        """Block until a queue gets a wake-up token or the worker's
+        :meth:`~.loop.Worker.idle_wait` passes."""
+        wait = self.worker.idle_wait()
+        if not wait.notify:  # every queue here waits for its next slot
+            await asyncio.sleep(wait.seconds)
+            return
+        client = get_async_client(wait.queue)
         if client is None:  # CACHE_ALIAS: a thread, which cannot be cancelled: short waits
-            await asyncio.to_thread(_blpop, queue, notify, THREAD_IDLE_BLOCK)
+            seconds = min(wait.seconds, THREAD_IDLE_BLOCK)
+            await asyncio.to_thread(_blpop, wait.queue, wait.notify, seconds)
             return
         with redis_errors():
-            await client.blpop(notify, timeout=loop.IDLE_BLOCK)
+            await client.blpop(wait.notify, timeout=wait.seconds)
 
     # -- one job -----------------------------------------------------------
 

@@ -8,9 +8,11 @@ queue only when the draws for those jobs chose it too. When every queue is
 empty (or paused) the worker blocks on the queues' ``notify`` lists
 (``BLPOP``, :data:`IDLE_BLOCK` seconds at a time) instead of sleeping, so a
 new job starts within milliseconds and an idle worker costs Redis about one
-command per second. While a job runs, a thread renews its lease every third
-of ``RQUEUE["LEASE"]``; at the job's ``timeout`` the job gets
-:class:`~.exceptions.JobTimeout` (SIGALRM, main thread only).
+command per second. A queue whose ``rate_limit`` held jobs back is treated
+as empty until its next slot (:mod:`~.rate_limits`): not asked, not blocked
+on, and the idle wait ends at that slot. While a job runs, a thread renews
+its lease every third of ``RQUEUE["LEASE"]``; at the job's ``timeout`` the
+job gets :class:`~.exceptions.JobTimeout` (SIGALRM, main thread only).
 
 After a successful job of the first queue (weighted: of the queue the next
 draw picks again) the worker acks it and reserves the next job in one round
@@ -54,7 +56,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from django.db import close_old_connections
 
@@ -74,6 +76,7 @@ from .lease import LeaseKeeper
 from .poller import Poller
 from .prefetch import Prefetched
 from .process import new_worker_id, rss_mb
+from .rate_limits import NextSlots
 from .reconnect import Reconnect
 from .reporting import (
     AttemptOutcome,
@@ -91,10 +94,23 @@ logger = logging.getLogger("django_rqueue.worker")
 #: an idle in-process worker takes to notice SIGTERM (a supervised child is
 #: interrupted at once).
 IDLE_BLOCK = 4.0
+#: Shortest idle ``BLPOP`` in seconds: Redis reads a timeout under 1 ms as 0, "for ever".
+MIN_BLOCK = 0.001
 #: Seconds of work (at the average run time seen) a batch reservation may hold.
 BATCH_BUDGET = 0.05
 #: Most jobs reserved in one round trip.
 MAX_BATCH = 20
+
+
+class IdleWait(NamedTuple):
+    """What an idle worker blocks on (:meth:`Worker.idle_wait`)."""
+
+    #: A queue on the Redis to block on.
+    queue: str
+    #: The ``notify`` lists to ``BLPOP`` (none: just sleep).
+    notify: list[str]
+    #: How long, in seconds.
+    seconds: float
 
 
 class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
@@ -195,6 +211,8 @@ class Worker:
         self._prefetched = Prefetched(self.worker_id, hooks)
         #: The order the queues are tried in, fetch after fetch (:mod:`~.weights`).
         self.order = QueueOrder(self.queues, weights)
+        #: When each rate-limited queue that held jobs back has its next slot.
+        self.next_slots = NextSlots()
         #: Acks of the current batch sent without waiting (one connection, one queue's).
         self._acks: AckStream | None = None
         #: Average seconds a job ran (EWMA), per queue that may lead a fetch; absent
@@ -353,6 +371,8 @@ class Worker:
                 self._run(*waiting)
                 return True
             for n, queue in enumerate(self.order.order()):
+                if self.next_slots.limited(queue):  # as if empty until its next slot
+                    continue
                 keys = QueueKeys.of(config.key_prefix, queue)
                 count = 1
                 if n == 0 and self.order.leads(queue):
@@ -366,7 +386,9 @@ class Worker:
                     worker_id=self.worker_id,
                     count=count,
                     group_concurrency=config.queue(queue).group_concurrency,
+                    rate_limit=config.queue(queue).rate_limit,
                 )
+                self.next_slots.note(queue, reserved.wait_ms)
                 if reserved.jobs:
                     jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
                     self._prefetched.add(queue, jobs[1:], since=reserved_at)
@@ -488,7 +510,8 @@ class Worker:
             return AttemptOutcome.SUCCEEDED
         self._collect_acks()
         count = 0
-        if outcome.ok and prefetch and not self._prefetched:
+        # A queue before its next slot would hand out nothing: a plain ack.
+        if outcome.ok and prefetch and not self._prefetched and not self.next_slots.limited(queue):
             count = self.order.continue_with(queue, self._batch_size(queue))
         if count:
             reserved_at = time.monotonic()  # before the request (see prefetch.py)
@@ -504,10 +527,12 @@ class Worker:
                     worker_id=self.worker_id,
                     count=count,
                     group_concurrency=config.queue(queue).group_concurrency,
+                    rate_limit=config.queue(queue).rate_limit,
                 )
             except RedisUnavailable:
                 pass  # resent below as a plain ack: a repeat must not reserve more jobs
             else:
+                self.next_slots.note(queue, reserved.wait_ms)
                 jobs = [Job.from_fields(*r) for r in reserved.jobs]
                 self._prefetched.add(queue, jobs, since=reserved_at)
                 if stale is not None:
@@ -539,19 +564,36 @@ class Worker:
                 return False
         return True
 
-    def notify_keys(self) -> tuple[str, list[str]]:
-        """The first queue, and the ``notify`` lists of the queues on its Redis (an idle
-        worker blocks on them)."""
+    def idle_wait(self) -> IdleWait:
+        """What an idle worker blocks on, and how long.
+
+        The ``notify`` lists of the queues on the first queue's Redis, less
+        those of rate-limited queues before their next slot (a token there
+        must not wake it for an empty reservation), maybe none; for
+        :data:`IDLE_BLOCK` seconds, or only until the earliest next slot of a
+        rate-limited queue (at least :data:`MIN_BLOCK`).
+        """
         prefix = get_config().key_prefix
         client = get_client(self.queues[0])
-        same = [q for q in self.queues if get_client(q) is client]
-        return self.queues[0], [QueueKeys.of(prefix, q).notify for q in same]
+        notify = [
+            QueueKeys.of(prefix, q).notify
+            for q in self.queues
+            if get_client(q) is client and not self.next_slots.limited(q)
+        ]
+        seconds = IDLE_BLOCK
+        slot = self.next_slots.seconds_to_next()
+        if slot is not None:
+            seconds = max(MIN_BLOCK, min(seconds, slot))
+        return IdleWait(self.queues[0], notify, seconds)
 
     def _wait_for_work(self) -> None:
-        """Block until a queue gets a wake-up token or :data:`IDLE_BLOCK` passes."""
-        queue, notify = self.notify_keys()
+        """Block until a queue gets a wake-up token or the :meth:`idle_wait` passes."""
+        wait = self.idle_wait()
+        if not wait.notify:  # every queue here waits for its next slot
+            self._pause(wait.seconds)
+            return
         with redis_errors():
-            get_client(queue).blpop(notify, timeout=IDLE_BLOCK)
+            get_client(wait.queue).blpop(wait.notify, timeout=wait.seconds)
 
 
 def _raise_timeout(seconds: float) -> Any:  # a signal handler
