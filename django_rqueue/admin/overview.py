@@ -34,6 +34,8 @@ class QueueCard:
     links: dict[str, str] = field(default_factory=dict)
     #: Where the Pause (or, when paused, Resume) button posts.
     toggle_url: str = ""
+    #: The queue's ``rate_limit`` as configured (``"100/s"``), ``""`` when unlimited.
+    rate_limit: str = ""
 
 
 def chart(rows: list[tuple[datetime.datetime, int, int]]) -> tuple[list[dict[str, Any]], int]:
@@ -83,6 +85,8 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
     found = queries.queue_warnings(c.counts for c in cards) + queries.worker_warnings(workers)
     for card in cards:
         card_links(model_admin, card)
+        limit = get_config().queue(card.counts.queue).rate_limit
+        card.rate_limit = "" if limit is None else str(limit)
     return TemplateResponse(
         request,
         "admin/django_rqueue/overview.html",

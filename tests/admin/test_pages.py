@@ -51,6 +51,15 @@ def test_overview_shows_counts_chart_and_warns_without_workers(admin_client_rq: 
     assert response.context["site_header"]  # each_context of the admin site
 
 
+def test_overview_shows_the_rate_limit_of_a_limited_queue(admin_client_rq: Client, settings: Any):
+    queues = {**settings.RQUEUE["QUEUES"], "emails": {"rate_limit": "100/s"}}
+    settings.RQUEUE = {**settings.RQUEUE, "QUEUES": queues}
+    response = admin_client_rq.get(BASE)
+    cards = {c.counts.queue: c for c in response.context["cards"]}
+    assert (cards["emails"].rate_limit, cards["default"].rate_limit) == ("100/s", "")
+    assert response.content.count(b"rate limit 100/s") == 1
+
+
 def test_overview_warns_when_scheduled_jobs_are_overdue(admin_client_rq: Client, jobs: Jobs):
     job_id = jobs.scheduled()
     jobs.client.zadd(jobs.keys().delayed, {job_id: 1_000})

@@ -125,6 +125,7 @@ class Command(BaseCommand):
             rates = queries.throughput(queue)
             qconf = config.queue(queue)
             warnings += [warning_text(w) for w in queries.queue_warnings([counts], now)]
+            rate_limit = config.queue(queue).rate_limit
             queues.append(
                 {
                     "queue": queue,
@@ -141,6 +142,7 @@ class Command(BaseCommand):
                     "oldest_queued_at": counts.oldest_queued_at,
                     "paused": counts.paused,
                     "paused_at": counts.paused_at,
+                    "rate_limit": None if rate_limit is None else str(rate_limit),
                     "succeeded_last_hour": sum(s for _, s, _f in rates),
                     "failed_last_hour": sum(f for _, _s, f in rates),
                 }
@@ -198,6 +200,7 @@ class Command(BaseCommand):
                     "OLDEST QUEUED",
                     "OK/H",
                     "KO/H",
+                    "RATE LIMIT",
                     "STATE",
                 ],
                 [
@@ -212,6 +215,7 @@ class Command(BaseCommand):
                         q["oldest_queued_at"],
                         q["succeeded_last_hour"],
                         q["failed_last_hour"],
+                        q["rate_limit"] or "-",
                         "paused" if q["paused"] else "active",
                     ]
                     for q in report["queues"]

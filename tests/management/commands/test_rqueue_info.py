@@ -151,3 +151,15 @@ def test_info_shows_which_queues_are_paused(rqueue_redis: redis.Redis):
     by_queue = {q["queue"]: q for q in json.loads(run("--json"))["queues"]}
     assert by_queue["emails"]["paused"] is True and by_queue["emails"]["paused_at"]
     assert by_queue["default"]["paused"] is False and by_queue["default"]["paused_at"] is None
+
+
+def test_info_shows_each_queues_rate_limit(settings: Any):
+    queues = {**settings.RQUEUE["QUEUES"], "emails": {"rate_limit": "6000/m"}}
+    settings.RQUEUE = {**settings.RQUEUE, "QUEUES": queues}
+    lines = run().splitlines()
+    header = next(line for line in lines if line.startswith("QUEUE"))
+    assert header.split()[-3:] == ["RATE", "LIMIT", "STATE"]
+    rows = {line.split()[0]: line.split()[-2] for line in lines if line.split()[:1]}
+    assert (rows["emails"], rows["default"]) == ("6000/m", "-")
+    by_queue = {q["queue"]: q for q in json.loads(run("--json"))["queues"]}
+    assert (by_queue["emails"]["rate_limit"], by_queue["default"]["rate_limit"]) == ("6000/m", None)
