@@ -38,7 +38,7 @@ import redis
 #: Queue -> what the cycle on it exercises.
 QUEUES = {
     "flow_plain": "plain",
-    # "flow_rate": "rate limit",
+    "flow_rate": "rate limit 1 000 000/s (never holds a job back)",
     "flow_groups_open": "1 000 groups, no cap",
     "flow_groups": "1 000 groups, group concurrency 1",
     "flow_sched": "10 000 schedule entries",
@@ -46,7 +46,7 @@ QUEUES = {
 #: RQUEUE["QUEUES"] entries of the flow queues (bench/settings.py merges them).
 QUEUE_OPTIONS: dict[str, dict[str, Any]] = {
     "flow_plain": {},
-    # "flow_rate": {"rate_limit": "1000000/s"},
+    "flow_rate": {"rate_limit": "1000000/s"},
     "flow_groups_open": {},
     "flow_groups": {"group_concurrency": 1},
     "flow_sched": {},
@@ -61,7 +61,7 @@ def reserve_options(queue: str) -> dict[str, Any]:
     from django_rqueue.conf import get_config
 
     config = get_config().queue(queue)
-    return {"group_concurrency": config.group_concurrency}
+    return {"group_concurrency": config.group_concurrency, "rate_limit": config.rate_limit}
 
 
 def _redis_usec(client: redis.Redis) -> float:
@@ -116,7 +116,7 @@ def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dic
             bound[i % len(bound)].delay(0.0, 0.0, "")
             got = transitions.reserve_many(
                 rclient, keys, lease_ms=30_000, worker_id="bench", count=1, **options
-            )
+            ).jobs
             assert got, f"{queue}: the backlog never runs dry"
             job_id, fields = got[0]
             transitions.ack(rclient, keys, job_id, int(fields[b"token"]), "null", 60)
