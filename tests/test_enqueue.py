@@ -172,6 +172,7 @@ def test_unique_duplicates_resolve_to_the_holders_job(
     assert _job_ids(redis_client) == {holder.id, jobs[1].id, jobs[3].id}
     assert enqueued == [jobs[1].id, jobs[3].id]
     assert redis_client.hget(KEYS.stats, "queued") == b"3"
+    assert redis_client.hget(KEYS.stats, "enqueued") == b"3"  # the duplicates created nothing
 
 
 @pytest.mark.django_db(transaction=True)
@@ -328,6 +329,7 @@ def test_enqueue_batch_links_its_jobs_like_one_by_one_enqueues(redis_client: red
     assert redis_client.lrange(KEYS.ring(0), 0, -1) == [b""]
     assert redis_client.zrange(KEYS.prios, 0, -1) == [b"0"]
     assert redis_client.hget(KEYS.stats, "queued") == b"1500"
+    assert redis_client.hget(KEYS.stats, "enqueued") == b"1500"
     assert redis_client.llen(KEYS.notify) == 64  # bounded, as one job at a time
     record = redis_client.hgetall(KEYS.job(items[0].job_id))
     assert b"due" not in record  # due now: readers take the enqueue time ("at")
@@ -348,6 +350,7 @@ def test_enqueue_batch_links_its_jobs_like_one_by_one_enqueues(redis_client: red
     assert [member for member, _ in due] == sorted(item.job_id.encode() for item in later)
     assert len({score for _, score in due}) == 1
     assert redis_client.llen(KEYS.wake) == 1
+    assert redis_client.hget(KEYS.stats, "enqueued") == b"1503"
 
 
 # -- adelay() -----------------------------------------------------------------------

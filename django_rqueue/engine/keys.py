@@ -10,9 +10,14 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:delayed                zset    job id -> run-at (ms, Redis clock)
     <prefix>:{<queue>}:reserved               zset    job id -> lease deadline (ms, Redis clock)
     <prefix>:{<queue>}:failed                 zset    job id -> failed-at (ms)
-    <prefix>:{<queue>}:stats                  hash    O(1) counters (queued, succeeded, failed;
-                                                      trimmed: failed jobs deleted by retention;
-                                                      expired: jobs cancelled by their expiry)
+    <prefix>:{<queue>}:stats                  hash    O(1) counters: queued (jobs queued now);
+                                                      since the queue was created: enqueued
+                                                      (jobs created, by any enqueue path),
+                                                      succeeded, failed (final failures),
+                                                      retried (failed attempts retried),
+                                                      reclaimed (expired leases taken back),
+                                                      trimmed (failed jobs deleted by retention),
+                                                      expired (jobs cancelled by their expiry)
     <prefix>:{<queue>}:throughput             hash    succeeded/failed per minute, a 60-slot ring
     <prefix>:{<queue>}:succeeded              zset    latest 1000 kept successes, id -> finish ms
     <prefix>:{<queue>}:unique:<key>           string  id of the pending job holding a unique key

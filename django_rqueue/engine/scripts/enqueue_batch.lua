@@ -18,7 +18,8 @@
 --
 -- Each item is created as enqueue.lua would create it (include/enqueue_job.lua),
 -- in order, with one Redis TIME for the batch; the created jobs are then linked
--- with one command of each kind (push_queued_many / add_delayed_many).
+-- with one command of each kind (push_queued_many / add_delayed_many), and
+-- counted with one in the stats hash's 'enqueued' field.
 -- Returns {state of the created jobs, then index, outcome, id, state for each
 -- item that was not created} (index 1-based; outcome 'exists' or 'duplicate',
 -- as enqueue.lua). An empty refusal list means every item was created.
@@ -80,6 +81,9 @@ for i = 1, n do
   else
     created[#created + 1] = id
   end
+end
+if #created > 0 then
+  redis.call('HINCRBY', KEYS[4], 'enqueued', #created)
 end
 if state == 'scheduled' then
   add_delayed_many(KEYS[3], KEYS[6], created, due)

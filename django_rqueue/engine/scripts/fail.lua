@@ -11,9 +11,10 @@
 -- ARGV[5] failed TTL in ms (-1 = keep forever)   ARGV[6] failed jobs kept at most (-1 = no cap)
 -- ARGV[7] most old failed jobs deleted by this call (> 0)
 --
--- A retry happens only when ARGV[4] >= 0 and attempts < 'max'; it
--- waits in `delayed` (state scheduled). Otherwise the job goes to `failed`,
--- and the failed store's retention (ARGV[5..7], include/trim_failed.lua) is applied.
+-- A retry happens only when ARGV[4] >= 0 and attempts < 'max'; it waits in
+-- `delayed` (state scheduled) and is counted in the stats hash's 'retried'.
+-- Otherwise the job goes to `failed`, and the failed store's retention
+-- (ARGV[5..7], include/trim_failed.lua) is applied.
 -- Either way the job's group slot is given back (include/group_slot_free.lua).
 -- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token}.
 
@@ -48,6 +49,7 @@ if delay >= 0 and tonumber(counts[1]) < tonumber(counts[2] or 1) then
   local run_at = now + delay
   redis.call('HSET', jkey, 's', 'scheduled', 'due', run_at)
   redis.call('HDEL', jkey, 'worker')
+  redis.call('HINCRBY', stats, 'retried', 1)
   add_delayed(delayed, wake, id, run_at)
   return {'retrying', run_at}
 end

@@ -15,7 +15,8 @@
 -- attempts left is queued again at once; one without goes to `failed`, and
 -- then the failed store's retention (ARGV[3..5], include/trim_failed.lua) is
 -- applied once for the call. Either way the lost attempt's group slot is given
--- back (include/group_slot_free.lua).
+-- back (include/group_slot_free.lua). The jobs reclaimed (requeued or failed) are
+-- counted in the stats hash's 'reclaimed', with one HINCRBY for the call.
 -- Returns {requeued count, failed count, ms until the next lease deadline or
 -- -1 when nothing is reserved; 0 when the batch was full}.
 
@@ -69,6 +70,9 @@ for _, id in ipairs(expired) do
       requeued = requeued + 1
     end
   end
+end
+if requeued + failed_count > 0 then
+  redis.call('HINCRBY', stats, 'reclaimed', requeued + failed_count)
 end
 if failed_count > 0 then
   trim_failed(base, failed, stats, now, ttl, cap, trim_limit)

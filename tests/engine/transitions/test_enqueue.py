@@ -28,7 +28,7 @@ def test_an_immediate_job_is_queued_with_its_record(engine: Engine):
     assert engine.lrange(engine.keys.group(7, "user:9")) == [job_id]
     assert engine.lrange(engine.keys.ring(7)) == ["user:9"]
     assert engine.zset(engine.keys.prios) == {"7": 7.0}
-    assert engine.stats() == {"queued": 1}
+    assert engine.stats() == {"queued": 1, "enqueued": 1}
     assert engine.client.llen(engine.keys.notify) == 1  # wakes an idle worker
     engine.check_invariants()
 

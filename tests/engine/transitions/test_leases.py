@@ -56,6 +56,8 @@ def test_fail_with_a_retry_schedules_the_job_at_now_plus_delay(engine: Engine):
     assert engine.zset(engine.keys.delayed) == {job_id: run_at}
     assert engine.zset(engine.keys.reserved) == {}
     assert engine.reserve() is None  # it waits for its run-at
+    assert engine.stats()["retried"] == 1
+    assert "failed" not in engine.stats()
     engine.check_invariants()
 
 
@@ -77,6 +79,7 @@ def test_fail_on_the_last_attempt_moves_the_job_to_the_failed_store(engine: Engi
     assert [json.loads(job["err:1"]), json.loads(job["err:2"])] == errors
     assert job_id in engine.zset(engine.keys.failed)
     assert engine.stats()["failed"] == 1
+    assert engine.stats()["retried"] == 1  # the first attempt only
     assert engine.client.ttl(engine.keys.job(job_id)) == -1  # kept until retried or deleted
     assert not engine.client.exists(engine.keys.unique("only-one"))
     engine.check_invariants()
@@ -205,6 +208,8 @@ def test_an_expired_lease_is_reclaimed_with_its_attempt_counted(engine: Engine):
     assert error["message"] == "lease expired"
     assert error["worker"] == "w1"  # the worker that lost the lease
     assert engine.zset(engine.keys.reserved) == {}
+    assert engine.stats()["reclaimed"] == 1
+    assert "retried" not in engine.stats()  # a lost attempt is reclaimed, not retried
     engine.check_invariants()
     assert engine.reserve_id() == job_id
     assert engine.job(job_id)["attempts"] == "2"
@@ -238,6 +243,7 @@ def test_an_expired_lease_with_no_attempts_left_goes_to_failed_as_lease_expired(
     assert job.error["message"] == "lease expired"
     assert job_id in engine.zset(engine.keys.failed)
     assert not engine.client.exists(engine.keys.unique("u1"))
+    assert (engine.stats()["reclaimed"], engine.stats()["failed"]) == (1, 1)
     engine.check_invariants()
 
 
@@ -248,5 +254,9 @@ def test_reclaim_moves_at_most_a_batch(engine: Engine):
     deadline = max(engine.zset(engine.keys.reserved).values())
     wait_until(lambda: engine.now_ms() > deadline, message="leases expired")
     assert engine.reclaim(limit=2) == (2, 0, 0)
+    assert engine.stats()["reclaimed"] == 2
     assert engine.reclaim(limit=2) == (1, 0, -1)
+    assert engine.stats()["reclaimed"] == 3
+    assert engine.reclaim(limit=2) == (0, 0, -1)
+    assert engine.stats()["reclaimed"] == 3
     assert sorted(engine.drain()) == sorted(ids)

@@ -4,7 +4,7 @@
 -- enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey, id, prio,
 --             group, delay, run_at, unique, unique_ttl, fields, first, last)
 -- -> {outcome, id, state}: create_job, then link the one job; outcome
--- 'created' or a refusal.
+-- 'created' or a refusal. A created job is counted in `stats` field 'enqueued'.
 --@include add_delayed.lua
 --@include create_job.lua
 --@include now_ms.lua
@@ -19,6 +19,7 @@ local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey
   if refused then
     return refused
   end
+  redis.call('HINCRBY', stats, 'enqueued', 1)
   if state == 'scheduled' then
     add_delayed(delayed, wake, id, due)
   else
