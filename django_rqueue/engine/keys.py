@@ -19,6 +19,8 @@ each Lua script touches a single slot::
                                                       trimmed (failed jobs deleted by retention),
                                                       expired (jobs cancelled by their expiry)
     <prefix>:{<queue>}:throughput             hash    succeeded/failed per minute, a 60-slot ring
+    <prefix>:{<queue>}:durations              hash    attempt durations per job name, a histogram
+                                                      (fields: :class:`DurationFields`)
     <prefix>:{<queue>}:succeeded              zset    latest 1000 kept successes, id -> finish ms
     <prefix>:{<queue>}:unique:<key>           string  id of the pending job holding a unique key
     <prefix>:{<queue>}:reservation:<request>  string  ids a reserve call handed out (a resent
@@ -84,6 +86,7 @@ JOB = "job:"
 RING = "ring:"
 GROUP = "group:"
 THROUGHPUT = "throughput"
+DURATIONS = "durations"
 SUCCEEDED = "succeeded"
 DONE = "done:"
 SCHEDULE_ENTRY = "schedule:"
@@ -205,6 +208,59 @@ class EntryFields:
     PAUSED = "paused"
 
 
+class DurationFields:
+    """Field names of a queue's duration histograms ``<prefix>:{<queue>}:durations``.
+
+    One histogram per job name of the attempts that ended by an ack or a
+    failure report (``include/observe_duration.lua``; duration = the end's
+    Redis time minus the job's ``started_at``, in ms): ``<bound>:<name>``
+    counts the attempts of job ``<name>`` that lasted more than the previous
+    bound and at most ``<bound>`` ms (``inf:<name>``: longer than the last
+    bound), ``sum:<name>`` holds the ms they lasted in all. Each attempt adds
+    to the one bucket it falls in; readers cumulate them (Prometheus buckets
+    count every observation ``<=`` their bound) and take their sum as the
+    count. The part before the first ``:`` never holds one, so a name may
+    hold any character (``django.tasks`` jobs are named ``task:<path>``).
+
+    The hash holds at most ``len(BUCKETS_MS) + 2`` fields per job name: names
+    are those of the jobs enqueued on the queue, a finite set (the registered
+    ``@job`` and task names); deleting the key resets the histograms.
+    """
+
+    #: Upper bounds of the buckets, in ms: the Prometheus client libraries' default
+    #: buckets (5 ms .. 10 s) extended to long jobs (30 s, 1 min, 5 min, 10 min, 30 min,
+    #: 1 h); longer attempts fall in ``inf``. The Lua side lists the same bounds.
+    BUCKETS_MS: tuple[int, ...] = (
+        *(5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10_000),
+        *(30_000, 60_000, 300_000, 600_000, 1_800_000, 3_600_000),
+    )
+    #: The bucket of attempts longer than the last bound.
+    INF = "inf"
+    #: The prefix of the fields that sum the durations (ms).
+    SUM = "sum"
+    SEPARATOR = ":"
+
+    @staticmethod
+    def bucket(bound_ms: int | None, name: str) -> str:
+        """The field of job ``name``'s bucket up to ``bound_ms`` (``None``: :attr:`INF`)."""
+        label = DurationFields.INF if bound_ms is None else str(bound_ms)
+        return f"{label}{DurationFields.SEPARATOR}{name}"
+
+    @staticmethod
+    def total(name: str) -> str:
+        """The field summing job ``name``'s durations, in ms."""
+        return f"{DurationFields.SUM}{DurationFields.SEPARATOR}{name}"
+
+    @staticmethod
+    def parse(field: str) -> tuple[str, str]:
+        """``(kind, name)`` of a field: kind a bound in ms (digits), :attr:`INF` or :attr:`SUM`.
+
+        ``("", field)`` for a field without the separator.
+        """
+        kind, sep, name = field.partition(DurationFields.SEPARATOR)
+        return (kind, name) if sep else ("", field)
+
+
 #: Separator between the queue name and the random part of a job id.
 ID_SEPARATOR = ":"
 #: Random bytes of a job id, and the length of their URL-safe base64 form (no padding).
@@ -307,6 +363,11 @@ class QueueKeys:
     @property
     def throughput(self) -> str:
         return f"{self.base}{THROUGHPUT}"
+
+    @property
+    def durations(self) -> str:
+        """Hash: attempt durations per job name (fields: :class:`DurationFields`)."""
+        return f"{self.base}{DURATIONS}"
 
     @property
     def succeeded(self) -> str:

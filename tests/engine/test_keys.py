@@ -14,6 +14,7 @@ from django_rqueue.conf import RateLimit
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import (
     DONE,
+    DURATIONS,
     GROUP,
     GROUPFULL,
     GROUPRUN,
@@ -27,6 +28,7 @@ from django_rqueue.engine.keys import (
     SCHEDULE_ENTRY,
     SUCCEEDED,
     THROUGHPUT,
+    DurationFields,
     JobFields,
     QueueKeys,
     new_job_id,
@@ -87,6 +89,7 @@ def test_every_key_of_a_queue_shares_one_cluster_slot():
         keys.reserved,
         keys.failed,
         keys.stats,
+        keys.durations,
         keys.notify,
         keys.wake,
         keys.paused,
@@ -132,6 +135,7 @@ def test_the_documented_key_shapes():
         "app:rq:{bulk}:groupfull",
         "app:rq:{bulk}:parked:user:1",
     )
+    assert keys.durations == "app:rq:{bulk}:durations"
 
 
 @pytest.mark.parametrize(
@@ -150,8 +154,24 @@ def test_scripts_derive_the_admin_keys_under_the_names_of_keys_py():
     assert f"base .. '{THROUGHPUT}'" in load("ack").source
     assert f"base .. '{THROUGHPUT}'" in load("fail").source
     assert f"base .. '{SUCCEEDED}'" in load("ack").source
+    for name in ("ack", "ack_reserve", "fail"):
+        assert f"base .. '{DURATIONS}'" in load(name).source, name
     keys = QueueKeys.of("p", "q")
     assert (keys.throughput, keys.succeeded) == ("p:{q}:throughput", "p:{q}:succeeded")
+    assert keys.durations == "p:{q}:durations"
+
+
+def test_the_lua_duration_buckets_are_those_of_keys_py():
+    [listed] = re.findall(r"local DURATION_BOUNDS = \{([^}]*)\}", load("fail").source)
+    assert tuple(int(b) for b in listed.split(",")) == DurationFields.BUCKETS_MS
+    assert list(DurationFields.BUCKETS_MS) == sorted(set(DurationFields.BUCKETS_MS))
+
+
+@pytest.mark.parametrize("name", ["app.jobs.send", "task:app.tasks.send", "a:b:c", "", "é x"])
+def test_a_duration_field_reads_back_its_job_name_whatever_it_holds(name: str):
+    assert DurationFields.parse(DurationFields.bucket(250, name)) == ("250", name)
+    assert DurationFields.parse(DurationFields.bucket(None, name)) == ("inf", name)
+    assert DurationFields.parse(DurationFields.total(name)) == ("sum", name)
 
 
 @pytest.mark.parametrize(
@@ -241,6 +261,7 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
     expected |= {keys.unique(u) for u in ("once:1", "later")}
     expected |= {keys.prios, keys.delayed, keys.reserved, keys.failed, keys.stats}
     expected |= {keys.notify, keys.wake, keys.throughput, keys.succeeded, keys.rate}
+    expected |= {keys.durations}
     expected |= {pollers_key("rqueue")}  # the poller's record of life
     found = {k.decode() for k in client.scan_iter(match="*", count=1000)}
     assert found, "nothing was written"
@@ -263,6 +284,7 @@ def test_every_key_the_scripts_write_is_a_name_keys_py_produces(redis_client: re
         keys.reserved,
         keys.failed,
         keys.stats,
+        keys.durations,  # the failed attempt's duration
     ]
     assert [k for k in must_exist if k not in found] == []
 

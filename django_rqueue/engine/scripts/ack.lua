@@ -1,6 +1,6 @@
 -- ack: a running job succeeded; store its result and start its record's TTL.
 --
--- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, done:<id>, and
+-- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, durations, done:<id>,
 --         grouprun, groupfull, parked:<group>, group:<prio>:<group>, ring:<prio>, prios,
 --         notify, paused for the job's group slot: include/group_slot_free.lua)
 -- KEYS[2] job hash

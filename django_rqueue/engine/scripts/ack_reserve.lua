@@ -1,7 +1,7 @@
 -- ack_reserve: ack a running job and reserve the next one of the same queue,
 -- in one round trip (BullMQ's moveToFinished does the same with fetchNext).
 --
--- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, done:<acked id>,
+-- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, durations, done:<acked id>,
 --         ring:<prio>, group:<prio>:<group>, job:<next id>, grouprun, groupfull,
 --         parked:<group>)   KEYS[2] job hash of the acked job
 -- KEYS[3] reserved zset   KEYS[4] stats hash   KEYS[5] prios zset   KEYS[6] notify list

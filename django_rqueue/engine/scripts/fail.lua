@@ -1,6 +1,6 @@
 -- fail: a running attempt failed; schedule a retry or move the job to the failed store.
 --
--- KEYS[1] queue base (derives unique:<key>, throughput, done:<id>, job:<id> of old
+-- KEYS[1] queue base (derives unique:<key>, throughput, durations, done:<id>, job:<id> of old
 --         failed jobs, and grouprun, groupfull, parked:<group>, group:<prio>:<group>,
 --         ring:<prio>, prios, notify, paused for the job's group slot:
 --         include/group_slot_free.lua)   KEYS[2] job hash
@@ -15,7 +15,8 @@
 -- `delayed` (state scheduled) and is counted in the stats hash's 'retried'.
 -- Otherwise the job goes to `failed`, and the failed store's retention
 -- (ARGV[5..7], include/trim_failed.lua) is applied.
--- Either way the job's group slot is given back (include/group_slot_free.lua).
+-- Either way the job's group slot is given back (include/group_slot_free.lua) and
+-- the attempt's duration is counted (include/observe_duration.lua).
 -- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token}.
 
 --@include add_delayed.lua
@@ -23,6 +24,7 @@
 --@include group_slot_free.lua
 --@include move_to_failed.lua
 --@include now_ms.lua
+--@include observe_duration.lua
 --@include record_error.lua
 --@include trim_failed.lua
 
@@ -41,6 +43,7 @@ if stale then
   return stale
 end
 local now = now_ms()
+observe_duration(base, jkey, now)
 redis.call('ZREM', reserved, id)
 group_slot_free(base, jkey)
 record_error(jkey, ARGV[3])

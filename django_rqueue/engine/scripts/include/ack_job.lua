@@ -8,14 +8,16 @@
 -- (`ttl` > 0 s) its id joins the `succeeded` zset (id -> finished-at ms) of
 -- the latest 1000 successes, which the admin lists, and the record expires
 -- after `ttl` seconds; `ttl` 0 deletes it now.
--- Waiters of the job are woken (include/wake_waiters.lua), and its group slot
--- is given back (include/group_slot_free.lua).
+-- Waiters of the job are woken (include/wake_waiters.lua), its group slot
+-- is given back (include/group_slot_free.lua), and the attempt's duration is
+-- counted (include/observe_duration.lua).
 -- Derived keys: base .. 'succeeded', base .. 'throughput', base .. 'unique:' .. key,
--- base .. 'done:' .. id, and those of include/group_slot_free.lua.
+-- base .. 'done:' .. id, base .. 'durations', and those of include/group_slot_free.lua.
 --@include check_token.lua
 --@include count_finished.lua
 --@include group_slot_free.lua
 --@include now_ms.lua
+--@include observe_duration.lua
 --@include release_unique.lua
 --@include wake_waiters.lua
 local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
@@ -24,6 +26,7 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
     return stale
   end
   local now = now_ms()
+  observe_duration(base, jkey, now)
   redis.call('ZREM', reserved, id)
   group_slot_free(base, jkey)
   redis.call('HSET', jkey, 's', 'succeeded', 'finished_at', now, 'result', result)
