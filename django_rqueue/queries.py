@@ -67,6 +67,12 @@ class QueueCounts:
     #: Successes / final failures since the queue was created (``stats`` hash).
     succeeded_total: int = 0
     failed_total: int = 0
+    #: Jobs created on the queue (by any enqueue path) since it was created.
+    enqueued_total: int = 0
+    #: Failed attempts scheduled again (a retry with backoff) since the queue was created.
+    retried_total: int = 0
+    #: Expired leases taken back by a poller (the job requeued or failed) since then.
+    reclaimed_total: int = 0
     #: Failed jobs deleted by the failed store's retention (``failed_ttl``, ``failed_max``)
     #: since the queue was created.
     trimmed: int = 0
@@ -83,13 +89,20 @@ class QueueCounts:
     error: str = ""
 
 
+#: The fields of a queue's ``stats`` hash (keys.py) that :func:`queue_counts` reads.
+_STATS_FIELDS = (
+    *("queued", "succeeded", "failed", "enqueued"),
+    *("retried", "reclaimed", "trimmed", "expired"),
+)
+
+
 def queue_counts(queue: str) -> QueueCounts:
     """Counts of one queue in two round trips (one more for the oldest queued job)."""
     keys = keys_of(queue)
     client = get_client(queue)
     with redis_errors():
         pipe = client.pipeline(transaction=False)
-        pipe.hmget(keys.stats, "queued", "succeeded", "failed", "trimmed", "expired")
+        pipe.hmget(keys.stats, *_STATS_FIELDS)
         pipe.zcard(keys.delayed)
         pipe.zcard(keys.reserved)
         pipe.zcard(keys.failed)
@@ -97,16 +110,20 @@ def queue_counts(queue: str) -> QueueCounts:
         pipe.zrevrange(keys.prios, 0, OLDEST_PRIOS - 1)
         pipe.get(keys.paused)
         stats, delayed, reserved, failed, head, prios, paused = pipe.execute()
+    totals = dict(zip(_STATS_FIELDS, (int(v or 0) for v in stats), strict=True))
     counts = QueueCounts(
         queue,
-        queued=int(stats[0] or 0),
+        queued=totals["queued"],
         scheduled=delayed,
         running=reserved,
         failed=failed,
-        succeeded_total=int(stats[1] or 0),
-        failed_total=int(stats[2] or 0),
-        trimmed=int(stats[3] or 0),
-        expired=int(stats[4] or 0),
+        succeeded_total=totals["succeeded"],
+        failed_total=totals["failed"],
+        enqueued_total=totals["enqueued"],
+        retried_total=totals["retried"],
+        reclaimed_total=totals["reclaimed"],
+        trimmed=totals["trimmed"],
+        expired=totals["expired"],
         next_scheduled_at=ms_to_datetime(head[0][1]) if head else None,
         paused=paused is not None,
         paused_at=ms_to_datetime(paused),

@@ -16,6 +16,7 @@ import redis
 from django_rqueue import JobStatus, get_job, queries
 from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import redis_time_ms
+from django_rqueue.execution import error_record
 from django_rqueue.queries import (
     FilteredPage,
     GroupRow,
@@ -25,7 +26,7 @@ from django_rqueue.queries import (
     WarningKind,
 )
 from django_rqueue.worker.heartbeat import WorkerInfo, list_workers, publish
-from tests.support.jobs_in_state import Jobs
+from tests.support.jobs_in_state import Jobs, retention
 from tests.support.waiting import wait_until
 
 
@@ -64,9 +65,31 @@ def test_queue_counts_count_every_state(jobs: Jobs) -> None:
         failed=3,
         succeeded_total=1,
         failed_total=3,
+        enqueued_total=8,
         oldest_queued_at=oldest_job.enqueued_at,
         next_scheduled_at=scheduled_job.run_at,
     )
+
+
+def test_queue_counts_read_the_retried_and_reclaimed_totals(jobs: Jobs) -> None:
+    keys, kept = jobs.keys(), retention()
+    retried = jobs.running(max_attempts=2)
+    error = error_record(ValueError("boom"))
+    assert transitions.fail(jobs.client, keys, retried, 1, error, 60_000, retention=kept)[0] == (
+        "retrying"
+    )
+    lost = jobs.queued(max_attempts=2)
+    assert transitions.reserve(jobs.client, keys, lease_ms=1, worker_id="w1") is not None
+    wait_until(
+        lambda: transitions.reclaim_expired(jobs.client, keys, 10, error, retention=kept)[0],
+        message="lease reclaimed",
+    )
+
+    counts = queries.queue_counts("default")
+
+    assert jobs.state(lost) == "queued"
+    assert (counts.enqueued_total, counts.retried_total, counts.reclaimed_total) == (2, 1, 1)
+    assert (counts.succeeded_total, counts.failed_total) == (0, 0)
 
 
 def test_an_empty_queue_counts_nothing(rqueue_redis: redis.Redis) -> None:
