@@ -17,7 +17,9 @@ each Lua script touches a single slot::
                                                       retried (failed attempts retried),
                                                       reclaimed (expired leases taken back),
                                                       trimmed (failed jobs deleted by retention),
-                                                      expired (jobs cancelled by their expiry)
+                                                      expired (jobs cancelled by their expiry),
+                                                      cancelled (running jobs stopped by their
+                                                      cancel, ``cancel_running.lua``)
     <prefix>:{<queue>}:throughput             hash    succeeded/failed per minute, a 60-slot ring
     <prefix>:{<queue>}:durations              hash    attempt durations per job name, a histogram
                                                       (fields: :class:`DurationFields`)
