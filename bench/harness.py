@@ -28,7 +28,7 @@ from typing import Any
 
 import redis
 
-from bench import flow, record, scale
+from bench import ceiling, flow, record, scale
 from bench.systems import DISTRIBUTIONS, MODULES, REPO, System, load
 from tests.support.redis_server import RedisServer
 
@@ -175,26 +175,34 @@ class Run:
                 traceback.print_exc(limit=2)
 
         def enqueue_one() -> dict[str, Any]:
+            """The one-by-one APIs (``enqueue_one``; ``enqueue_tasks`` too when the system
+            has one) and the ceiling probes (bench/ceiling.py) in alternating chunks, in
+            this process: the host's drift hits all of them alike."""
             self.flush(system)
-            if system.has_tasks:
-                return enqueue_one_and_tasks()
-            t = time.perf_counter()
-            system.enqueue_one(p.one, "")
-            return {"enqueue_one": p.one / (time.perf_counter() - t)}
-
-        def enqueue_one_and_tasks() -> dict[str, Any]:
-            """Both one-by-one APIs in alternating chunks: the host's drift hits both alike."""
             chunk = max(1, p.one // ENQUEUE_CHUNKS)
-            spent = {"enqueue_one": 0.0, "enqueue_tasks": 0.0}
-            for _ in range(ENQUEUE_CHUNKS):
-                for key, call in (
-                    ("enqueue_one", system.enqueue_one),
-                    ("enqueue_tasks", system.enqueue_tasks),
-                ):
-                    t = time.perf_counter()
-                    call(chunk, "")
-                    spent[key] += time.perf_counter() - t
-            return {key: chunk * ENQUEUE_CHUNKS / seconds for key, seconds in spent.items()}
+            calls: list[tuple[str, Callable[[int, str], None]]] = [
+                ("enqueue_one", system.enqueue_one)
+            ]
+            if system.has_tasks:
+                calls.append(("enqueue_tasks", system.enqueue_tasks))
+            spent = dict.fromkeys([key for key, _ in calls], 0.0)
+            probes = ceiling.Ceiling(url)
+            try:
+                for _ in range(ENQUEUE_CHUNKS):
+                    for key, call in calls:
+                        t = time.perf_counter()
+                        call(chunk, "")
+                        spent[key] += time.perf_counter() - t
+                    probes.run(chunk)
+                probes.cleanup()
+                rates = probes.rates()
+            finally:
+                probes.close()
+            result: dict[str, Any] = {
+                key: chunk * ENQUEUE_CHUNKS / seconds for key, seconds in spent.items()
+            }
+            result["ceiling"] = rates
+            return result
 
         def fill(out: str) -> dict[str, Any]:
             self.flush(system)
@@ -320,6 +328,35 @@ COLUMNS = [
     ("delayed lateness p50 / p99 (ms)", ["lateness_p50", "lateness_p99"], 1),
     ("Redis bytes per queued job", ["bytes_per_job"], 0),
 ]
+
+
+def ceiling_table(results: dict[str, Any]) -> str:
+    """Each system's enqueue one by one and drains against the ceilings measured in its own
+    enqueue phase (bench/ceiling.py), medians over the runs."""
+    probe_names = list(ceiling.PROBES)
+    head = ["system", *(f"{ceiling.PROBES[n]} (ops/s)" for n in probe_names)]
+    head += ["enqueue one by one, % of EVALSHA HSET + LPUSH", "drain 1 / 2 procs, % of it"]
+    lines = ["| " + " | ".join(head) + " |", "| --- " * len(head) + "|"]
+    for name, data in results["systems"].items():
+        runs = [r for r in data["runs"] if "ceiling" in r]
+        if not runs:
+            continue
+        probes = {
+            n: statistics.median(r["ceiling"][n] for r in runs if n in r["ceiling"])
+            for n in probe_names
+        }
+        two = [r["ceiling"].get("evalsha_two_writes") for r in runs]
+
+        def share(key: str, runs: list[dict[str, Any]] = runs, two: list[Any] = two) -> str:
+            pairs = [(r[key], c) for r, c in zip(runs, two, strict=True) if key in r and c]
+            if not pairs:
+                return "—"
+            return f"{statistics.median(100 * v / c for v, c in pairs):.0f} %"
+
+        cells = [f"{probes[n]:,.0f}" for n in probe_names]
+        cells += [share("enqueue_one"), f"{share('drain_1')} / {share('drain_2')}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def cell(values: list[float], digits: int, runs: int) -> str:
@@ -450,6 +487,7 @@ def render(results: dict[str, Any], runs: int) -> str:
         f"Medians of {runs} run(s) (min–max); * = drain cut after "
         f"{results['params']['drain_cap']:.0f} s, rate from the jobs that ran.",
     ]
+    text += ["", ceiling_table(results)]
     if "scale" in results:
         text += ["", scale.table(results["scale"])]
     if "flow" in results:
