@@ -71,16 +71,24 @@ def log(msg: str) -> None:
 
 @contextlib.contextmanager
 def workers(
-    system: System, processes: int, url: str, logdir: Path, *, asynchronous: bool = False
+    system: System,
+    processes: int,
+    url: str,
+    logdir: Path,
+    *,
+    asynchronous: bool = False,
+    body: str = "append",
 ) -> Iterator[None]:
     """Start the system's worker processes (own process groups); stop them on exit.
 
     ``asynchronous``: the workers of the async I/O drain (``async_worker_argvs``).
+    ``body``: the job body, ``"append"`` or ``"incr"`` (bench/record.py).
     """
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
         "BENCH_REDIS_URL": url,
+        "BENCH_JOB_BODY": body,
         "PYTHONUNBUFFERED": "1",
         **system.worker_env(),
     }
@@ -218,11 +226,12 @@ class Run:
                 result["enqueue_bulk"] = p.drain / elapsed
             return result
 
-        def drain(processes: int) -> dict[str, Any]:
-            out = self.out(f"drain{processes}")
+        def drain(processes: int, body: str = "append") -> dict[str, Any]:
+            out = self.out(f"drain{processes}-{body}")
             filled = fill(out)
-            result = filled if processes == 1 else {}  # bulk rate and memory: once per run
-            with workers(system, processes, url, self.tmp):
+            # Bulk rate and memory: once per run.
+            result = filled if processes == 1 and body == "append" else {}
+            with workers(system, processes, url, self.tmp, body=body):
                 if wait_count(out, 1, 90) < 1:
                     raise RuntimeError("no job ran within 90 s of starting the workers")
                 first = min(r[2] for r in record.read(out))
@@ -231,8 +240,9 @@ class Run:
             rows = record.read(out)
             ran = sorted(r[2] for r in rows)
             rate = (len(ran) - 1) / (ran[-1] - ran[0]) if len(ran) > 1 else 0.0
-            result[f"drain_{processes}"] = rate
-            result[f"drain_{processes}_capped"] = got < p.drain
+            key = f"drain_{processes}" + ("" if body == "append" else f"_{body}")
+            result[key] = rate
+            result[f"{key}_capped"] = got < p.drain
             return result
 
         def async_drain() -> dict[str, Any]:
@@ -276,6 +286,8 @@ class Run:
         phase("enqueue_one", enqueue_one)
         phase("drain_1", lambda: drain(1))
         phase("drain_2", lambda: drain(2))
+        phase("drain_1_incr", lambda: drain(1, "incr"))
+        phase("drain_2_incr", lambda: drain(2, "incr"))
         if system.has_async:
             phase("async_drain", async_drain)
         phase("latency", latency_and_lateness)
@@ -323,6 +335,7 @@ COLUMNS = [
     ("bulk enqueue (jobs/s)", ["enqueue_bulk"], 0),
     ("drain, 1 proc (jobs/s)", ["drain_1"], 0),
     ("drain, 2 procs (jobs/s)", ["drain_2"], 0),
+    ("drain with an INCR body, 1 / 2 procs (jobs/s)", ["drain_1_incr", "drain_2_incr"], 0),
     ("async I/O drain, 2 procs (jobs/s)", ["async_drain"], 0),
     ("latency p50 / p99 (ms)", ["latency_p50", "latency_p99"], 1),
     ("delayed lateness p50 / p99 (ms)", ["lateness_p50", "lateness_p99"], 1),
