@@ -57,6 +57,9 @@ class InFlight:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self.connection: Any = None
+        #: Connections dropped so far: a reply owed on an earlier one is lost, and the
+        #: connection taken since must not be read for it.
+        self.generation = 0
 
     def send(self, script: LuaScript, keys: list[str], args: list[Arg]) -> bool:
         """Send a call of ``script`` (``EVALSHA``); ``False`` when the connection dropped."""
@@ -93,6 +96,7 @@ class InFlight:
             self.connection.disconnect()
             self.client.connection_pool.release(self.connection)
             self.connection = None
+            self.generation += 1
 
     def release(self) -> None:
         """Give the connection back (only when no reply is owed on it)."""
@@ -114,12 +118,16 @@ def pipelined(
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth!r}")
     wire = InFlight(client)
-    #: Calls sent and not read yet, each with whether it went out on the connection.
-    in_flight: deque[tuple[Call, bool]] = deque()
+    #: Calls sent and not read yet, each with the generation of the connection it went
+    #: out on (``None``: the send failed).
+    in_flight: deque[tuple[Call, int | None]] = deque()
+
+    def send(call: Call) -> int | None:
+        return wire.generation if wire.send(script, *call) else None
 
     def read_one() -> Any:  # a Lua reply
-        call, sent = in_flight.popleft()
-        if sent and wire.connected:
+        call, sent_on = in_flight.popleft()
+        if sent_on == wire.generation and wire.connected:
             try:
                 return wire.read()
             except NoScriptError:
@@ -130,7 +138,7 @@ def pipelined(
 
     try:
         for call in calls:
-            in_flight.append((call, wire.send(script, *call)))
+            in_flight.append((call, send(call)))
             while len(in_flight) >= depth:
                 yield read_one()
         while in_flight:
