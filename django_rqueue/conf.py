@@ -70,6 +70,7 @@ TOP_LEVEL_KEYS = frozenset(
         "SENTINEL_KWARGS",
         "MIN_REPLICAS_ACK",
         "MIN_REPLICAS_TIMEOUT",
+        "REDIS_CLUSTER",
     }
 )
 OPTION_KEYS = frozenset(BUILTIN_DEFAULTS)
@@ -207,6 +208,9 @@ class Config:
     min_replicas_ack: int
     #: ``RQUEUE["MIN_REPLICAS_TIMEOUT"]``: seconds ``.delay()`` waits for them at most.
     min_replicas_timeout: float
+    #: ``RQUEUE["REDIS_CLUSTER"]``: every ``REDIS_URL`` names a node of a Redis Cluster, and
+    #: the clients are redis-py's cluster clients (:mod:`django_rqueue.engine.connection`).
+    redis_cluster: bool = False
 
     def queues_named(self, names: Iterable[str]) -> list[str]:
         """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""
@@ -401,7 +405,77 @@ def problems(raw: object) -> list[CheckMessage]:
         *_eager_problems(raw),
         *_schedule_problems(raw),
         *_replication_problems(raw),
+        *_cluster_problems(raw),
     ]
+
+
+def _cluster_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
+    """``REDIS_CLUSTER``.
+
+    Ids: E080 ``REDIS_CLUSTER`` is not ``True`` or ``False``; E081 it is on with
+    ``CACHE_ALIAS`` (a django-redis cache has no cluster client here); E082 it is on with
+    ``SENTINELS`` (a cluster fails over by itself); E083 it is on and a ``REDIS_URL`` (global
+    or a queue's) cannot name a cluster node: a ``unix://`` socket, or a database other than 0
+    (a cluster has only database 0); E084 it is on with ``MIN_REPLICAS_ACK`` > 0 (durable
+    enqueue sends ``WAIT`` in a pipeline with the script, which redis-py's cluster
+    pipelines do not carry).
+    """
+    cluster = raw.get("REDIS_CLUSTER", False)
+    if not isinstance(cluster, bool):
+        return [
+            checks.Error(
+                f"RQUEUE['REDIS_CLUSTER'] must be True or False, got {cluster!r}.",
+                id="rqueue.E080",
+            )
+        ]
+    if not cluster:
+        return []
+    found: list[CheckMessage] = []
+    if raw.get("CACHE_ALIAS") is not None:
+        found.append(
+            checks.Error(
+                "RQUEUE['REDIS_CLUSTER'] cannot be used with RQUEUE['CACHE_ALIAS'].",
+                hint="Set REDIS_URL to the URL of any node of the cluster.",
+                id="rqueue.E081",
+            )
+        )
+    if raw.get("SENTINELS") is not None:
+        found.append(
+            checks.Error(
+                "RQUEUE['REDIS_CLUSTER'] cannot be used with RQUEUE['SENTINELS'].",
+                hint="A Redis Cluster promotes its replicas itself; drop SENTINELS.",
+                id="rqueue.E082",
+            )
+        )
+    if raw.get("MIN_REPLICAS_ACK"):
+        found.append(
+            checks.Error(
+                "RQUEUE['MIN_REPLICAS_ACK'] is not supported with RQUEUE['REDIS_CLUSTER'].",
+                hint="Drop MIN_REPLICAS_ACK (or set it to 0) on a Redis Cluster.",
+                id="rqueue.E084",
+            )
+        )
+    urls = [("RQUEUE['REDIS_URL']", raw.get("REDIS_URL"))]
+    urls += [
+        (f"RQUEUE['QUEUES'][{name!r}]['REDIS_URL']", options["REDIS_URL"])
+        for name, options in _declared_queues(raw).items()
+        if isinstance(options, Mapping) and "REDIS_URL" in options
+    ]
+    for where, url in urls:
+        if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
+            continue  # absent, or E007's
+        parts = urlsplit(url)
+        db = parts.path.strip("/") or "0"
+        if parts.scheme == "unix" or db != "0":
+            found.append(
+                checks.Error(
+                    f"With RQUEUE['REDIS_CLUSTER'], {where} must name a node of the cluster "
+                    f"as redis[s]://[user:password@]host:port[/0]; got {url!r}.",
+                    hint="A Redis Cluster has only database 0 and is reached over TCP.",
+                    id="rqueue.E083",
+                )
+            )
+    return found
 
 
 def _schedule_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
@@ -724,4 +798,5 @@ def _parse(raw: Mapping[str, Any]) -> Config:
         sentinel_kwargs=dict(raw.get("SENTINEL_KWARGS") or {}),
         min_replicas_ack=int(raw.get("MIN_REPLICAS_ACK", 0)),
         min_replicas_timeout=float(raw.get("MIN_REPLICAS_TIMEOUT", DEFAULT_REPLICAS_TIMEOUT)),
+        redis_cluster=raw.get("REDIS_CLUSTER", False) is True,
     )

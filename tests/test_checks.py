@@ -289,6 +289,52 @@ def test_each_sentinel_and_replication_mistake_is_reported_with_its_id(rqueue: A
         assert _ids(rqueue) == [expected]
 
 
+def test_a_cluster_setting_is_clean():
+    rqueue = {
+        "REDIS_CLUSTER": True,
+        "REDIS_URL": "redis://user:pw@node-1:7000",
+        "QUEUES": {"emails": {"REDIS_URL": "rediss://other-cluster:7000/0"}},
+    }
+    assert _ids(rqueue) == []
+
+
+@pytest.mark.parametrize(
+    ("rqueue", "expected"),
+    [
+        # E080: REDIS_CLUSTER is not a boolean
+        ({"REDIS_URL": URL, "REDIS_CLUSTER": "yes"}, "rqueue.E080"),
+        ({"REDIS_URL": URL, "REDIS_CLUSTER": 1}, "rqueue.E080"),
+        # E081: with CACHE_ALIAS (a valid django-redis one)
+        ({"CACHE_ALIAS": "redis", "REDIS_CLUSTER": True}, "rqueue.E081"),
+        # E082: with SENTINELS (whose URL names a service: no E071, no E083)
+        ({"REDIS_URL": "redis://m", "SENTINELS": SENTINELS, "REDIS_CLUSTER": True}, "rqueue.E082"),
+        # E083: a URL that cannot name a cluster node
+        ({"REDIS_URL": "redis://node:7000/1", "REDIS_CLUSTER": True}, "rqueue.E083"),
+        ({"REDIS_URL": "unix:///tmp/redis.sock", "REDIS_CLUSTER": True}, "rqueue.E083"),
+        (
+            {
+                "REDIS_URL": "redis://node:7000",
+                "REDIS_CLUSTER": True,
+                "QUEUES": {"a": {"REDIS_URL": "redis://node:7000/2"}},
+            },
+            "rqueue.E083",
+        ),
+        # E084: with MIN_REPLICAS_ACK > 0
+        (
+            {"REDIS_URL": "redis://node:7000", "REDIS_CLUSTER": True, "MIN_REPLICAS_ACK": 1},
+            "rqueue.E084",
+        ),
+    ],
+)
+def test_each_cluster_mistake_is_reported_with_its_id(rqueue: Any, expected: str):
+    caches = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "redis": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": URL},
+    }
+    with override_settings(CACHES=caches):
+        assert _ids(rqueue) == [expected]
+
+
 def test_sentinels_without_a_redis_url_flag_the_local_default_url():
     with override_settings(RQUEUE={"SENTINELS": SENTINELS}):
         messages = check_settings()

@@ -165,6 +165,13 @@ def test_sentinel_and_replication_settings_are_parsed(settings: Settings):
     assert (config.min_replicas_ack, config.min_replicas_timeout) == (2, 0.25)
 
 
+def test_redis_cluster_defaults_to_off_and_is_parsed(settings: Settings):
+    settings.RQUEUE = {"REDIS_URL": "redis://127.0.0.1:1/0"}
+    assert get_config().redis_cluster is False
+    settings.RQUEUE = {"REDIS_URL": "redis://127.0.0.1:1", "REDIS_CLUSTER": True}
+    assert get_config().redis_cluster is True
+
+
 @pytest.mark.parametrize(
     ("text", "count", "per_seconds", "interval_ms"),
     [
