@@ -15,6 +15,7 @@ from pytest_django.fixtures import Settings as SettingsFixture
 from django_rqueue import signals
 from django_rqueue.engine.connection import reset_clients
 from tests.support.jobs_in_state import Jobs
+from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_sentinel import SentinelSet
 from tests.support.redis_server import RedisServer
 
@@ -30,6 +31,38 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_session() -> Iterator[LocalCluster]:
+    """A private Redis Cluster of three masters for the whole session (started on first use)."""
+    with LocalCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def redis_cluster(
+    redis_cluster_session: LocalCluster,
+    settings: SettingsFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[LocalCluster]:
+    """The session's Redis Cluster, emptied, with ``RQUEUE`` pointed at it (``REDIS_CLUSTER``).
+
+    Cached clients are dropped before and after, so ``get_client()`` reaches the
+    cluster during the test and the session server after it. Worker
+    subprocesses started by the test use it too (``RQUEUE_TEST_REDIS_CLUSTER``,
+    read by ``tests/settings.py``).
+    """
+    redis_cluster_session.flush()
+    url = redis_cluster_session.url
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": url, "REDIS_CLUSTER": True}
+    monkeypatch.setenv("RQUEUE_TEST_REDIS_URL", redis_cluster_session.url)
+    monkeypatch.setenv("RQUEUE_TEST_REDIS_CLUSTER", "1")
+    reset_clients()
+    try:
+        yield redis_cluster_session
+    finally:
+        reset_clients()
 
 
 @pytest.fixture

@@ -13,6 +13,16 @@ every caller follows a failover through the usual retry and
 :class:`RedisUnavailable` handling. The URL's user, password, db and query
 options apply to the master; ``RQUEUE["SENTINEL_KWARGS"]`` to the sentinels.
 
+With ``RQUEUE["REDIS_CLUSTER"]`` a ``REDIS_URL`` names any node of a Redis
+Cluster and the client is redis-py's ``redis.cluster.RedisCluster``
+(``redis.asyncio.cluster.RedisCluster`` for asyncio clients): it learns the
+slot map from that node, sends each command to the master of its keys' slot
+and follows ``MOVED`` and ``ASK`` replies while a slot moves. It offers the
+commands of ``redis.Redis`` and is typed as one here (so are the asyncio
+ones); code that needs a node itself (a raw connection, per-node health)
+asks :func:`is_cluster` first. Every script of django-rqueue touches one
+slot, the queue's hash tag (:mod:`~django_rqueue.engine.keys`).
+
 Timeouts are short and finite so that an unreachable Redis surfaces within
 about 2 s instead of hanging a request or a worker: connect timeout 0.5 s,
 two retries with exponential backoff (50 ms base, 250 ms cap), socket
@@ -28,12 +38,14 @@ import enum
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 from urllib.parse import unquote, urlsplit
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.asyncio.sentinel
+import redis.cluster
 import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -62,13 +74,16 @@ class LocationKind(enum.StrEnum):
     CACHE = "cache"
     #: ``REDIS_URL`` naming a master of ``SENTINELS``.
     SENTINEL = "sentinel"
+    #: ``REDIS_URL`` naming a node of a Redis Cluster (``REDIS_CLUSTER``).
+    CLUSTER = "cluster"
 
 
 class Location(NamedTuple):
     """Where a queue's Redis is: the key clients are cached under."""
 
     kind: LocationKind
-    #: The URL (:attr:`LocationKind.URL`, :attr:`LocationKind.SENTINEL`) or the cache alias
+    #: The URL (:attr:`LocationKind.URL`, :attr:`LocationKind.SENTINEL`,
+    #: :attr:`LocationKind.CLUSTER`) or the cache alias
     #: (:attr:`LocationKind.CACHE`).
     where: str
     #: With :attr:`LocationKind.SENTINEL`: the ``(host, port)`` of every sentinel.
@@ -97,6 +112,21 @@ def client_options() -> dict[str, Any]:
         "retry": Retry(ExponentialBackoff(cap=0.25, base=0.05), RETRIES),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
     }
+
+
+def cluster_options() -> dict[str, Any]:
+    """Keyword arguments of a cluster client (``redis.cluster.RedisCluster.from_url``).
+
+    The timeouts of :func:`client_options`; its ``retry`` is the cluster
+    client's own (redis-py retries a command there, on a fresh slot map, and
+    gives the node connections none), and redis-py's cluster client takes
+    neither ``health_check_interval`` nor ``retry_on_error`` (it retries on
+    connection and timeout errors, and refreshes its slot map after them).
+    """
+    options = client_options()
+    for unsupported in ("health_check_interval", "retry_on_error"):
+        del options[unsupported]
+    return options
 
 
 def sentinel_options(retry: Retry | AsyncRetry) -> dict[str, Any]:
@@ -134,6 +164,8 @@ def _location(queue: str | None) -> Location:
     if url is None and config.cache_alias is not None:
         return Location(LocationKind.CACHE, config.cache_alias)
     url = url or config.redis_url or ""
+    if config.redis_cluster:
+        return Location(LocationKind.CLUSTER, url)
     if config.sentinels:
         options = repr(sorted(config.sentinel_kwargs.items()))
         return Location(LocationKind.SENTINEL, url, config.sentinels, options)
@@ -172,6 +204,7 @@ def get_client(queue: str | None = None) -> redis.Redis:
 
     A queue with its own ``REDIS_URL`` in ``QUEUES`` gets its own client;
     otherwise ``REDIS_URL`` or the django-redis cache ``CACHE_ALIAS`` is used.
+    With ``REDIS_CLUSTER`` it is a ``redis.cluster.RedisCluster`` (module docstring).
 
     Raises:
         ValueError: ``queue`` is not declared.
@@ -186,6 +219,9 @@ def get_client(queue: str | None = None) -> redis.Redis:
             client = get_redis_connection(location.where)
         elif location.kind is LocationKind.SENTINEL:
             client = _sentinel_client(location)
+        elif location.kind is LocationKind.CLUSTER:
+            cluster = redis.cluster.RedisCluster.from_url(location.where, **cluster_options())
+            client = cast(redis.Redis, cluster)
         else:
             client = redis.Redis.from_url(location.where, **client_options())
         _clients[location] = client
@@ -208,6 +244,10 @@ def new_async_client(queue: str) -> redis.asyncio.Redis | None:
 def _async_client(location: Location) -> redis.asyncio.Redis:
     retry = AsyncRetry(ExponentialBackoff(cap=0.25, base=0.05), RETRIES)
     options = client_options() | {"retry": retry}
+    if location.kind is LocationKind.CLUSTER:
+        # The asyncio cluster client takes health_check_interval and retry_on_error.
+        cluster = redis.asyncio.cluster.RedisCluster.from_url(location.where, **options)
+        return cast(redis.asyncio.Redis, cluster)
     if location.kind is not LocationKind.SENTINEL:
         return redis.asyncio.Redis.from_url(location.where, **options)
     manager = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
@@ -241,6 +281,22 @@ async def close_async_clients() -> None:
     clients = _async_clients.pop(asyncio.get_running_loop(), {})
     for client in clients.values():
         await client.aclose()
+
+
+def is_cluster(client: redis.Redis | redis.asyncio.Redis) -> bool:
+    """Whether ``client`` is a Redis Cluster client (``REDIS_CLUSTER``)."""
+    kinds = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
+    return isinstance(client, kinds)
+
+
+def location_of(queue: str | None) -> Location:
+    """Where ``queue``'s Redis is (the global Redis when ``None``): queues with the same
+    location share a client (:func:`get_client`), and so a server, a cluster or a cache.
+
+    Raises:
+        ValueError: ``queue`` is not declared.
+    """
+    return _location(queue)
 
 
 def reset_clients() -> None:

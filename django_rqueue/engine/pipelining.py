@@ -16,6 +16,14 @@ client's pool and does the sending and reading itself. Two users:
   worker killed after the send has not lost the ack; only the worker learning
   that an ack was refused (stale fencing token) is deferred.
 
+With ``REDIS_CLUSTER`` the connection is one to the master of the calls' slot
+(all calls on one :class:`InFlight` are of one queue, one hash tag). A
+``MOVED``/``ASK``/``TRYAGAIN``/``CLUSTERDOWN`` reply (the slot is moving or
+the cluster is failing over) is a reply unknown: the call is made again
+synchronously by the cluster client, which follows the redirection, and the
+connection is dropped, so the next call asks the client's updated slot map
+for its node.
+
 Only for scripts that are idempotent per call, as ``enqueue_batch.lua`` (a
 resent batch reports its jobs as ``exists``) and ``ack.lua`` (a resent ack
 reads as applied) are: a call whose reply is unknown (the connection broke,
@@ -32,11 +40,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import AskError, ClusterDownError, NoScriptError, TryAgainError
 
 from ..exceptions import LeaseLost
 from . import calls
 from .calls import Arg
+from .connection import is_cluster
 from .keys import QueueKeys
 from .scripts import LuaScript, load
 
@@ -44,11 +53,16 @@ from .scripts import LuaScript, load
 Call = tuple[list[str], list[Arg]]
 #: Calls in flight at once: two is enough to overlap one encoder with one Redis.
 DEPTH = 2
+#: Replies of a cluster whose slot moves or fails over (``MOVED`` is an ``AskError`` too):
+#: the call did not run there, and the cluster client's resend follows them.
+REDIRECTED = (AskError, TryAgainError, ClusterDownError)
 
 
 class InFlight:
     """One connection of ``client``'s pool for calls whose replies are read later.
 
+    With a cluster client, one connection of the pool of the master that serves
+    the first call's keys (every call on it must be of that slot).
     The connection is taken at the first :meth:`send` and given back by
     :meth:`release` (when no reply is owed) or :meth:`drop` (when the
     connection is out of step: it is closed first).
@@ -57,6 +71,8 @@ class InFlight:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self.connection: Any = None
+        #: The pool :attr:`connection` came from (a cluster node's, or the client's).
+        self.pool: Any = None
         #: Connections dropped so far: a reply owed on an earlier one is lost, and the
         #: connection taken since must not be read for it.
         self.generation = 0
@@ -65,7 +81,8 @@ class InFlight:
         """Send a call of ``script`` (``EVALSHA``); ``False`` when the connection dropped."""
         try:
             if self.connection is None:
-                self.connection = self.client.connection_pool.get_connection()
+                self.pool = self._pool(keys[0])
+                self.connection = self.pool.get_connection()
             self.connection.send_command(
                 "EVALSHA",
                 script.sha,
@@ -82,6 +99,14 @@ class InFlight:
             return False
         return True
 
+    def _pool(self, key: str) -> Any:  # a redis.ConnectionPool
+        """The pool of the client, or of the cluster master that serves ``key`` now."""
+        if not is_cluster(self.client):
+            return self.client.connection_pool
+        cluster: Any = self.client  # a redis.cluster.RedisCluster
+        node = cluster.get_node_from_key(key)
+        return cluster.get_redis_connection(node).connection_pool
+
     def read(self) -> Any:  # a Lua reply
         """Read the next reply owed (redis-py's exceptions propagate; the caller drops)."""
         return self.connection.read_response()
@@ -94,14 +119,14 @@ class InFlight:
         """Close the connection and give it back: every reply still owed on it is lost."""
         if self.connection is not None:
             self.connection.disconnect()
-            self.client.connection_pool.release(self.connection)
+            self.pool.release(self.connection)
             self.connection = None
             self.generation += 1
 
     def release(self) -> None:
         """Give the connection back (only when no reply is owed on it)."""
         if self.connection is not None:
-            self.client.connection_pool.release(self.connection)
+            self.pool.release(self.connection)
             self.connection = None
 
 
@@ -132,8 +157,10 @@ def pipelined(
                 return wire.read()
             except NoScriptError:
                 pass  # Redis lost its script cache: the resend below loads it
-            except (redis.ConnectionError, redis.TimeoutError):
-                wire.drop()  # every reply still owed on it is lost: resend those too
+            except (redis.ConnectionError, redis.TimeoutError, *REDIRECTED):
+                # Lost, or (a cluster's slot moved) sent to the wrong node, as every call
+                # still owed on it: resend those too, through the client.
+                wire.drop()
         return script(client, *call)
 
     try:
@@ -203,7 +230,9 @@ class AckStream:
         for index, ack in enumerate(pending):
             try:
                 reply = self.wire.read()
-            except (redis.ConnectionError, redis.TimeoutError):
+            except (redis.ConnectionError, redis.TimeoutError, *REDIRECTED):
+                # Lost, or (a cluster's slot moved) sent to the wrong node, as every ack
+                # still owed on it: resent by the caller, through the client.
                 self.wire.drop()
                 verdicts += [(rest, None) for rest in pending[index:]]
                 break

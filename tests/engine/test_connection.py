@@ -13,12 +13,14 @@ from django_rqueue.engine.connection import (
     close_async_clients,
     get_async_client,
     get_client,
+    is_cluster,
     new_async_client,
     redis_errors,
     service_of,
 )
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.health import problems_for
+from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_sentinel import SERVICE, SentinelSet, sentinel_settings
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
@@ -176,3 +178,32 @@ def test_a_demoted_master_unblocks_a_waiting_client_which_then_finds_the_new_mas
     with redis_errors():
         client.rpush("after", "1")
     assert replica.client().lrange("after", 0, -1) == [b"1"]
+
+
+def test_a_cluster_url_gets_a_cluster_client_that_reaches_every_master(
+    redis_cluster: LocalCluster,
+) -> None:
+    client = get_client("default")
+    assert is_cluster(client)
+    assert get_client() is client  # one client per location, as for a server
+    for n in range(30):  # queues' hash tags spread over the three masters
+        client.set(f"rqueue:{{q{n}}}:probe", n)
+    with redis_cluster.client() as direct:
+        owners = {
+            redis_cluster.node_of(direct.keyslot(f"rqueue:{{q{n}}}:probe")) for n in range(30)
+        }
+        assert owners == {0, 1, 2}
+        assert direct.get("rqueue:{q7}:probe") == b"7"
+
+
+def test_the_asyncio_cluster_client_reaches_the_cluster(redis_cluster: LocalCluster) -> None:
+    async def main() -> object:
+        cached = get_async_client("default")
+        assert cached is not None and is_cluster(cached)
+        try:
+            await cached.set("rqueue:{default}:async", "cached")
+            return await cached.get("rqueue:{default}:async")
+        finally:
+            await close_async_clients()
+
+    assert asyncio.run(main()) == b"cached"

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from django_rqueue import LeaseLost
 from django_rqueue.engine import transitions
@@ -23,6 +24,7 @@ from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.pipelining import AckStream, Call, PendingAck, pipelined
 from django_rqueue.engine.scripts import LuaScript, load
 from tests.support.jobs_in_state import enqueue_raw
+from tests.support.redis_cluster import LocalCluster
 
 # -- pipelined() ----------------------------------------------------------------
 
@@ -236,3 +238,53 @@ def test_collect_with_nothing_owed_is_empty(rqueue_redis: redis.Redis, n: int) -
     assert stream.collect() == []
     stream.close()
     stream.close()  # twice is harmless
+
+
+# -- on a Redis Cluster ---------------------------------------------------------
+
+
+def _elsewhere(cluster: LocalCluster, key: str) -> int:
+    """A master other than the one that serves ``key`` now."""
+    return (cluster.node_of(key_slot(key.encode())) + 1) % len(cluster.nodes)
+
+
+def test_calls_pipelined_on_a_cluster_follow_their_slot_when_it_moves(
+    redis_cluster: LocalCluster,
+) -> None:
+    client = get_client()
+    slot = key_slot(b"t:{q}:count")
+    target = _elsewhere(redis_cluster, "t:{q}:count")
+
+    def move() -> None:
+        redis_cluster.move_slot(slot, target, batch=None)
+
+    replies = list(pipelined(client, SET_ONCE, calls(8, between={4: move})))
+
+    assert replies == [[b"set", str(i).encode()] for i in range(8)]  # each call ran once
+    assert redis_cluster.node_of(slot) == target
+    assert client.get("t:{q}:count") == b"8"
+
+
+def test_acks_streamed_on_a_cluster_are_resent_after_their_slot_moved(
+    redis_cluster: LocalCluster,
+) -> None:
+    client = get_client()
+    load("ack").ensure_loaded(client)  # on every master
+    jobs = _running(client, 4)
+    stream = AckStream(client)
+    stream.send(_ack(*jobs[0]))
+    stream.send(_ack(*jobs[1]))
+    assert [v for _, v in stream.collect()] == [True, True]
+    redis_cluster.move_slot(key_slot(KEYS.base.encode()), _elsewhere(redis_cluster, KEYS.base))
+    stream.send(_ack(*jobs[2]))  # to the old master: MOVED
+    stream.send(_ack(*jobs[3]))
+
+    verdicts = stream.collect()
+
+    assert [v for _, v in verdicts] == [None, None]  # unknown: the caller resends
+    for ack, _ in verdicts:
+        transitions.ack(client, KEYS, ack.job_id, ack.token, ack.result, ack.result_ttl)
+    assert [_state(client, job_id) for job_id, _ in jobs] == [b"succeeded"] * 4
+    stream.send(_ack(*jobs[0]))  # a fresh connection, to the new master: applied (a repeat)
+    assert [v for _, v in stream.collect()] == [True]
+    stream.close()

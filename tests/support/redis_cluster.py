@@ -6,6 +6,7 @@ Usage::
         client = cluster.client()          # redis.cluster.RedisCluster
         cluster.url                        # "redis://127.0.0.1:<port of node 0>/0"
         cluster.move_slot(slot, 2)         # live resharding of one slot to node 2
+        cluster.flush()                    # FLUSHALL on every master
 
 Three :class:`~tests.support.redis_server.RedisServer` processes with
 ``--cluster-enabled yes`` (each its own ``nodes.conf`` in its temp dir), joined
@@ -109,11 +110,22 @@ class LocalCluster:
                     return next(i for i, n in enumerate(self.nodes) if n.port == port)
         raise LookupError(f"no node serves slot {slot}")
 
-    def move_slot(self, slot: int, target: int, *, pause: float = 0.0) -> int:
+    def flush(self) -> None:
+        """Delete every key on every master."""
+        for node in self.nodes:
+            with node.client() as conn:
+                conn.flushall()
+
+    def move_slot(
+        self, slot: int, target: int, *, pause: float = 0.0, batch: int | None = MIGRATE_BATCH
+    ) -> int:
         """Move ``slot`` to node ``target`` live, the way ``redis-cli --cluster reshard`` does
-        (``CLUSTER SETSLOT IMPORTING/MIGRATING``, ``MIGRATE`` in batches, then ``SETSLOT
-        NODE`` everywhere); clients meanwhile get ``ASK``/``MOVED``. ``pause`` seconds are
-        slept between batches to widen the window. Returns the number of keys moved."""
+        (``CLUSTER SETSLOT IMPORTING/MIGRATING``, ``MIGRATE`` in batches of ``batch`` keys,
+        then ``SETSLOT NODE`` everywhere); clients meanwhile get ``ASK``/``MOVED``. ``pause``
+        seconds are slept between batches to widen the window. ``batch=None`` moves every
+        key of the slot in one ``MIGRATE`` (``redis-cli --cluster reshard
+        --cluster-pipeline N`` with N above the slot's key count), which django-rqueue's
+        queues need (README, "Deploying on Redis Cluster"). Returns the number of keys moved."""
         source = self.node_of(slot)
         if source == target:
             return 0
@@ -123,7 +135,8 @@ class LocalCluster:
             d.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
             s.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
             moved = 0
-            while keys := s.execute_command("CLUSTER GETKEYSINSLOT", slot, MIGRATE_BATCH):
+            count = batch or max(1, int(s.execute_command("CLUSTER COUNTKEYSINSLOT", slot)))
+            while keys := s.execute_command("CLUSTER GETKEYSINSLOT", slot, count):
                 s.execute_command(
                     "MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys
                 )  # fmt: skip
