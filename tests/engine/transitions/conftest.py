@@ -18,6 +18,7 @@ import redis
 
 from django_rqueue.engine import transitions
 from django_rqueue.engine.calls import CancelMode, Retention
+from django_rqueue.engine.connection import get_client, is_cluster
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.execution import error_record
 from tests.support.jobs_in_state import Jobs, retention
@@ -146,6 +147,15 @@ class Engine:
         return transitions.cancel(self.client, self.keys, job_id, mode=mode, ttl=600)
 
     # -- reading ------------------------------------------------------------
+
+    def server(self) -> redis.Redis:
+        """A client of the one server that holds the queue: in a cluster, the master of its
+        slot (for per-server commands: INFO, CONFIG, a pipeline of script calls)."""
+        if not is_cluster(self.client):
+            return self.client
+        cluster: Any = self.client
+        node: redis.Redis = cluster.get_redis_connection(cluster.get_node_from_key(self.keys.base))
+        return node
 
     def now_ms(self) -> int:
         seconds, micros = self.client.time()
@@ -301,6 +311,12 @@ class Engine:
                 assert not any(where.values()), (job_id, found, where)
 
 
-@pytest.fixture
-def engine(rqueue_redis: redis.Redis) -> Engine:
+@pytest.fixture(params=["standalone", "cluster"])
+def engine(request: pytest.FixtureRequest, rqueue_redis: redis.Redis) -> Engine:
+    """The driver on the session's redis-server, then on the session's Redis Cluster (the
+    ``redis_cluster`` fixture points ``RQUEUE`` at it: code that calls ``get_client()``
+    reaches it too)."""
+    if request.param == "cluster":
+        request.getfixturevalue("redis_cluster")
+        return Engine(get_client(), QueueKeys.of(PREFIX, QUEUE))
     return Engine(rqueue_redis, QueueKeys.of(PREFIX, QUEUE))

@@ -267,7 +267,7 @@ def test_ten_thousand_parked_groups_are_not_walked_by_a_reserve(engine: Engine):
     """Each group reaches the cap with a job still queued, so it is parked at once; a
     reserve then costs what it costs on a queue of one group (INFO commandstats)."""
     groups = 10_000
-    pipe = engine.client.pipeline(transaction=False)
+    pipe = engine.server().pipeline(transaction=False)
     script = load("enqueue")
     script.ensure_loaded(engine.client)
     for n in range(groups):
@@ -299,9 +299,9 @@ def test_ten_thousand_parked_groups_are_not_walked_by_a_reserve(engine: Engine):
     assert engine.zset(engine.keys.prios) == {}
     fresh = engine.add(group="fresh")
 
-    engine.client.config_resetstat()
+    engine.server().config_resetstat()
     assert engine.reserve_id(cap=1) == fresh
-    stats: dict[str, Any] = engine.client.info("commandstats")
+    stats: dict[str, Any] = engine.server().info("commandstats")
     ran = {name: value["calls"] for name, value in stats.items() if isinstance(value, dict)}
     assert ran.get("cmdstat_lpop") == 2  # one group, one job: nothing else popped
     assert sum(ran.values()) < 30, ran
