@@ -52,7 +52,9 @@ each Lua script touches a single slot::
                                                       has queued jobs, held out of the rings
                                                       until one of its running jobs ends
 
-Keys shared by every queue (on the default connection, outside any hash tag)::
+Keys shared by every queue (on the default connection, outside any hash tag; no
+script and no ``MULTI`` touches two of them, so in a Redis Cluster each may live
+in any slot)::
 
     <prefix>:workers                          zset    worker id -> last heartbeat (ms)
     <prefix>:worker:<worker id>               hash    a worker's state; expires one lease after

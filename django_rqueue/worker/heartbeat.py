@@ -123,10 +123,16 @@ def publish(info: WorkerInfo, ttl: float) -> int:
 
 
 def remove(worker_id: str) -> None:
-    """Forget ``worker_id`` (on a clean exit)."""
+    """Forget ``worker_id`` (on a clean exit).
+
+    Its hash goes first, then its registry entry, in one pipeline without
+    ``MULTI``: the two keys may live in different slots of a Redis Cluster, and
+    an entry left without its hash (a crash in between) is dropped by the next
+    :func:`list_workers`.
+    """
     prefix = get_config().key_prefix
     with redis_errors():
-        pipe = get_client().pipeline(transaction=True)
+        pipe = get_client().pipeline(transaction=False)
         pipe.delete(worker_key(prefix, worker_id))
         pipe.zrem(workers_key(prefix), worker_id)
         pipe.execute()

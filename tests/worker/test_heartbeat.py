@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import redis
+from redis.crc import key_slot
 
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.engine.keys import restart_key, worker_key, workers_key
@@ -16,6 +17,7 @@ from django_rqueue.worker.heartbeat import (
     remove,
     request_restart,
 )
+from tests.support.redis_cluster import LocalCluster
 from tests.support.waiting import wait_until
 
 PREFIX = "rqueue"
@@ -123,3 +125,23 @@ def test_fields_of_the_wrong_type_read_as_their_defaults(rqueue_redis: redis.Red
         jobs=(WorkerJob("default:C", "default", 0),),
         poller=False,
     )
+
+
+def test_the_registry_works_on_a_cluster_with_its_keys_on_different_masters(
+    redis_cluster: LocalCluster,
+) -> None:
+    def node(key: str) -> int:
+        return redis_cluster.node_of(key_slot(key.encode()))
+
+    registry = node(workers_key(PREFIX))
+    ids = (f"w:{n}:a" for n in range(100))
+    worker_id = next(i for i in ids if node(worker_key(PREFIX, i)) != registry)
+    requested = request_restart()
+    assert publish(busy_worker(worker_id), ttl=30) == requested
+    assert [w.id for w in list_workers()] == [worker_id]
+
+    remove(worker_id)  # no CROSSSLOT: the two keys are not in one MULTI
+
+    assert list_workers() == []
+    with redis_cluster.client() as client:
+        assert not client.exists(worker_key(PREFIX, worker_id))
