@@ -9,6 +9,8 @@ No persistence is only a warning: it is a deployment choice, but a Redis
 restart then loses every job.
 
 The same checks run in ``manage.py check --deploy`` (``rqueue.E010``…).
+On a Redis Cluster every master is checked, and named in the messages
+(``Redis node 10.0.0.5:7001: ...``): each holds some of the queues.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from django.core.checks import CheckMessage
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from .conf import get_config
-from .engine.connection import get_client
+from .engine.connection import get_client, servers
 from .engine.scripts import load
 
 
 def redis_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
-    """Return what is wrong with the Redis behind ``client`` (named ``where`` in messages).
+    """Return what is wrong with the Redis behind ``client`` (named ``where`` in messages):
+    with a cluster client, with each of its masters (``"<where> node <host:port>"``).
 
     Each problem is a ``checks.Error`` or a ``checks.Warning``.
 
@@ -32,6 +35,14 @@ def redis_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
     (WRONGPASS / NOAUTH); E012 the user may not run scripts (NOPERM); E013
     Redis unreachable; W010 neither AOF nor RDB snapshots are on.
     """
+    found: list[CheckMessage] = []
+    for node, server in servers(client):
+        found += _server_problems(server, f"{where} node {node}" if node else where)
+    return found
+
+
+def _server_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
+    """:func:`redis_problems` of one server."""
     try:
         memory = client.info("memory")
         persistence = client.info("persistence")

@@ -20,7 +20,7 @@ import redis
 from django.utils import timezone
 
 from .conf import get_config
-from .engine.connection import as_text, get_client, ms_to_datetime, redis_errors
+from .engine.connection import as_text, get_client, is_cluster, ms_to_datetime, redis_errors
 from .engine.keys import JobFields, QueueKeys
 from .job import Job, JobStatus
 
@@ -184,10 +184,13 @@ def throughput(queue: str) -> list[tuple[datetime.datetime, int, int]]:
     keys = keys_of(queue)
     client = get_client(queue)
     with redis_errors():
-        pipe = client.pipeline(transaction=False)
-        pipe.time()
-        pipe.hgetall(keys.throughput)
-        (seconds, _micros), raw = pipe.execute()
+        if is_cluster(client):  # a cluster pipeline carries no TIME: any master's clock
+            (seconds, _micros), raw = client.time(), client.hgetall(keys.throughput)
+        else:
+            pipe = client.pipeline(transaction=False)
+            pipe.time()
+            pipe.hgetall(keys.throughput)
+            (seconds, _micros), raw = pipe.execute()
     fields = {as_text(k): int(v) for k, v in raw.items() if as_text(v).lstrip("-").isdigit()}
     now_minute = int(seconds) // 60
     rows = []

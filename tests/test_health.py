@@ -15,6 +15,7 @@ from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue.engine.connection import reset_clients
 from django_rqueue.health import problems_for, redis_problems
+from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_server import NO_RETRY, RedisServer
 
 USER = "rqueue-health-test"
@@ -137,3 +138,21 @@ def test_problems_for_checks_each_redis_once_and_names_a_queue_with_its_own(
         ("rqueue.E010", "queue 'emails'"),
         ("rqueue.W010", "queue 'emails'"),
     ]
+
+
+def test_each_master_of_a_cluster_is_checked_and_named(redis_cluster: LocalCluster) -> None:
+    evicting = redis_cluster.nodes[1]
+    with evicting.client() as conn:
+        conn.config_set("maxmemory-policy", "allkeys-lru")
+    try:
+        found = problems_for(["default"])
+    finally:
+        with evicting.client() as conn:
+            conn.config_set("maxmemory-policy", "noeviction")
+
+    nodes = [f"127.0.0.1:{node.port}" for node in redis_cluster.nodes]
+    assert sorted(str(i) for i in ids(found)) == ["rqueue.E010"] + ["rqueue.W010"] * 3  # per master
+    [evicts] = [p for p in found if p.id == "rqueue.E010"]
+    assert f"Redis node {nodes[1]}:" in evicts.msg
+    for node in nodes:
+        assert any(f"node {node}:" in p.msg for p in found if p.id == "rqueue.W010")

@@ -50,6 +50,7 @@ import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.connection import parse_url
+from redis.exceptions import ClusterDownError, RedisClusterException
 from redis.retry import Retry
 
 from ..conf import get_config
@@ -199,6 +200,21 @@ class _AsyncSentinelMaster(redis.asyncio.Redis):
             await manager.aclose()
 
 
+def _cluster_client(location: Location) -> redis.Redis:
+    """A cluster client of the cluster a node of which ``location`` names.
+
+    redis-py's cluster client asks that node for the slot map as it is made.
+
+    Raises:
+        RedisUnavailable: the node does not answer.
+    """
+    try:
+        cluster = redis.cluster.RedisCluster.from_url(location.where, **cluster_options())
+    except (RedisClusterException, redis.ConnectionError) as exc:
+        raise RedisUnavailable(f"Redis Cluster is unreachable: {exc}") from exc
+    return cast(redis.Redis, cluster)
+
+
 def get_client(queue: str | None = None) -> redis.Redis:
     """Return the Redis client of ``queue`` (the global one when ``None``).
 
@@ -207,6 +223,8 @@ def get_client(queue: str | None = None) -> redis.Redis:
     With ``REDIS_CLUSTER`` it is a ``redis.cluster.RedisCluster`` (module docstring).
 
     Raises:
+        RedisUnavailable: with ``REDIS_CLUSTER``, the first call for a cluster finds its
+            node unreachable (the cluster client reads the slot map as it is made).
         ValueError: ``queue`` is not declared.
         django.core.exceptions.ImproperlyConfigured: ``RQUEUE`` is invalid.
     """
@@ -220,8 +238,7 @@ def get_client(queue: str | None = None) -> redis.Redis:
         elif location.kind is LocationKind.SENTINEL:
             client = _sentinel_client(location)
         elif location.kind is LocationKind.CLUSTER:
-            cluster = redis.cluster.RedisCluster.from_url(location.where, **cluster_options())
-            client = cast(redis.Redis, cluster)
+            client = _cluster_client(location)
         else:
             client = redis.Redis.from_url(location.where, **client_options())
         _clients[location] = client
@@ -289,6 +306,18 @@ def is_cluster(client: redis.Redis | redis.asyncio.Redis) -> bool:
     return isinstance(client, kinds)
 
 
+def servers(client: redis.Redis) -> list[tuple[str, redis.Redis]]:
+    """The servers behind ``client``, each as ``(name, a client of that server alone)``:
+    ``client`` itself named ``""``, or, for a cluster client, each master named
+    ``"host:port"`` (as the cluster client knows them now), for per-server commands
+    (``INFO``, ``CONFIG GET``, ``SCRIPT EXISTS``) that a cluster client would send to one
+    node picked at random."""
+    if not is_cluster(client):
+        return [("", client)]
+    cluster: Any = client  # a redis.cluster.RedisCluster
+    return [(node.name, cluster.get_redis_connection(node)) for node in cluster.get_primaries()]
+
+
 def location_of(queue: str | None) -> Location:
     """Where ``queue``'s Redis is (the global Redis when ``None``): queues with the same
     location share a client (:func:`get_client`), and so a server, a cluster or a cache.
@@ -331,11 +360,13 @@ def redis_errors() -> Iterator[None]:
     """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`.
 
     So is the error of a blocking command cut short because its master was
-    demoted (:data:`DEMOTED`): the master is moving, as during a failover.
+    demoted (:data:`DEMOTED`): the master is moving, as during a failover; and
+    a Redis Cluster's ``CLUSTERDOWN`` (a slot has no master until a replica is
+    promoted).
     """
     try:
         yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (redis.ConnectionError, redis.TimeoutError, ClusterDownError) as exc:
         raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
     except redis.ResponseError as exc:
         if not str(exc).startswith(DEMOTED):

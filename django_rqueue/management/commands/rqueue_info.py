@@ -13,6 +13,7 @@ from django.utils import timezone
 from django_rqueue import health, monitoring, periodic, queries
 from django_rqueue.conf import get_config
 from django_rqueue.engine.connection import get_client, ms_to_datetime, redis_errors
+from django_rqueue.engine.connection import servers as connection_servers
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.management.base import table
 from django_rqueue.worker.heartbeat import list_workers
@@ -112,14 +113,17 @@ class Command(BaseCommand):
     def collect(self) -> dict[str, Any]:
         config = get_config()
         servers: dict[str, dict[str, Any]] = {}
+        looked_at: set[str] = set()
         warnings: list[str] = []
         queues = []
         now = timezone.now()
         for queue in config.queues:
             client = get_client(queue)
             where = f"queue {queue!r}" if config.queue(queue).redis_url else "Redis"
-            if where not in servers:
-                servers[where] = redis_facts(client)
+            if where not in looked_at:
+                looked_at.add(where)
+                for node, server in connection_servers(client):
+                    servers[f"{where} node {node}" if node else where] = redis_facts(server)
                 warnings += [f"{p.id}: {p.msg}" for p in health.redis_problems(client, where)]
             counts = queries.queue_counts(queue)
             rates = queries.throughput(queue)

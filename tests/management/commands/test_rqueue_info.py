@@ -10,9 +10,11 @@ import redis
 from django.core.management import call_command
 
 from django_rqueue.engine import transitions
+from django_rqueue.engine.connection import get_client
 from django_rqueue.operations import pause_queue
 from django_rqueue.worker import heartbeat
 from tests.support.jobs_in_state import Jobs
+from tests.support.redis_cluster import LocalCluster
 
 
 def run(*args: str) -> str:
@@ -163,3 +165,15 @@ def test_info_shows_each_queues_rate_limit(settings: Any):
     assert (rows["emails"], rows["default"]) == ("6000/m", "-")
     by_queue = {q["queue"]: q for q in json.loads(run("--json"))["queues"]}
     assert (by_queue["emails"]["rate_limit"], by_queue["default"]["rate_limit"]) == ("6000/m", None)
+
+
+def test_on_a_cluster_each_master_is_reported(redis_cluster: LocalCluster):
+    Jobs(get_client()).queued()
+
+    data = json.loads(run("--json"))
+
+    expected = {f"Redis node 127.0.0.1:{node.port}" for node in redis_cluster.nodes}
+    assert set(data["redis"]) == expected
+    assert {facts["maxmemory_policy"] for facts in data["redis"].values()} == {"noeviction"}
+    [default] = [q for q in data["queues"] if q["queue"] == "default"]
+    assert default["queued"] == 1
