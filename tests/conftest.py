@@ -34,6 +34,32 @@ def redis_server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture(scope="session")
+def other_redis_server_session() -> Iterator[RedisServer]:
+    """A second private redis-server for the whole session (started on first use)."""
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def other_redis_server(
+    other_redis_server_session: RedisServer, settings: SettingsFixture
+) -> RedisServer:
+    """The session's second redis-server, running and emptied, with ``RQUEUE``'s queue
+    ``emails`` on it (its own ``REDIS_URL``); ``default`` stays on the session server."""
+    if not other_redis_server_session.ping():  # a previous test stopped it
+        other_redis_server_session.restart()
+    with other_redis_server_session.client() as client:
+        client.flushall()
+    queues = dict(settings.RQUEUE.get("QUEUES", {}))
+    queues["emails"] = {**queues.get("emails", {}), "REDIS_URL": other_redis_server_session.url}
+    settings.RQUEUE = {**settings.RQUEUE, "QUEUES": queues}
+    return other_redis_server_session
+
+
+@pytest.fixture(scope="session")
 def redis_cluster_session() -> Iterator[LocalCluster]:
     """A private Redis Cluster of three masters for the whole session (started on first use)."""
     with LocalCluster() as cluster:

@@ -93,12 +93,12 @@ if os.environ.get("RQUEUE_TEST_SCHEDULE"):
 # subprocesses the sentinels' [host, port] pairs (RQUEUE_TEST_REDIS_URL names the service).
 if os.environ.get("RQUEUE_TEST_SENTINELS"):
     RQUEUE["SENTINELS"] = json.loads(os.environ["RQUEUE_TEST_SENTINELS"])
-# Tests of per-queue options hand their subprocesses more options, as JSON
-# {queue: {option: value}} (group_concurrency in tests/management/commands/test_rqueue_work.py;
-# a rate-limited queue of its own in tests/faults/test_rate_limit.py).
 # RQUEUE_TEST_REDIS_URL names a node of a Redis Cluster (the redis_cluster fixture).
 if os.environ.get("RQUEUE_TEST_REDIS_CLUSTER"):
     RQUEUE["REDIS_CLUSTER"] = True
+# Tests of per-queue options hand their subprocesses more options, as JSON
+# {queue: {option: value}} (group_concurrency in tests/management/commands/test_rqueue_work.py;
+# a rate-limited queue of its own in tests/faults/test_rate_limit.py).
 if os.environ.get("RQUEUE_TEST_QUEUE_OPTIONS"):
     for _queue, _options in json.loads(os.environ["RQUEUE_TEST_QUEUE_OPTIONS"]).items():
         RQUEUE["QUEUES"].setdefault(_queue, {}).update(_options)

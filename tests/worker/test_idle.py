@@ -1,0 +1,162 @@
+"""Idle waiting across servers and cluster slots (django_rqueue.worker.idle), on real Redis."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import redis
+
+from django_rqueue.engine.connection import location_of
+from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.exceptions import RedisUnavailable
+from django_rqueue.worker.idle import IdleWaiter
+from tests.faults.support import blocked_clients
+from tests.support.redis_cluster import LocalCluster
+from tests.support.redis_server import RedisServer
+from tests.support.waiting import wait_until
+
+PREFIX = "rqueue"
+#: Long enough that a wake-up within it can only come from a token, not the timeout.
+LONG = 4.0
+
+
+def notify(queue: str) -> str:
+    return QueueKeys.of(PREFIX, queue).notify
+
+
+class Waiting:
+    """A :meth:`IdleWaiter.wait` running in a thread: its result and when it returned."""
+
+    def __init__(self, waiter: IdleWaiter, queues: list[str], seconds: float = LONG) -> None:
+        self.cancel = threading.Event()
+        self.result: bool | BaseException | None = None
+        self.returned_at: float | None = None
+        lists = [(q, notify(q)) for q in queues]
+
+        def run() -> None:
+            try:
+                self.result = waiter.wait(lists, seconds, cancel=self.cancel)
+            except BaseException as exc:  # handed to the test
+                self.result = exc
+            self.returned_at = time.monotonic()
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self) -> bool | BaseException | None:
+        self.thread.join(LONG + 2)
+        assert not self.thread.is_alive(), "the wait did not return"
+        return self.result
+
+
+@contextmanager
+def waiter() -> Iterator[IdleWaiter]:
+    idle = IdleWaiter()
+    try:
+        yield idle
+    finally:
+        idle.close()
+
+
+def woken_by(push: Callable[[], object], waiting: Waiting) -> float:
+    """Push a token; return the seconds until the wait returned."""
+    pushed = time.monotonic()
+    push()
+    assert waiting.join() is True
+    assert waiting.returned_at is not None
+    return waiting.returned_at - pushed
+
+
+def test_a_token_on_the_second_server_wakes_a_wait_on_both_at_once(
+    rqueue_redis: redis.Redis, other_redis_server: RedisServer
+) -> None:
+    other = other_redis_server.client()
+    with waiter() as idle:
+        waiting = Waiting(idle, ["default", "emails"])
+        wait_until(lambda: blocked_clients(rqueue_redis) == 1 and blocked_clients(other) == 1)
+
+        assert woken_by(lambda: other.rpush(notify("emails"), "1"), waiting) < 0.5
+
+        # The wait on the first server was ended (CLIENT UNBLOCK), not left to take the next token.
+        assert blocked_clients(rqueue_redis) == 0
+        rqueue_redis.rpush(notify("default"), "1")
+        assert rqueue_redis.llen(notify("default")) == 1
+        assert other.llen(notify("emails")) == 0  # the waiter took its own token
+
+
+def test_a_token_taken_by_a_second_blocked_call_is_pushed_back(
+    rqueue_redis: redis.Redis, other_redis_server: RedisServer
+) -> None:
+    other = other_redis_server.client()
+    with waiter() as idle:
+        waiting = Waiting(idle, ["default", "emails"])
+        wait_until(lambda: blocked_clients(rqueue_redis) == 1 and blocked_clients(other) == 1)
+        pipe_a, pipe_b = rqueue_redis.pipeline(), other.pipeline()
+        pipe_a.rpush(notify("default"), "1")
+        pipe_b.rpush(notify("emails"), "1")
+        pipe_a.execute(), pipe_b.execute()  # both calls return with a token
+
+        assert waiting.join() is True
+
+    # One token was the waiter's; the other is back for another idle worker.
+    assert rqueue_redis.llen(notify("default")) + other.llen(notify("emails")) == 1
+
+
+def test_a_wait_on_queues_on_three_masters_wakes_for_each(redis_cluster: LocalCluster) -> None:
+    queues = ["default", "emails", "low"]
+    with redis_cluster.client() as client:
+        masters = {redis_cluster.node_of(client.keyslot(notify(q))) for q in queues}
+        assert len(masters) == 3  # one queue per master: one BLPOP per slot, no CROSSSLOT
+        with waiter() as idle:
+            for queue in queues:
+                waiting = Waiting(idle, queues)
+                wait_until(
+                    lambda: sum(blocked_clients(n.client()) for n in redis_cluster.nodes) == 3
+                )
+                push = functools.partial(client.rpush, notify(queue), "1")
+                assert woken_by(push, waiting) < 0.5
+                wait_until(
+                    lambda: sum(blocked_clients(n.client()) for n in redis_cluster.nodes) == 0
+                )
+        assert all(client.llen(notify(q)) == 0 for q in queues)
+
+
+def test_a_server_that_is_down_is_left_out_while_the_other_wakes_the_wait(
+    rqueue_redis: redis.Redis, other_redis_server: RedisServer
+) -> None:
+    other_redis_server.stop()
+    with waiter() as idle:
+        waiting = Waiting(idle, ["default", "emails"])
+        wait_until(lambda: not idle.outages.usable(location_of("emails")))
+        wait_until(lambda: blocked_clients(rqueue_redis) == 1)
+
+        assert woken_by(lambda: rqueue_redis.rpush(notify("default"), "1"), waiting) < 0.5
+
+
+def test_a_wait_whose_only_server_is_down_raises_redis_unavailable(
+    other_redis_server: RedisServer,
+) -> None:
+    other_redis_server.stop()
+    with waiter() as idle:
+        waiting = Waiting(idle, ["emails"])
+        assert isinstance(waiting.join(), RedisUnavailable)
+        assert not idle.outages.usable(location_of("emails"))
+
+
+def test_interrupt_ends_a_wait_at_once(
+    rqueue_redis: redis.Redis, other_redis_server: RedisServer
+) -> None:
+    other = other_redis_server.client()
+    with waiter() as idle:
+        for queues in (["default"], ["default", "emails"]):
+            waiting = Waiting(idle, queues)
+            wait_until(lambda: blocked_clients(rqueue_redis) == 1)
+            started = time.monotonic()
+            idle.interrupt(waiting.cancel)
+            assert waiting.join() is False
+            assert time.monotonic() - started < 0.5
+            assert blocked_clients(rqueue_redis) == blocked_clients(other) == 0
