@@ -14,11 +14,13 @@ the same functions as a sync job (:func:`~.reporting.deliver_outcome` in a
 thread, :func:`~.reporting.aconclude`) and tells the master it ended.
 
 When every queue is empty and slots are free, the session blocks on the
-queues' ``notify`` lists with the asyncio client (``BLPOP``, as the sync loop
+queues' ``notify`` lists with the worker's :class:`~.idle.IdleWaiter` in a
+thread (``BLPOP`` on every server and cluster slot at once, as the sync loop
 does, :meth:`~.loop.Worker.idle_wait`: a rate-limited queue before its next
-slot counts as empty and the wait ends at that slot), so a new job starts
-within milliseconds; a finished job frees a slot without a reservation
-attempt unless the queues may have more.
+slot counts as empty and the wait ends at that slot; cancelled, the wait is
+ended with ``CLIENT UNBLOCK``), so a new job starts within milliseconds; a
+finished job frees a slot without a reservation attempt unless the queues may
+have more.
 
 A session ends once no async job runs and it may not (or cannot) start
 another: a sync job came up (it is held, its lease renewed by the master as
@@ -40,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +52,7 @@ from django.db import close_old_connections
 from .. import registry
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import close_async_clients, get_async_client, get_client, redis_errors
+from ..engine.connection import close_async_clients, get_async_client, get_client, location_of
 from ..engine.keys import QueueKeys
 from ..exceptions import JobCancelled, RedisUnavailable, UnknownJob
 from ..execution import Outcome, arun_attempt, failure, next_delay
@@ -65,10 +68,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_rqueue.worker")
 
-#: Seconds an idle wait blocks in a thread (``CACHE_ALIAS``: no asyncio client). A wait
-#: in a thread cannot be cancelled when the session ends; it lingers at most this long.
-THREAD_IDLE_BLOCK = 0.5
-
 
 def is_async_job(job: Job[Any]) -> bool:
     """Whether ``job`` is an intact record of a registered ``async def`` job.
@@ -81,11 +80,6 @@ def is_async_job(job: Job[Any]) -> bool:
         return registry.resolve(job).is_async
     except UnknownJob:
         return False
-
-
-def _blpop(queue: str, keys: list[str], seconds: float) -> None:
-    with redis_errors():
-        get_client(queue).blpop(keys, timeout=seconds)
 
 
 class AsyncRunner:
@@ -176,6 +170,9 @@ class AsyncRunner:
                 if wake is not None and wake.done():
                     if not wake.cancelled() and (error := wake.exception()) is not None:
                         logger.warning("worker %s: %s", self.worker.worker_id, error)
+                        # The outage may have broken the idle connections of the session's
+                        # asyncio clients too (the wait does not use them): start afresh.
+                        await close_async_clients()
                     dry, wake = False, None  # a job was queued, or the wait ended: look again
         finally:
             if wake is not None:
@@ -224,11 +221,22 @@ class AsyncRunner:
             want = free if quotas is None else min(free, quotas[queue] + spare)
             if want < 1:
                 continue
-            if self.worker.next_slots.limited(queue):  # as if empty until its next slot
+            server = location_of(queue)
+            # As if empty: until its next slot (a rate limit), or its Redis's retry time.
+            if self.worker.next_slots.limited(queue) or not self.worker.outages.usable(server):
                 spare = want
                 continue
             reserved_at = time.monotonic()  # before the request (see prefetch.py)
-            jobs = [Job.from_fields(*r) for r in await self._reserve(queue, want)]
+            try:
+                reserved = await self._reserve(queue, want)
+            except RedisUnavailable as exc:
+                self.worker.server_failed(queue, server, exc)
+                if all(not self.worker.outages.usable(location_of(q)) for q in self.worker.queues):
+                    raise  # every server is down: the session backs off
+                spare = want
+                continue
+            self.worker.outages.recovered(server)
+            jobs = [Job.from_fields(*r) for r in reserved]
             spare, more = want - len(jobs), more or len(jobs) == want
             for index, job in enumerate(jobs):
                 if not is_async_job(job):
@@ -263,18 +271,21 @@ class AsyncRunner:
 
     async def _wait_for_work(self) -> None:
         """Block until a queue gets a wake-up token or the worker's
-        :meth:`~.loop.Worker.idle_wait` passes."""
+        :meth:`~.loop.Worker.idle_wait` passes: the worker's
+        :class:`~.idle.IdleWaiter` in a thread (every server and slot at once),
+        ended at once (``CLIENT UNBLOCK``) when this task is cancelled."""
         wait = self.worker.idle_wait()
         if not wait.notify:  # every queue here waits for its next slot
             await asyncio.sleep(wait.seconds)
             return
-        client = get_async_client(wait.queue)
-        if client is None:  # CACHE_ALIAS: a thread, which cannot be cancelled: short waits
-            seconds = min(wait.seconds, THREAD_IDLE_BLOCK)
-            await asyncio.to_thread(_blpop, wait.queue, wait.notify, seconds)
-            return
-        with redis_errors():
-            await client.blpop(wait.notify, timeout=wait.seconds)
+        cancel = threading.Event()
+        try:
+            await asyncio.to_thread(
+                self.worker.idle.wait, wait.lists(), wait.seconds, cancel=cancel
+            )
+        except asyncio.CancelledError:
+            self.worker.idle.interrupt(cancel)
+            raise
 
     # -- one job -----------------------------------------------------------
 

@@ -64,7 +64,7 @@ from .. import registry, signals
 from ..conf import get_config
 from ..decorators import JobFunction
 from ..engine import transitions
-from ..engine.connection import get_client, redis_errors
+from ..engine.connection import Location, get_client, location_of, redis_errors
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import AckStream, PendingAck
 from ..exceptions import JobCancelled, JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
@@ -72,7 +72,9 @@ from ..execution import Outcome, failure, next_delay, run_attempt, soft_timeout
 from ..job import Job
 from . import cancelling
 from .async_runner import AsyncRunner, is_async_job
+from .idle import IdleWaiter
 from .lease import LeaseKeeper
+from .outages import Outages
 from .poller import Poller
 from .prefetch import Prefetched
 from .process import new_worker_id, rss_mb
@@ -105,12 +107,16 @@ MAX_BATCH = 20
 class IdleWait(NamedTuple):
     """What an idle worker blocks on (:meth:`Worker.idle_wait`)."""
 
-    #: A queue on the Redis to block on.
-    queue: str
-    #: The ``notify`` lists to ``BLPOP`` (none: just sleep).
+    #: The ``notify`` lists to ``BLPOP``, in the worker's queue order (none: just sleep).
     notify: list[str]
     #: How long, in seconds.
     seconds: float
+    #: The queue of each list in :attr:`notify` (where it is: its server or slot).
+    queues: list[str]
+
+    def lists(self) -> list[tuple[str, str]]:
+        """``(queue, notify list)`` pairs, as :meth:`~.idle.IdleWaiter.wait` takes them."""
+        return list(zip(self.queues, self.notify, strict=True))
 
 
 class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
@@ -213,6 +219,10 @@ class Worker:
         self.order = QueueOrder(self.queues, weights)
         #: When each rate-limited queue that held jobs back has its next slot.
         self.next_slots = NextSlots()
+        #: The Redis servers that failed lately: their queues are skipped until their retry.
+        self.outages = Outages()
+        #: Blocks on every queue's ``notify`` list at once, server by server, slot by slot.
+        self.idle = IdleWaiter(self.outages)
         #: Acks of the current batch sent without waiting (one connection, one queue's).
         self._acks: AckStream | None = None
         #: Average seconds a job ran (EWMA), per queue that may lead a fetch; absent
@@ -298,6 +308,7 @@ class Worker:
         finally:
             if self._async is not None:
                 self._async.close()
+            self.idle.close()
             self._collect_acks()
             self._prefetched.hand_back_all()
             if self.hooks is not None:
@@ -370,8 +381,12 @@ class Worker:
             if waiting is not None:
                 self._run(*waiting)
                 return True
+            failed: RedisUnavailable | None = None
             for n, queue in enumerate(self.order.order()):
                 if self.next_slots.limited(queue):  # as if empty until its next slot
+                    continue
+                server = location_of(queue)
+                if not self.outages.usable(server):  # down: its queues wait for its retry
                     continue
                 keys = QueueKeys.of(config.key_prefix, queue)
                 count = 1
@@ -379,15 +394,22 @@ class Worker:
                     count = self.order.run(queue, self._batch_size(queue))
                 # Before the request: the leases may start any time after this.
                 reserved_at = time.monotonic()
-                reserved = transitions.reserve_many(
-                    get_client(queue),
-                    keys,
-                    lease_ms=lease_ms,
-                    worker_id=self.worker_id,
-                    count=count,
-                    group_concurrency=config.queue(queue).group_concurrency,
-                    rate_limit=config.queue(queue).rate_limit,
-                )
+                try:
+                    reserved = transitions.reserve_many(
+                        get_client(queue),
+                        keys,
+                        lease_ms=lease_ms,
+                        worker_id=self.worker_id,
+                        count=count,
+                        group_concurrency=config.queue(queue).group_concurrency,
+                        rate_limit=config.queue(queue).rate_limit,
+                    )
+                except RedisUnavailable as exc:
+                    failed = exc
+                    self.server_failed(queue, server, exc)
+                    continue
+                if self.outages.recovered(server):
+                    logger.info("worker %s: queue %s: Redis reachable again", self.worker_id, queue)
                 self.next_slots.note(queue, reserved.wait_ms)
                 if reserved.jobs:
                     jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
@@ -395,9 +417,24 @@ class Worker:
                     if self._prefetched.first_may_run(queue, jobs[0], reserved_at):
                         self._run(queue, jobs[0])
                     return True
+            if failed is not None and all(
+                not self.outages.usable(location_of(q)) for q in self.queues
+            ):
+                raise failed  # every server is down: the caller backs off
             return False
         finally:
             self.busy = False
+
+    def server_failed(self, queue: str, server: Location, exc: RedisUnavailable) -> None:
+        """A call to ``queue``'s Redis failed: leave its queues out until its retry time."""
+        delay = self.outages.failed(server)
+        logger.error(
+            "worker %s: queue %s: %s; leaving its Redis out for %.1f s",
+            self.worker_id,
+            queue,
+            exc,
+            delay,
+        )
 
     def _run(self, queue: str, job: Job[Any]) -> None:
         """Run a reserved job: alone here, or, an async one, on the event loop with the
@@ -567,33 +604,30 @@ class Worker:
     def idle_wait(self) -> IdleWait:
         """What an idle worker blocks on, and how long.
 
-        The ``notify`` lists of the queues on the first queue's Redis, less
-        those of rate-limited queues before their next slot (a token there
-        must not wake it for an empty reservation), maybe none; for
-        :data:`IDLE_BLOCK` seconds, or only until the earliest next slot of a
-        rate-limited queue (at least :data:`MIN_BLOCK`).
+        The ``notify`` lists of every queue, whatever its server or cluster
+        slot (:mod:`~.idle` blocks on them all at once), less those of
+        rate-limited queues before their next slot (a token there must not
+        wake it for an empty reservation), maybe none; for :data:`IDLE_BLOCK`
+        seconds, or only until the earliest next slot of a rate-limited queue
+        (at least :data:`MIN_BLOCK`).
         """
         prefix = get_config().key_prefix
-        client = get_client(self.queues[0])
-        notify = [
-            QueueKeys.of(prefix, q).notify
-            for q in self.queues
-            if get_client(q) is client and not self.next_slots.limited(q)
-        ]
+        queues = [q for q in self.queues if not self.next_slots.limited(q)]
+        notify = [QueueKeys.of(prefix, q).notify for q in queues]
         seconds = IDLE_BLOCK
         slot = self.next_slots.seconds_to_next()
         if slot is not None:
             seconds = max(MIN_BLOCK, min(seconds, slot))
-        return IdleWait(self.queues[0], notify, seconds)
+        return IdleWait(notify, seconds, queues)
 
     def _wait_for_work(self) -> None:
-        """Block until a queue gets a wake-up token or the :meth:`idle_wait` passes."""
+        """Block until a queue gets a wake-up token or the :meth:`idle_wait` passes
+        (servers down are left out: :attr:`idle`)."""
         wait = self.idle_wait()
         if not wait.notify:  # every queue here waits for its next slot
             self._pause(wait.seconds)
             return
-        with redis_errors():
-            get_client(wait.queue).blpop(wait.notify, timeout=wait.seconds)
+        self.idle.wait(wait.lists(), wait.seconds)
 
 
 def _raise_timeout(seconds: float) -> Any:  # a signal handler

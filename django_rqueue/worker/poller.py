@@ -21,18 +21,17 @@ import secrets
 import socket
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Sequence
-
-import redis
 
 from ..conf import get_config
 from ..engine import transitions
 from ..engine.calls import Retention
-from ..engine.connection import get_client, redis_errors, redis_time_ms
+from ..engine.connection import get_client, location_of, redis_errors, redis_time_ms
 from ..engine.keys import QueueKeys, pollers_key
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
+from .idle import IdleWaiter
+from .outages import Outages
 from .reconnect import Reconnect
 from .scheduler import Scheduler
 
@@ -70,6 +69,12 @@ class Poller:
         self._next_beat = 0.0
         #: ``time.monotonic()`` of the next retention round (the first round has one).
         self._next_trim = 0.0
+        #: The Redis servers that failed lately: their queues are skipped until their retry.
+        self.outages = Outages()
+        #: Blocks on every queue's ``wake`` list at once, server by server, slot by slot.
+        self.idle = IdleWaiter(self.outages)
+        #: Set by :meth:`halt`: ends the wait in progress and every later one at once.
+        self._cancel = threading.Event()
 
     def run_once(self) -> float:
         """Do one round over every queue; return seconds until the next round is due."""
@@ -83,34 +88,66 @@ class Poller:
             self._next_trim = 0.0 if more else time.monotonic() + TRIM_EVERY
             if more:
                 sleep = 0.0
+        failed: RedisUnavailable | None = None
         for queue in self.queues:
-            client, keys = get_client(queue), QueueKeys.of(prefix, queue)
-            promoted, next_due = transitions.promote_due(client, keys, self.batch)
-            requeued, failed, next_deadline = transitions.reclaim_expired(
-                client,
-                keys,
-                self.batch,
-                self._lease_error,
-                retention=Retention.of(config.queue(queue)),
-            )
-            if requeued or failed:
-                logger.warning(
-                    "queue %s: reclaimed %d expired lease(s), %d job(s) re-queued, %d failed",
-                    queue,
-                    requeued + failed,
-                    requeued,
-                    failed,
+            server = location_of(queue)
+            if not self.outages.usable(server):  # down: its queues wait for its retry time
+                continue
+            try:
+                sleep = min(sleep, self._round(queue, prefix))
+            except RedisUnavailable as exc:
+                failed = exc
+                delay = self.outages.failed(server)
+                logger.error(
+                    "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
                 )
-            if promoted:
-                logger.debug("queue %s: promoted %d due job(s)", queue, promoted)
-            for ms in (next_due, next_deadline):
-                if ms >= 0:
-                    sleep = min(sleep, ms / 1000)
-        next_tick = self.scheduler.run_once()
+                continue
+            if self.outages.recovered(server):
+                logger.info("poller: queue %s: Redis reachable again", queue)
+        if failed is not None and all(not self.outages.usable(location_of(q)) for q in self.queues):
+            raise failed  # every server is down: run() backs off
+        try:
+            next_tick = self.scheduler.run_once()
+        except RedisUnavailable as exc:  # one server of the schedule's queues is down
+            logger.error("poller: periodic entries: %s", exc)
+            self.scheduler.resync()
+            next_tick = None
         if next_tick is not None:
             sleep = min(sleep, next_tick)
         if time.monotonic() >= self._next_beat:
-            self.beat()
+            try:
+                self.beat()
+            except RedisUnavailable as exc:  # the default Redis is down: its queues may not be
+                logger.error("poller: no record of this round: %s", exc)
+                self._next_beat = time.monotonic() + BEAT
+        return sleep
+
+    def _round(self, queue: str, prefix: str) -> float:
+        """Promote and reclaim on ``queue``; return the seconds until its next due time."""
+        config = get_config()
+        sleep = MAX_SLEEP
+        client, keys = get_client(queue), QueueKeys.of(prefix, queue)
+        promoted, next_due = transitions.promote_due(client, keys, self.batch)
+        requeued, failed, next_deadline = transitions.reclaim_expired(
+            client,
+            keys,
+            self.batch,
+            self._lease_error,
+            retention=Retention.of(config.queue(queue)),
+        )
+        if requeued or failed:
+            logger.warning(
+                "queue %s: reclaimed %d expired lease(s), %d job(s) re-queued, %d failed",
+                queue,
+                requeued + failed,
+                requeued,
+                failed,
+            )
+        if promoted:
+            logger.debug("queue %s: promoted %d due job(s)", queue, promoted)
+        for ms in (next_due, next_deadline):
+            if ms >= 0:
+                sleep = min(sleep, ms / 1000)
         return sleep
 
     def beat(self) -> None:
@@ -139,7 +176,17 @@ class Poller:
             retention = Retention.of(config.queue(queue))
             if retention.ttl is None and retention.max_jobs is None:
                 continue
-            deleted, left = transitions.trim_failed(get_client(queue), keys, retention)
+            server = location_of(queue)
+            if not self.outages.usable(server):
+                continue
+            try:
+                deleted, left = transitions.trim_failed(get_client(queue), keys, retention)
+            except RedisUnavailable as exc:
+                delay = self.outages.failed(server)
+                logger.error(
+                    "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
+                )
+                continue
             if deleted:
                 logger.info(
                     "queue %s: deleted %d failed job(s) past failed_ttl/failed_max", queue, deleted
@@ -167,32 +214,18 @@ class Poller:
     def halt(self, thread: threading.Thread) -> None:
         """Stop this poller running in ``thread`` and wait for the thread to end.
 
-        Wakes it from its blocking wait with a token on each queue's ``wake``
-        list (other pollers then do one extra round, which moves nothing).
-        With Redis unreachable it ends by itself within :data:`MAX_SLEEP`
-        seconds; this waits that long at most.
+        Ends its blocking wait at once (``CLIENT UNBLOCK``, :meth:`~.idle.IdleWaiter.interrupt`).
+        A round under way finishes first; with a Redis unreachable it ends by
+        itself within about :data:`MAX_SLEEP` seconds: this waits that long at most.
         """
         self.stop.set()
-        prefix = get_config().key_prefix
-        for queue in self.queues:
-            try:
-                with redis_errors():
-                    get_client(queue).rpush(QueueKeys.of(prefix, queue).wake, "1")
-            except RedisUnavailable:
-                break
+        self.idle.interrupt(self._cancel)
         thread.join(MAX_SLEEP + 1)
+        self.idle.close()
 
     def _wait(self, seconds: float) -> None:
-        """Block on the ``wake`` lists for up to ``seconds`` (at least 1 ms)."""
+        """Block on the ``wake`` lists of every queue, whatever its server or cluster slot,
+        for up to ``seconds`` (:class:`~.idle.IdleWaiter`; servers down are left out)."""
         prefix = get_config().key_prefix
-        by_client: dict[int, tuple[redis.Redis, list[str]]] = {}
-        grouped: dict[int, list[str]] = defaultdict(list)
-        for queue in self.queues:
-            client = get_client(queue)
-            by_client[id(client)] = (client, grouped[id(client)])
-            grouped[id(client)].append(QueueKeys.of(prefix, queue).wake)
-        timeout = max(seconds, 0.001) / max(1, len(by_client))
-        with redis_errors():
-            for client, wake_keys in by_client.values():
-                if client.blpop(wake_keys, timeout=timeout):
-                    return
+        lists = [(queue, QueueKeys.of(prefix, queue).wake) for queue in self.queues]
+        self.idle.wait(lists, max(seconds, 0.001), cancel=self._cancel)
