@@ -21,8 +21,9 @@ from django.core.checks import CheckMessage
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from .conf import get_config
-from .engine.connection import get_client, servers
+from .engine.connection import Location, get_client, location_of, servers
 from .engine.scripts import load
+from .exceptions import RedisUnavailable
 
 
 def redis_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
@@ -103,14 +104,25 @@ def _snapshots_on(client: redis.Redis) -> bool:
 
 def problems_for(queues: list[str]) -> list[CheckMessage]:
     """Check each distinct Redis used by ``queues`` (once each); see :func:`redis_problems`."""
-    seen: set[int] = set()
-    found: list[CheckMessage] = []
+    return [p for found in problems_by_server(queues).values() for p in found]
+
+
+def problems_by_server(queues: list[str]) -> dict[Location, list[CheckMessage]]:
+    """:func:`redis_problems` of each distinct Redis used by ``queues``, by its location.
+
+    A cluster none of whose nodes answers is one E013 (no client can be made).
+    """
+    found: dict[Location, list[CheckMessage]] = {}
     config = get_config()
     for queue in queues:
-        client = get_client(queue)
-        if id(client) in seen:
+        server = location_of(queue)
+        if server in found:
             continue
-        seen.add(id(client))
         where = f"queue {queue!r}" if config.queue(queue).redis_url else "Redis"
-        found.extend(redis_problems(client, where))
+        try:
+            client = get_client(queue)
+        except RedisUnavailable as exc:
+            found[server] = [checks.Error(f"{where}: {exc}.", id="rqueue.E013")]
+            continue
+        found[server] = redis_problems(client, where)
     return found

@@ -47,12 +47,13 @@ from types import FrameType
 
 import redis
 from django import db
+from django.core.checks import CheckMessage
 
 from .. import registry
 from .. import signals as rqueue_signals
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import get_client, redis_errors, redis_time_ms
+from ..engine.connection import get_client, location_of, redis_errors, redis_time_ms
 from ..engine.keys import JobFields, QueueKeys
 from ..exceptions import (
     JobCancelled,
@@ -62,10 +63,11 @@ from ..exceptions import (
     StartupError,
     WorkerLost,
 )
-from ..health import problems_for
+from ..health import problems_by_server
 from ..job import Job
 from . import cancelling, heartbeat
 from .children import Child, ChildKind, KillReason, Running, run_child
+from .outages import Outages
 from .process import kill_group, new_worker_id, send_signal
 from .reconnect import Reconnect
 from .reporting import AttemptOutcome, cancel_lost_attempt, fail_lost_attempt, hand_back
@@ -80,6 +82,15 @@ HEARTBEAT = 5.0
 #: Longest pause in seconds between the master's attempts to reach Redis while it is
 #: unreachable (backoff with jitter): short, so leases are renewed soon after it returns.
 REDIS_RETRY_MAX = 1.0
+
+
+#: The check id of a Redis that does not answer (:func:`~django_rqueue.health.redis_problems`).
+UNREACHABLE = "rqueue.E013"
+
+
+def _unreachable(problems: list[CheckMessage]) -> bool:
+    """Whether the problems of one Redis say it (or a node of its cluster) does not answer."""
+    return any(p.id == UNREACHABLE for p in problems)
 
 
 class Supervisor:
@@ -136,32 +147,45 @@ class Supervisor:
         #: No look for cancel requests (cancelling.py) before this ``time.monotonic()``.
         self.next_cancel_check = 0.0
         self.pending_reports: list[tuple[Running, BaseException]] = []
+        #: Servers whose lease renewals failed lately (skipped until their retry time).
+        self.outages = Outages()
 
     # -- startup -----------------------------------------------------------
 
     def check_redis(self) -> None:
         """Refuse to start on a misconfigured Redis; log warnings.
 
+        Waits (with backoff) while no Redis of the queues answers; starts once
+        one does, with a warning naming each that does not (the worker serves
+        the others and keeps trying it: :mod:`~.outages`).
+
         Raises:
-            StartupError: an error-level problem (eviction policy, credentials,
-                scripting permission, unreachable).
+            StartupError: an error-level problem of a Redis that answers (eviction
+                policy, credentials, scripting permission).
         """
         errors = []
         reconnect = Reconnect()
-        found = problems_for(self.queues)
+        found = problems_by_server(self.queues)
         down_since = None
-        while (unreachable := [p for p in found if p.id == "rqueue.E013"]) and not self.signals:
+        while all(_unreachable(p) for p in found.values()) and not self.signals:
             if down_since is None:
                 down_since = time.monotonic()
-                self._redis_unavailable(RedisUnavailable(unreachable[0].msg))
+                first = next(p for ps in found.values() for p in ps if p.id == UNREACHABLE)
+                self._redis_unavailable(RedisUnavailable(first.msg))
             delay = reconnect.next_delay()
             logger.error("worker %s: Redis unreachable; retrying in %.1f s", self.worker_id, delay)
             time.sleep(delay)
-            found = problems_for(self.queues)
-        if down_since is not None and not unreachable:
+            found = problems_by_server(self.queues)
+        if down_since is not None and not all(_unreachable(p) for p in found.values()):
             self._redis_recovered(time.monotonic() - down_since)
-        for problem in found:
-            if problem.is_serious():
+        for problem in (p for problems in found.values() for p in problems):
+            if problem.id == UNREACHABLE:
+                logger.warning(
+                    "worker %s: starting without it: %s (its queues are served once it answers)",
+                    self.worker_id,
+                    problem.msg,
+                )
+            elif problem.is_serious():
                 errors.append(f"{problem.id}: {problem.msg} {problem.hint or ''}".strip())
             else:
                 logger.warning("%s: %s %s", problem.id, problem.msg, problem.hint or "")
@@ -368,16 +392,16 @@ class Supervisor:
 
     def _talk_to_redis(self, now: float) -> None:
         """Renew leases, retry failure reports, heartbeat; back off while Redis is unreachable."""
-        try:
-            self._renew_leases(now)
-            if now >= self.next_cancel_check:
-                self._look_for_cancels(now)
-                self.next_cancel_check = now + cancelling.POLL
-            self._retry_reports()
-            if now >= self.next_heartbeat:
-                self._heartbeat()
-                self.next_heartbeat = now + min(HEARTBEAT, get_config().lease / 3)
-        except RedisUnavailable as exc:
+        # Each step runs even when one before failed: with queues on several servers,
+        # one down must not stop the renewals of the jobs of the others.
+        failures: list[RedisUnavailable] = []
+        for step in (self._renew_leases, self._cancel_step, self._report_step, self._beat_step):
+            try:
+                step(now)
+            except RedisUnavailable as failure:
+                failures.append(failure)
+        if failures:
+            exc = failures[0]
             self.redis_retry_at = time.monotonic() + self.reconnect.next_delay()
             if self.redis_down_since is None:
                 self.redis_down_since = now
@@ -395,6 +419,19 @@ class Supervisor:
             self._redis_recovered(now - self.redis_down_since)
         self.reconnect.reset()
         self.redis_down_since = None
+
+    def _cancel_step(self, now: float) -> None:
+        if now >= self.next_cancel_check:
+            self._look_for_cancels(now)
+            self.next_cancel_check = now + cancelling.POLL
+
+    def _report_step(self, now: float) -> None:
+        self._retry_reports()
+
+    def _beat_step(self, now: float) -> None:
+        if now >= self.next_heartbeat:
+            self._heartbeat()
+            self.next_heartbeat = now + min(HEARTBEAT, get_config().lease / 3)
 
     def _redis_unavailable(self, exc: RedisUnavailable) -> None:
         """Send ``redis_unavailable`` (once per outage: the callers' first failure)."""
@@ -453,8 +490,12 @@ class Supervisor:
                 cancelling.send_request(child.cancel_fd, child.pid, running.job_id)
 
     def _renew_leases(self, now: float) -> None:
+        """Renew every lease due, server by server: a server that fails is left out until
+        its retry time (:mod:`~.outages`) and the others' renewals go on; the first
+        failure is raised at the end."""
         lease = get_config().lease
         prefix = get_config().key_prefix
+        failed: RedisUnavailable | None = None
         for child in self.children.values():
             if child.killed_for:
                 continue
@@ -463,7 +504,18 @@ class Supervisor:
                     continue
                 if not child.holds(running):
                     continue  # ended or started meanwhile (a refusal above read the pipe)
-                self._renew(child, running, now, lease, prefix)
+                server = location_of(running.queue)
+                if not self.outages.usable(server):
+                    continue
+                try:
+                    self._renew(child, running, now, lease, prefix)
+                except RedisUnavailable as exc:
+                    self.outages.failed(server)
+                    failed = failed or exc
+                else:
+                    self.outages.recovered(server)
+        if failed is not None:
+            raise failed
 
     def _renew(self, child: Child, running: Running, now: float, lease: float, prefix: str) -> None:
         running.renew_at = now + lease / 3
