@@ -6,9 +6,12 @@ in the weighted random order of :mod:`~.weights`, drawn once per job, so
 that reservations ahead (batches, ``ack_reserve.lua``) take more jobs of a
 queue only when the draws for those jobs chose it too. When every queue is
 empty (or paused) the worker blocks on the queues' ``notify`` lists
-(``BLPOP``, :data:`IDLE_BLOCK` seconds at a time) instead of sleeping, so a
-new job starts within milliseconds and an idle worker costs Redis about one
-command per second. A queue whose ``rate_limit`` held jobs back is treated
+(``BLPOP``, :data:`IDLE_BLOCK` seconds at a time; on every server and
+cluster slot at once, :mod:`~.idle`) instead of sleeping, so a new job
+starts within milliseconds and an idle worker costs Redis about one command
+per second. A server that fails is left out, its queues neither reserved
+from nor blocked on, until its retry time (:mod:`~.outages`), while the
+queues of the others are served. A queue whose ``rate_limit`` held jobs back is treated
 as empty until its next slot (:mod:`~.rate_limits`): not asked, not blocked
 on, and the idle wait ends at that slot. While a job runs, a thread renews
 its lease every third of ``RQUEUE["LEASE"]``; at the job's ``timeout`` the
