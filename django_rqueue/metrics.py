@@ -69,7 +69,7 @@ from django.views.decorators.http import require_safe
 
 from . import queries
 from .conf import get_config
-from .engine.connection import as_text, get_client, redis_errors
+from .engine.connection import as_text, get_client
 from .engine.keys import DurationFields
 from .exceptions import RedisUnavailable
 from .queries import QueueCounts
@@ -183,12 +183,8 @@ def read_queue(queue: str) -> QueueSample:
         RedisUnavailable: the queue's Redis cannot be reached.
     """
     counts = queries.queue_counts(queue)
-    with redis_errors():
-        pipe = get_client(queue).pipeline(transaction=False)
-        pipe.time()
-        pipe.hgetall(queries.keys_of(queue).durations)
-        (seconds, micros), raw = pipe.execute()
-    return QueueSample(counts, int(seconds) * 1000 + int(micros) // 1000, histograms(raw))
+    now_ms, raw = queries.hash_and_time(get_client(queue), queries.keys_of(queue).durations)
+    return QueueSample(counts, now_ms, histograms(raw))
 
 
 class QueueCollector(Collector):

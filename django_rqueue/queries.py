@@ -179,18 +179,30 @@ def _oldest_queued(
     return ms_to_datetime(min(times)) if times else None
 
 
+def hash_and_time(client: redis.Redis, key: str) -> tuple[int, dict[bytes | str, bytes | str]]:
+    """``(the Redis clock in ms, HGETALL key)`` in one round trip (one pipeline); two on a
+    Redis Cluster, whose pipelines carry no ``TIME`` (the clock is then any master's).
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached.
+    """
+    with redis_errors():
+        if is_cluster(client):
+            (seconds, micros), raw = client.time(), client.hgetall(key)
+        else:
+            pipe = client.pipeline(transaction=False)
+            pipe.time()
+            pipe.hgetall(key)
+            (seconds, micros), raw = pipe.execute()
+    return int(seconds) * 1000 + int(micros) // 1000, raw
+
+
 def throughput(queue: str) -> list[tuple[datetime.datetime, int, int]]:
     """``(minute, succeeded, failed)`` for each of the last 60 minutes, oldest first."""
     keys = keys_of(queue)
     client = get_client(queue)
-    with redis_errors():
-        if is_cluster(client):  # a cluster pipeline carries no TIME: any master's clock
-            (seconds, _micros), raw = client.time(), client.hgetall(keys.throughput)
-        else:
-            pipe = client.pipeline(transaction=False)
-            pipe.time()
-            pipe.hgetall(keys.throughput)
-            (seconds, _micros), raw = pipe.execute()
+    now_ms, raw = hash_and_time(client, keys.throughput)
+    seconds = now_ms // 1000
     fields = {as_text(k): int(v) for k, v in raw.items() if as_text(v).lstrip("-").isdigit()}
     now_minute = int(seconds) // 60
     rows = []

@@ -25,7 +25,7 @@ from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import operations
 from django_rqueue.engine import transitions
-from django_rqueue.engine.connection import redis_time_ms
+from django_rqueue.engine.connection import get_client, redis_time_ms
 from django_rqueue.engine.keys import DurationFields
 from django_rqueue.execution import error_record
 from django_rqueue.metrics import histograms
@@ -35,6 +35,7 @@ from tests.jobs_app.jobs import fail_then_succeed, record, slow
 from tests.jobs_app.tasks import record_task
 from tests.support.inprocess import run_worker
 from tests.support.jobs_in_state import Jobs, retention
+from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
 
@@ -368,3 +369,17 @@ def test_a_bucket_of_another_bound_is_read_into_the_next_bound_up() -> None:
     assert found["j"].cumulative()[6:8] == [("0.25", 1.0), ("0.5", 3.0)]
     assert found["j"].cumulative()[-1] == ("+Inf", 5.0)
     assert found["j"].sum_ms == 9000
+
+
+def test_a_cluster_is_scraped_through_its_cluster_client(
+    client: Client, redis_cluster: LocalCluster
+) -> None:
+    jobs = Jobs(get_client())
+    jobs.queued()
+    jobs.queued(queue="emails")
+
+    scrape = Scrape(client)
+
+    assert scrape.jobs()["queued"] == 1
+    assert scrape.jobs("emails")["queued"] == 1
+    assert scrape.per_queue("rqueue_redis_up") == dict.fromkeys(QUEUES, 1.0)
