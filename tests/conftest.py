@@ -72,7 +72,8 @@ def redis_cluster(
     settings: SettingsFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[LocalCluster]:
-    """The session's Redis Cluster, emptied, with ``RQUEUE`` pointed at it (``REDIS_CLUSTER``).
+    """The session's Redis Cluster, emptied, with ``RQUEUE`` pointed at it (``REDIS_CLUSTER``);
+    the slots a test moves are moved back after it.
 
     Cached clients are dropped before and after, so ``get_client()`` reaches the
     cluster during the test and the session server after it. Worker
@@ -89,6 +90,7 @@ def redis_cluster(
         yield redis_cluster_session
     finally:
         reset_clients()
+        redis_cluster_session.restore_slots()
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ Usage::
         cluster.url                        # "redis://127.0.0.1:<port of node 0>/0"
         cluster.move_slot(slot, 2)         # live resharding of one slot to node 2
         cluster.flush()                    # FLUSHALL on every master
+        cluster.restore_slots()            # every slot moved back where it started
 
 Three :class:`~tests.support.redis_server.RedisServer` processes with
 ``--cluster-enabled yes`` (each its own ``nodes.conf`` in its temp dir), joined
@@ -71,6 +72,8 @@ class LocalCluster:
             )  # fmt: skip
             for _ in range(masters)
         ]
+        #: The first master of each slot :meth:`move_slot` moved.
+        self._homes: dict[int, int] = {}
 
     @property
     def url(self) -> str:
@@ -129,6 +132,7 @@ class LocalCluster:
         source = self.node_of(slot)
         if source == target:
             return 0
+        self._homes.setdefault(slot, source)
         src, dst = self.nodes[source], self.nodes[target]
         with src.client() as s, dst.client() as d:
             src_id, dst_id = s.execute_command("CLUSTER MYID"), d.execute_command("CLUSTER MYID")
@@ -147,6 +151,13 @@ class LocalCluster:
                 with node.client() as conn:
                     conn.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
         return moved
+
+    def restore_slots(self) -> None:
+        """Move every slot :meth:`move_slot` moved back to its first master (a session
+        cluster shared by tests starts each with the slot map it was created with)."""
+        for slot, home in list(self._homes.items()):
+            self.move_slot(slot, home, batch=None)
+        self._homes.clear()
 
     def close(self) -> None:
         for node in self.nodes:
