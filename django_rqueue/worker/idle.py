@@ -146,6 +146,8 @@ class IdleWaiter:
         self.outages = outages or Outages()
         self._blockers: dict[tuple[int, str | None], Blocker] = {}
         self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+        #: How many threads :attr:`_threads` has (one per target of the widest wait so far).
+        self._thread_count = 0
         self._lock = threading.Lock()
         #: The blockers of the wait in progress, and its cancel event (``interrupt``).
         self._busy: list[Blocker] = []
@@ -237,12 +239,13 @@ class IdleWaiter:
         return reply is not None
 
     def _many(self, targets: list[Target], blockers: list[Blocker], seconds: float) -> bool:
-        if self._threads is None or self._threads._max_workers < len(targets):
+        if self._threads is None or self._thread_count < len(targets):
             if self._threads is not None:
                 self._threads.shutdown(wait=False)
             self._threads = concurrent.futures.ThreadPoolExecutor(
                 max_workers=len(targets), thread_name_prefix="rqueue-idle"
             )
+            self._thread_count = len(targets)
         calls = {
             self._threads.submit(b.blpop, t.keys, seconds): (t, b)
             for t, b in zip(targets, blockers, strict=True)
