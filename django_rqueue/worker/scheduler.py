@@ -29,7 +29,7 @@ from ..engine import transitions
 from ..engine.connection import get_client, redis_errors
 from ..engine.keys import QueueKeys
 from ..engine.transitions import ClaimOutcome
-from ..exceptions import UnknownJob
+from ..exceptions import RedisUnavailable, UnknownJob
 from ..periodic import ResolvedEntry
 
 logger = logging.getLogger("django_rqueue.scheduler")
@@ -46,11 +46,14 @@ class Scheduler:
         self.batch = batch
         #: queue -> entry name -> entry; filled by :meth:`sync`.
         self.entries: dict[str, dict[str, ResolvedEntry]] | None = None
+        #: The queues whose entries are stored in their Redis since the last (re)sync.
+        self._stored: set[str] = set()
 
     def resync(self) -> None:
         """Store the entries in Redis again before the next round (after a Redis outage:
         a Redis that restarted empty lost them)."""
         self.entries = None
+        self._stored.clear()
 
     def sync(self) -> None:
         """Resolve the entries of this poller's queues and store them in Redis.
@@ -73,37 +76,77 @@ class Scheduler:
                 continue
             if resolved.queue in self.queues:
                 found.setdefault(resolved.queue, {})[name] = resolved
+        self.entries = {queue: found.get(queue, {}) for queue in self.queues}
+        self._stored.clear()
         if not get_config().schedule:
             self.entries = {}
             return
+        failed: RedisUnavailable | None = None
         for queue in self.queues:
-            entries = found.get(queue, {})
-            client = get_client(queue)
-            with redis_errors():
-                seconds, micros = client.time()
-            now_ms = int(seconds) * 1000 + int(micros) // 1000
-            stored = []
-            for name, resolved in list(entries.items()):
-                first = resolved.entry.next_tick_ms(now_ms)
-                if first is None:
-                    logger.error("schedule entry %r has no tick in the next 50 years", name)
-                    del entries[name]
-                    continue
-                stored.append((name, resolved.entry.spec, first))
-            added, removed = transitions.schedule_sync(client, self._keys(queue), stored)
-            logger.debug("queue %s: %d schedule entries set, %d removed", queue, added, removed)
-        self.entries = {queue: entries for queue, entries in found.items() if entries}
+            try:
+                self._store(queue)
+            except RedisUnavailable as exc:  # that queue's Redis: stored at a later round
+                logger.error("queue %s: periodic entries not stored yet: %s", queue, exc)
+                failed = exc
+        if failed is not None and not self._stored:
+            raise failed
+
+    def _store(self, queue: str) -> None:
+        """Store ``queue``'s entries in its Redis (``schedule_sync.lua``).
+
+        Raises:
+            RedisUnavailable: its Redis cannot be reached (nothing stored).
+        """
+        assert self.entries is not None  # noqa: S101 - set by sync()
+        entries = self.entries.get(queue, {})
+        client = get_client(queue)
+        with redis_errors():
+            seconds, micros = client.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        stored = []
+        for name, resolved in list(entries.items()):
+            first = resolved.entry.next_tick_ms(now_ms)
+            if first is None:
+                logger.error("schedule entry %r has no tick in the next 50 years", name)
+                del entries[name]
+                continue
+            stored.append((name, resolved.entry.spec, first))
+        added, removed = transitions.schedule_sync(client, self._keys(queue), stored)
+        logger.debug("queue %s: %d schedule entries set, %d removed", queue, added, removed)
+        self._stored.add(queue)
 
     def run_once(self) -> float | None:
-        """Claim every due tick; return seconds until the next tick (``None``: no entries)."""
+        """Claim every due tick; return seconds until the next tick (``None``: no entries).
+
+        A queue whose Redis cannot be reached is skipped (logged; its entries are
+        stored again once it answers) while the others are served.
+
+        Raises:
+            RedisUnavailable: no queue with entries could be served.
+        """
         if self.entries is None:
             self.sync()
         assert self.entries is not None  # noqa: S101 - set by sync()
         sleep: float | None = None
+        failed: RedisUnavailable | None = None
+        ran = False
         for queue, entries in self.entries.items():
-            seconds = self._run_queue(queue, entries)
+            try:
+                if queue not in self._stored:
+                    self._store(queue)
+                if not entries:
+                    continue
+                seconds = self._run_queue(queue, entries)
+            except RedisUnavailable as exc:  # this queue's Redis only: the others go on
+                logger.error("queue %s: periodic entries not run: %s", queue, exc)
+                self._stored.discard(queue)  # a Redis back from an outage may have lost them
+                failed = exc
+                continue
+            ran = True
             if seconds is not None:
                 sleep = seconds if sleep is None else min(sleep, seconds)
+        if failed is not None and not ran:
+            raise failed
         return sleep
 
     def _run_queue(self, queue: str, entries: dict[str, ResolvedEntry]) -> float | None:

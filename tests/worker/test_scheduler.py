@@ -14,7 +14,7 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import get_job, periodic
+from django_rqueue import RedisUnavailable, get_job, periodic
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.poller import Poller
 from django_rqueue.worker.scheduler import Scheduler
@@ -260,3 +260,28 @@ def test_entries_removed_or_moved_in_the_settings_are_removed_when_a_poller_star
     assert not rqueue_redis.exists(KEYS.schedule_entry("b"))  # its pause went with it
     emails = QueueKeys.of("rqueue", "emails")
     assert rqueue_redis.zrange(emails.schedule, 0, -1) == [b"a"]
+
+
+def test_a_queue_whose_redis_is_down_does_not_stop_the_others_entries(
+    settings: SettingsFixture, rqueue_redis: redis.Redis, ledger: str, other_redis_server: Any
+):
+    entry = {"job": RECORD, "every": 60, "args": [ledger, "e"]}
+    _schedule(settings, {"here": entry, "there": {**entry, "queue": "emails"}})
+    scheduler = Scheduler(["default", "emails"])
+    scheduler.run_once()
+    other_redis_server.stop()  # the Redis of "emails"
+    try:
+        tick = (_now_ms(rqueue_redis) // 60_000) * 60_000
+        rqueue_redis.zadd(KEYS.schedule, {"here": tick})
+        scheduler.run_once()  # no RedisUnavailable: "default" is served
+        assert [run_at for run_at, _ in _entry_jobs(rqueue_redis)] == [tick]
+        with pytest.raises(RedisUnavailable):  # a scheduler with only that Redis says so
+            Scheduler(["emails"]).run_once()
+    finally:
+        other_redis_server.restart()
+    scheduler.run_once()  # both back: the entries of "emails" are stored again
+    with other_redis_server.client() as there:
+        wait_until(
+            lambda: there.zscore(QueueKeys.of("rqueue", "emails").schedule, "there") is not None,
+            timeout=5,
+        )
