@@ -469,13 +469,18 @@ class Supervisor:
         for child, running in watched:
             client = get_client(running.queue)
             by_client.setdefault(id(client), (client, []))[1].append((child, running))
+        failed: RedisUnavailable | None = None
         for client, entries in by_client.values():
-            with redis_errors():
-                pipe = client.pipeline(transaction=False)
-                for _, running in entries:
-                    key = QueueKeys.of(prefix, running.queue).job(running.job_id)
-                    pipe.hget(key, JobFields.CANCEL_REQUESTED)
-                requested = pipe.execute()
+            try:
+                with redis_errors():
+                    pipe = client.pipeline(transaction=False)
+                    for _, running in entries:
+                        key = QueueKeys.of(prefix, running.queue).job(running.job_id)
+                        pipe.hget(key, JobFields.CANCEL_REQUESTED)
+                    requested = pipe.execute()
+            except RedisUnavailable as exc:  # that server only: look at the others
+                failed = exc
+                continue
             for (child, running), asked in zip(entries, requested, strict=True):
                 if asked is None or not child.runs(running):
                     continue
@@ -488,6 +493,8 @@ class Supervisor:
                 )
                 child.cancelling[running.job_id] = now + self.timeout_grace
                 cancelling.send_request(child.cancel_fd, child.pid, running.job_id)
+        if failed is not None:
+            raise failed
 
     def _renew_leases(self, now: float) -> None:
         """Renew every lease due, server by server: a server that fails is left out until
