@@ -20,7 +20,7 @@ from redis.crc import key_slot
 
 from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import QueueKeys
-from tests.jobs_app.jobs import fault_noop
+from tests.jobs_app.jobs import fault_noop, fault_sleep
 from tests.support.redis_cluster import LocalCluster
 
 from .harness import Faults, WorkerProcess
@@ -55,6 +55,15 @@ def enqueue(faults: Faults, queue: str, count: int, tag: str) -> list[str]:
     return [j.id for j in fault_noop.using(queue=queue).delay_many(calls)]
 
 
+def enqueue_slow(faults: Faults, queue: str, count: int, tag: str) -> list[str]:
+    """Jobs of 10 ms each: four children drain them at most ~400/s, so a backlog of
+    2 000 lasts seconds, longer than a slot move on an idle host."""
+    calls: list[tuple[tuple[str, str, float], dict[str, Any]]] = [
+        ((faults.ledger, f"{tag}{n}", 0.01), {}) for n in range(count)
+    ]
+    return [j.id for j in fault_sleep.using(queue=queue).delay_many(calls)]
+
+
 def master_of(cluster: LocalCluster, queue: str) -> int:
     return cluster.node_of(key_slot(QueueKeys.of("rqueue", queue).base.encode()))
 
@@ -79,7 +88,7 @@ def test_a_worker_drains_queues_on_three_masters_and_wakes_for_each(
 def test_a_busy_queues_slot_moves_to_another_master_and_no_job_is_lost_or_doubled(
     faults: Faults, redis_cluster: LocalCluster
 ) -> None:
-    ids = enqueue(faults, "default", 2000, "before-")
+    ids = enqueue_slow(faults, "default", 2000, "before-")
     workers = [cluster_worker(faults, ["default"]) for _ in range(2)]
     slot = key_slot(QueueKeys.of("rqueue", "default").base.encode())
     source = redis_cluster.node_of(slot)
@@ -89,7 +98,7 @@ def test_a_busy_queues_slot_moves_to_another_master_and_no_job_is_lost_or_double
     more: list[str] = []
     enqueuer = threading.Thread(
         target=lambda: more.extend(
-            i for n in range(10) for i in enqueue(faults, "default", 20, f"during-{n}-")
+            i for n in range(10) for i in enqueue_slow(faults, "default", 20, f"during-{n}-")
         )
     )
     enqueuer.start()
