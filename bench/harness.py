@@ -227,7 +227,9 @@ class Run:
             return result
 
         def drain(processes: int, body: str = "append") -> dict[str, Any]:
-            out = self.out(f"drain{processes}-{body}")
+            # The file name is in every job's payload: the plain drains keep the name they
+            # always had, so "Redis bytes per queued job" stays comparable across runs.
+            out = self.out(f"drain{processes}" + ("" if body == "append" else f"-{body}"))
             filled = fill(out)
             # Bulk rate and memory: once per run.
             result = filled if processes == 1 and body == "append" else {}
