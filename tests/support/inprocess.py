@@ -37,6 +37,13 @@ def run_worker(
     """
     options.setdefault("with_poller", False)
     worker = Worker(list(queues), **options)
+    run_to_end(worker, limit)
+    return worker
+
+
+def run_to_end(worker: Worker, limit: float = 30.0) -> None:
+    """Run ``worker`` here (it must end by itself: ``burst``, ``max_jobs``); fail if it
+    still runs after ``limit`` s."""
     fired = threading.Event()
 
     def watchdog() -> None:
@@ -51,7 +58,6 @@ def run_worker(
     finally:
         timer.cancel()
     assert not fired.is_set(), f"worker did not finish within {limit} s"
-    return worker
 
 
 @contextmanager

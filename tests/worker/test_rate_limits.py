@@ -22,7 +22,7 @@ from django_rqueue.worker.loop import IDLE_BLOCK, Worker
 from django_rqueue.worker.rate_limits import NextSlots
 from tests.faults.support import command_calls
 from tests.jobs_app.jobs import async_record, record
-from tests.support.inprocess import keys
+from tests.support.inprocess import keys, run_to_end
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
@@ -98,24 +98,6 @@ def test_an_idle_worker_blocks_neither_on_a_limited_queue_nor_past_its_next_slot
     assert 0 < wait.seconds <= 1.5
 
 
-def run_until_done(worker: Worker, limit: float = 30.0) -> None:
-    """Run ``worker`` (``burst=True``) here; fail if it still runs after ``limit`` s."""
-    fired = threading.Event()
-
-    def watchdog() -> None:
-        fired.set()
-        worker.request_stop()
-
-    timer = threading.Timer(limit, watchdog)
-    timer.daemon = True
-    timer.start()
-    try:
-        assert worker.run() == 0
-    finally:
-        timer.cancel()
-    assert not fired.is_set(), f"worker did not finish within {limit} s"
-
-
 class QuietHooks:
     """A supervisor's hooks that do nothing: with them a worker reserves in batches."""
 
@@ -149,7 +131,7 @@ def test_a_worker_takes_a_limited_queues_jobs_no_faster_than_its_rate(
     if mode == "batches":  # as after short jobs: it asks for up to 20 at a time
         worker._quiet[METERED], worker._run_times[METERED] = True, 0.001
 
-    run_until_done(worker)
+    run_to_end(worker)
 
     assert worker.processed == succeeded(jobs) == 6
     assert_no_faster_than(started_ms(jobs), limit)
