@@ -8,17 +8,12 @@
 -- queued jobs start within milliseconds.
 -- Returns 1 when the queue was paused, 0 when it was not (nothing changed).
 
+--@include push_tokens.lua
+
 local paused, stats, notify = KEYS[1], KEYS[2], KEYS[3]
 if redis.call('DEL', paused) == 0 then
   return 0
 end
 local queued = tonumber(redis.call('HGET', stats, 'queued') or '0')
-local tokens = math.min(queued, 64) - redis.call('LLEN', notify)
-if tokens > 0 then
-  local ones = {}
-  for i = 1, tokens do
-    ones[i] = '1'
-  end
-  redis.call('RPUSH', notify, unpack(ones))
-end
+push_tokens(notify, math.min(queued, NOTIFY_TOKENS) - redis.call('LLEN', notify))
 return 1

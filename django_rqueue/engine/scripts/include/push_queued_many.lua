@@ -16,7 +16,8 @@
 -- `prio` and `group` may be false (HMGET of a field the job hash leaves out
 -- at its default): priority '0', the default group ''.
 --@include park_group.lua
-local PUSH_CHUNK, NOTIFY_TOKENS = 1000, 64
+--@include push_tokens.lua
+local PUSH_CHUNK = 1000
 local function push_queued_many(base, prios, stats, notify, ids, prio, group)
   local n = #ids
   if n == 0 then
@@ -40,12 +41,5 @@ local function push_queued_many(base, prios, stats, notify, ids, prio, group)
   if full or redis.call('EXISTS', base .. 'paused') == 1 then
     return
   end
-  local tokens = math.min(n, NOTIFY_TOKENS - redis.call('LLEN', notify))
-  if tokens > 0 then
-    local ones = {}
-    for i = 1, tokens do
-      ones[i] = '1'
-    end
-    redis.call('RPUSH', notify, unpack(ones))
-  end
+  push_tokens(notify, math.min(n, NOTIFY_TOKENS - redis.call('LLEN', notify)))
 end
