@@ -18,6 +18,8 @@ from typing import Any
 import redis
 from redis.exceptions import NoScriptError
 
+from ..dedicated import execute
+
 _INCLUDE = re.compile(r"^--@include (\S+\.lua)$", re.MULTILINE)
 
 
@@ -53,10 +55,10 @@ class LuaScript:
 
     def __call__(self, client: redis.Redis, keys: list[str], args: list[str | int | float]) -> Any:
         try:
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+            return execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
             client.script_load(self.source)
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+            return execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
 
     async def acall(
         self, client: redis.asyncio.Redis, keys: list[str], args: list[str | int | float]

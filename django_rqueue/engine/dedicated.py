@@ -1,0 +1,86 @@
+"""Script calls on a dedicated connection per thread, outside redis-py's connection pool.
+
+redis-py's generic command path (``Redis.execute_command``) takes a
+connection from the pool and gives it back around every command. In
+redis-py 8 that is a lock, a ``poll()`` of the socket for unread data and
+four updates of its connection-count observability, each time: measured on
+this project's bench host, about 30 µs of a 140 µs ``EVALSHA`` round trip
+(``bench/README.md``, issue 14). Huey and the other peers that enqueue with a
+plain ``LPUSH`` pay it too; an enqueue that must stay one script call cannot
+afford it beside them.
+
+:func:`execute` sends a command on a connection that the calling thread
+keeps for itself, one per connection pool: made by the pool's own connection
+class with the pool's own options (so Sentinel's master discovery, TLS,
+credentials, the health check every 15 s and the client's :class:`Retry` all
+apply unchanged), and never handed to another thread. A connection or timeout
+error disconnects it and the command is sent again under that retry policy,
+as ``execute_command`` does (every script django-rqueue sends this way is
+safe to resend: each is idempotent by job id, request id or fencing token).
+A process that forked makes a new connection at its first call (the parent's
+socket is left alone). A thread's connections close when the thread ends or
+the client's pool is garbage collected.
+
+Clients without a plain pool fall back to ``execute_command``: a Redis
+Cluster client (its nodes are chosen per slot), a pool with redis-py's
+client-side cache. So does everything that is not a single script call
+(pipelines, ``WAIT``, blocking pops), which keeps using redis-py's API.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+import redis
+from redis.connection import AbstractConnection, ConnectionPool
+
+
+class _Connections(threading.local):
+    """This thread's dedicated connections, by the pool whose options they copy."""
+
+    def __init__(self) -> None:
+        self.by_pool: weakref.WeakKeyDictionary[ConnectionPool, AbstractConnection] = (
+            weakref.WeakKeyDictionary()
+        )
+
+
+_local = _Connections()
+
+
+def _connection(client: redis.Redis) -> AbstractConnection | None:
+    """This thread's connection for ``client``'s pool (made on first use, and again after a
+    fork); ``None`` when the client has no plain connection pool."""
+    pool = getattr(client, "connection_pool", None)
+    if not isinstance(pool, ConnectionPool) or getattr(pool, "cache", None) is not None:
+        return None
+    connection = _local.by_pool.get(pool)
+    if connection is None or connection.pid != os.getpid():
+        connection = pool.connection_class(**pool.connection_kwargs)
+        _local.by_pool[pool] = connection
+    return connection
+
+
+def execute(client: redis.Redis, *args: str | int | float) -> Any:  # a Redis reply
+    """Send the command ``args`` on this thread's dedicated connection and return its reply.
+
+    The reply is the raw one, without redis-py's per-command response callbacks:
+    use it for ``EVALSHA`` (which has none). Raises what ``client.execute_command``
+    raises: ``redis.ResponseError`` (``NoScriptError`` among them) for an error reply,
+    ``redis.ConnectionError`` / ``redis.TimeoutError`` once the client's retries are spent.
+    """
+    connection = _connection(client)
+    if connection is None:
+        return client.execute_command(*args)  # type: ignore[no-untyped-call]
+    packed = connection.pack_command(*args)  # type: ignore[no-untyped-call]
+
+    def send() -> Any:  # a Redis reply
+        connection.send_packed_command(packed)  # type: ignore[no-untyped-call]
+        return connection.read_response()
+
+    def failed(_error: BaseException) -> None:
+        connection.disconnect()  # type: ignore[no-untyped-call]
+
+    return connection.retry.call_with_retry(send, failed)

@@ -1,0 +1,73 @@
+"""Script calls on a dedicated connection per thread (``engine/dedicated.py``)."""
+
+import os
+import threading
+
+import pytest
+import redis
+
+from django_rqueue.engine.connection import get_client
+from django_rqueue.engine.dedicated import execute
+from django_rqueue.exceptions import RedisUnavailable
+from django_rqueue.job import get_job
+from tests.jobs_app.jobs import record
+from tests.support.redis_server import RedisServer
+
+
+def _connection_id(client: redis.Redis) -> int:
+    return int(execute(client, "CLIENT", "ID"))
+
+
+def test_one_thread_keeps_one_connection_out_of_the_pool():
+    client = get_client("default")
+    first = _connection_id(client)
+    assert _connection_id(client) == first
+    # redis-py's pool never saw it: its own commands use another connection.
+    assert int(client.client_id()) != first
+
+
+def test_each_thread_has_its_own_connection():
+    client = get_client("default")
+    ids: list[int] = []
+    threads = [threading.Thread(target=lambda: ids.append(_connection_id(client))) for _ in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len({*ids, _connection_id(client)}) == 3
+
+
+def test_a_forked_child_makes_its_own_connection():
+    client = get_client("default")
+    parent = _connection_id(client)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its connection id, never return into pytest
+        try:
+            os.write(write, str(_connection_id(client)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = int(pipe.read() or "0")
+    os.waitpid(pid, 0)
+    assert child not in (0, parent)
+    assert _connection_id(client) == parent  # the parent's socket was left alone
+
+
+def test_a_killed_connection_is_replaced_and_the_call_resent(redis_client: redis.Redis):
+    client = get_client("default")
+    before = _connection_id(client)
+    redis_client.client_kill_filter(_id=str(before))
+    job = record.delay("ledger", "tag")  # the enqueue script goes out on the dedicated connection
+    assert get_job(job.id) is not None
+    assert _connection_id(client) != before
+
+
+def test_an_unreachable_redis_raises_redis_unavailable(settings, redis_server: RedisServer):
+    down = RedisServer().start()
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": down.url}
+    assert record.delay("ledger", "tag").id
+    down.close()
+    with pytest.raises(RedisUnavailable):
+        record.delay("ledger", "tag")
