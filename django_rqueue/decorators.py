@@ -13,7 +13,7 @@ from typing import Any, Concatenate, Literal, Protocol, Self, overload
 
 from . import enqueue, registry
 from .backoff import BackoffPolicy
-from .conf import BACKOFF_NAMES
+from .conf import BACKOFF_NAMES, Config
 from .job import Job, JobContext
 
 #: ``priority`` bounds, as in ``django.tasks``: higher runs first.
@@ -146,6 +146,9 @@ class JobFunction[**P, R]:
     """
 
     takes_context = False
+    #: The enqueue plan last resolved for this function: ``(config, options, plan)``
+    #: (``django_rqueue.enqueue.Plan.of``), reused while both are the same objects.
+    plan_cache: tuple[Config, JobOptions, enqueue.Plan] | None = None
 
     def __init__(self, func: Callable[..., R], name: str, options: JobOptions) -> None:
         self.func: Callable[..., R] = func

@@ -255,6 +255,17 @@ class Plan:
         ``options`` replaces ``job_function.options`` (``using()`` and ``@job``) when given.
         """
         o = job_function.options if options is None else options
+        cached = job_function.plan_cache
+        if cached is not None and cached[0] is config and cached[1] is o:
+            return cached[2]
+        plan = cls._resolve(job_function, config, o)
+        # A naive run_at is read in the time zone active at each call (it may differ).
+        if o.run_at is None or timezone.is_aware(o.run_at):
+            job_function.plan_cache = (config, o, plan)
+        return plan
+
+    @classmethod
+    def _resolve(cls, job_function: JobFunction[Any, Any], config: Config, o: JobOptions) -> Plan:
         queue = o.queue or config.default_queue
         qconf = config.queue(queue)
         status = JobStatus.QUEUED
@@ -360,13 +371,11 @@ class Submission:
     def __call__(self) -> Job[Any]:
         """Write the job; ``NotReplicated`` (after the signal) under ``MIN_REPLICAS_ACK``."""
         client, wait = get_client(self.job.queue), replica_wait(get_config())
+        call = calls.enqueue(self.keys(), **self._script_options())
         if wait is None:
-            outcome, job_id, state = transitions.enqueue(
-                client, self.keys(), **self._script_options()
-            )
+            outcome, job_id, state = transitions.enqueue(client, call)
             acked = 0
         else:
-            call = calls.enqueue(self.keys(), **self._script_options())
             (outcome, job_id, state), acked = transitions.enqueue_and_wait(client, call, wait)
         existing = get_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
         if self._written(outcome, state, existing):

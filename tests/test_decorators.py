@@ -274,6 +274,32 @@ def test_a_naive_run_at_is_read_in_the_current_time_zone(redis_client: redis.Red
     assert got.run_at == expected
 
 
+def test_one_bound_naive_run_at_follows_the_time_zone_of_each_call(redis_client: redis.Redis):
+    naive = datetime.datetime.now(TOKYO).replace(tzinfo=None, microsecond=0)
+    naive += datetime.timedelta(days=1)
+    later = bare.using(run_at=naive)  # one bound function, called under two time zones
+    with timezone.override(TOKYO):
+        tokyo = later.delay(1)
+    with timezone.override(datetime.UTC):
+        utc = later.delay(1)
+    assert (
+        redis_client.zscore(KEYS.delayed, tokyo.id)
+        == naive.replace(tzinfo=TOKYO).timestamp() * 1000
+    )
+    assert redis_client.zscore(KEYS.delayed, utc.id) == (
+        naive.replace(tzinfo=datetime.UTC).timestamp() * 1000
+    )
+
+
+def test_the_queue_settings_apply_from_the_next_call(settings: Settings):
+    first = bare.delay(1)
+    settings.RQUEUE = {**settings.RQUEUE, "DEFAULTS": {"max_attempts": 7, "timeout": 12}}
+    second = bare.delay(1)
+    third = bare.delay(1)
+    got = [get_job(j.id) for j in (first, second, third)]
+    assert [(j.max_attempts, j.timeout) for j in got if j] == [(3, 300.0), (7, 12.0), (7, 12.0)]
+
+
 @job(expires=datetime.timedelta(minutes=10))
 def perishable(x: int) -> int:
     return x

@@ -121,40 +121,16 @@ class EnqueueOutcome(enum.StrEnum):
 Enqueued = tuple[EnqueueOutcome, str, str]
 
 
-def enqueue(
-    client: redis.Redis,
-    keys: QueueKeys,
-    *,
-    job_id: str,
-    priority: int,
-    group: str,
-    delay_ms: int,
-    run_at_ms: int,
-    unique_key: str,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
-) -> Enqueued:
-    """Create a job (``enqueue.lua``).
+def enqueue(client: redis.Redis, call: ScriptCall) -> Enqueued:
+    """Create a job (``enqueue.lua``), given its call (:func:`.calls.enqueue`).
 
-    ``run_at_ms`` (ms since the epoch, UTC) wins over ``delay_ms`` when it is
-    ``>= 0``. Returns ``(outcome, job id, state)`` (:data:`Enqueued`).
+    Returns ``(outcome, job id, state)`` (:data:`Enqueued`).
     """
-    call = calls.enqueue(
-        keys,
-        job_id=job_id,
-        priority=priority,
-        group=group,
-        delay_ms=delay_ms,
-        run_at_ms=run_at_ms,
-        unique_key=unique_key,
-        unique_ttl=unique_ttl,
-        fields=fields,
-    )
     return _enqueued(_run(client, call))
 
 
 async def aenqueue(client: redis.asyncio.Redis, call: ScriptCall) -> Enqueued:
-    """:func:`enqueue` on an asyncio client, given its call (:func:`.calls.enqueue`)."""
+    """:func:`enqueue` on an asyncio client."""
     return _enqueued(await _arun(client, call))
 
 

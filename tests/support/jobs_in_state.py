@@ -11,7 +11,7 @@ from typing import Any
 import redis
 
 from django_rqueue.conf import get_config
-from django_rqueue.engine import transitions
+from django_rqueue.engine import calls, transitions
 from django_rqueue.engine.calls import Retention
 from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import JobFields, QueueKeys, new_job_id
@@ -69,8 +69,7 @@ class Jobs:
             fields[JobFields.EXPIRES_IN] = expires_in_ms
         if expires_at_ms >= 0:
             fields[JobFields.EXPIRES] = expires_at_ms
-        return transitions.enqueue(
-            self.client,
+        call = calls.enqueue(
             self.keys(queue),
             job_id=job_id,
             priority=priority,
@@ -81,6 +80,7 @@ class Jobs:
             unique_ttl=unique_ttl,
             fields=fields,
         )
+        return transitions.enqueue(self.client, call)
 
     def queued(self, queue: str = "default", **kwargs: Any) -> str:
         """Enqueue and return the new job's id (asserting it was created)."""
