@@ -77,7 +77,7 @@ def execute(client: redis.Redis, *args: str | int | float) -> Any:  # a Redis re
     packed = connection.pack_command(*args)  # type: ignore[no-untyped-call]
     # Connect (with the connection's own retries) outside the resend loop, as the pool does
     # in execute_command: an unreachable Redis then fails within one connect's retries.
-    connection.connect()
+    connection.connect()  # type: ignore[no-untyped-call]
 
     def send() -> Any:  # a Redis reply
         connection.send_packed_command(packed)  # type: ignore[no-untyped-call]
