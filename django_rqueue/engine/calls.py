@@ -87,21 +87,14 @@ def enqueue(
     unique_ttl: int,
     fields: Mapping[str, str | int],
 ) -> ScriptCall:
-    """``enqueue.lua``: create one job."""
-    return ScriptCall(
-        "enqueue",
-        [
-            keys.base,
-            keys.job(job_id),
-            keys.prios,
-            keys.delayed,
-            keys.stats,
-            keys.notify,
-            keys.wake,
-            keys.unique(unique_key),
-        ],
-        [job_id, priority, group, delay_ms, run_at_ms, unique_key, unique_ttl, *_pairs(fields)],
-    )
+    """``enqueue.lua``: create one job (the script derives the queue's other keys)."""
+    script_keys = [keys.base, keys.job(job_id)]
+    if unique_key:
+        script_keys.append(keys.unique(unique_key))
+    args: list[Arg] = [job_id, priority, group, delay_ms, run_at_ms, unique_key, unique_ttl]
+    for name, value in fields.items():
+        args += (name, value)
+    return ScriptCall("enqueue", script_keys, args)
 
 
 def enqueue_batch(

@@ -181,6 +181,43 @@ def test_bad_arguments_write_nothing(engine: Engine, field: str, value: int, mes
     assert engine.client.dbsize() == 0
 
 
+def test_a_unique_key_sent_without_its_key_name_writes_nothing(engine: Engine):
+    call = calls.enqueue(
+        engine.keys,
+        job_id="default:unique1",
+        priority=0,
+        group="",
+        delay_ms=0,
+        run_at_ms=-1,
+        unique_key="report:1",
+        unique_ttl=0,
+        fields={"n": "tests.noop"},
+    )
+    truncated = call._replace(keys=call.keys[:2])
+    with pytest.raises(redis.ResponseError, match="unique key without its KEYS"):
+        transitions.enqueue(engine.client, truncated)
+    assert engine.client.dbsize() == 0
+
+
+def test_only_the_base_the_job_and_a_unique_key_are_sent_as_keys(engine: Engine):
+    def sent(unique_key: str) -> list[str]:
+        return calls.enqueue(
+            engine.keys,
+            job_id="default:plain1",
+            priority=0,
+            group="",
+            delay_ms=0,
+            run_at_ms=-1,
+            unique_key=unique_key,
+            unique_ttl=0,
+            fields={"n": "tests.noop"},
+        ).keys
+
+    job = engine.keys.job("default:plain1")
+    assert sent("") == [engine.keys.base, job]
+    assert sent("k") == [engine.keys.base, job, engine.keys.unique("k")]
+
+
 def test_a_write_and_its_wait_report_the_replicas_and_a_resend_counts_as_unconfirmed():
     """``enqueue_and_wait`` / ``enqueue_batch_and_wait``: WAIT counts the replicas that have
     the connection's writes; a resent call that finds its jobs (``exists``) wrote nothing on
