@@ -28,6 +28,7 @@ from django.dispatch import receiver
 
 from . import backoff as backoffs
 from . import schedule
+from .engine.keys import RECORD_DEFAULTS, JobFields
 from .schedule import ScheduleEntry
 
 #: Backoff names accepted in ``DEFAULTS``/``QUEUES``/``@job(backoff=...)``.
@@ -36,10 +37,11 @@ BACKOFF_NAMES = frozenset(backoffs.NAMED)
 #: Built-in values used when neither ``DEFAULTS`` nor a queue sets them.
 #: ``timeout``, ``result_ttl`` and ``failed_ttl`` are seconds.
 BUILTIN_DEFAULTS: dict[str, Any] = {
-    "timeout": 300,
-    "max_attempts": 3,
+    # The job record leaves these three out while they hold these values (RECORD_DEFAULTS).
+    "timeout": RECORD_DEFAULTS[JobFields.TIMEOUT_MS] // 1000,
+    "max_attempts": RECORD_DEFAULTS[JobFields.MAX_ATTEMPTS],
     "backoff": "exponential",
-    "result_ttl": 86400,
+    "result_ttl": RECORD_DEFAULTS[JobFields.RESULT_TTL],
     # Retention of the failed store: 90 days, 100 000 jobs (``None``: no limit).
     "failed_ttl": 90 * 86400,
     "failed_max": 100_000,

@@ -51,7 +51,7 @@ from . import signals
 from .conf import Config, get_config
 from .engine import calls, transitions
 from .engine.connection import as_text, get_async_client, get_client, redis_errors
-from .engine.keys import JobFields, QueueKeys, new_job_id
+from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, new_job_id
 from .engine.transitions import EnqueueOutcome, ReplicaWait
 from .exceptions import NotReplicated
 from .execution import arun_eager, run_eager
@@ -432,13 +432,15 @@ class Submission:
 
     def fields(self) -> dict[str, str | int]:
         job = self.job
-        fields: dict[str, str | int] = {
-            JobFields.NAME: job.name,
-            JobFields.PAYLOAD: self.payload,
-            JobFields.MAX_ATTEMPTS: job.max_attempts,
-            JobFields.TIMEOUT_MS: int(job.timeout * 1000),
-            JobFields.RESULT_TTL: job.result_ttl,
-        }
+        fields: dict[str, str | int] = {JobFields.NAME: job.name, JobFields.PAYLOAD: self.payload}
+        # Left out at their defaults (readers use RECORD_DEFAULTS then).
+        for name, value in (
+            (JobFields.MAX_ATTEMPTS, job.max_attempts),
+            (JobFields.TIMEOUT_MS, int(job.timeout * 1000)),
+            (JobFields.RESULT_TTL, job.result_ttl),
+        ):
+            if value != RECORD_DEFAULTS[name]:
+                fields[name] = value
         if self.expires_in_ms >= 0:
             fields[JobFields.EXPIRES_IN] = self.expires_in_ms  # the script adds the enqueue time
         elif job.expires_at is not None:

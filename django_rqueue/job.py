@@ -20,7 +20,7 @@ from .engine.connection import (
     new_async_client,
     redis_errors,
 )
-from .engine.keys import JobFields, QueueKeys, queue_of
+from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, queue_of
 from .serialization import decode_arguments, join_payload, loads
 
 
@@ -62,6 +62,11 @@ def _deadline(timeout: float) -> float:
     ):
         raise ValueError(f"timeout must be a number of seconds >= 0, not {timeout!r}")
     return time.monotonic() + timeout
+
+
+_DEFAULT_MAX_ATTEMPTS = RECORD_DEFAULTS[JobFields.MAX_ATTEMPTS]
+_DEFAULT_TIMEOUT_MS = RECORD_DEFAULTS[JobFields.TIMEOUT_MS]
+_DEFAULT_RESULT_TTL = RECORD_DEFAULTS[JobFields.RESULT_TTL]
 
 
 def _int(value: bytes | str | None, default: int = 0) -> int:
@@ -146,9 +151,10 @@ class Job[R]:
             priority=_int(f.get(JobFields.PRIORITY)),
             group=as_text(f.get(JobFields.GROUP)),
             attempts=_int(f.get(JobFields.ATTEMPTS)),
-            max_attempts=_int(f.get(JobFields.MAX_ATTEMPTS), 1),
-            timeout=float(_int(f.get(JobFields.TIMEOUT_MS))) / 1000,
-            result_ttl=_int(f.get(JobFields.RESULT_TTL)),
+            # Absent at their defaults (RECORD_DEFAULTS).
+            max_attempts=_int(f.get(JobFields.MAX_ATTEMPTS), _DEFAULT_MAX_ATTEMPTS),
+            timeout=float(_int(f.get(JobFields.TIMEOUT_MS), _DEFAULT_TIMEOUT_MS)) / 1000,
+            result_ttl=_int(f.get(JobFields.RESULT_TTL), _DEFAULT_RESULT_TTL),
             enqueued_at=ms_to_datetime(f.get(JobFields.ENQUEUED_AT)),
             # Left out of the hash while it equals the enqueue time (enqueue_job.lua).
             run_at=ms_to_datetime(f.get(JobFields.RUN_AT) or f.get(JobFields.ENQUEUED_AT)),

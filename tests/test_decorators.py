@@ -191,7 +191,11 @@ def test_delay_persists_the_job_and_returns_it(redis_client: redis.Redis):
     record = _record(redis_client, queued.id)
     assert record["s"] == "queued"
     assert record["n"] == bare.name
-    assert record["max"] == "3"  # built-in default
+    # The built-in max_attempts, timeout and result_ttl are left out of the record ...
+    assert not {"max", "tmo", "ttl"} & record.keys()
+    got = get_job(queued.id)  # ... and read back as those defaults.
+    assert got is not None
+    assert (got.max_attempts, got.timeout, got.result_ttl) == (3, 300.0, 86400)
     assert redis_client.lrange(KEYS.group(0, ""), 0, -1) == [queued.id.encode()]
 
 

@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy
 from .. import queries
 from ..conf import get_config
 from ..engine.connection import get_client
-from ..engine.keys import JobFields, queue_of
+from ..engine.keys import RECORD_DEFAULTS, JobFields, queue_of
 from ..engine.transitions import read_job
 from ..job import CancelReason, Job
 from ..operations import ACTIONS
@@ -83,7 +83,11 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             args=pretty(job.args),
             kwargs=pretty(job.kwargs),
             result=pretty(job.result) if JobFields.RESULT in raw else None,
-            options={label: raw[k] for label, k in OPTION_FIELDS if k in raw},
+            options={
+                label: raw.get(k, str(RECORD_DEFAULTS.get(k, "")))
+                for label, k in OPTION_FIELDS
+                if k in raw or k in RECORD_DEFAULTS
+            },
             raw=sorted(raw.items()) if job.problems else None,
             errors=list(enumerate(job.errors, 1)),
             actions=actions,

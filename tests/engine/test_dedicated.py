@@ -37,6 +37,7 @@ def test_each_thread_has_its_own_connection():
     assert len({*ids, _connection_id(client)}) == 3
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_makes_its_own_connection():
     client = get_client("default")
     parent = _connection_id(client)

@@ -24,6 +24,7 @@ from django_rqueue.engine.keys import (
     PAUSED,
     PRIOS,
     RATE,
+    RECORD_DEFAULTS,
     RING,
     SCHEDULE_ENTRY,
     SUCCEEDED,
@@ -363,3 +364,11 @@ def test_no_script_spells_a_job_field_by_its_old_long_name():
         )
         hits = [f for f in old if re.search(rf"'{f}'(?!,\s*(st|job\[1\]))", code)]
         assert hits == [], f"{name}.lua uses old field names {hits}"
+
+
+def test_the_lua_record_defaults_are_those_of_keys_py():
+    text = resources.files("django_rqueue.engine.scripts").joinpath("include/stored_default.lua")
+    table = re.search(r"RECORD_DEFAULTS = \{(.*?)\}", text.read_text())
+    assert table is not None
+    pairs = dict(re.findall(r"(\w+) = (\d+)", table.group(1)))
+    assert {name: int(value) for name, value in pairs.items()} == RECORD_DEFAULTS

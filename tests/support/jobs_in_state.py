@@ -42,13 +42,13 @@ class Jobs:
         priority: int = 0,
         delay_ms: int = 0,
         payload: str = '{"a": ["/dev/null", "x"], "k": {}}',
-        max_attempts: int = 1,
+        max_attempts: int | None = 1,
         job_id: str | None = None,
         run_at_ms: int = -1,
         unique_key: str = "",
         unique_ttl: int = 0,
-        timeout_ms: int = 30_000,
-        ttl: int = 600,
+        timeout_ms: int | None = 30_000,
+        ttl: int | None = 600,
         expires_in_ms: int = -1,
         expires_at_ms: int = -1,
     ) -> Enqueued:
@@ -58,13 +58,14 @@ class Jobs:
         the epoch): the job's expiry (``-1``: none).
         """
         job_id = job_id or new_job_id(queue)
-        fields: dict[str, str | int] = {
-            JobFields.NAME: name,
-            JobFields.PAYLOAD: payload,
-            JobFields.MAX_ATTEMPTS: max_attempts,
-            JobFields.TIMEOUT_MS: timeout_ms,
-            JobFields.RESULT_TTL: ttl,
-        }
+        fields: dict[str, str | int] = {JobFields.NAME: name, JobFields.PAYLOAD: payload}
+        for field, value in (
+            (JobFields.MAX_ATTEMPTS, max_attempts),
+            (JobFields.TIMEOUT_MS, timeout_ms),
+            (JobFields.RESULT_TTL, ttl),
+        ):
+            if value is not None:  # None: left out, as enqueues do at RECORD_DEFAULTS
+                fields[field] = value
         if expires_in_ms >= 0:
             fields[JobFields.EXPIRES_IN] = expires_in_ms
         if expires_at_ms >= 0:

@@ -26,6 +26,7 @@
 --@include now_ms.lua
 --@include observe_duration.lua
 --@include record_error.lua
+--@include stored_default.lua
 --@include trim_failed.lua
 
 local base, jkey, reserved, delayed, failed, stats, wake =
@@ -48,7 +49,7 @@ redis.call('ZREM', reserved, id)
 group_slot_free(base, jkey)
 record_error(jkey, ARGV[3])
 local counts = redis.call('HMGET', jkey, 'attempts', 'max')
-if delay >= 0 and tonumber(counts[1]) < tonumber(counts[2] or 1) then
+if delay >= 0 and tonumber(counts[1]) < tonumber(stored_default('max', counts[2])) then
   local run_at = now + delay
   redis.call('HSET', jkey, 's', 'scheduled', 'due', run_at)
   redis.call('HDEL', jkey, 'worker')

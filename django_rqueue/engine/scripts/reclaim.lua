@@ -25,6 +25,7 @@
 --@include now_ms.lua
 --@include push_queued.lua
 --@include record_error.lua
+--@include stored_default.lua
 --@include trim_failed.lua
 
 -- The lost attempt's error record names the worker that held it, as the
@@ -60,7 +61,7 @@ for _, id in ipairs(expired) do
     redis.call('HINCRBY', jkey, 'token', 1)
     group_slot_free(base, jkey)
     record_error(jkey, with_worker(ARGV[2], job[6]))
-    if tonumber(job[2]) >= tonumber(job[3] or 1) then
+    if tonumber(job[2]) >= tonumber(stored_default('max', job[3])) then
       move_to_failed(base, jkey, failed, stats, id, now)
       failed_count = failed_count + 1
     else

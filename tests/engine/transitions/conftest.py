@@ -53,10 +53,10 @@ class Engine:
         run_at_ms: int = -1,
         unique_key: str = "",
         unique_ttl: int = 0,
-        max_attempts: int = 3,
+        max_attempts: int | None = 3,
         name: str = "tests.noop",
         payload: str = '{"a":[],"k":{}}',
-        ttl: int = 600,
+        ttl: int | None = 600,
         expires_in_ms: int = -1,
         expires_at_ms: int = -1,
     ) -> tuple[str, str, str]:

@@ -9,6 +9,7 @@
 -- the job out of the structure it was in (its group list, `delayed`).
 -- Derived keys: base .. 'unique:' .. <'uk' field>, base .. 'done:' .. id.
 --@include release_unique.lua
+--@include stored_default.lua
 --@include wake_waiters.lua
 local function expire_if_due(base, jkey, stats, id, now)
   local expires = tonumber(redis.call('HGET', jkey, 'exp'))
@@ -19,7 +20,7 @@ local function expire_if_due(base, jkey, stats, id, now)
   redis.call('HINCRBY', stats, 'expired', 1)
   release_unique(base, jkey, id)
   wake_waiters(base, jkey, id)
-  local ttl = tonumber(redis.call('HGET', jkey, 'ttl')) or 0
+  local ttl = tonumber(stored_default('ttl', redis.call('HGET', jkey, 'ttl'))) or 0
   if ttl > 0 then
     redis.call('EXPIRE', jkey, ttl)
   else
