@@ -35,10 +35,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import enum
+import types
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, NamedTuple, cast
+from contextlib import AbstractContextManager
+from typing import Any, Literal, NamedTuple, cast
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -355,8 +355,30 @@ def reset_after_fork() -> None:
 DEMOTED = "UNBLOCKED"
 
 
-@contextmanager
-def redis_errors() -> Iterator[None]:
+class _RedisErrors:
+    """The context manager of :func:`redis_errors`: a class, as a generator-based one costs
+    a generator and three calls per use, on the path of every script call (issue 14)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: types.TracebackType | None,
+    ) -> Literal[False]:
+        if isinstance(exc, redis.ConnectionError | redis.TimeoutError | ClusterDownError):
+            raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+        if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):
+            raise RedisUnavailable(f"Redis master was demoted: {exc}") from exc
+        return False
+
+
+_REDIS_ERRORS = _RedisErrors()
+
+
+def redis_errors() -> AbstractContextManager[None]:
     """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`.
 
     So is the error of a blocking command cut short because its master was
@@ -364,14 +386,7 @@ def redis_errors() -> Iterator[None]:
     a Redis Cluster's ``CLUSTERDOWN`` (a slot has no master until a replica is
     promoted).
     """
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError, ClusterDownError) as exc:
-        raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
-    except redis.ResponseError as exc:
-        if not str(exc).startswith(DEMOTED):
-            raise
-        raise RedisUnavailable(f"Redis master was demoted: {exc}") from exc
+    return _REDIS_ERRORS
 
 
 def as_text(value: bytes | str | None, default: str = "") -> str:

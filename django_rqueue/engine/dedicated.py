@@ -32,17 +32,68 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from redis.connection import AbstractConnection, ConnectionPool
+
+hiredis_pack_command: Callable[..., Any] | None
+try:  # the optional C parser (the "hiredis" extra); redis-py's packer otherwise
+    from hiredis import pack_command as hiredis_pack_command
+except ImportError:  # pragma: no cover - the test environments install it
+    hiredis_pack_command = None
+
+
+class _Dedicated:
+    """One thread's connection to one pool's server, and how its commands are packed."""
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.connection: AbstractConnection = pool.connection_class(**pool.connection_kwargs)
+        self.pid = os.getpid()
+        #: Whether :attr:`connection` may hold a socket; ``False`` until the first connect
+        #: and after each failure (redis-py's ``connect()`` costs a retry wrapper even
+        #: when connected: about 4 % of a ``.delay()``, issue 14).
+        self.connected = False
+        if hiredis_pack_command is not None:
+            # The bytes redis-py's own packer makes when hiredis is installed (it hands str,
+            # bytes, int and float to the same function), without its per-argument type
+            # checks: 15 % of a .delay() (issue 14).
+            self.pack: Callable[..., list[bytes]] = _hiredis_pack
+        else:
+            self.pack = self.connection.pack_command
+
+    def execute(self, args: tuple[str | int | float, ...]) -> Any:  # a Redis reply
+        connection = self.connection
+        packed = self.pack(*args)
+        if not self.connected:
+            # Connect (with the connection's own retries) outside the resend loop, as the
+            # pool does in execute_command: an unreachable Redis fails within one connect's
+            # retries instead of one per resend.
+            connection.connect()  # type: ignore[no-untyped-call]
+            self.connected = True
+
+        def send() -> Any:  # a Redis reply
+            connection.send_packed_command(packed)  # type: ignore[no-untyped-call]
+            return connection.read_response()
+
+        def failed(_error: BaseException) -> None:
+            self.connected = False
+            connection.disconnect()  # type: ignore[no-untyped-call]
+
+        return connection.retry.call_with_retry(send, failed)
+
+
+def _hiredis_pack(*args: str | int | float) -> list[bytes]:
+    assert hiredis_pack_command is not None  # noqa: S101 - chosen only when it is installed
+    return [hiredis_pack_command(args)]
 
 
 class _Connections(threading.local):
     """This thread's dedicated connections, by the pool whose options they copy."""
 
     def __init__(self) -> None:
-        self.by_pool: weakref.WeakKeyDictionary[ConnectionPool, AbstractConnection] = (
+        self.by_pool: weakref.WeakKeyDictionary[ConnectionPool, _Dedicated] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -50,17 +101,16 @@ class _Connections(threading.local):
 _local = _Connections()
 
 
-def _connection(client: redis.Redis) -> AbstractConnection | None:
+def _dedicated(client: redis.Redis) -> _Dedicated | None:
     """This thread's connection for ``client``'s pool (made on first use, and again after a
     fork); ``None`` when the client has no plain connection pool."""
     pool = getattr(client, "connection_pool", None)
     if not isinstance(pool, ConnectionPool) or getattr(pool, "cache", None) is not None:
         return None
-    connection = _local.by_pool.get(pool)
-    if connection is None or connection.pid != os.getpid():
-        connection = pool.connection_class(**pool.connection_kwargs)
-        _local.by_pool[pool] = connection
-    return connection
+    dedicated = _local.by_pool.get(pool)
+    if dedicated is None or dedicated.pid != os.getpid():
+        dedicated = _local.by_pool[pool] = _Dedicated(pool)
+    return dedicated
 
 
 def execute(client: redis.Redis, *args: str | int | float) -> Any:  # a Redis reply
@@ -71,19 +121,7 @@ def execute(client: redis.Redis, *args: str | int | float) -> Any:  # a Redis re
     raises: ``redis.ResponseError`` (``NoScriptError`` among them) for an error reply,
     ``redis.ConnectionError`` / ``redis.TimeoutError`` once the client's retries are spent.
     """
-    connection = _connection(client)
-    if connection is None:
+    dedicated = _dedicated(client)
+    if dedicated is None:
         return client.execute_command(*args)  # type: ignore[no-untyped-call]
-    packed = connection.pack_command(*args)  # type: ignore[no-untyped-call]
-    # Connect (with the connection's own retries) outside the resend loop, as the pool does
-    # in execute_command: an unreachable Redis then fails within one connect's retries.
-    connection.connect()  # type: ignore[no-untyped-call]
-
-    def send() -> Any:  # a Redis reply
-        connection.send_packed_command(packed)  # type: ignore[no-untyped-call]
-        return connection.read_response()
-
-    def failed(_error: BaseException) -> None:
-        connection.disconnect()  # type: ignore[no-untyped-call]
-
-    return connection.retry.call_with_retry(send, failed)
+    return dedicated.execute(args)

@@ -134,8 +134,18 @@ async def aenqueue(client: redis.asyncio.Redis, call: ScriptCall) -> Enqueued:
     return _enqueued(await _arun(client, call))
 
 
+#: The script's outcome as redis-py returns it (bytes, or str with ``decode_responses``).
+_OUTCOMES: dict[bytes | str, EnqueueOutcome] = {
+    **{outcome.value: outcome for outcome in EnqueueOutcome},
+    **{outcome.value.encode(): outcome for outcome in EnqueueOutcome},
+}
+
+
 def _enqueued(reply: list[Any]) -> Enqueued:
-    return EnqueueOutcome(as_text(reply[0])), as_text(reply[1]), as_text(reply[2])
+    outcome = _OUTCOMES.get(reply[0])
+    if outcome is None:
+        raise ValueError(f"enqueue: unknown outcome {reply[0]!r}")
+    return outcome, as_text(reply[1]), as_text(reply[2])
 
 
 def _confirmed(outcomes: Iterable[EnqueueOutcome], acked: int) -> int:

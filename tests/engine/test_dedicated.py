@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from django_rqueue.engine.connection import get_client
-from django_rqueue.engine.dedicated import execute
+from django_rqueue.engine.dedicated import _dedicated, execute
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import get_job
 from tests.jobs_app.jobs import record
@@ -72,3 +72,13 @@ def test_an_unreachable_redis_raises_redis_unavailable(settings, redis_server: R
     down.close()
     with pytest.raises(RedisUnavailable):
         record.delay("ledger", "tag")
+
+
+def test_commands_are_packed_as_redis_py_packs_them(redis_server: RedisServer):
+    client = redis_server.client()
+    dedicated = _dedicated(client)
+    assert dedicated is not None
+    args = ("EVALSHA", "abc", 2, "k1", "k\u00e9y", 0, -1, 0.1, 1e20, 12345678901234567890)
+    ours = b"".join(dedicated.pack(*args))
+    assert ours == b"".join(dedicated.connection.pack_command(*args))
+    assert execute(client, "ECHO", "k\u00e9y") == "k\u00e9y".encode()
