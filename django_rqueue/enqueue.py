@@ -50,6 +50,7 @@ from django.utils import timezone
 from . import signals
 from .conf import Config, get_config
 from .engine import calls, transitions
+from .engine.calls import ScriptCall
 from .engine.connection import as_text, get_async_client, get_client, redis_errors
 from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, new_job_id
 from .engine.transitions import EnqueueOutcome, ReplicaWait
@@ -63,6 +64,9 @@ if TYPE_CHECKING:
 
 #: No extra job-hash fields (the default of :attr:`Submission.extra`).
 _NO_FIELDS: Mapping[str, str] = types.MappingProxyType({})
+
+#: Job states by name (a dict lookup costs less than ``JobStatus(name)``).
+STATUSES = {status.value: status for status in JobStatus}
 
 #: States in which a job holds its unique key.
 HOLDING = (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING)
@@ -243,6 +247,12 @@ class Plan:
     expires_at: datetime.datetime | None
     #: An ``expires`` given in seconds, as milliseconds from the enqueue (at least 1); -1: none.
     expires_in_ms: int
+    #: The queue's keys (the prefix is part of the setting the plan was resolved from).
+    keys: QueueKeys
+    #: The job-hash fields every call of the plan writes: the job name, and the options
+    #: not at their defaults (``RECORD_DEFAULTS``): max attempts, timeout (ms), result
+    #: TTL, an absolute expiry. Read-only: every Submission of the plan shares it.
+    record: Mapping[str, str | int]
 
     @classmethod
     def of(
@@ -284,14 +294,28 @@ class Plan:
             expires_at = o.expires
         elif o.expires is not None:
             expires_in_ms = max(1, math.ceil(o.expires * 1000))
+        max_attempts = o.max_attempts or qconf.max_attempts
+        timeout = o.timeout or qconf.timeout
+        result_ttl = o.result_ttl if o.result_ttl is not None else qconf.result_ttl
+        record: dict[str, str | int] = {JobFields.NAME: job_function.name}
+        # Left out at their defaults (readers use RECORD_DEFAULTS then).
+        for name, value in (
+            (JobFields.MAX_ATTEMPTS, max_attempts),
+            (JobFields.TIMEOUT_MS, int(timeout * 1000)),
+            (JobFields.RESULT_TTL, result_ttl),
+        ):
+            if value != RECORD_DEFAULTS[name]:
+                record[name] = value
+        if expires_at is not None:
+            record[JobFields.EXPIRES] = int(expires_at.timestamp() * 1000)
         return cls(
             job_function=job_function,
             queue=queue,
             priority=o.priority or 0,
             group=o.group or "",
-            max_attempts=o.max_attempts or qconf.max_attempts,
-            timeout=o.timeout or qconf.timeout,
-            result_ttl=o.result_ttl if o.result_ttl is not None else qconf.result_ttl,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            result_ttl=result_ttl,
             unique_key=o.unique_key,
             unique_ttl=o.unique_ttl or 0,
             status=status,
@@ -300,6 +324,8 @@ class Plan:
             delay_ms=delay_ms,
             expires_at=expires_at,
             expires_in_ms=expires_in_ms,
+            keys=QueueKeys.of(config.key_prefix, queue),
+            record=types.MappingProxyType(record),
         )
 
     def submission(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Submission:
@@ -334,6 +360,8 @@ class Plan:
             self.run_at_ms,
             self.unique_ttl,
             self.expires_in_ms,
+            keys=self.keys,
+            record=self.record,
         )
 
 
@@ -351,9 +379,10 @@ class Submission:
     expires_in_ms: int = -1
     #: Job-hash fields written besides the usual ones (the django.tasks backend's).
     extra: Mapping[str, str] = _NO_FIELDS
-
-    def keys(self) -> QueueKeys:
-        return QueueKeys.of(get_config().key_prefix, self.job.queue)
+    #: The queue's keys (:attr:`Plan.keys`).
+    keys: QueueKeys = dataclasses.field(kw_only=True)
+    #: The fields every job of its plan writes (:attr:`Plan.record`).
+    record: Mapping[str, str | int] = dataclasses.field(kw_only=True)
 
     def pending_holder(self) -> Job[Any] | None:
         """The job already holding this job's unique key: in Redis, or waiting for this commit."""
@@ -361,7 +390,7 @@ class Submission:
             return None
         client = get_client(self.job.queue)
         with redis_errors():
-            holder = client.get(self.keys().unique(self.job.unique_key))
+            holder = client.get(self.keys.unique(self.job.unique_key))
         if holder is not None:
             existing = get_job(as_text(holder))
             if existing and existing.status in HOLDING:
@@ -371,7 +400,7 @@ class Submission:
     def __call__(self) -> Job[Any]:
         """Write the job; ``NotReplicated`` (after the signal) under ``MIN_REPLICAS_ACK``."""
         client, wait = get_client(self.job.queue), replica_wait(get_config())
-        call = calls.enqueue(self.keys(), **self._script_options())
+        call = self.call()
         if wait is None:
             outcome, job_id, state = transitions.enqueue(client, call)
             acked = 0
@@ -389,7 +418,7 @@ class Submission:
         client = get_async_client(self.job.queue)
         if client is None:
             return await sync_to_async(self, thread_sensitive=True)()
-        call = calls.enqueue(self.keys(), **self._script_options())
+        call = self.call()
         wait = replica_wait(get_config())
         if wait is None:
             outcome, job_id, state = await transitions.aenqueue(client, call)
@@ -404,19 +433,20 @@ class Submission:
             _check_replicated(wait, [job_id] if outcome in WROTE else [], acked)
         return self.job
 
-    def _script_options(self) -> dict[str, Any]:
-        """The options of ``enqueue.lua`` (:func:`.engine.calls.enqueue`) for this job."""
+    def call(self) -> ScriptCall:
+        """The ``enqueue.lua`` call (:func:`.engine.calls.enqueue`) that writes this job."""
         job = self.job
-        return {
-            "job_id": job.id,
-            "priority": job.priority,
-            "group": job.group,
-            "delay_ms": self.delay_ms,
-            "run_at_ms": self.run_at_ms,
-            "unique_key": job.unique_key,
-            "unique_ttl": self.unique_ttl,
-            "fields": self.fields(),
-        }
+        return calls.enqueue(
+            self.keys,
+            job_id=job.id,
+            priority=job.priority,
+            group=job.group,
+            delay_ms=self.delay_ms,
+            run_at_ms=self.run_at_ms,
+            unique_key=job.unique_key,
+            unique_ttl=self.unique_ttl,
+            fields=self.fields(),
+        )
 
     def _written(self, outcome: EnqueueOutcome, state: str, existing: Job[Any] | None) -> bool:
         """Apply the script's answer to :attr:`job`; whether a job was created (announce it).
@@ -427,24 +457,14 @@ class Submission:
         if existing is not None:
             self.job.assign(existing)
             return False
-        self.job.status = JobStatus(state)
+        self.job.status = STATUSES[state]
         return outcome is EnqueueOutcome.CREATED
 
     def fields(self) -> dict[str, str | int]:
-        job = self.job
-        fields: dict[str, str | int] = {JobFields.NAME: job.name, JobFields.PAYLOAD: self.payload}
-        # Left out at their defaults (readers use RECORD_DEFAULTS then).
-        for name, value in (
-            (JobFields.MAX_ATTEMPTS, job.max_attempts),
-            (JobFields.TIMEOUT_MS, int(job.timeout * 1000)),
-            (JobFields.RESULT_TTL, job.result_ttl),
-        ):
-            if value != RECORD_DEFAULTS[name]:
-                fields[name] = value
+        """The job-hash fields this job is written with (an enqueue script's field pairs)."""
+        fields = {**self.record, JobFields.PAYLOAD: self.payload}
         if self.expires_in_ms >= 0:
             fields[JobFields.EXPIRES_IN] = self.expires_in_ms  # the script adds the enqueue time
-        elif job.expires_at is not None:
-            fields[JobFields.EXPIRES] = int(job.expires_at.timestamp() * 1000)
         if self.extra:
             fields.update(self.extra)
         return fields
@@ -505,7 +525,7 @@ class BatchSubmission:
             "unique_ttl": first.unique_ttl,
             "fields": fields,
         }
-        client, keys = get_client(first.job.queue), first.keys()
+        client, keys = get_client(first.job.queue), first.keys
         wait = replica_wait(get_config())
         if wait is None:
             items = [self._item(s) for s in self.to_write]
@@ -533,7 +553,6 @@ class BatchSubmission:
     def _apply(self, written: list[Submission], replies: list[transitions.Enqueued]) -> None:
         """Apply the script's answers to the Jobs of ``written``; announce the created ones."""
         announce = signals.job_enqueued.has_listeners(self.job_function)
-        statuses = {status.value: status for status in JobStatus}
         for submission, (outcome, job_id, state) in zip(written, replies, strict=True):
             job = submission.job
             if outcome is EnqueueOutcome.DUPLICATE:
@@ -541,7 +560,7 @@ class BatchSubmission:
                 if existing is not None:
                     job.assign(existing)
                     continue
-            job.status = statuses[state]
+            job.status = STATUSES[state]
             if outcome is EnqueueOutcome.CREATED and announce:
                 signals.send(signals.job_enqueued, self.job_function, job=job)
 
