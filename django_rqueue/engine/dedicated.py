@@ -64,14 +64,30 @@ class _Dedicated:
             self.pack = self.connection.pack_command
 
     def execute(self, args: tuple[str | int | float, ...]) -> Any:  # a Redis reply
-        connection = self.connection
         packed = self.pack(*args)
         if not self.connected:
-            # Connect (with the connection's own retries) outside the resend loop, as the
-            # pool does in execute_command: an unreachable Redis fails within one connect's
-            # retries instead of one per resend.
-            connection.connect()  # type: ignore[no-untyped-call]
-            self.connected = True
+            self._connect()
+            return self._send(packed)
+        try:
+            return self._send(packed)
+        except redis.ConnectionError:
+            # The socket may have been closed by the server while this thread did not use
+            # it (a restart, its idle timeout). redis-py's pool checks for that before it
+            # lends a connection (a poll() per command); here the command is sent once more
+            # on a new connection, whatever the client's retry policy (django-redis's
+            # clients retry nothing). Resending is safe: see the module docstring.
+            self._connect()
+            return self._send(packed)
+
+    def _connect(self) -> None:
+        """Connect (with the connection's own retries) outside the resend loop, as the pool
+        does in ``execute_command``: an unreachable Redis fails within one connect's retries
+        instead of one per resend."""
+        self.connection.connect()  # type: ignore[no-untyped-call]
+        self.connected = True
+
+    def _send(self, packed: list[bytes]) -> Any:  # a Redis reply
+        connection = self.connection
 
         def send() -> Any:  # a Redis reply
             connection.send_packed_command(packed)  # type: ignore[no-untyped-call]

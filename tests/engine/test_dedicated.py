@@ -82,3 +82,13 @@ def test_commands_are_packed_as_redis_py_packs_them(redis_server: RedisServer):
     ours = b"".join(dedicated.pack(*args))
     assert ours == b"".join(dedicated.connection.pack_command(*args))
     assert execute(client, "ECHO", "k\u00e9y") == "k\u00e9y".encode()
+
+
+def test_a_connection_the_server_closed_is_replaced_even_without_retries(
+    redis_server: RedisServer, redis_client: redis.Redis
+):
+    client = redis.Redis.from_url(redis_server.url)  # as django-redis makes them: no retries
+    before = _connection_id(client)
+    redis_client.client_kill_filter(_id=str(before))
+    assert execute(client, "PING") in (b"PONG", True)
+    assert _connection_id(client) != before
