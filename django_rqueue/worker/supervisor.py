@@ -77,6 +77,10 @@ logger = logging.getLogger("django_rqueue.supervisor")
 
 #: Seconds between the master's passes over its children when nothing happens.
 TICK = 0.1
+#: Shortest time in seconds between two passes that read the children's pipes: busy
+#: children's messages wait in their pipes meanwhile and are read together, so the
+#: master wakes at most ``1 / PASS_GAP`` times a second, not once per job.
+PASS_GAP = 0.01
 #: Longest heartbeat interval in seconds (it is also at most a third of the lease).
 HEARTBEAT = 5.0
 #: Longest pause in seconds between the master's attempts to reach Redis while it is
@@ -149,6 +153,8 @@ class Supervisor:
         self.pending_reports: list[tuple[Running, BaseException]] = []
         #: Servers whose lease renewals failed lately (skipped until their retry time).
         self.outages = Outages()
+        #: ``time.monotonic()`` before which the next pass does not start (:data:`PASS_GAP`).
+        self.next_pass = 0.0
 
     # -- startup -----------------------------------------------------------
 
@@ -377,7 +383,13 @@ class Supervisor:
     # -- the loop ------------------------------------------------------------
 
     def _tick(self) -> None:
-        for key, _ in self.selector.select(TICK):
+        pause = self.next_pass - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)  # a signal's handler still runs meanwhile
+        events = self.selector.select(TICK)
+        if events:
+            self.next_pass = time.monotonic() + PASS_GAP
+        for key, _ in events:
             child = self.children.get(key.data)
             if child is not None:
                 self._read(child)

@@ -1,4 +1,4 @@
-"""The prefork master's lease renewals, in-process, against the real test redis-server.
+"""The prefork master's lease renewals and passes, in-process, against the real test redis-server.
 
 The master's record of a child (:class:`~django_rqueue.worker.children.Child`)
 is fed through a real pipe by the child's side of the protocol
@@ -10,7 +10,9 @@ SIGKILLs it can be observed without forking a worker.
 from __future__ import annotations
 
 import os
+import selectors
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +24,7 @@ from django_rqueue.engine import transitions
 from django_rqueue.job import Job
 from django_rqueue.worker.children import Child, ChildKind, KillReason, PipeHooks
 from django_rqueue.worker.reporting import AttemptOutcome
-from django_rqueue.worker.supervisor import Supervisor
+from django_rqueue.worker.supervisor import PASS_GAP, Supervisor
 from tests.jobs_app.jobs import record
 from tests.support.inprocess import keys
 from tests.support.processes import alive
@@ -129,3 +131,25 @@ def test_a_renewal_refused_for_a_job_that_finished_under_our_token_kills_no_one(
 
     assert child.killed_for is None  # not killed
     assert alive(supervised.process.pid)
+
+
+def test_busy_children_wake_the_master_at_most_once_per_pass_gap(
+    supervised: FakeChild, ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    """A child that runs job after job writes to its pipe all the time: the master reads
+    it, then lets the next messages gather for PASS_GAP instead of waking for each job."""
+    master, child, hooks = supervised.master, supervised.child, supervised.hooks
+    master.selector.register(child.fd, selectors.EVENT_READ, child.pid)
+    first_id, second_id = record.delay(ledger, "1").id, record.delay(ledger, "2").id
+    first = reserve(rqueue_redis)
+    hooks.started("default", first)
+    began = time.monotonic()
+    master._tick()
+    assert list(child.running) == [first_id]
+    hooks.finished(first, AttemptOutcome.SUCCEEDED)
+    hooks.started("default", reserve(rqueue_redis))  # waiting in the pipe at once
+
+    master._tick()
+
+    assert time.monotonic() - began >= PASS_GAP
+    assert list(child.running) == [second_id] and master.processed == 1
