@@ -2,7 +2,7 @@
 
 Run in the bench venv (after ``python bench/run.py`` created it)::
 
-    PYTHONPATH=. bench/.venv-peers/bin/python -m bench.profile [--jobs 5000] [--html DIR]
+    PYTHONPATH=. bench/.venv-peers/bin/python -m bench.profile [--jobs 20000] [--html DIR]
 
 1. ``.delay()`` one by one and ``.delay_many()``: pyinstrument, in process.
 2. The worker's child loop (``Worker.run`` in burst mode, no poller) draining
@@ -47,7 +47,7 @@ def diff(before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--html", default=None, help="also write pyinstrument HTML here")
     args = parser.parse_args()
     n = args.jobs
