@@ -207,7 +207,14 @@ def announce(
     outcome: Outcome,
     delay: float | None,
 ) -> None:
-    """Send ``job_succeeded``, ``job_retrying`` (``delay`` not None) or ``job_failed``."""
+    """Send ``job_succeeded``, ``job_retrying`` (``delay`` not None) or ``job_failed``.
+
+    Nothing is built when the signal has no receivers for ``job_function`` (the result
+    is not decoded again for a ``job_succeeded`` nobody listens to: a worker announces
+    every job).
+    """
+    if outcome.ok and not signals.job_succeeded.has_listeners(job_function):
+        return
     signal, kwargs = _outcome_signal(job, outcome, delay)
     signals.send(signal, job_function, **kwargs)
 

@@ -135,7 +135,10 @@ class Job[R]:
     @classmethod
     def from_fields(cls, job_id: str, fields: dict[bytes, bytes] | dict[str, str]) -> Job[Any]:
         """Build a Job from a job hash (``HGETALL``); never raises on corrupt data."""
-        f: dict[str, bytes | str] = {as_text(k): v for k, v in fields.items()}
+        f: dict[str, bytes | str] = {
+            (k.decode("utf-8", "replace") if isinstance(k, bytes) else k): v
+            for k, v in fields.items()
+        }
         problems: list[str] = []
         state = as_text(f.get(JobFields.STATE))
         try:

@@ -71,9 +71,17 @@ def dumps(value: object) -> str:
     return _ENCODER.encode(value)
 
 
+#: One decoder for every call (``json.loads(object_hook=...)`` builds one per call; a
+#: worker decodes every job's arguments). Its scanner keeps no state between calls.
+_DECODER = json.JSONDecoder(object_hook=_object_hook)
+
+
 def loads(data: str | bytes) -> Any:  # decoded JSON
-    """Decode what :func:`dumps` produced (raises ``ValueError`` on corrupt data)."""
-    return json.loads(data, object_hook=_object_hook)
+    """Decode what :func:`dumps` produced (raises ``ValueError`` on corrupt data: bad JSON,
+    or bytes that are not UTF-8)."""
+    if isinstance(data, bytes):
+        data = data.decode()
+    return _DECODER.decode(data)
 
 
 def encode_arguments(
