@@ -28,13 +28,22 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   local now = now_ms()
   observe_duration(base, jkey, now)
   redis.call('ZREM', reserved, id)
-  group_slot_free(base, jkey)
+  -- One read of the fields the three helpers below start with ('gc' group slot, 'uk'
+  -- unique key, 'w' awaited): most jobs have none of them, and every job passes here.
+  local held = redis.call('HMGET', jkey, 'gc', 'uk', 'w')
+  if held[1] then
+    group_slot_free(base, jkey)
+  end
   redis.call('HSET', jkey, 's', 'succeeded', 'finished_at', now, 'result', result)
   redis.call('HDEL', jkey, 'error')
   redis.call('HINCRBY', stats, 'succeeded', 1)
-  release_unique(base, jkey, id)
+  if held[2] then
+    release_unique(base, jkey, id)
+  end
   count_finished(base, 's', now)
-  wake_waiters(base, jkey, id)
+  if held[3] then
+    wake_waiters(base, jkey, id)
+  end
   if ttl > 0 then
     local succeeded = base .. 'succeeded'
     redis.call('ZADD', succeeded, now, id)

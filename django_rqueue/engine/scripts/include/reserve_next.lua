@@ -58,11 +58,13 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
         redis.call('HINCRBY', stats, 'queued', -1)
         local jkey = base .. 'job:' .. id
         local now = now_ms()
-        if redis.call('HGET', jkey, 's') == 'queued'
-            and not expire_if_due(base, jkey, stats, id, now) then
-          redis.call('HINCRBY', jkey, 'token', 1)
-          redis.call('HINCRBY', jkey, 'attempts', 1)
-          redis.call('HSET', jkey, 's', 'running', 'started_at', now, 'worker', worker)
+        -- One read and one write (not HGET, HGET, HINCRBY x2, HSET): every job passes here.
+        local job = redis.call('HMGET', jkey, 's', 'exp', 'token', 'attempts')
+        if job[1] == 'queued'
+            and not (job[2] and expire_if_due(base, jkey, stats, id, now)) then
+          redis.call('HSET', jkey, 's', 'running', 'started_at', now, 'worker', worker,
+                     'token', (tonumber(job[3]) or 0) + 1,
+                     'attempts', (tonumber(job[4]) or 0) + 1)
           redis.call('ZADD', reserved, now + lease, id)
           if cap > 0 then
             full = group_slot_take(base, jkey, group, cap)
