@@ -171,7 +171,7 @@ def join_payload(fields: Mapping[str, bytes | str]) -> bytes:
     """Return a job hash's payload: ``p`` followed by ``p:2``, ``p:3``, ... (``JobFields``).
 
     ``fields`` maps field names (``str``) to values as read with ``HGETALL``.
-    ``enqueue_job.lua`` stores a payload of 65..1024 bytes in 64-byte parts so
+    ``enqueue_job.lua`` stores a payload of 65..1071 bytes in 63-byte parts so
     the job hash keeps Redis's compact listpack encoding (every value at most
     ``hash-max-listpack-value``, 64 bytes by default); any other payload is
     the single field ``p``. A missing payload reads as ``b""``.

@@ -127,7 +127,7 @@ class JobFields:
     RUN_AT = "due"
     #: The job function's registered name.
     NAME = "n"
-    #: JSON arguments; 65..1024 bytes are stored in 64-byte parts ``p``, ``p:2``, ...
+    #: JSON arguments; 65..1071 bytes are stored in 63-byte parts ``p``, ``p:2``, ...
     PAYLOAD = "p"
     #: Attempts allowed in all.
     MAX_ATTEMPTS = "max"

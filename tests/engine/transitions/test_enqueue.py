@@ -34,17 +34,20 @@ def test_an_immediate_job_is_queued_with_its_record(engine: Engine):
 
 
 @pytest.mark.parametrize(
-    ("size", "parts"), [(64, 1), (65, 2), (200, 4), (1024, 16), (1025, 1), (5000, 1)]
+    ("size", "parts"),
+    [(64, 1), (65, 2), (126, 2), (127, 3), (200, 4), (1024, 17), (1071, 17), (1072, 1), (5000, 1)],
 )
-def test_a_payload_is_stored_in_64_byte_parts_up_to_1_kib(engine: Engine, size: int, parts: int):
+def test_a_payload_is_stored_in_63_byte_parts_up_to_1071_bytes(
+    engine: Engine, size: int, parts: int
+):
     payload = ("0123456789abcdef" * 400)[:size]
     job_id = engine.add(payload=payload)
     job = engine.job(job_id)
     names = ["p"] + [f"p:{n}" for n in range(2, parts + 1)]
     assert [k for k in job if k == "p" or k.startswith("p:")] == names
-    assert all(len(job[name]) <= 64 for name in names) or parts == 1
+    assert all(len(job[name]) <= 63 for name in names) or parts == 1
     assert "".join(job[name] for name in names) == payload
-    compact = size <= 1024
+    compact = size <= 1071
     encoding = engine.client.object("encoding", engine.keys.job(job_id))
     assert (encoding == b"listpack") == compact
 
