@@ -184,18 +184,23 @@ def test_bad_arguments_write_nothing(engine: Engine, field: str, value: int, mes
     assert engine.client.dbsize() == 0
 
 
-def test_a_unique_key_sent_without_its_key_name_writes_nothing(engine: Engine):
-    call = calls.enqueue(
-        engine.keys,
-        job_id="default:unique1",
+def plain_call(keys: QueueKeys, job_id: str, unique_key: str = "") -> calls.ScriptCall:
+    """The ``enqueue.lua`` call of a job with every option at its default."""
+    return calls.enqueue(
+        keys,
+        job_id=job_id,
         priority=0,
         group="",
         delay_ms=0,
         run_at_ms=-1,
-        unique_key="report:1",
+        unique_key=unique_key,
         unique_ttl=0,
-        fields={"n": "tests.noop"},
+        fields={"n": "tests.noop", "p": '{"a":[],"k":{}}'},
     )
+
+
+def test_a_unique_key_sent_without_its_key_name_writes_nothing(engine: Engine):
+    call = plain_call(engine.keys, "default:unique1", unique_key="report:1")
     truncated = call._replace(keys=call.keys[:2])
     with pytest.raises(redis.ResponseError, match="unique key without its KEYS"):
         transitions.enqueue(engine.client, truncated)
@@ -203,22 +208,13 @@ def test_a_unique_key_sent_without_its_key_name_writes_nothing(engine: Engine):
 
 
 def test_only_the_base_the_job_and_a_unique_key_are_sent_as_keys(engine: Engine):
-    def sent(unique_key: str) -> list[str]:
-        return calls.enqueue(
-            engine.keys,
-            job_id="default:plain1",
-            priority=0,
-            group="",
-            delay_ms=0,
-            run_at_ms=-1,
-            unique_key=unique_key,
-            unique_ttl=0,
-            fields={"n": "tests.noop"},
-        ).keys
-
     job = engine.keys.job("default:plain1")
-    assert sent("") == [engine.keys.base, job]
-    assert sent("k") == [engine.keys.base, job, engine.keys.unique("k")]
+    assert plain_call(engine.keys, "default:plain1").keys == [engine.keys.base, job]
+    assert plain_call(engine.keys, "default:plain1", unique_key="k").keys == [
+        engine.keys.base,
+        job,
+        engine.keys.unique("k"),
+    ]
 
 
 def test_a_write_and_its_wait_report_the_replicas_and_a_resend_counts_as_unconfirmed():
@@ -227,18 +223,7 @@ def test_a_write_and_its_wait_report_the_replicas_and_a_resend_counts_as_unconfi
     this connection, so it reports 0."""
     wait = transitions.ReplicaWait(replicas=1, timeout_ms=2000)
     keys = QueueKeys.of("rqueue", "default")
-    fields = {"n": "tests.noop", "p": '{"a":[],"k":{}}'}
-    call = calls.enqueue(
-        keys,
-        job_id="default:durable1",
-        priority=0,
-        group="",
-        delay_ms=0,
-        run_at_ms=-1,
-        unique_key="",
-        unique_ttl=0,
-        fields=fields,
-    )
+    call = plain_call(keys, "default:durable1")
     items = [transitions.BatchItem(f"default:durable-b{i}", "", "{}") for i in range(3)]
     with SentinelSet(sentinels=0).start() as pair, pair.master.client() as client:
         created = transitions.enqueue_and_wait(client, call, wait)
