@@ -50,7 +50,7 @@ from django.utils import timezone
 from . import signals
 from .conf import Config, get_config
 from .engine import calls, transitions
-from .engine.calls import ScriptCall
+from .engine.calls import NewJob, ScriptCall
 from .engine.connection import as_text, get_async_client, get_client, redis_errors
 from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, new_job_id
 from .engine.transitions import EnqueueOutcome, ReplicaWait
@@ -433,19 +433,17 @@ class Submission:
             _check_replicated(wait, [job_id] if outcome in WROTE else [], acked)
         return self.job
 
+    def new_job(self) -> NewJob:
+        """This job as the scripts that create one take it."""
+        job = self.job
+        return NewJob(
+            job.id, job.priority, job.group, job.unique_key, self.unique_ttl, self.fields()
+        )
+
     def call(self) -> ScriptCall:
         """The ``enqueue.lua`` call (:func:`.engine.calls.enqueue`) that writes this job."""
-        job = self.job
         return calls.enqueue(
-            self.keys,
-            job_id=job.id,
-            priority=job.priority,
-            group=job.group,
-            delay_ms=self.delay_ms,
-            run_at_ms=self.run_at_ms,
-            unique_key=job.unique_key,
-            unique_ttl=self.unique_ttl,
-            fields=self.fields(),
+            self.keys, self.new_job(), delay_ms=self.delay_ms, run_at_ms=self.run_at_ms
         )
 
     def _written(self, outcome: EnqueueOutcome, state: str, existing: Job[Any] | None) -> bool:

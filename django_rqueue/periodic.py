@@ -115,17 +115,8 @@ def run_now(name: str) -> Job[Any]:
     """
     resolved = resolve(entry(name))
     submission = resolved.submission()
-    job = submission.job
     reply = transitions.schedule_run_now(
-        get_client(resolved.queue),
-        _keys(resolved.queue),
-        entry=name,
-        job_id=job.id,
-        priority=job.priority,
-        group=job.group,
-        unique_key=job.unique_key,
-        unique_ttl=submission.unique_ttl,
-        fields=submission.fields(),
+        get_client(resolved.queue), _keys(resolved.queue), submission.new_job(), entry=name
     )
     return announce(resolved, submission, reply)
 

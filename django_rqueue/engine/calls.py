@@ -68,6 +68,23 @@ class ScriptCall(NamedTuple):
     args: list[Arg]
 
 
+class NewJob(NamedTuple):
+    """A job to create, as every script that creates one takes it (``enqueue.lua``,
+    ``schedule_claim.lua``, ``schedule_run_now.lua``; ``include/create_job.lua``)."""
+
+    job_id: str
+    #: -100..100.
+    priority: int
+    #: ``""``: the default group.
+    group: str
+    #: ``""``: none.
+    unique_key: str
+    #: Seconds the unique key is held at most (0: until the job ends).
+    unique_ttl: int
+    #: Job-hash fields, copied into the hash (``n``, ``p``, the options not at their defaults).
+    fields: Mapping[str, str | int]
+
+
 def _pairs(fields: Mapping[str, str | int]) -> list[Arg]:
     flat: list[Arg] = []
     for name, value in fields.items():
@@ -75,24 +92,21 @@ def _pairs(fields: Mapping[str, str | int]) -> list[Arg]:
     return flat
 
 
-def enqueue(
-    keys: QueueKeys,
-    *,
-    job_id: str,
-    priority: int,
-    group: str,
-    delay_ms: int,
-    run_at_ms: int,
-    unique_key: str,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
-) -> ScriptCall:
+def enqueue(keys: QueueKeys, job: NewJob, *, delay_ms: int, run_at_ms: int) -> ScriptCall:
     """``enqueue.lua``: create one job (the script derives the queue's other keys)."""
-    script_keys = [keys.base, keys.job(job_id)]
-    if unique_key:
-        script_keys.append(keys.unique(unique_key))
-    args: list[Arg] = [job_id, priority, group, delay_ms, run_at_ms, unique_key, unique_ttl]
-    for name, value in fields.items():
+    script_keys = [keys.base, keys.job(job.job_id)]
+    if job.unique_key:
+        script_keys.append(keys.unique(job.unique_key))
+    args: list[Arg] = [
+        job.job_id,
+        job.priority,
+        job.group,
+        delay_ms,
+        run_at_ms,
+        job.unique_key,
+        job.unique_ttl,
+    ]
+    for name, value in job.fields.items():
         args += (name, value)
     return ScriptCall("enqueue", script_keys, args)
 
@@ -337,74 +351,58 @@ def schedule_due(keys: QueueKeys, limit: int) -> ScriptCall:
     return ScriptCall("schedule_due", [keys.schedule], [limit])
 
 
+def _created(job: NewJob) -> list[Arg]:
+    """The ``ARGV`` of ``job`` in the schedule scripts: id, priority, group, unique key and
+    TTL, then the field pairs."""
+    return [
+        job.job_id,
+        job.priority,
+        job.group,
+        job.unique_key,
+        job.unique_ttl,
+        *_pairs(job.fields),
+    ]
+
+
 def schedule_claim(
-    keys: QueueKeys,
-    *,
-    entry: str,
-    tick_ms: int,
-    next_tick_ms: int,
-    job_id: str,
-    priority: int,
-    group: str,
-    unique_key: str,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
+    keys: QueueKeys, job: NewJob, *, entry: str, tick_ms: int, next_tick_ms: int
 ) -> ScriptCall:
-    """``schedule_claim.lua``: claim the tick ``tick_ms`` of ``entry`` and enqueue its job."""
+    """``schedule_claim.lua``: claim the tick ``tick_ms`` of ``entry`` and enqueue ``job``."""
     return ScriptCall(
         "schedule_claim",
         [
             keys.base,
             keys.schedule,
             keys.schedule_entry(entry),
-            keys.job(job_id),
+            keys.job(job.job_id),
             keys.prios,
             keys.delayed,
             keys.stats,
             keys.notify,
             keys.wake,
-            keys.unique(unique_key),
+            keys.unique(job.unique_key),
         ],
-        [
-            entry,
-            tick_ms,
-            next_tick_ms,
-            job_id,
-            priority,
-            group,
-            unique_key,
-            unique_ttl,
-            *_pairs(fields),
-        ],
+        [entry, tick_ms, next_tick_ms, *_created(job)],
     )
 
 
-def schedule_run_now(
-    keys: QueueKeys,
-    *,
-    entry: str,
-    job_id: str,
-    priority: int,
-    group: str,
-    unique_key: str,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
-) -> ScriptCall:
-    """``schedule_run_now.lua``: enqueue ``entry``'s job now and record it as its latest run."""
+def schedule_run_now(keys: QueueKeys, job: NewJob, *, entry: str) -> ScriptCall:
+    """``schedule_run_now.lua``: enqueue ``job`` for ``entry`` now and record it as its
+    latest run."""
     return ScriptCall(
         "schedule_run_now",
         [
             keys.base,
             keys.schedule_entry(entry),
-            keys.job(job_id),
+            keys.job(job.job_id),
             keys.prios,
             keys.delayed,
             keys.stats,
             keys.notify,
             keys.wake,
-            keys.unique(unique_key),
+            keys.unique(job.unique_key),
         ],
-        [job_id, priority, group, unique_key, unique_ttl, *_pairs(fields)],
+        _created(job),
     )
 
 

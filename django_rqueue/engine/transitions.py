@@ -24,7 +24,15 @@ from redis.exceptions import NoScriptError
 from ..conf import RateLimit
 from ..exceptions import JobStateError, LeaseLost
 from . import calls
-from .calls import CancelMode, FailedBatchMode, Retention, ScriptCall, applied, stale_lease
+from .calls import (
+    CancelMode,
+    FailedBatchMode,
+    NewJob,
+    Retention,
+    ScriptCall,
+    applied,
+    stale_lease,
+)
 from .connection import as_text, redis_errors
 from .keys import QueueKeys
 from .pipelining import pipelined
@@ -684,66 +692,30 @@ def schedule_due(client: redis.Redis, keys: QueueKeys, limit: int) -> DueEntries
 def schedule_claim(
     client: redis.Redis,
     keys: QueueKeys,
+    job: NewJob,
     *,
     entry: str,
     tick_ms: int,
     next_tick_ms: int,
-    job_id: str,
-    priority: int,
-    group: str,
-    unique_key: str,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
 ) -> ClaimOutcome | Enqueued:
-    """Claim the due tick ``tick_ms`` of ``entry`` and enqueue its job (``schedule_claim.lua``).
+    """Claim the due tick ``tick_ms`` of ``entry`` and enqueue ``job`` (``schedule_claim.lua``).
 
     ``next_tick_ms``: the entry's following tick (``-1``: none, the entry
     leaves the schedule). Returns :attr:`ClaimOutcome.TAKEN`,
     :attr:`ClaimOutcome.PAUSED`, or ``(outcome, job id, state)`` as
     :func:`enqueue` (the job runs at ``tick_ms``).
     """
-    call = calls.schedule_claim(
-        keys,
-        entry=entry,
-        tick_ms=tick_ms,
-        next_tick_ms=next_tick_ms,
-        job_id=job_id,
-        priority=priority,
-        group=group,
-        unique_key=unique_key,
-        unique_ttl=unique_ttl,
-        fields=fields,
-    )
+    call = calls.schedule_claim(keys, job, entry=entry, tick_ms=tick_ms, next_tick_ms=next_tick_ms)
     reply = _run(client, call)
     if len(reply) == 1:
         return ClaimOutcome(as_text(reply[0]))
     return _enqueued(reply)
 
 
-def schedule_run_now(
-    client: redis.Redis,
-    keys: QueueKeys,
-    *,
-    entry: str,
-    job_id: str,
-    priority: int,
-    group: str,
-    unique_key: str,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
-) -> Enqueued:
-    """Enqueue ``entry``'s job now and record it as the latest run (``schedule_run_now.lua``)."""
-    call = calls.schedule_run_now(
-        keys,
-        entry=entry,
-        job_id=job_id,
-        priority=priority,
-        group=group,
-        unique_key=unique_key,
-        unique_ttl=unique_ttl,
-        fields=fields,
-    )
-    return _enqueued(_run(client, call))
+def schedule_run_now(client: redis.Redis, keys: QueueKeys, job: NewJob, *, entry: str) -> Enqueued:
+    """Enqueue ``entry``'s ``job`` now and record it as its latest run
+    (``schedule_run_now.lua``)."""
+    return _enqueued(_run(client, calls.schedule_run_now(keys, job, entry=entry)))
 
 
 def pause(client: redis.Redis, keys: QueueKeys) -> bool:

@@ -183,15 +183,10 @@ class Scheduler:
         reply = transitions.schedule_claim(
             client,
             keys,
+            submission.new_job(),
             entry=resolved.entry.name,
             tick_ms=tick,
             next_tick_ms=-1 if next_tick is None else next_tick,
-            job_id=job.id,
-            priority=job.priority,
-            group=job.group,
-            unique_key=job.unique_key,
-            unique_ttl=submission.unique_ttl,
-            fields=submission.fields(),
         )
         name = resolved.entry.name
         if reply is ClaimOutcome.TAKEN:

@@ -70,17 +70,8 @@ class Jobs:
             fields[JobFields.EXPIRES_IN] = expires_in_ms
         if expires_at_ms >= 0:
             fields[JobFields.EXPIRES] = expires_at_ms
-        call = calls.enqueue(
-            self.keys(queue),
-            job_id=job_id,
-            priority=priority,
-            group=group,
-            delay_ms=delay_ms,
-            run_at_ms=run_at_ms,
-            unique_key=unique_key,
-            unique_ttl=unique_ttl,
-            fields=fields,
-        )
+        job = calls.NewJob(job_id, priority, group, unique_key, unique_ttl, fields)
+        call = calls.enqueue(self.keys(queue), job, delay_ms=delay_ms, run_at_ms=run_at_ms)
         return transitions.enqueue(self.client, call)
 
     def queued(self, queue: str = "default", **kwargs: Any) -> str:

@@ -186,17 +186,9 @@ def test_bad_arguments_write_nothing(engine: Engine, field: str, value: int, mes
 
 def plain_call(keys: QueueKeys, job_id: str, unique_key: str = "") -> calls.ScriptCall:
     """The ``enqueue.lua`` call of a job with every option at its default."""
-    return calls.enqueue(
-        keys,
-        job_id=job_id,
-        priority=0,
-        group="",
-        delay_ms=0,
-        run_at_ms=-1,
-        unique_key=unique_key,
-        unique_ttl=0,
-        fields={"n": "tests.noop", "p": '{"a":[],"k":{}}'},
-    )
+    fields = {"n": "tests.noop", "p": '{"a":[],"k":{}}'}
+    job = calls.NewJob(job_id, 0, "", unique_key, 0, fields)
+    return calls.enqueue(keys, job, delay_ms=0, run_at_ms=-1)
 
 
 def test_a_unique_key_sent_without_its_key_name_writes_nothing(engine: Engine):

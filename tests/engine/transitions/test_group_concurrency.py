@@ -272,17 +272,8 @@ def test_ten_thousand_parked_groups_are_not_walked_by_a_reserve(engine: Engine):
     script.ensure_loaded(engine.client)
     for n in range(groups):
         for k in range(2):
-            call = calls.enqueue(
-                engine.keys,
-                job_id=f"default:{n:011d}{k:011d}",
-                priority=0,
-                group=f"g{n}",
-                delay_ms=0,
-                run_at_ms=-1,
-                unique_key="",
-                unique_ttl=0,
-                fields={"n": "tests.noop", "max": 3},
-            )
+            job = calls.NewJob(f"default:{n:011d}{k:011d}", 0, f"g{n}", "", 0, {"n": "tests.noop"})
+            call = calls.enqueue(engine.keys, job, delay_ms=0, run_at_ms=-1)
             script.queue_in(pipe, call.keys, call.args)
     pipe.execute()
     for _ in range(groups // 1000):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue.engine import transitions
+from django_rqueue.engine import calls, transitions
 from django_rqueue.engine.transitions import ClaimOutcome, EnqueueOutcome
 
 from .conftest import Engine
@@ -13,22 +13,21 @@ from .conftest import Engine
 FIELDS: dict[str, str | int] = {"n": "tests.noop", "p": "[]", "max": 3, "tmo": 300_000, "ttl": 600}
 
 
-def _claim(engine: Engine, entry: str, tick: int, next_tick: int, job_id: str, **options: object):
-    defaults: dict[str, object] = {
-        "priority": 0,
-        "group": "",
-        "unique_key": "",
-        "unique_ttl": 0,
-        "fields": FIELDS,
-    }
+def _claim(
+    engine: Engine,
+    entry: str,
+    tick: int,
+    next_tick: int,
+    job_id: str,
+    *,
+    priority: int = 0,
+    group: str = "",
+    unique_key: str = "",
+    unique_ttl: int = 0,
+):
+    job = calls.NewJob(job_id, priority, group, unique_key, unique_ttl, FIELDS)
     return transitions.schedule_claim(
-        engine.client,
-        engine.keys,
-        entry=entry,
-        tick_ms=tick,
-        next_tick_ms=next_tick,
-        job_id=job_id,
-        **{**defaults, **options},  # type: ignore[arg-type]
+        engine.client, engine.keys, job, entry=entry, tick_ms=tick, next_tick_ms=next_tick
     )
 
 
@@ -184,7 +183,7 @@ def test_bad_claim_arguments_are_refused_before_any_write(
     transitions.schedule_sync(engine.client, engine.keys, [("a", "every:1", tick)])
     before = engine.snapshot()
     with pytest.raises(redis.ResponseError):
-        _claim(engine, "a", tick, next_tick, "default:bad", priority=priority)
+        _claim(engine, "a", tick, next_tick, "default:bad", priority=priority)  # type: ignore[arg-type]
     assert engine.snapshot() == before
 
 
@@ -192,17 +191,8 @@ def test_run_now_enqueues_at_once_and_records_the_run_even_while_paused(engine: 
     now = engine.now_ms()
     transitions.schedule_sync(engine.client, engine.keys, [("a", "every:60", now + 60_000)])
     engine.client.hset(engine.keys.schedule_entry("a"), "paused", "1")
-    reply = transitions.schedule_run_now(
-        engine.client,
-        engine.keys,
-        entry="a",
-        job_id="default:now",
-        priority=0,
-        group="",
-        unique_key="",
-        unique_ttl=0,
-        fields=FIELDS,
-    )
+    job = calls.NewJob("default:now", 0, "", "", 0, FIELDS)
+    reply = transitions.schedule_run_now(engine.client, engine.keys, job, entry="a")
     assert reply == (EnqueueOutcome.CREATED, "default:now", "queued")
     state = _state(engine, "a")
     assert state["job"] == "default:now"
