@@ -102,10 +102,14 @@ _async_clients: weakref.WeakKeyDictionary[
 ] = weakref.WeakKeyDictionary()
 
 
-def client_options() -> dict[str, Any]:
+def client_options(url: str = "") -> dict[str, Any]:
     """Keyword arguments of django-rqueue's connections to Redis (``redis.Redis.from_url``, or
-    ``Sentinel.master_for`` for the master of a service)."""
-    return {
+    ``Sentinel.master_for`` for the master of a service).
+
+    ``url``: the URL they connect to; a ``unix://`` socket gets no TCP keepalive (redis-py's
+    Unix socket connections refuse the option: every command would raise ``TypeError``).
+    """
+    options: dict[str, Any] = {
         "socket_connect_timeout": CONNECT_TIMEOUT,
         "socket_timeout": SOCKET_TIMEOUT,
         "socket_keepalive": True,
@@ -113,6 +117,9 @@ def client_options() -> dict[str, Any]:
         "retry": Retry(ExponentialBackoff(cap=0.25, base=0.05), RETRIES),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
     }
+    if urlsplit(url).scheme == "unix":
+        del options["socket_keepalive"]
+    return options
 
 
 def cluster_options() -> dict[str, Any]:
@@ -240,7 +247,7 @@ def get_client(queue: str | None = None) -> redis.Redis:
         elif location.kind is LocationKind.CLUSTER:
             client = _cluster_client(location)
         else:
-            client = redis.Redis.from_url(location.where, **client_options())
+            client = redis.Redis.from_url(location.where, **client_options(location.where))
         _clients[location] = client
     return client
 
@@ -260,7 +267,7 @@ def new_async_client(queue: str) -> redis.asyncio.Redis | None:
 
 def _async_client(location: Location) -> redis.asyncio.Redis:
     retry = AsyncRetry(ExponentialBackoff(cap=0.25, base=0.05), RETRIES)
-    options = client_options() | {"retry": retry}
+    options = client_options(location.where) | {"retry": retry}
     if location.kind is LocationKind.CLUSTER:
         # The asyncio cluster client takes health_check_interval and retry_on_error.
         cluster = redis.asyncio.cluster.RedisCluster.from_url(location.where, **options)

@@ -207,3 +207,26 @@ def test_the_asyncio_cluster_client_reaches_the_cluster(redis_cluster: LocalClus
             await close_async_clients()
 
     assert asyncio.run(main()) == b"cached"
+
+
+def test_a_unix_socket_redis_url_serves_sync_and_asyncio_calls(settings: Settings, tmp_path):
+    from django_rqueue.job import aget_job, get_job
+    from tests.jobs_app.jobs import record
+
+    path = tmp_path / "redis.sock"
+    server = RedisServer(["--unixsocket", str(path), "--unixsocketperm", "700"]).start()
+    try:
+        settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": f"unix://{path}?db=0"}
+        job = record.delay("ledger", "tag")  # enqueue.lua on the dedicated connection
+        assert get_job(job.id) is not None  # redis-py's pooled path
+        assert server.client().exists(f"rqueue:{{default}}:job:{job.id}") == 1
+
+        async def read() -> object:
+            try:
+                return await aget_job(job.id)
+            finally:
+                await close_async_clients()
+
+        assert asyncio.run(read()) is not None
+    finally:
+        server.close()
