@@ -15,8 +15,11 @@ class with the pool's own options (so Sentinel's master discovery, TLS,
 credentials, the health check every 15 s and the client's :class:`Retry` all
 apply unchanged), and never handed to another thread. A connection or timeout
 error disconnects it and the command is sent again under that retry policy,
-as ``execute_command`` does (every script django-rqueue sends this way is
-safe to resend: each is idempotent by job id, request id or fencing token).
+as ``execute_command`` does; a connection error on a connection used before
+(the server closed it while this thread was idle: what the pool's ``poll()``
+finds) is also answered by one more send on a new connection, whatever the
+policy. Every script django-rqueue sends this way is safe to resend: each is
+idempotent by job id, request id or fencing token.
 A process that forked makes a new connection at its first call (the parent's
 socket is left alone). A thread's connections close when the thread ends or
 the client's pool is garbage collected.
