@@ -29,8 +29,9 @@ local function push_queued_many(base, prios, stats, notify, ids, prio, group)
   for i = 1, n, PUSH_CHUNK do  -- unpack() is bounded by Lua's C stack
     length = redis.call('RPUSH', gkey, unpack(ids, i, math.min(i + PUSH_CHUNK - 1, n)))
   end
-  local full = redis.call('SISMEMBER', base .. 'groupfull', group) == 1
+  local full = nil
   if length == n then
+    full = redis.call('SISMEMBER', base .. 'groupfull', group) == 1
     if full then
       park_group(base, group, prio)
     elseif redis.call('RPUSH', base .. 'ring:' .. prio, group) == 1 then
@@ -38,8 +39,17 @@ local function push_queued_many(base, prios, stats, notify, ids, prio, group)
     end
   end
   redis.call('HINCRBY', stats, 'queued', n)
+  -- The token list is read first: while it is full (no worker took a token: a backlog),
+  -- no other read is needed (two commands fewer per enqueue then).
+  local room = NOTIFY_TOKENS - redis.call('LLEN', notify)
+  if room <= 0 then
+    return
+  end
+  if full == nil then
+    full = redis.call('SISMEMBER', base .. 'groupfull', group) == 1
+  end
   if full or redis.call('EXISTS', base .. 'paused') == 1 then
     return
   end
-  push_tokens(notify, math.min(n, NOTIFY_TOKENS - redis.call('LLEN', notify)))
+  push_tokens(notify, math.min(n, room))
 end
