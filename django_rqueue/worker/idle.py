@@ -107,9 +107,7 @@ class Blocker:
         """
         try:
             if self.connection is None:
-                self.connection = self.client.connection_pool.get_connection()
-                self.connection.send_command("CLIENT", "ID")
-                self.client_id = int(self.connection.read_response())
+                self._connect()
             timeout = f"{max(MIN_BLOCK, seconds):.3f}"
             self.connection.send_command("BLPOP", *keys, timeout, check_health=False)
             reply: list[bytes] | None = self.connection.read_response()
@@ -117,6 +115,11 @@ class Blocker:
         except BaseException:
             self.close()
             raise
+
+    def _connect(self) -> None:
+        self.connection = self.client.connection_pool.get_connection()
+        self.connection.send_command("CLIENT", "ID")
+        self.client_id = int(self.connection.read_response())
 
     def unblock(self) -> None:
         """End a blocked ``BLPOP`` from another connection of the server (errors ignored)."""

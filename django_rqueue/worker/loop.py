@@ -413,12 +413,7 @@ class Worker:
                     continue
                 if self.outages.recovered(server):
                     logger.info("worker %s: queue %s: Redis reachable again", self.worker_id, queue)
-                self.next_slots.note(queue, reserved.wait_ms)
-                if reserved.jobs:
-                    jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
-                    self._prefetched.add(queue, jobs[1:], since=reserved_at)
-                    if self._prefetched.first_may_run(queue, jobs[0], reserved_at):
-                        self._run(queue, jobs[0])
+                if self._start(queue, reserved, reserved_at):
                     return True
             if failed is not None and all(
                 not self.outages.usable(location_of(q)) for q in self.queues
@@ -427,6 +422,18 @@ class Worker:
             return False
         finally:
             self.busy = False
+
+    def _start(self, queue: str, reserved: transitions.Reserved, reserved_at: float) -> bool:
+        """Run the first job of a reservation of ``queue`` requested at ``reserved_at``
+        (``time.monotonic()``) and hold the rest; return whether it had any."""
+        self.next_slots.note(queue, reserved.wait_ms)
+        if not reserved.jobs:
+            return False
+        jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
+        self._prefetched.add(queue, jobs[1:], since=reserved_at)
+        if self._prefetched.first_may_run(queue, jobs[0], reserved_at):
+            self._run(queue, jobs[0])
+        return True
 
     def server_failed(self, queue: str, server: Location, exc: RedisUnavailable) -> None:
         """A call to ``queue``'s Redis failed: leave its queues out until its retry time."""
