@@ -33,3 +33,18 @@ def proxy(redis_server: RedisServer) -> Iterator[FaultProxy]:
     """A :class:`~tests.faults.proxy.FaultProxy` in front of the session Redis, closed after."""
     with FaultProxy(redis_server.port) as running:
         yield running
+
+
+@pytest.fixture
+def slowlog(redis_client: redis.Redis) -> Iterator[None]:
+    """Log every command with its arguments (``SLOWLOG``), restored afterwards."""
+    config = {str(k): str(v) for k, v in redis_client.config_get("slowlog-*").items()}
+    redis_client.config_set("slowlog-max-len", 100_000)
+    redis_client.config_set("slowlog-log-slower-than", 0)
+    redis_client.slowlog_reset()
+    try:
+        yield
+    finally:
+        for name, value in config.items():
+            redis_client.config_set(name, value)
+        redis_client.slowlog_reset()

@@ -15,7 +15,6 @@ more than once.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -30,21 +29,6 @@ from .proxy import FaultProxy
 #: Lease in the worker: longer than the stalled ack, so nothing but the lost
 #: reply is in play (no renewal or reclaim happens meanwhile).
 LEASE = 30.0
-
-
-@pytest.fixture
-def slowlog(redis_client: redis.Redis) -> Iterator[None]:
-    """Log every command with its arguments (``SLOWLOG``), restored afterwards."""
-    config = {str(k): str(v) for k, v in redis_client.config_get("slowlog-*").items()}
-    redis_client.config_set("slowlog-max-len", 100_000)
-    redis_client.config_set("slowlog-log-slower-than", 0)
-    redis_client.slowlog_reset()
-    try:
-        yield
-    finally:
-        for name, value in config.items():
-            redis_client.config_set(name, value)
-        redis_client.slowlog_reset()
 
 
 def ack_calls(client: redis.Redis, job_id: str) -> int:
