@@ -20,6 +20,13 @@ one per list (on the master of its slot), and blocks on all of them at once:
   turn, would cost a round trip per server per slice and wake up to a slice
   late (``docs/design.md``, "Idle waiting across servers").
 
+With one target, :meth:`IdleWaiter.wait_then` sends a command behind the
+``BLPOP`` in the same write (the worker's next reserve), so that Redis runs it
+the moment the ``BLPOP`` returns and its reply comes with the wake-up: one
+round trip from token to job instead of two, as Huey's consumer gets its job
+from its one ``BRPOP``. A wait on several targets or a cluster slot does not
+send it (the caller reserves afterwards, as before).
+
 A target whose server fails (connection refused, timeout) is noted down in
 the shared :class:`~.outages.Outages` and left out until its retry time,
 while the others keep blocking; the wait raises ``RedisUnavailable`` only
@@ -36,7 +43,7 @@ import threading
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 from redis.exceptions import AskError, ClusterDownError, TryAgainError
@@ -51,11 +58,24 @@ logger = logging.getLogger("django_rqueue.worker")
 REDIRECTED = (AskError, TryAgainError, ClusterDownError)
 #: Shortest ``BLPOP`` timeout in seconds (Redis reads a timeout under 1 ms as "for ever").
 MIN_BLOCK = 0.001
+#: A command's argument as redis-py packs it.
+Arg = str | int | float | bytes
 #: Seconds past its own timeout that a blocked call is given to come back (Redis checks
 #: blocking timeouts ~10 times a second) before the waiter ends it with ``CLIENT UNBLOCK``.
 SLACK = 0.5
 #: Seconds between two ``CLIENT UNBLOCK`` of a call that was not blocked yet when asked.
 UNBLOCK_EVERY = 0.005
+
+
+class Woken(NamedTuple):
+    """How a wait ended (:meth:`IdleWaiter.wait_then`)."""
+
+    #: Whether a token came (or a cluster redirected a call).
+    woke: bool
+    #: Whether the command was sent behind the ``BLPOP`` (and :attr:`reply` is its reply).
+    sent: bool = False
+    #: The command's reply (an error reply as its :class:`redis.ResponseError`).
+    reply: Any = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +132,33 @@ class Blocker:
             self.connection.send_command("BLPOP", *keys, timeout, check_health=False)
             reply: list[bytes] | None = self.connection.read_response()
             return reply
+        except BaseException:
+            self.close()
+            raise
+
+    def blpop_then(
+        self, keys: Sequence[str], seconds: float, command: Sequence[Arg]
+    ) -> tuple[list[bytes] | None, Any]:
+        """``BLPOP keys seconds`` and ``command`` in one write on the kept connection, so that
+        Redis runs ``command`` the moment the ``BLPOP`` returns; ``(BLPOP's reply, command's)``.
+
+        ``command``'s error reply (``NOSCRIPT``, ...) is returned, not raised: the
+        connection is in step after it. Anything raised after the write (redis-py's
+        errors, or the exception of a signal handler) closes the connection first: the
+        command's reply is then lost, and the command may or may not have run.
+        """
+        try:
+            if self.connection is None:
+                self._connect()
+            timeout = f"{max(MIN_BLOCK, seconds):.3f}"
+            packed = self.connection.pack_commands([("BLPOP", *keys, timeout), tuple(command)])
+            self.connection.send_packed_command(packed, check_health=False)
+            popped: list[bytes] | None = self.connection.read_response()
+            try:
+                reply = self.connection.read_response()
+            except redis.ResponseError as error:  # an error reply: the connection is in step
+                reply = error
+            return popped, reply
         except BaseException:
             self.close()
             raise
@@ -175,11 +222,38 @@ class IdleWaiter:
         Raises:
             RedisUnavailable: every server tried failed (each is noted down).
         """
+        return self._locked(lists, seconds, cancel, None).woke
+
+    def wait_then(
+        self, lists: Sequence[tuple[str, str]], seconds: float, command: Sequence[Arg]
+    ) -> Woken:
+        """:meth:`wait`, and, when the wait has one target (one server, not a cluster),
+        ``command`` sent right behind its ``BLPOP`` in the same write, so that Redis runs it
+        the moment the ``BLPOP`` returns (token or timeout): one round trip for both.
+
+        ``command`` must be for that server (its keys on the lists' server). With several
+        targets, a cluster, or none usable, it is not sent (:attr:`Woken.sent` false) and the
+        wait goes as :meth:`wait`.
+
+        Raises:
+            RedisUnavailable: as :meth:`wait`. When ``command`` was sent, this and any
+                exception a signal handler raises during the wait leave its reply unread:
+                it may or may not have run.
+        """
+        return self._locked(lists, seconds, None, command)
+
+    def _locked(
+        self,
+        lists: Sequence[tuple[str, str]],
+        seconds: float,
+        cancel: threading.Event | None,
+        command: Sequence[Arg] | None,
+    ) -> Woken:
         with self._lock:
             self._cancel, self._busy = cancel, []
             self._done.clear()
             try:
-                return self._wait(lists, seconds, cancel)
+                return self._wait(lists, seconds, cancel, command)
             finally:
                 self._busy, self._cancel = [], None
                 self._done.set()
@@ -207,21 +281,27 @@ class IdleWaiter:
     # -- inside a wait ---------------------------------------------------------
 
     def _wait(
-        self, lists: Sequence[tuple[str, str]], seconds: float, cancel: threading.Event | None
-    ) -> bool:
+        self,
+        lists: Sequence[tuple[str, str]],
+        seconds: float,
+        cancel: threading.Event | None,
+        command: Sequence[Arg] | None,
+    ) -> Woken:
         targets = [t for t in targets_of(lists) if self.outages.usable(t.server)]
         if not targets:
             retry = self.outages.seconds_to_retry()
             pause = seconds if retry is None else min(seconds, retry)
             (cancel or threading.Event()).wait(max(0.0, pause))
-            return False
+            return Woken(False)
         blockers = [self._blocker(t) for t in targets]
         self._busy = blockers
         if cancel is not None and cancel.is_set():
-            return False
+            return Woken(False)
         if len(targets) == 1:
-            return self._one(targets[0], blockers[0], seconds)
-        return self._many(targets, blockers, seconds)
+            if command is not None and targets[0].slot_key is None:
+                return self._one_then(targets[0], blockers[0], seconds, command)
+            return Woken(self._one(targets[0], blockers[0], seconds))
+        return Woken(self._many(targets, blockers, seconds))
 
     def _blocker(self, target: Target) -> Blocker:
         key = (id(target.client), target.slot_key)
@@ -240,6 +320,17 @@ class IdleWaiter:
             raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
         self._recovered(target)
         return reply is not None
+
+    def _one_then(
+        self, target: Target, blocker: Blocker, seconds: float, command: Sequence[Arg]
+    ) -> Woken:
+        try:
+            popped, reply = blocker.blpop_then(target.keys, seconds, command)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            self._failed(target, exc)
+            raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+        self._recovered(target)
+        return Woken(popped is not None, True, reply)
 
     def _many(self, targets: list[Target], blockers: list[Blocker], seconds: float) -> bool:
         if self._threads is None or self._thread_count < len(targets):

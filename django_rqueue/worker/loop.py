@@ -9,13 +9,17 @@ empty (or paused) the worker blocks on the queues' ``notify`` lists
 (``BLPOP``, :data:`IDLE_BLOCK` seconds at a time; on every server and
 cluster slot at once, :mod:`~.idle`) instead of sleeping, so a new job
 starts within milliseconds and an idle worker costs Redis about one command
-per second. A server that fails is left out, its queues neither reserved
-from nor blocked on, until its retry time (:mod:`~.outages`), while the
-queues of the others are served. A queue whose ``rate_limit`` held jobs back is treated
-as empty until its next slot (:mod:`~.rate_limits`): not asked, not blocked
-on, and the idle wait ends at that slot. While a job runs, a thread renews
-its lease every third of ``RQUEUE["LEASE"]``; at the job's ``timeout`` the
-job gets :class:`~.exceptions.JobTimeout` (SIGALRM, main thread only).
+per second. A worker of one queue (on one server, not a cluster) sends its
+next reserve in the same write as that ``BLPOP``, so Redis reserves the job
+the moment its token comes (one round trip, not two:
+:meth:`Worker._wait_for_work`). A server that fails is left out, its queues
+neither reserved from nor blocked on, until its retry time (:mod:`~.outages`),
+while the queues of the others are served. A queue whose ``rate_limit`` held
+jobs back is treated as empty until its next slot (:mod:`~.rate_limits`): not
+asked, not blocked on, and the idle wait ends at that slot. While a job runs,
+a thread renews its lease every third of ``RQUEUE["LEASE"]``; at the job's
+``timeout`` the job gets :class:`~.exceptions.JobTimeout` (SIGALRM, main
+thread only).
 
 After a successful job of the first queue (weighted: of the queue the next
 draw picks again) the worker acks it and reserves the next job in one round
@@ -58,9 +62,11 @@ import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any, NamedTuple, Protocol
 
+import redis
 from django.db import close_old_connections
 
 from .. import registry, signals
@@ -120,6 +126,22 @@ class IdleWait(NamedTuple):
     def lists(self) -> list[tuple[str, str]]:
         """``(queue, notify list)`` pairs, as :meth:`~.idle.IdleWaiter.wait` takes them."""
         return list(zip(self.queues, self.notify, strict=True))
+
+
+@dataclass
+class Pickup:
+    """A reserve sent behind the idle ``BLPOP`` (:meth:`Worker._wait_for_work`), taken by
+    the next :meth:`Worker.work_once`."""
+
+    queue: str
+    #: How many jobs it asks for.
+    count: int
+    #: Its request id: sent again with the same id, it returns the jobs it reserved.
+    request_id: str
+    #: Its reply, once read; ``None``: unread (lost, or never sent): send it again.
+    reply: Any = None
+    #: When the reply was read (``time.monotonic()``), with :attr:`reply`.
+    read_at: float = 0.0
 
 
 class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
@@ -236,6 +258,8 @@ class Worker:
         self._quiet: dict[str, bool] = {}
         #: Runs the async jobs; made when the first one comes up.
         self._async: AsyncRunner | None = None
+        #: The reserve sent behind the last idle ``BLPOP``, until a :meth:`work_once` takes it.
+        self._pickup: Pickup | None = None
 
     # -- lifecycle -------------------------------------------------------
 
@@ -309,10 +333,12 @@ class Worker:
         except StopRequested:
             pass
         finally:
+            self.busy = True  # a second stop signal must not cut the hand-back short
             if self._async is not None:
                 self._async.close()
             self.idle.close()
             self._collect_acks()
+            self._settle_pickup()
             self._prefetched.hand_back_all()
             if self.hooks is not None:
                 self.hooks.flush()
@@ -384,6 +410,9 @@ class Worker:
             if waiting is not None:
                 self._run(*waiting)
                 return True
+            if self._pickup is not None:
+                queue, reserved, reserved_at = self._take_pickup(self._pickup)
+                return self._start(queue, reserved, reserved_at)
             failed: RedisUnavailable | None = None
             for n, queue in enumerate(self.order.order()):
                 if self.next_slots.limited(queue):  # as if empty until its next slot
@@ -422,6 +451,63 @@ class Worker:
             return False
         finally:
             self.busy = False
+
+    def _take_pickup(self, pickup: Pickup) -> tuple[str, transitions.Reserved, float]:
+        """The reservation of the reserve sent behind the idle ``BLPOP``: its reply, or, unread,
+        the reply of the same request sent again (same request id: the same jobs if the
+        first one ran); ``(queue, reservation, time requested)``.
+
+        Raises:
+            RedisUnavailable: it could not be sent again; it stays to be taken later.
+        """
+        queue = pickup.queue
+        if pickup.reply is not None:
+            try:
+                reserved = transitions.reserved_from(pickup.reply)
+            except redis.ResponseError:  # NOSCRIPT (a restarted Redis): sent again below
+                pickup.reply = None
+            else:
+                self._pickup = None
+                return queue, reserved, pickup.read_at
+        config = get_config()
+        reserved_at = time.monotonic()
+        try:
+            reserved = transitions.reserve_many(
+                get_client(queue),
+                QueueKeys.of(config.key_prefix, queue),
+                lease_ms=int(config.lease * 1000),
+                worker_id=self.worker_id,
+                count=pickup.count,
+                request_id=pickup.request_id,
+                group_concurrency=config.queue(queue).group_concurrency,
+                rate_limit=config.queue(queue).rate_limit,
+            )
+        except RedisUnavailable as exc:
+            self.server_failed(queue, location_of(queue), exc)
+            raise
+        if self.outages.recovered(location_of(queue)):
+            logger.info("worker %s: queue %s: Redis reachable again", self.worker_id, queue)
+        self._pickup = None
+        return queue, reserved, reserved_at
+
+    def _settle_pickup(self) -> None:
+        """At exit: hold the jobs of a reserve sent behind the idle ``BLPOP`` and not taken
+        (a stop came in the wait), to be handed back with the other held jobs."""
+        if self._pickup is None:
+            return
+        try:
+            queue, reserved, reserved_at = self._take_pickup(self._pickup)
+        except (RedisUnavailable, redis.RedisError) as exc:
+            logger.error(
+                "worker %s: queue %s: could not read the reserve sent while idle (%s); "
+                "a job it reserved stays reserved until its lease runs out",
+                self.worker_id,
+                self._pickup.queue,
+                exc,
+            )
+            return
+        jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
+        self._prefetched.add(queue, jobs, since=reserved_at)
 
     def _start(self, queue: str, reserved: transitions.Reserved, reserved_at: float) -> bool:
         """Run the first job of a reservation of ``queue`` requested at ``reserved_at``
@@ -632,12 +718,53 @@ class Worker:
 
     def _wait_for_work(self) -> None:
         """Block until a queue gets a wake-up token or the :meth:`idle_wait` passes
-        (servers down are left out: :attr:`idle`)."""
+        (servers down are left out: :attr:`idle`).
+
+        A worker of one queue sends the reserve its next :meth:`work_once` would
+        send behind the ``BLPOP``, in the same write (:meth:`~.idle.IdleWaiter.wait_then`):
+        Redis reserves the moment the ``BLPOP`` returns, and the job starts one round
+        trip after its wake-up token came instead of two. A ``BLPOP`` that timed out
+        is followed by a reserve too, as before (it finds nothing, or a job that came
+        without a token). The reserve is noted (:class:`Pickup`) before it is sent: a
+        reply lost with its connection (an error, a stop signal raised in the wait)
+        is asked for again with the same request id on another connection, so the
+        jobs it reserved are run, or handed back at exit, never left reserved.
+        """
         wait = self.idle_wait()
         if not wait.notify:  # every queue here waits for its next slot
             self._pause(wait.seconds)
             return
-        self.idle.wait(wait.lists(), wait.seconds)
+        pickup = self._pickup_for(wait)
+        if pickup is None:
+            self.idle.wait(wait.lists(), wait.seconds)
+            return
+        config = get_config()
+        command = transitions.reserve_command(
+            QueueKeys.of(config.key_prefix, pickup.queue),
+            lease_ms=int(config.lease * 1000),
+            worker_id=self.worker_id,
+            count=pickup.count,
+            request_id=pickup.request_id,
+            group_concurrency=config.queue(pickup.queue).group_concurrency,
+            rate_limit=config.queue(pickup.queue).rate_limit,
+        )
+        self._pickup = pickup  # before the write: from here on it may run in Redis
+        woken = self.idle.wait_then(wait.lists(), wait.seconds, command)
+        if not woken.sent:  # a cluster, or its server down: work_once reserves as before
+            self._pickup = None
+            return
+        # Redis ran the reserve once the BLPOP returned: less than a round trip before now.
+        pickup.reply, pickup.read_at = woken.reply, time.monotonic()
+
+    def _pickup_for(self, wait: IdleWait) -> Pickup | None:
+        """The reserve to send behind the idle ``BLPOP`` of ``wait``: the one the next
+        :meth:`work_once` would send, when the wait covers exactly the queue it asks
+        (a worker of one queue, not held back by its rate limit); else ``None``."""
+        if len(self.queues) != 1 or wait.queues != self.queues or self._prefetched:
+            return None
+        queue = self.queues[0]
+        count = self.order.run(queue, self._batch_size(queue))
+        return Pickup(queue, count, transitions.new_request_id())
 
 
 def _raise_timeout(seconds: float) -> Any:  # a signal handler

@@ -12,7 +12,9 @@ it heals, also those of a request whose client gave up meanwhile (socket
 timeout). If that request was a reserve, Redis reserves a job for nobody:
 its reply is lost, and the job comes back when that lease expires (attempt
 2, still run once). That is the at-least-once price of a lost reply, so the
-wait allows one lease for it.
+wait allows one lease for it. The reserve an idle child sends with its
+``BLPOP`` is the exception: the child sends it again with the same request id
+and gets that job back.
 """
 
 from __future__ import annotations
@@ -69,7 +71,12 @@ def test_redis_unreachable_for_10s_workers_idle_and_busy_recover(
     assert len(faults.events("end")) == 2
     assert faults.events("acked") == []
     assert all(faults.state(j.id) == "running" for j in busy)
-    assert all(faults.state(j.id) == "queued" for j in during)
+    # The idle child sent its next reserve with its BLPOP before the outage: in a
+    # blackhole, Redis runs it when the first job comes and the reply is held (the
+    # child asks again with the same request id once Redis is back, and runs that job).
+    states = [faults.state(j.id) for j in during]
+    assert states.count("running") <= (1 if mode == "blackhole" else 0), states
+    assert states.count("queued") + states.count("running") == len(during), states
 
     proxy.set_mode("pass")
     up_at = time.monotonic()

@@ -9,11 +9,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import redis
+from redis.exceptions import NoScriptError
 
 from django_rqueue.engine.connection import location_of
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.exceptions import RedisUnavailable
-from django_rqueue.worker.idle import IdleWaiter
+from django_rqueue.worker.idle import IdleWaiter, Woken
 from tests.faults.support import blocked_clients
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_server import RedisServer
@@ -160,3 +161,68 @@ def test_interrupt_ends_a_wait_at_once(
             assert waiting.join() is False
             assert time.monotonic() - started < 0.5
             assert blocked_clients(rqueue_redis) == blocked_clients(other) == 0
+
+
+class WaitingThen:
+    """A :meth:`IdleWaiter.wait_then` running in a thread: its result."""
+
+    def __init__(
+        self, waiter: IdleWaiter, queues: list[str], command: list[str], seconds: float = LONG
+    ) -> None:
+        self.result: Woken | BaseException | None = None
+        lists = [(q, notify(q)) for q in queues]
+
+        def run() -> None:
+            try:
+                self.result = waiter.wait_then(lists, seconds, command)
+            except BaseException as exc:  # handed to the test
+                self.result = exc
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self) -> Woken | BaseException | None:
+        self.thread.join(LONG + 2)
+        assert not self.thread.is_alive(), "the wait did not return"
+        return self.result
+
+
+def test_a_command_sent_behind_the_blpop_runs_once_it_returns_and_answers_with_it(
+    rqueue_redis: redis.Redis,
+) -> None:
+    command = ["RPUSH", "probe", "ran"]
+    with waiter() as idle:
+        waiting = WaitingThen(idle, ["default"], command)
+        wait_until(lambda: blocked_clients(rqueue_redis) == 1)
+        assert rqueue_redis.llen("probe") == 0  # queued behind the blocked BLPOP
+
+        rqueue_redis.rpush(notify("default"), "1")
+        assert waiting.join() == Woken(woke=True, sent=True, reply=1)
+
+        # A BLPOP that times out is followed by the command too.
+        assert WaitingThen(idle, ["default"], command, 0.05).join() == Woken(False, True, 2)
+    assert rqueue_redis.lrange("probe", 0, -1) == [b"ran", b"ran"]
+
+
+def test_an_error_reply_behind_the_blpop_is_returned_and_the_connection_stays_usable(
+    rqueue_redis: redis.Redis,
+) -> None:
+    with waiter() as idle:
+        woken = WaitingThen(idle, ["default"], ["EVALSHA", "0" * 40, "0"], 0.05).join()
+        assert isinstance(woken, Woken) and woken.sent and not woken.woke
+        assert isinstance(woken.reply, NoScriptError)
+
+        assert WaitingThen(idle, ["default"], ["PING"], 0.05).join() == Woken(False, True, b"PONG")
+
+
+def test_no_command_goes_behind_a_wait_on_several_servers(
+    rqueue_redis: redis.Redis, other_redis_server: RedisServer
+) -> None:
+    other = other_redis_server.client()
+    with waiter() as idle:
+        waiting = WaitingThen(idle, ["default", "emails"], ["RPUSH", "probe", "ran"])
+        wait_until(lambda: blocked_clients(rqueue_redis) == 1 and blocked_clients(other) == 1)
+        other.rpush(notify("emails"), "1")
+
+        assert waiting.join() == Woken(woke=True, sent=False)
+    assert rqueue_redis.llen("probe") == other.llen("probe") == 0

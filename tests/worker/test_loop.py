@@ -7,6 +7,7 @@ under a watchdog that stops it (and fails the test) if it does not finish.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
 from django_rqueue.worker.reporting import AttemptOutcome
 from tests.faults.proxy import FaultProxy
+from tests.faults.support import blocked_clients
 from tests.jobs_app.jobs import (
     chain,
     exits,
@@ -37,8 +39,8 @@ from tests.jobs_app.jobs import (
     sleepy_timeout,
     slow,
 )
-from tests.support.inprocess import keys, poller_thread, run_worker, stats, tags
-from tests.support.jobs_in_state import enqueue_raw
+from tests.support.inprocess import keys, poller_thread, run_to_end, run_worker, stats, tags
+from tests.support.jobs_in_state import Jobs, enqueue_raw
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
 
@@ -614,3 +616,123 @@ def test_a_job_reserved_with_an_ack_whose_reply_came_back_after_its_lease_is_not
         ("end", first.id),
         ("end", second.id),
     ]
+
+
+class Orchestra:
+    """Steps run in a thread beside a worker that runs in the main thread (whose signal
+    handlers only the main thread runs); an exception is kept for the test to raise."""
+
+    def __init__(self, steps: Callable[[], None]) -> None:
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                steps()
+            except BaseException as exc:  # handed to the test
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name="test-orchestra", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "the steps did not end"
+        if self.error is not None:
+            raise self.error
+
+
+def enqueue_directly(client: redis.Redis, ledger: str, tag: str) -> str:
+    """Enqueue ``record(ledger, tag)`` on ``client`` (the real server, past any proxy)."""
+    payload = encode_arguments([ledger, tag], {})
+    return Jobs(client).enqueue(payload=payload, max_attempts=3)[1]
+
+
+def test_a_reserve_sent_behind_the_idle_blpop_whose_reply_a_stop_signal_cut_off_is_handed_back(
+    ledger: str,
+    rqueue_redis: redis.Redis,
+    redis_server: RedisServer,
+    settings: SettingsFixture,
+) -> None:
+    hooks = RecordingHooks()
+    worker = Worker(["default"], with_poller=False, hooks=hooks)
+    enqueued: list[str] = []
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    with FaultProxy(redis_server.port) as proxy:
+        settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": proxy.url()}
+
+        def steps() -> None:
+            wait_until(lambda: blocked_clients(rqueue_redis) == 1)  # idle, reserve queued
+            proxy.set_mode("hold_replies")
+            enqueued.append(enqueue_directly(rqueue_redis, ledger, "picked"))
+            wait_until(lambda: rqueue_redis.zcard(keys().reserved) == 1)  # the reserve ran
+            # A supervised child's stop: its handler raises in the wait, the reply unread.
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+            wait_until(lambda: worker.stopping)
+            proxy.set_mode("pass")
+
+        worker.install_child_signal_handlers()
+        try:
+            orchestra = Orchestra(steps)
+            assert worker.run() == 0
+            orchestra.join()
+        finally:
+            for signum, handler in saved.items():
+                signal.signal(signum, handler)
+        (job_id,) = enqueued
+        handed_back = get_job(job_id)
+
+    assert handed_back is not None
+    assert handed_back.status is JobStatus.QUEUED
+    assert handed_back.attempts == 0  # no attempt spent
+    assert rqueue_redis.zcard(keys().reserved) == 0
+    assert tags(ledger) == []
+    # The same request sent again returned the job, which was then handed back.
+    assert hooks.events == [("hold", job_id), ("end", job_id)]
+
+
+def test_a_reserve_sent_behind_the_idle_blpop_whose_reply_was_lost_gets_the_same_job_again(
+    ledger: str,
+    rqueue_redis: redis.Redis,
+    redis_server: RedisServer,
+    settings: SettingsFixture,
+) -> None:
+    worker = Worker(["default"], with_poller=False, max_jobs=1)
+    enqueued: list[str] = []
+    with FaultProxy(redis_server.port) as proxy:
+        settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": proxy.url()}
+
+        def steps() -> None:
+            wait_until(lambda: blocked_clients(rqueue_redis) == 1)
+            proxy.set_mode("hold_replies")
+            enqueued.append(enqueue_directly(rqueue_redis, ledger, "picked"))
+            wait_until(lambda: rqueue_redis.zcard(keys().reserved) == 1)
+            proxy.reset_all()  # the reserve ran; its reply is lost with the connection
+            proxy.set_mode("pass")
+
+        orchestra = Orchestra(steps)
+        run_to_end(worker)
+        orchestra.join()
+        (job_id,) = enqueued
+        done = get_job(job_id)
+
+    assert tags(ledger) == ["picked"]
+    assert done is not None
+    assert done.status is JobStatus.SUCCEEDED
+    assert done.attempts == 1  # the reservation that ran in Redis, not a second one
+    assert done.token == 1
+
+
+def test_a_reserve_sent_behind_the_idle_blpop_after_redis_lost_its_scripts_is_sent_again(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    worker = Worker(["default"], with_poller=False, max_jobs=1)
+
+    def steps() -> None:
+        wait_until(lambda: blocked_clients(rqueue_redis) == 1)
+        rqueue_redis.script_flush()  # the EVALSHA queued behind the BLPOP gets NOSCRIPT
+        record.delay(ledger, "after-flush")
+
+    orchestra = Orchestra(steps)
+    run_to_end(worker)
+    orchestra.join()
+    assert tags(ledger) == ["after-flush"]
