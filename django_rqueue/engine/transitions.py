@@ -398,33 +398,22 @@ def reserve_many(
     return _reserved(_run(client, call))
 
 
-def reserve_command(
-    keys: QueueKeys,
-    *,
-    lease_ms: int,
-    worker_id: str,
-    count: int,
-    request_id: str,
-    group_concurrency: int | None = None,
-    rate_limit: RateLimit | None = None,
-) -> list[str | int | float]:
-    """:func:`reserve_many`'s call as a bare ``EVALSHA`` command (``[name, *arguments]``), to
-    send behind another command in one write (the idle ``BLPOP``: :mod:`~..worker.idle`).
+def reserve_command(call: ScriptCall) -> list[str | int | float]:
+    """A reserve call (:func:`.calls.reserve`, with its ``request_id``) as a bare ``EVALSHA``
+    command (``[name, *arguments]``), to send behind another command in one write (the idle
+    ``BLPOP``: :mod:`~..worker.idle`).
 
     Its reply is read with :func:`reserved_from`. Redis answers ``NOSCRIPT`` when it
-    lost the script: send it again with :func:`reserve_many` and the same ``request_id``,
-    which loads the script (and returns the jobs, if the first call ran after all).
+    lost the script: send the call again with :func:`reserve_call` (the same request id),
+    which loads the script (and returns the jobs, if the first send ran after all).
     """
-    call = calls.reserve(
-        keys,
-        lease_ms=lease_ms,
-        worker_id=worker_id,
-        count=count,
-        request_id=request_id,
-        group_cap=group_concurrency,
-        rate_limit=rate_limit,
-    )
     return ["EVALSHA", load(call.script).sha, len(call.keys), *call.keys, *call.args]
+
+
+def reserve_call(client: redis.Redis, call: ScriptCall) -> Reserved:
+    """:func:`reserve_many` given its call (:func:`.calls.reserve`): sent again with the same
+    request id, it returns the jobs the first send reserved instead of reserving more."""
+    return _reserved(_run(client, call))
 
 
 def reserved_from(reply: Any) -> Reserved:  # a Lua reply

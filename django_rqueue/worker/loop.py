@@ -72,7 +72,8 @@ from django.db import close_old_connections
 from .. import registry, signals
 from ..conf import get_config
 from ..decorators import JobFunction
-from ..engine import transitions
+from ..engine import calls, transitions
+from ..engine.calls import ScriptCall
 from ..engine.connection import Location, get_client, location_of, redis_errors
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import AckStream, PendingAck
@@ -134,10 +135,9 @@ class Pickup:
     the next :meth:`Worker.work_once`."""
 
     queue: str
-    #: How many jobs it asks for.
-    count: int
-    #: Its request id: sent again with the same id, it returns the jobs it reserved.
-    request_id: str
+    #: The reserve call (:func:`~..engine.calls.reserve`): sent again, its request id makes it
+    #: return the jobs it reserved.
+    call: ScriptCall
     #: Its reply, once read; ``None``: unread (lost, or never sent): send it again.
     reply: Any = None
     #: When the reply was read (``time.monotonic()``), with :attr:`reply`.
@@ -469,19 +469,9 @@ class Worker:
             else:
                 self._pickup = None
                 return queue, reserved, pickup.read_at
-        config = get_config()
         reserved_at = time.monotonic()
         try:
-            reserved = transitions.reserve_many(
-                get_client(queue),
-                QueueKeys.of(config.key_prefix, queue),
-                lease_ms=int(config.lease * 1000),
-                worker_id=self.worker_id,
-                count=pickup.count,
-                request_id=pickup.request_id,
-                group_concurrency=config.queue(queue).group_concurrency,
-                rate_limit=config.queue(queue).rate_limit,
-            )
+            reserved = transitions.reserve_call(get_client(queue), pickup.call)
         except RedisUnavailable as exc:
             self.server_failed(queue, location_of(queue), exc)
             raise
@@ -738,16 +728,7 @@ class Worker:
         if pickup is None:
             self.idle.wait(wait.lists(), wait.seconds)
             return
-        config = get_config()
-        command = transitions.reserve_command(
-            QueueKeys.of(config.key_prefix, pickup.queue),
-            lease_ms=int(config.lease * 1000),
-            worker_id=self.worker_id,
-            count=pickup.count,
-            request_id=pickup.request_id,
-            group_concurrency=config.queue(pickup.queue).group_concurrency,
-            rate_limit=config.queue(pickup.queue).rate_limit,
-        )
+        command = transitions.reserve_command(pickup.call)
         self._pickup = pickup  # before the write: from here on it may run in Redis
         woken = self.idle.wait_then(wait.lists(), wait.seconds, command)
         if not woken.sent:  # a cluster, or its server down: work_once reserves as before
@@ -764,7 +745,17 @@ class Worker:
             return None
         queue = self.queues[0]
         count = self.order.run(queue, self._batch_size(queue))
-        return Pickup(queue, count, transitions.new_request_id())
+        config = get_config()
+        call = calls.reserve(
+            QueueKeys.of(config.key_prefix, queue),
+            lease_ms=int(config.lease * 1000),
+            worker_id=self.worker_id,
+            count=count,
+            request_id=transitions.new_request_id(),
+            group_cap=config.queue(queue).group_concurrency,
+            rate_limit=config.queue(queue).rate_limit,
+        )
+        return Pickup(queue, call)
 
 
 def _raise_timeout(seconds: float) -> Any:  # a signal handler
