@@ -58,13 +58,7 @@ class _Dedicated:
         #: and after each failure (redis-py's ``connect()`` costs a retry wrapper even
         #: when connected: about 4 % of a ``.delay()``, issue 14).
         self.connected = False
-        if hiredis_pack_command is not None:
-            # The bytes redis-py's own packer makes when hiredis is installed (it hands str,
-            # bytes, int and float to the same function), without its per-argument type
-            # checks: 15 % of a .delay() (issue 14).
-            self.pack: Callable[..., list[bytes]] = _hiredis_pack
-        else:
-            self.pack = self.connection.pack_command
+        self.pack = packer(self.connection)
 
     def execute(self, args: tuple[str | int | float, ...]) -> Any:  # a Redis reply
         packed = self.pack(*args)
@@ -101,6 +95,19 @@ class _Dedicated:
             connection.disconnect()  # type: ignore[no-untyped-call]
 
         return connection.retry.call_with_retry(send, failed)
+
+
+def packer(connection: AbstractConnection) -> Callable[..., list[bytes]]:
+    """How to pack commands sent on ``connection`` (``pack(*args)`` → the bytes to send).
+
+    With hiredis installed: its ``pack_command``, which makes the bytes redis-py's
+    own packer makes then (redis-py hands str, bytes, int and float to the same
+    function) without redis-py's per-argument type checks: 15 % of a ``.delay()``
+    (issue 14). Otherwise the connection's own ``pack_command``.
+    """
+    if hiredis_pack_command is not None:
+        return _hiredis_pack
+    return connection.pack_command
 
 
 def _hiredis_pack(*args: str | int | float) -> list[bytes]:

@@ -46,6 +46,7 @@ from ..exceptions import LeaseLost
 from . import calls
 from .calls import Arg
 from .connection import is_cluster
+from .dedicated import packer
 from .keys import QueueKeys
 from .scripts import LuaScript, load
 
@@ -83,12 +84,8 @@ class InFlight:
             if self.connection is None:
                 self.pool = self._pool(keys[0])
                 self.connection = self.pool.get_connection()
-            self.connection.send_command(
-                "EVALSHA",
-                script.sha,
-                len(keys),
-                *keys,
-                *args,
+            self.connection.send_packed_command(
+                packer(self.connection)("EVALSHA", script.sha, len(keys), *keys, *args),
                 # redis-py's health check would PING and read the next reply,
                 # which belongs to an earlier call: skip it (a dead connection
                 # shows when the replies are read, and those calls are resent).
