@@ -60,13 +60,15 @@ class _Dedicated:
         self.connected = False
         self.pack = packer(self.connection)
 
-    def execute(self, args: tuple[str | int | float, ...]) -> Any:  # a Redis reply
+    def execute(
+        self, args: tuple[str | int | float, ...], meanwhile: Callable[[], object] | None = None
+    ) -> Any:  # a Redis reply
         packed = self.pack(*args)
         if not self.connected:
             self._connect()
-            return self._send(packed)
+            return self._send(packed, meanwhile)
         try:
-            return self._send(packed)
+            return self._send(packed, meanwhile)
         except redis.ConnectionError:
             # The socket may have been closed by the server while this thread did not use
             # it (a restart, its idle timeout). redis-py's pool checks for that before it
@@ -83,14 +85,25 @@ class _Dedicated:
         self.connection.connect()  # type: ignore[no-untyped-call]
         self.connected = True
 
-    def _send(self, packed: list[bytes]) -> Any:  # a Redis reply
+    def _send(
+        self, packed: list[bytes], meanwhile: Callable[[], object] | None = None
+    ) -> Any:  # a Redis reply
         connection = self.connection
+        pending = meanwhile
 
         def send() -> Any:  # a Redis reply
+            nonlocal pending
             connection.send_packed_command(packed)  # type: ignore[no-untyped-call]
+            if pending is not None:  # once, after the first send that went out
+                run, pending = pending, None
+                try:
+                    run()
+                except BaseException:
+                    failed(None)  # its reply is still owed: the connection is out of step
+                    raise
             return connection.read_response()
 
-        def failed(_error: BaseException) -> None:
+        def failed(_error: BaseException | None) -> None:
             self.connected = False
             connection.disconnect()  # type: ignore[no-untyped-call]
 
@@ -139,8 +152,16 @@ def _dedicated(client: redis.Redis) -> _Dedicated | None:
     return dedicated
 
 
-def execute(client: redis.Redis, *args: str | int | float) -> Any:  # a Redis reply
+def execute(
+    client: redis.Redis, *args: str | int | float, meanwhile: Callable[[], object] | None = None
+) -> Any:  # a Redis reply
     """Send the command ``args`` on this thread's dedicated connection and return its reply.
+
+    ``meanwhile``: called once, after the command is sent and before its reply
+    is read, so that work that does not need the reply overlaps Redis's (a
+    ``.delay()`` builds its Job then: issue 14). Also on the fallback path,
+    before the command. What it raises propagates (the connection is dropped:
+    its reply is still owed); the command may have run.
 
     The reply is the raw one, without redis-py's per-command response callbacks:
     use it for ``EVALSHA`` (which has none). Raises what ``client.execute_command``
@@ -149,5 +170,7 @@ def execute(client: redis.Redis, *args: str | int | float) -> Any:  # a Redis re
     """
     dedicated = _dedicated(client)
     if dedicated is None:
+        if meanwhile is not None:
+            meanwhile()
         return client.execute_command(*args)  # type: ignore[no-untyped-call]
-    return dedicated.execute(args)
+    return dedicated.execute(args, meanwhile)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import redis
@@ -39,10 +39,12 @@ from .pipelining import pipelined
 from .scripts import load
 
 
-def _run(client: redis.Redis, call: ScriptCall) -> Any:  # a Lua reply
+def _run(
+    client: redis.Redis, call: ScriptCall, meanwhile: Callable[[], object] | None = None
+) -> Any:  # a Lua reply
     """Run ``call`` and return its reply (``RedisUnavailable``: Redis unreachable)."""
     with redis_errors():
-        return load(call.script)(client, call.keys, call.args)
+        return load(call.script)(client, call.keys, call.args, meanwhile)
 
 
 async def _arun(client: redis.asyncio.Redis, call: ScriptCall) -> Any:  # a Lua reply
@@ -129,12 +131,14 @@ class EnqueueOutcome(enum.StrEnum):
 Enqueued = tuple[EnqueueOutcome, str, str]
 
 
-def enqueue(client: redis.Redis, call: ScriptCall) -> Enqueued:
+def enqueue(
+    client: redis.Redis, call: ScriptCall, meanwhile: Callable[[], object] | None = None
+) -> Enqueued:
     """Create a job (``enqueue.lua``), given its call (:func:`.calls.enqueue`).
 
     Returns ``(outcome, job id, state)`` (:data:`Enqueued`).
     """
-    return _enqueued(_run(client, call))
+    return _enqueued(_run(client, call, meanwhile))
 
 
 async def aenqueue(client: redis.asyncio.Redis, call: ScriptCall) -> Enqueued:

@@ -92,3 +92,28 @@ def test_a_connection_the_server_closed_is_replaced_even_without_retries(
     redis_client.client_kill_filter(_id=str(before))
     assert execute(client, "PING") in (b"PONG", True)
     assert _connection_id(client) != before
+
+
+def test_meanwhile_runs_once_after_the_command_went_out(redis_client: redis.Redis):
+    client = get_client("default")
+    seen: list[object] = []
+
+    def meanwhile() -> None:
+        # Blocks until the command arrives: it was sent before this ran.
+        seen.append(redis_client.blpop(["test:meanwhile"], timeout=5))
+
+    assert execute(client, "RPUSH", "test:meanwhile", "x", meanwhile=meanwhile) == 1
+    assert seen == [(b"test:meanwhile", b"x")]
+
+
+def test_meanwhile_raising_leaves_the_connection_in_step(redis_client: redis.Redis):
+    client = get_client("default")
+    execute(client, "PING")
+
+    def meanwhile() -> None:
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        execute(client, "ECHO", "first", meanwhile=meanwhile)
+    # The first reply was never read: the next call must get its own, not that one.
+    assert execute(client, "ECHO", "second") == b"second"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -53,9 +54,17 @@ class LuaScript:
         self.source = source
         self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
 
-    def __call__(self, client: redis.Redis, keys: list[str], args: list[str | int | float]) -> Any:
+    def __call__(
+        self,
+        client: redis.Redis,
+        keys: list[str],
+        args: list[str | int | float],
+        meanwhile: Callable[[], object] | None = None,
+    ) -> Any:
         try:
-            return execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
+            return execute(
+                client, "EVALSHA", self.sha, len(keys), *keys, *args, meanwhile=meanwhile
+            )
         except NoScriptError:
             client.script_load(self.source)
             return execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
