@@ -73,9 +73,16 @@ def main() -> None:
             argv = [job_id, 0, "", 0, -1, "", 0, "n", noop.name, "p", payload]
             execute(client, "EVALSHA", enqueue.sha, len(keys), *keys, *argv)
 
+    def canned_call(
+        self: Any, c: Any, keys: Any, argv: Any, meanwhile: Callable[[], object] | None = None
+    ) -> Any:
+        if meanwhile is not None:
+            meanwhile()  # what .delay() does while Redis runs the script
+        return canned
+
     def stubbed(body: Callable[[], None]) -> Callable[[int], None]:
         def run(n: int) -> None:
-            scripts.LuaScript.__call__ = lambda self, c, keys, argv: canned  # type: ignore[method-assign]
+            scripts.LuaScript.__call__ = canned_call  # type: ignore[method-assign]
             try:
                 for _ in range(n):
                     body()

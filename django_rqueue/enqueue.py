@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import datetime
+import functools
 import math
 import types
 import weakref
@@ -336,8 +337,14 @@ class Plan:
         unique_key = self.unique_key
         if callable(unique_key):
             unique_key = unique_key(*args, **kwargs)
-        job: Job[Any] = Job(
-            id=new_job_id(self.queue),
+        return Submission(self, new_job_id(self.queue), args, kwargs, unique_key or "", payload)
+
+    def job(
+        self, job_id: str, args: Sequence[Any], kwargs: Mapping[str, Any], unique_key: str
+    ) -> Job[Any]:
+        """The :class:`Job` a call of this plan makes, as it is before it is written."""
+        return Job(
+            id=job_id,
             name=self.job_function.name,
             queue=self.queue,
             status=self.status,
@@ -348,61 +355,84 @@ class Plan:
             max_attempts=self.max_attempts,
             timeout=self.timeout,
             result_ttl=self.result_ttl,
-            unique_key=unique_key or "",
+            unique_key=unique_key,
             run_at=self.run_at,
             expires_at=self.expires_at,
-        )
-        return Submission(
-            self.job_function,
-            job,
-            payload,
-            self.delay_ms,
-            self.run_at_ms,
-            self.unique_ttl,
-            self.expires_in_ms,
-            keys=self.keys,
-            record=self.record,
         )
 
 
 @dataclasses.dataclass(eq=False)
 class Submission:
-    """Writes one job to Redis, now or from ``transaction.on_commit``."""
+    """Writes one job to Redis, now or from ``transaction.on_commit``.
 
-    job_function: JobFunction[Any, Any]
-    job: Job[Any]
+    Its :attr:`job` is built on first use: by a write, while Redis runs the
+    script (the reply is not needed for that, issue 14).
+    """
+
+    plan: Plan
+    job_id: str
+    args: Sequence[Any]
+    kwargs: Mapping[str, Any]
+    #: ``""``: none.
+    unique_key: str
+    #: The encoded arguments (JSON).
     payload: str
-    delay_ms: int
-    run_at_ms: int
-    unique_ttl: int
-    #: An ``expires`` in seconds, as ms from the enqueue (-1: none, or ``job.expires_at``).
-    expires_in_ms: int = -1
     #: Job-hash fields written besides the usual ones (the django.tasks backend's).
     extra: Mapping[str, str] = _NO_FIELDS
-    #: The queue's keys (:attr:`Plan.keys`).
-    keys: QueueKeys = dataclasses.field(kw_only=True)
-    #: The fields every job of its plan writes (:attr:`Plan.record`).
-    record: Mapping[str, str | int] = dataclasses.field(kw_only=True)
+
+    @functools.cached_property
+    def job(self) -> Job[Any]:
+        """The Job returned to the caller, updated in place by the write."""
+        return self.plan.job(self.job_id, self.args, self.kwargs, self.unique_key)
+
+    def _job(self) -> Job[Any]:
+        return self.job
+
+    @property
+    def job_function(self) -> JobFunction[Any, Any]:
+        return self.plan.job_function
+
+    @property
+    def delay_ms(self) -> int:
+        return self.plan.delay_ms
+
+    @property
+    def run_at_ms(self) -> int:
+        """Milliseconds since the epoch (UTC), or -1."""
+        return self.plan.run_at_ms
+
+    @property
+    def unique_ttl(self) -> int:
+        return self.plan.unique_ttl
+
+    @property
+    def expires_in_ms(self) -> int:
+        """An ``expires`` in seconds, as ms from the enqueue (-1: none, or ``job.expires_at``)."""
+        return self.plan.expires_in_ms
+
+    @property
+    def keys(self) -> QueueKeys:
+        return self.plan.keys
 
     def pending_holder(self) -> Job[Any] | None:
         """The job already holding this job's unique key: in Redis, or waiting for this commit."""
-        if not self.job.unique_key:
+        if not self.unique_key:
             return None
-        client = get_client(self.job.queue)
+        client = get_client(self.plan.queue)
         with redis_errors():
-            holder = client.get(self.keys.unique(self.job.unique_key))
+            holder = client.get(self.keys.unique(self.unique_key))
         if holder is not None:
             existing = get_job(as_text(holder))
             if existing and existing.status in HOLDING:
                 return existing
-        return _Pending.of_current().holder(self.job.queue, self.job.unique_key)
+        return _Pending.of_current().holder(self.plan.queue, self.unique_key)
 
     def __call__(self) -> Job[Any]:
         """Write the job; ``NotReplicated`` (after the signal) under ``MIN_REPLICAS_ACK``."""
-        client, wait = get_client(self.job.queue), replica_wait(get_config())
+        client, wait = get_client(self.plan.queue), replica_wait(get_config())
         call = self.call()
         if wait is None:
-            outcome, job_id, state = transitions.enqueue(client, call)
+            outcome, job_id, state = transitions.enqueue(client, call, meanwhile=self._job)
             acked = 0
         else:
             (outcome, job_id, state), acked = transitions.enqueue_and_wait(client, call, wait)
@@ -415,7 +445,7 @@ class Submission:
 
     async def awrite(self) -> Job[Any]:
         """:meth:`__call__` on redis-py's asyncio client (in a thread with ``CACHE_ALIAS``)."""
-        client = get_async_client(self.job.queue)
+        client = get_async_client(self.plan.queue)
         if client is None:
             return await sync_to_async(self, thread_sensitive=True)()
         call = self.call()
@@ -435,9 +465,9 @@ class Submission:
 
     def new_job(self) -> NewJob:
         """This job as the scripts that create one take it."""
-        job = self.job
+        plan = self.plan
         return NewJob(
-            job.id, job.priority, job.group, job.unique_key, self.unique_ttl, self.fields()
+            self.job_id, plan.priority, plan.group, self.unique_key, plan.unique_ttl, self.fields()
         )
 
     def call(self) -> ScriptCall:
@@ -460,9 +490,10 @@ class Submission:
 
     def fields(self) -> dict[str, str | int]:
         """The job-hash fields this job is written with (an enqueue script's field pairs)."""
-        fields = {**self.record, JobFields.PAYLOAD: self.payload}
-        if self.expires_in_ms >= 0:
-            fields[JobFields.EXPIRES_IN] = self.expires_in_ms  # the script adds the enqueue time
+        plan = self.plan
+        fields = {**plan.record, JobFields.PAYLOAD: self.payload}
+        if plan.expires_in_ms >= 0:
+            fields[JobFields.EXPIRES_IN] = plan.expires_in_ms  # the script adds the enqueue time
         if self.extra:
             fields.update(self.extra)
         return fields
