@@ -28,7 +28,7 @@ VENV = REPO / "bench" / ".venv-peers"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".bench-stamp.json"
 
-BASE = ["-e", f"{REPO}[hiredis]", "pyinstrument"]
+BASE = ["-e", f"{REPO}[hiredis]", "pyinstrument", "psutil"]
 #: system name (as in bench/systems) -> pip requirements
 PEERS = {
     "RQ (SimpleWorker)": ["rq>=2"],
