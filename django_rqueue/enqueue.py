@@ -141,7 +141,7 @@ def _prepare(
 def _defer_until_commit(submission: Submission) -> Job[Any] | None:
     """Inside ``transaction.atomic()``: defer the write to the commit and return the Job (or
     the pending holder of its unique key). Outside (or ``on_commit=False``): ``None``."""
-    if not _deferred(submission.job_function):
+    if not _deferred(submission.plan.job_function):
         return None
     holder = submission.pending_holder()
     if holder is not None:
@@ -388,39 +388,13 @@ class Submission:
     def _job(self) -> Job[Any]:
         return self.job
 
-    @property
-    def job_function(self) -> JobFunction[Any, Any]:
-        return self.plan.job_function
-
-    @property
-    def delay_ms(self) -> int:
-        return self.plan.delay_ms
-
-    @property
-    def run_at_ms(self) -> int:
-        """Milliseconds since the epoch (UTC), or -1."""
-        return self.plan.run_at_ms
-
-    @property
-    def unique_ttl(self) -> int:
-        return self.plan.unique_ttl
-
-    @property
-    def expires_in_ms(self) -> int:
-        """An ``expires`` in seconds, as ms from the enqueue (-1: none, or ``job.expires_at``)."""
-        return self.plan.expires_in_ms
-
-    @property
-    def keys(self) -> QueueKeys:
-        return self.plan.keys
-
     def pending_holder(self) -> Job[Any] | None:
         """The job already holding this job's unique key: in Redis, or waiting for this commit."""
         if not self.unique_key:
             return None
         client = get_client(self.plan.queue)
         with redis_errors():
-            holder = client.get(self.keys.unique(self.unique_key))
+            holder = client.get(self.plan.keys.unique(self.unique_key))
         if holder is not None:
             existing = get_job(as_text(holder))
             if existing and existing.status in HOLDING:
@@ -438,7 +412,7 @@ class Submission:
             (outcome, job_id, state), acked = transitions.enqueue_and_wait(client, call, wait)
         existing = get_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
         if self._written(outcome, state, existing):
-            signals.send(signals.job_enqueued, self.job_function, job=self.job)
+            signals.send(signals.job_enqueued, self.plan.job_function, job=self.job)
         if wait is not None:
             _check_replicated(wait, [job_id] if outcome in WROTE else [], acked)
         return self.job
@@ -458,7 +432,7 @@ class Submission:
             outcome, job_id, state = enqueued
         existing = await aget_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
         if self._written(outcome, state, existing):
-            await signals.asend(signals.job_enqueued, self.job_function, job=self.job)
+            await signals.asend(signals.job_enqueued, self.plan.job_function, job=self.job)
         if wait is not None:
             _check_replicated(wait, [job_id] if outcome in WROTE else [], acked)
         return self.job
@@ -472,8 +446,9 @@ class Submission:
 
     def call(self) -> ScriptCall:
         """The ``enqueue.lua`` call (:func:`.engine.calls.enqueue`) that writes this job."""
+        plan = self.plan
         return calls.enqueue(
-            self.keys, self.new_job(), delay_ms=self.delay_ms, run_at_ms=self.run_at_ms
+            plan.keys, self.new_job(), delay_ms=plan.delay_ms, run_at_ms=plan.run_at_ms
         )
 
     def _written(self, outcome: EnqueueOutcome, state: str, existing: Job[Any] | None) -> bool:
@@ -547,14 +522,14 @@ class BatchSubmission:
         fields = first.fields()
         del fields[JobFields.PAYLOAD]  # every other field is the same for the whole batch
         options: dict[str, Any] = {
-            "priority": first.job.priority,
-            "group": first.job.group,
-            "delay_ms": first.delay_ms,
-            "run_at_ms": first.run_at_ms,
-            "unique_ttl": first.unique_ttl,
+            "priority": first.plan.priority,
+            "group": first.plan.group,
+            "delay_ms": first.plan.delay_ms,
+            "run_at_ms": first.plan.run_at_ms,
+            "unique_ttl": first.plan.unique_ttl,
             "fields": fields,
         }
-        client, keys = get_client(first.job.queue), first.keys
+        client, keys = get_client(first.plan.queue), first.plan.keys
         wait = replica_wait(get_config())
         if wait is None:
             items = [self._item(s) for s in self.to_write]

@@ -106,7 +106,7 @@ def capture_jobs() -> Iterator[CapturedJobs]:
     def record(submission: enqueue.Submission) -> Job[Any]:
         job = submission.job
         now = datetime.datetime.now(datetime.UTC)
-        delay = submission.delay_ms / 1000 if submission.delay_ms > 0 else None
+        delay = submission.plan.delay_ms / 1000 if submission.plan.delay_ms > 0 else None
         job.enqueued_at = now
         if job.run_at is None:
             job.run_at = now + datetime.timedelta(seconds=delay or 0)
@@ -118,18 +118,18 @@ def capture_jobs() -> Iterator[CapturedJobs]:
             "timeout": job.timeout,
             "result_ttl": job.result_ttl,
             "unique_key": job.unique_key,
-            "unique_ttl": submission.unique_ttl,
+            "unique_ttl": submission.plan.unique_ttl,
             "delay": delay,
-            "run_at": submission.job.run_at if submission.run_at_ms >= 0 else None,
+            "run_at": submission.job.run_at if submission.plan.run_at_ms >= 0 else None,
             # Seconds from the enqueue, or an aware datetime, as given (None: never).
             "expires": (
-                submission.expires_in_ms / 1000
-                if submission.expires_in_ms >= 0
+                submission.plan.expires_in_ms / 1000
+                if submission.plan.expires_in_ms >= 0
                 else submission.job.expires_at
             ),
-            "on_commit": submission.job_function.options.on_commit is not False,
+            "on_commit": submission.plan.job_function.options.on_commit is not False,
         }
-        captured.append(CapturedJob(submission.job_function, job, options))
+        captured.append(CapturedJob(submission.plan.job_function, job, options))
         return job
 
     token = enqueue.capture.set(record)
