@@ -13,35 +13,38 @@
 -- counted (include/observe_duration.lua).
 -- Derived keys: base .. 'succeeded', base .. 'throughput', base .. 'unique:' .. key,
 -- base .. 'done:' .. id, base .. 'durations', and those of include/group_slot_free.lua.
---@include check_token.lua
+--@include count_duration.lua
 --@include count_finished.lua
 --@include group_slot_free.lua
 --@include now_ms.lua
---@include observe_duration.lua
 --@include release_unique.lua
+--@include token_mismatch.lua
 --@include wake_waiters.lua
 local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
-  local stale = check_token(jkey, token)
+  -- One read for the token check, the duration and the fields the helpers below start
+  -- with ('gc' group slot, 'uk' unique key, 'w' awaited, 'error'): most jobs have none of
+  -- the last four, and every job passes here (each redis.call costs more than its command).
+  local job = redis.call('HMGET', jkey, 's', 'token', 'n', 'started_at', 'gc', 'uk', 'w', 'error')
+  local stale = token_mismatch(job[1], job[2], token)
   if stale then
     return stale
   end
   local now = now_ms()
-  observe_duration(base, jkey, now)
+  count_duration(base, job[3], job[4], now)
   redis.call('ZREM', reserved, id)
-  -- One read of the fields the three helpers below start with ('gc' group slot, 'uk'
-  -- unique key, 'w' awaited): most jobs have none of them, and every job passes here.
-  local held = redis.call('HMGET', jkey, 'gc', 'uk', 'w')
-  if held[1] then
+  if job[5] then
     group_slot_free(base, jkey)
   end
   redis.call('HSET', jkey, 's', 'succeeded', 'finished_at', now, 'result', result)
-  redis.call('HDEL', jkey, 'error')
+  if job[8] then
+    redis.call('HDEL', jkey, 'error')
+  end
   redis.call('HINCRBY', stats, 'succeeded', 1)
-  if held[2] then
+  if job[6] then
     release_unique(base, jkey, id)
   end
   count_finished(base, 's', now)
-  if held[3] then
+  if job[7] then
     wake_waiters(base, jkey, id)
   end
   if ttl > 0 then
