@@ -254,6 +254,9 @@ class Plan:
     #: not at their defaults (``RECORD_DEFAULTS``): max attempts, timeout (ms), result
     #: TTL, an absolute expiry. Read-only: every Submission of the plan shares it.
     record: Mapping[str, str | int]
+    #: What every ``enqueue.lua`` call of the plan shares (its ``record``, and an
+    #: ``expires`` in seconds, among the field pairs).
+    shared: calls.EnqueueShared
 
     @classmethod
     def of(
@@ -309,24 +312,32 @@ class Plan:
                 record[name] = value
         if expires_at is not None:
             record[JobFields.EXPIRES] = int(expires_at.timestamp() * 1000)
+        keys = QueueKeys.of(config.key_prefix, queue)
+        priority, group, unique_ttl = o.priority or 0, o.group or "", o.unique_ttl or 0
+        shared_fields = calls.pairs(record)
+        if expires_in_ms >= 0:  # the script adds the enqueue time
+            shared_fields += [JobFields.EXPIRES_IN, expires_in_ms]
         return cls(
             job_function=job_function,
             queue=queue,
-            priority=o.priority or 0,
-            group=o.group or "",
+            priority=priority,
+            group=group,
             max_attempts=max_attempts,
             timeout=timeout,
             result_ttl=result_ttl,
             unique_key=o.unique_key,
-            unique_ttl=o.unique_ttl or 0,
+            unique_ttl=unique_ttl,
             status=status,
             run_at=run_at,
             run_at_ms=run_at_ms,
             delay_ms=delay_ms,
             expires_at=expires_at,
             expires_in_ms=expires_in_ms,
-            keys=QueueKeys.of(config.key_prefix, queue),
+            keys=keys,
             record=types.MappingProxyType(record),
+            shared=calls.EnqueueShared(
+                keys, (priority, group, delay_ms, run_at_ms), unique_ttl, tuple(shared_fields)
+            ),
         )
 
     def submission(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Submission:
@@ -445,11 +456,12 @@ class Submission:
         )
 
     def call(self) -> ScriptCall:
-        """The ``enqueue.lua`` call (:func:`.engine.calls.enqueue`) that writes this job."""
-        plan = self.plan
-        return calls.enqueue(
-            plan.keys, self.new_job(), delay_ms=plan.delay_ms, run_at_ms=plan.run_at_ms
-        )
+        """The ``enqueue.lua`` call that writes this job (:attr:`Plan.shared`, then its own
+        payload and :attr:`extra` fields)."""
+        own: list[calls.Arg] = [JobFields.PAYLOAD, self.payload]
+        if self.extra:
+            own += calls.pairs(self.extra)
+        return self.plan.shared.call(self.job_id, self.unique_key, *own)
 
     def _written(self, outcome: EnqueueOutcome, state: str, existing: Job[Any] | None) -> bool:
         """Apply the script's answer to :attr:`job`; whether a job was created (announce it).

@@ -134,7 +134,7 @@ Enqueued = tuple[EnqueueOutcome, str, str]
 def enqueue(
     client: redis.Redis, call: ScriptCall, meanwhile: Callable[[], object] | None = None
 ) -> Enqueued:
-    """Create a job (``enqueue.lua``), given its call (:func:`.calls.enqueue`).
+    """Create a job (``enqueue.lua``), given its call (:meth:`.calls.EnqueueShared.call`).
 
     Returns ``(outcome, job id, state)`` (:data:`Enqueued`).
     """
@@ -173,7 +173,7 @@ def _confirmed(outcomes: Iterable[EnqueueOutcome], acked: int) -> int:
 def enqueue_and_wait(
     client: redis.Redis, call: ScriptCall, wait: ReplicaWait
 ) -> tuple[Enqueued, int]:
-    """:func:`enqueue` given its call (:func:`.calls.enqueue`), then ``WAIT`` on the same
+    """:func:`enqueue` given its call (:meth:`.calls.EnqueueShared.call`), then ``WAIT`` on the same
     connection (:class:`ReplicaWait`): ``(enqueued, replicas known to have the job)``."""
     reply, acked = _run_and_wait(client, call, wait)
     enqueued = _enqueued(reply)

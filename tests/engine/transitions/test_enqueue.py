@@ -209,6 +209,23 @@ def test_only_the_base_the_job_and_a_unique_key_are_sent_as_keys(engine: Engine)
     ]
 
 
+def test_a_shared_call_writes_the_shared_fields_and_the_jobs_own_win_over_them(engine: Engine):
+    """``EnqueueShared``: what a plan's jobs share is built once; a job's own field pairs
+    come after them, so a name given in both stores the job's value."""
+    shared = calls.EnqueueShared(engine.keys, (5, "g1", 0, -1), 0, ("n", "tests.noop", "max", 4))
+    for job_id, own in (("default:shared1", ()), ("default:shared2", ("max", 9))):
+        call = shared.call(job_id, "", "p", "[1]", *own)
+        assert transitions.enqueue(engine.client, call)[0] is EnqueueOutcome.CREATED
+    first, second = (engine.job(f"default:shared{n}") for n in (1, 2))
+    assert (first["n"], first["max"], first["prio"], first["group"]) == (
+        "tests.noop",
+        "4",
+        "5",
+        "g1",
+    )
+    assert (second["max"], second["p"]) == ("9", "[1]")
+
+
 def test_a_write_and_its_wait_report_the_replicas_and_a_resend_counts_as_unconfirmed():
     """``enqueue_and_wait`` / ``enqueue_batch_and_wait``: WAIT counts the replicas that have
     the connection's writes; a resent call that finds its jobs (``exists``) wrote nothing on
