@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import uuid
 import zoneinfo
 from typing import Any
@@ -96,6 +97,32 @@ def test_lazy_translations_are_sent_as_text():
 def test_values_json_cannot_carry_are_refused(value: object):
     with pytest.raises((TypeError, ValueError)):
         dumps(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [1795550807.0080292, 0.0, -1e300, 5e-324, 2**70, True, None, "/tmp/a b\\c\n"],
+        {"ü": "日本", "k": {"nested": [1, [2, {"x": "\u2028"}]]}},
+        "a bare string",
+        (),
+        {},
+    ],
+    ids=repr,
+)
+def test_dumps_writes_what_the_json_modules_encoder_writes(value: object):
+    """``dumps`` makes its C encoder once (issue 14): the text must stay the one
+    ``json.dumps`` with the same settings makes."""
+    assert dumps(value) == json.dumps(value, allow_nan=False, separators=(",", ":"))
+
+
+def test_a_value_that_contains_itself_is_a_value_error():
+    looped: list[object] = [1]
+    looped.append(looped)
+    with pytest.raises(ValueError, match="contains itself"):
+        dumps(looped)
+    with pytest.raises(TypeError, match="'user_id' \\(position 0\\)"):
+        encode_arguments((looped, 1), {}, typed.func)
 
 
 def test_never_pickle():
