@@ -59,6 +59,8 @@ redis_recovered = Signal()
 
 def send(signal: Signal, sender: object, **kwargs: Any) -> None:
     """Send ``signal`` robustly, logging (not raising) what receivers raise."""
+    if not signal.receivers:  # the common case, on every .delay(): Django's own first test
+        return
     _log_errors(signal.send_robust(sender, **kwargs))
 
 
