@@ -135,6 +135,10 @@ class _Connections(threading.local):
         self.by_pool: weakref.WeakKeyDictionary[ConnectionPool, _Dedicated] = (
             weakref.WeakKeyDictionary()
         )
+        #: The pool used last and its connection, both weakly (the connection lives as long
+        #: as its pool's entry above): a thread mostly uses one pool, and finding it here
+        #: skips the checks and the weak-key lookup below (issue 14).
+        self.last: tuple[weakref.ref[ConnectionPool], weakref.ref[_Dedicated]] | None = None
 
 
 _local = _Connections()
@@ -144,11 +148,17 @@ def _dedicated(client: redis.Redis) -> _Dedicated | None:
     """This thread's connection for ``client``'s pool (made on first use, and again after a
     fork); ``None`` when the client has no plain connection pool."""
     pool = getattr(client, "connection_pool", None)
+    last = _local.last
+    if last is not None and pool is not None and last[0]() is pool:
+        found = last[1]()
+        if found is not None and found.pid == os.getpid():
+            return found
     if not isinstance(pool, ConnectionPool) or getattr(pool, "cache", None) is not None:
         return None
     dedicated = _local.by_pool.get(pool)
     if dedicated is None or dedicated.pid != os.getpid():
         dedicated = _local.by_pool[pool] = _Dedicated(pool)
+    _local.last = (weakref.ref(pool), weakref.ref(dedicated))
     return dedicated
 
 
