@@ -53,7 +53,7 @@ from redis.connection import parse_url
 from redis.exceptions import ClusterDownError, RedisClusterException
 from redis.retry import Retry
 
-from ..conf import get_config
+from ..conf import Config, get_config
 from ..exceptions import RedisUnavailable
 
 #: Seconds to wait for a TCP connect before retrying.
@@ -94,6 +94,10 @@ class Location(NamedTuple):
 
 
 _clients: dict[Location, redis.Redis] = {}
+#: The client of each queue name (``None``: the global one), with the parsed ``RQUEUE`` it
+#: was resolved from: a new setting resolves again (finding a queue's location costs a
+#: ``.delay()`` more than the rest of ``get_client``, issue 14).
+_by_queue: dict[str | None, tuple[Config, redis.Redis]] = {}
 #: redis-py ``Sentinel`` objects (the connections to the sentinels), per sentinel set.
 _sentinels: dict[tuple[tuple[tuple[str, int], ...], str], redis.sentinel.Sentinel] = {}
 #: asyncio clients per event loop (a client belongs to the loop it runs on), then per location.
@@ -235,6 +239,10 @@ def get_client(queue: str | None = None) -> redis.Redis:
         ValueError: ``queue`` is not declared.
         django.core.exceptions.ImproperlyConfigured: ``RQUEUE`` is invalid.
     """
+    config = get_config()
+    known = _by_queue.get(queue)
+    if known is not None and known[0] is config:
+        return known[1]
     location = _location(queue)
     client = _clients.get(location)
     if client is None:
@@ -249,6 +257,7 @@ def get_client(queue: str | None = None) -> redis.Redis:
         else:
             client = redis.Redis.from_url(location.where, **client_options(location.where))
         _clients[location] = client
+    _by_queue[queue] = (config, client)
     return client
 
 
@@ -340,6 +349,7 @@ def reset_clients() -> None:
     for client in _clients.values():
         client.close()
     _clients.clear()
+    _by_queue.clear()
     for manager in _sentinels.values():
         manager.close()
     _sentinels.clear()
@@ -352,6 +362,7 @@ def reset_after_fork() -> None:
     also drops clients borrowed from django-redis, which do not.
     """
     _clients.clear()
+    _by_queue.clear()
     _sentinels.clear()
 
 
