@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 
 from ..engine.connection import reset_after_fork
 from ..job import Job
+from ..serialization import dumps
 from .loop import Worker
 from .poller import Poller
 from .process import set_pdeathsig
@@ -165,7 +166,7 @@ class PipeHooks:
         self.buffer: list[bytes] = []
 
     def _queue(self, message: dict[str, Any]) -> None:
-        self.buffer.append(json.dumps(message).encode() + b"\n")
+        self.buffer.append(dumps(message).encode() + b"\n")  # 2 per job: the fast encoder
 
     def flush(self) -> None:
         if self.buffer:
