@@ -57,7 +57,7 @@ from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, new_job_id
 from .engine.transitions import EnqueueOutcome, ReplicaWait
 from .exceptions import NotReplicated
 from .execution import arun_eager, run_eager
-from .job import Job, JobStatus, aget_job, get_job
+from .job import STATUSES, Job, JobStatus, aget_job, get_job
 from .serialization import encode_arguments
 
 if TYPE_CHECKING:
@@ -65,9 +65,6 @@ if TYPE_CHECKING:
 
 #: No extra job-hash fields (the default of :attr:`Submission.extra`).
 _NO_FIELDS: Mapping[str, str] = types.MappingProxyType({})
-
-#: Job states by name (a dict lookup costs less than ``JobStatus(name)``).
-STATUSES = {status.value: status for status in JobStatus}
 
 #: States in which a job holds its unique key.
 HOLDING = (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING)
