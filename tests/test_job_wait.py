@@ -103,8 +103,10 @@ def test_a_success_in_another_thread_wakes_the_waiter_without_polling(redis_clie
         transitions.ack(redis_client, KEYS, job_id, token, result="8", result_ttl=300)
 
     redis_client.config_resetstat()
+    begun = time.monotonic()  # before the thread's delay starts: the lower bound holds
     thread = _later(ack, delay=1.0)
-    elapsed = _timed_wait(queued)
+    assert queued.wait(10) is queued
+    elapsed = time.monotonic() - begun
     thread.join()
     assert 1.0 <= elapsed < 1.5
     assert (queued.status, queued.result) == (JobStatus.SUCCEEDED, 8)
@@ -248,13 +250,16 @@ def test_await_is_woken_the_same_way_without_blocking_the_loop(redis_client: red
                 ticks += 1
 
         tick = asyncio.create_task(ticker())
-        start = time.monotonic()
         assert await queued.await_(10) is queued
         tick.cancel()
-        return time.monotonic() - start, ticks
+        return time.monotonic(), ticks
 
+    # Timed from before the thread's delay starts (not from inside the loop, which
+    # starts later): the ack cannot come sooner than 0.5 s after this.
+    begun = time.monotonic()
     thread = _later(ack, delay=0.5)
-    elapsed, ticks = asyncio.run(main())
+    woken, ticks = asyncio.run(main())
+    elapsed = woken - begun
     thread.join()
     assert 0.5 <= elapsed < WOKEN_WITHIN
     assert ticks >= 20  # the loop ran on while the wait blocked
