@@ -249,10 +249,10 @@ class Plan:
     keys: QueueKeys
     #: The job-hash fields every call of the plan writes: the job name, and the options
     #: not at their defaults (``RECORD_DEFAULTS``): max attempts, timeout (ms), result
-    #: TTL, an absolute expiry. Read-only: every Submission of the plan shares it.
+    #: TTL, an expiry (absolute, or ``exp_in`` ms from the enqueue, which the script
+    #: stores as ``exp``). Read-only: every Submission of the plan shares it.
     record: Mapping[str, str | int]
-    #: What every ``enqueue.lua`` call of the plan shares (its ``record``, and an
-    #: ``expires`` in seconds, among the field pairs).
+    #: What every ``enqueue.lua`` call of the plan shares (``record`` among its field pairs).
     shared: calls.EnqueueShared
 
     @classmethod
@@ -309,11 +309,10 @@ class Plan:
                 record[name] = value
         if expires_at is not None:
             record[JobFields.EXPIRES] = int(expires_at.timestamp() * 1000)
+        elif expires_in_ms >= 0:
+            record[JobFields.EXPIRES_IN] = expires_in_ms  # the script adds the enqueue time
         keys = QueueKeys.of(config.key_prefix, queue)
         priority, group, unique_ttl = o.priority or 0, o.group or "", o.unique_ttl or 0
-        shared_fields = calls.pairs(record)
-        if expires_in_ms >= 0:  # the script adds the enqueue time
-            shared_fields += [JobFields.EXPIRES_IN, expires_in_ms]
         return cls(
             job_function=job_function,
             queue=queue,
@@ -333,7 +332,7 @@ class Plan:
             keys=keys,
             record=types.MappingProxyType(record),
             shared=calls.EnqueueShared(
-                keys, (priority, group, delay_ms, run_at_ms), unique_ttl, tuple(shared_fields)
+                keys, (priority, group, delay_ms, run_at_ms), unique_ttl, tuple(calls.pairs(record))
             ),
         )
 
@@ -474,10 +473,7 @@ class Submission:
 
     def fields(self) -> dict[str, str | int]:
         """The job-hash fields this job is written with (an enqueue script's field pairs)."""
-        plan = self.plan
-        fields = {**plan.record, JobFields.PAYLOAD: self.payload}
-        if plan.expires_in_ms >= 0:
-            fields[JobFields.EXPIRES_IN] = plan.expires_in_ms  # the script adds the enqueue time
+        fields = {**self.plan.record, JobFields.PAYLOAD: self.payload}
         if self.extra:
             fields.update(self.extra)
         return fields
