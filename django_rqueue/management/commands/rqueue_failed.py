@@ -166,7 +166,8 @@ class Command(BaseCommand):
                 for job_id, why in outcome.refused:
                     self.stderr.write(f"{job_id}: not {operations.ACTIONS[action][0]}: {why}")
             if outcome.refused:
-                raise CommandError(f"{len(outcome.refused)} job(s) were not {action}d")
+                done = operations.ACTIONS[action][0]
+                raise CommandError(f"{len(outcome.refused)} job(s) were not {done}")
             return
         queues = self.queues(options)
         if not options["yes"]:

@@ -78,3 +78,14 @@ def test_ids_and_all_are_exclusive_and_queues_must_exist(jobs: Jobs):
         run("retry")
     with pytest.raises(CommandError, match="unknown queue"):
         run("list", "--queue", "nope")
+
+
+def test_a_refusal_is_reported_in_plain_words(jobs: Jobs):
+    queued = jobs.queued()
+    with pytest.raises(CommandError) as raised:
+        run("retry", queued)
+    assert str(raised.value) == "1 job(s) were not retried"
+    with pytest.raises(CommandError) as raised:
+        run("delete", "default:" + "0" * 22)
+    assert str(raised.value) == "1 job(s) were not deleted"
+
