@@ -78,7 +78,7 @@ def cell(value: object) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Left-aligned columns separated by two spaces, one header line."""
     text = [[cell(v) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[n]) for r in text)) for n, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[n]) for r in text)]) for n, h in enumerate(headers)]
     lines = [
         "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip()
         for line in [list(headers), *text]

@@ -89,3 +89,20 @@ def test_a_refusal_is_reported_in_plain_words(jobs: Jobs):
         run("delete", "default:" + "0" * 22)
     assert str(raised.value) == "1 job(s) were not deleted"
 
+
+def test_list_of_empty_failed_stores_prints_the_header_and_zero_totals(jobs: Jobs):
+    out = run("list")
+    assert out.splitlines()[0].split() == [
+        "ID",
+        "NAME",
+        "FAILED",
+        "AT",
+        "(UTC)",
+        "ATTEMPTS",
+        "ERROR",
+    ]
+    assert "failed jobs per queue: default: 0, emails: 0, low: 0" in out
+    assert json.loads(run("list", "--json")) == {
+        "totals": {"default": 0, "emails": 0, "low": 0},
+        "jobs": [],
+    }
