@@ -11,8 +11,10 @@ CRITICAL   a Redis cannot be reached (its queues are not looked at);
            its ``maxmemory-policy`` is not ``noeviction`` (jobs can be
            evicted: ``rqueue.E010``); wrong credentials or no scripting
            rights (``rqueue.E011``/``E012``)
-WARNING    no worker has published a heartbeat; no poller recorded a round
-           within :data:`~django_rqueue.worker.poller.POLLER_SEEN` s; a
+WARNING    a Redis has no persistence (neither AOF nor RDB snapshots, so a
+           restart loses every job: ``rqueue.W010``, as plain ``rqueue_info``
+           warns); no worker has published a heartbeat; no poller recorded a
+           round within :data:`~django_rqueue.worker.poller.POLLER_SEEN` s; a
            scheduled job is over :data:`~django_rqueue.queries.OVERDUE` s
            late (nobody promotes); more failed jobs than ``max_failed``; the
            oldest queued job waited longer than ``max_age`` s
@@ -83,8 +85,8 @@ def assess(*, max_failed: int | None = None, max_age: float | None = None) -> li
         for found in health.redis_problems(client, where):
             if found.id == "rqueue.E013":
                 down.add(id(client))
-            if found.is_serious():
-                problems.append(Problem(Status.CRITICAL, f"{found.msg} ({found.id})"))
+            status = Status.CRITICAL if found.is_serious() else Status.WARNING
+            problems.append(Problem(status, f"{found.msg} ({found.id})"))
     now = timezone.now()
     for queue in config.queues:
         if id(get_client(queue)) in down:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from io import StringIO
 
 import pytest
@@ -25,6 +26,18 @@ def check(*args: str) -> tuple[int, list[str]]:
     code = exited.value.code
     assert isinstance(code, int)
     return code, out.getvalue().splitlines()
+
+
+@pytest.fixture(autouse=True)
+def persistent(rqueue_redis: redis.Redis) -> Iterator[None]:
+    """RDB snapshots on, as in a deployment (the session server runs without persistence,
+    which ``--check`` reports); the test that wants it off turns them off again."""
+    before = str(rqueue_redis.config_get("save")["save"])
+    rqueue_redis.config_set("save", "3600 1")
+    try:
+        yield
+    finally:
+        rqueue_redis.config_set("save", before)
 
 
 @pytest.fixture
@@ -97,6 +110,18 @@ def test_an_evicting_redis_is_critical(rqueue_redis: redis.Redis) -> None:
     assert code == 2 and Status(code) is Status.CRITICAL
     assert lines[0] == "RQUEUE CRITICAL: 1 problem(s)"
     assert lines[1].startswith("CRITICAL: ") and "(rqueue.E010)" in lines[1]
+
+
+@pytest.mark.usefixtures("live")
+def test_no_persistence_is_the_warning_rqueue_info_prints(rqueue_redis: redis.Redis) -> None:
+    rqueue_redis.config_set("save", "")
+    code, lines = check()
+    assert code == 1 and Status(code) is Status.WARNING
+    assert lines[0] == "RQUEUE WARNING: 1 problem(s)"
+    assert lines[1].startswith("WARNING: Redis: persistence is off") and "(rqueue.W010)" in lines[1]
+    report = StringIO()
+    call_command("rqueue_info", stdout=report)
+    assert "WARNING rqueue.W010: Redis: persistence is off" in report.getvalue()
 
 
 def test_bad_thresholds_are_command_errors(rqueue_redis: redis.Redis) -> None:
