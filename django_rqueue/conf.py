@@ -262,7 +262,7 @@ def get_config() -> Config:
             first = errors[0]
             raise ImproperlyConfigured(f"{first.id}: {first.msg}")
         assert isinstance(raw, Mapping)  # noqa: S101 - guaranteed by problems()
-        _cache = _parse(raw)
+        _cache = parse(raw)
     return _cache
 
 
@@ -484,11 +484,16 @@ def _schedule_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
     """``SCHEDULE``: periodic entries (see :func:`django_rqueue.schedule.problems`)."""
     if "SCHEDULE" not in raw:
         return []
+    return schedule.problems(raw["SCHEDULE"], schedule_queues(raw))
+
+
+def schedule_queues(raw: Mapping[str, Any]) -> set[str]:
+    """The queues a ``SCHEDULE`` entry of a raw ``RQUEUE`` value may name."""
     declared = {"default", *_declared_queues(raw)}
     default_queue = raw.get("DEFAULT_QUEUE", "default")
     if isinstance(default_queue, str):
         declared.add(default_queue)
-    return schedule.problems(raw["SCHEDULE"], declared)
+    return declared
 
 
 def _connection_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
@@ -759,7 +764,8 @@ def _cache_alias_problems(alias: object) -> list[CheckMessage]:
     return []
 
 
-def _parse(raw: Mapping[str, Any]) -> Config:
+def parse(raw: Mapping[str, Any]) -> Config:
+    """The :class:`Config` of a raw ``RQUEUE`` value that :func:`problems` finds no error in."""
     defaults = {**BUILTIN_DEFAULTS, **raw.get("DEFAULTS", {})}
     declared: dict[str, Any] = dict(raw.get("QUEUES", {}))
     default_queue = raw.get("DEFAULT_QUEUE", "default")

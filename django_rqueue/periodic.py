@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import registry, signals
-from .conf import get_config
+from .conf import Config, get_config
 from .decorators import JobFunction, JobOptions
 from .engine import transitions
 from .engine.connection import as_text, get_client, ms_to_datetime, redis_errors
@@ -47,8 +47,9 @@ class ResolvedEntry:
         return self.plan.submission(self.entry.args, self.entry.kwargs)
 
 
-def resolve(entry: ScheduleEntry) -> ResolvedEntry:
-    """Find ``entry``'s job and the options its runs get.
+def resolve(entry: ScheduleEntry, config: Config | None = None) -> ResolvedEntry:
+    """Find ``entry``'s job and the options its runs get (under ``config``, by default
+    :func:`~django_rqueue.conf.get_config`'s).
 
     Call :func:`django_rqueue.registry.autodiscover` once first (the
     functions of this module that take an entry name do).
@@ -65,7 +66,8 @@ def resolve(entry: ScheduleEntry) -> ResolvedEntry:
     options = job_function.options.merged(
         JobOptions(queue=entry.queue, priority=entry.priority, group=entry.group)
     )
-    resolved = ResolvedEntry(entry, job_function, Plan.of(job_function, get_config(), options))
+    plan = Plan.of(job_function, config or get_config(), options)
+    resolved = ResolvedEntry(entry, job_function, plan)
     parameters = list(inspect.signature(job_function.func).parameters.values())
     carried = inspect.Signature(parameters[int(job_function.takes_context) :])
     carried.bind(*entry.args, **entry.kwargs)
