@@ -11,13 +11,14 @@ check even in a project that imports no task before ``manage.py check``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import django.tasks  # noqa: F401 - registers django.tasks.checks.check_tasks
 from django.core.checks import CheckMessage, register
 
-from .conf import problems, raw_setting
-from .exceptions import UnknownJob
+from . import schedule
+from .conf import parse, problems, raw_setting, schedule_queues
 
 
 @register("rqueue")
@@ -36,32 +37,44 @@ def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     registry is complete here, and a job defined elsewhere must be imported
     by its app's ``jobs`` module). E024: the entry's ``args``/``kwargs`` do
     not bind to the job's signature or cannot be sent as JSON. E025: the
-    job's own queue is not declared. Skipped while ``RQUEUE`` has errors
-    (the shape of the entries is checked with them).
+    job's own queue is not declared. Every entry is looked at in one run,
+    beside the errors :func:`check_settings` reports: E023 for any entry that
+    names a job; E024 and E025 for the entries without errors of their own,
+    while the rest of ``RQUEUE`` has none.
     """
-    if any(p.is_serious() for p in problems(raw_setting())):
+    raw = raw_setting()
+    entries = raw.get("SCHEDULE") if isinstance(raw, Mapping) else None
+    if not isinstance(raw, Mapping) or not isinstance(entries, Mapping):
         return []
     from django.core import checks
 
-    from .conf import get_config
     from .periodic import resolve
     from .registry import autodiscover
+    from .registry import get as registered
 
+    queues = schedule_queues(raw)
+    valid = {n: e for n, e in entries.items() if not schedule.problems({n: e}, queues)}
+    usable = {**raw, "SCHEDULE": valid}
+    config = None if any(p.is_serious() for p in problems(usable)) else parse(usable)
     autodiscover()
     found: list[CheckMessage] = []
-    for name, entry in get_config().schedule.items():
+    for name, entry in entries.items():
         where = f"RQUEUE['SCHEDULE'][{name!r}]"
-        try:
-            resolve(entry)
-        except UnknownJob:
+        job = entry.get("job") if isinstance(entry, Mapping) else None
+        if isinstance(job, str) and job and registered(job) is None:
             found.append(
                 checks.Error(
-                    f"{where}['job'] {entry.job!r} is not a registered @job.",
+                    f"{where}['job'] {job!r} is not a registered @job.",
                     hint="Name a job by its registered name (default '<module>.<function>') "
                     "and define it in (or import it from) an installed app's jobs module.",
                     id="rqueue.E023",
                 )
             )
+            continue
+        if config is None or name not in valid:
+            continue
+        try:
+            resolve(config.schedule[name], config)
         except TypeError as exc:
             found.append(
                 checks.Error(f"{where} arguments do not fit its job: {exc}", id="rqueue.E024")

@@ -219,6 +219,25 @@ def test_schedule_mistakes_are_reported_by_manage_py_check(entry: dict[str, Any]
     assert _schedule_ids({"e": entry}) == [expected]
 
 
+def test_every_entry_s_mistakes_are_reported_in_one_run():
+    record = "tests.jobs_app.jobs.record"
+    schedule = {
+        "bad_cron": {"job": record, "cron": "* * *"},
+        "unknown_job": {"job": "no.such.job", "every": 5},
+        "bad_args": {"job": record, "every": 5, "args": [1, 2, 3]},
+        "both": {"job": "no.such.too", "every": 0},
+    }
+    with override_settings(RQUEUE={"REDIS_URL": URL, "SCHEDULE": schedule}):
+        found = {(m.id, m.msg.split("'")[3]) for m in checks.run_checks(tags=["rqueue"])}
+    assert found == {
+        ("rqueue.E021", "bad_cron"),
+        ("rqueue.E023", "unknown_job"),
+        ("rqueue.E024", "bad_args"),
+        ("rqueue.E021", "both"),
+        ("rqueue.E023", "both"),
+    }
+
+
 SENTINELS = [("127.0.0.1", 26379), ("sentinel-2", 26380)]
 
 
