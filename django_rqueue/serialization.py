@@ -1,13 +1,22 @@
 """JSON encoding of job arguments and results. Never pickle.
 
-JSON carries ``None``, ``bool``, ``int``, ``float`` (finite), ``str``, lists,
-tuples (read back as lists) and dicts with ``str`` keys. On top of that,
-``datetime``, ``date``, ``time``, ``Decimal`` and ``UUID`` round-trip exactly
-(microseconds and UTC offsets included) as tagged objects
-``{"__rqueue__": "<type>", "v": "<ISO string>"}``; a dict of exactly that shape
-passed by the caller would read back as the tagged type. Anything else raises
-``TypeError`` naming the argument, before anything is written to Redis.
-Lazy translation strings (``gettext_lazy``) are sent as plain ``str``.
+The rule (the README's "Arguments and results are JSON" says the same):
+
+- ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list`` and ``dict``
+  round-trip as they are.
+- As in ``django.tasks`` (whose ``normalize_json`` makes any sequence a list,
+  and whose backends store JSON), and as Python's ``json`` writes them: a
+  ``tuple`` reads back as a ``list``, and a dict key that is an ``int``,
+  ``float``, ``bool`` or ``None`` reads back as its JSON text (``1`` ->
+  ``"1"``, ``2.5`` -> ``"2.5"``, ``True`` -> ``"true"``, ``None`` -> ``"null"``).
+- On top of JSON, ``datetime``, ``date``, ``time``, ``Decimal`` and ``UUID``
+  round-trip exactly (microseconds and UTC offsets included) as tagged objects
+  ``{"__rqueue__": "<type>", "v": "<ISO string>"}``; a dict of exactly that
+  shape passed by the caller would read back as the tagged type. Lazy
+  translation strings (``gettext_lazy``) are sent as plain ``str``.
+- Anything else raises ``TypeError`` naming the argument, before anything is
+  written to Redis: any other dict key (a tuple, say), a set, ``bytes``, NaN or
+  an infinity, a value that contains itself, any other object.
 """
 
 from __future__ import annotations

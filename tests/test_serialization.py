@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from django.utils.json import normalize_json
 from django.utils.translation import gettext_lazy
 
 from django_rqueue import get_job, job
@@ -85,6 +86,25 @@ def test_nested_values_round_trip():
 
 def test_tuples_read_back_as_lists():
     assert loads(dumps((1, (2, 3)))) == [1, [2, 3]]
+
+
+def test_tuples_and_non_str_keys_arrive_as_django_tasks_stores_them():
+    """The rule in serialization's docstring: what ``django.tasks`` makes of a value
+    (``normalize_json``) and a backend stores as JSON, a job receives."""
+    value = ((1, (2, 3)), {3: "int", 2.5: "float", True: "bool", None: "none", "s": (4,)})
+    expected = [[1, [2, 3]], {"3": "int", "2.5": "float", "true": "bool", "null": "none", "s": [4]}]
+    assert loads(dumps(value)) == expected
+    assert json.loads(json.dumps(normalize_json(value))) == expected
+    queued = echo.delay(*value, key={7: (8,)})
+    back = get_job(queued.id)
+    assert back is not None
+    assert back.args == expected and back.kwargs == {"key": {"7": [8]}}
+
+
+@pytest.mark.parametrize("value", [{(1, 2): "tuple key"}, b"bytes", {1, 2}, float("nan")], ids=repr)
+def test_other_types_raise_naming_the_argument(value: object):
+    with pytest.raises(TypeError, match=r"job argument 'when' cannot be sent as JSON"):
+        typed.delay(1, when=value)
 
 
 def test_lazy_translations_are_sent_as_text():
