@@ -3,7 +3,8 @@
 #
 # Usage: ./scripts/demo.sh [--smoke]
 #
-#   1. bootstrap .venv (Python >= 3.12, Django 6.1, redis-server via apt if missing)
+#   1. create .venv-demo (Python >= 3.12) with what the demo needs and nothing
+#      else: pip install -e '.[hiredis,webhooks]' (Django, redis-py, httpx)
 #   2. start a private redis-server on a free port, unless REDIS_URL is set
 #   3. migrate the example site, start it (runserver) and a worker (rqueue_work)
 #   4. submit the password-reset form over HTTP, wait for the job, show the
@@ -17,14 +18,21 @@
 #   8. enqueue a django.tasks task (TASKS uses RQueueBackend) and wait for its
 #      result with get_result
 #
-# --smoke: print less, and check every expectation (what CI runs). Either way
-# the script exits non-zero if a step fails, every wait is bounded, and every
-# process it started is stopped on exit. Logs, the SQLite database and the
-# emails are written to artifacts/demo/ (emptied at each run).
+# Then the site, the worker and Redis keep running, and the admin's address
+# and login are printed: open it, retry or delete the failed job; Ctrl-C stops
+# everything (exit 0).
+#
+# --smoke: print less, check every expectation and stop at the end (what CI
+# runs). Either way the script exits non-zero if a step fails, every wait is
+# bounded, and every process it started is stopped on exit. Logs, the SQLite
+# database and the emails are written to artifacts/demo/ (emptied at each run).
 #
 # Env: REDIS_URL     use this Redis instead of a private one (keys get a fresh
-#                    per-run prefix, RQUEUE_KEY_PREFIX, so runs never collide)
-#      RQUEUE_DEMO_VENV  virtualenv to use (default .venv, shared with test.sh)
+#                    per-run prefix, RQUEUE_KEY_PREFIX, so runs never collide);
+#                    without it, redis-server must be on PATH
+#      RQUEUE_DEMO_VENV  a virtualenv to use as it is, instead of .venv-demo
+#                    (it must have django-rqueue and httpx, e.g. the tests' .venv)
+#      RQUEUE_DEMO_WORK  where to write instead of artifacts/demo/
 set -euo pipefail
 
 smoke=0
@@ -45,8 +53,7 @@ done
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 
-venv="${RQUEUE_DEMO_VENV:-.venv}"
-work="$repo_root/artifacts/demo"
+work="${RQUEUE_DEMO_WORK:-$repo_root/artifacts/demo}"
 expected_rounds="A B C D E / A B C D E / A B C D / A B C D / A B D / A B / A B / A B / B"
 
 say() { printf '\n==> %s\n' "$*"; }
@@ -58,6 +65,7 @@ die() {
 
 # --- cleanup: stop everything we started -------------------------------------
 pids=()
+serving=0 # 1 once every step passed and normal mode waits for Ctrl-C
 cleanup() {
     local rc=$? pid i
     trap - EXIT
@@ -79,12 +87,15 @@ cleanup() {
             tail -n 20 "$log" >&2
         done
         printf '\ndemo: failed (exit %d); logs in %s\n' "$rc" "${work#"$repo_root"/}" >&2
+    elif [[ $serving -eq 1 ]]; then
+        printf 'demo: stopped the site, the worker and Redis\n'
     fi
     exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# Ctrl-C while the finished demo serves is how it is meant to end: exit 0.
+trap 'if [[ $serving -eq 1 ]]; then exit 0; else exit 130; fi' INT
+trap 'if [[ $serving -eq 1 ]]; then exit 0; else exit 143; fi' TERM
 
 # wait_for SECONDS WHAT CMD...: run CMD until it succeeds, at most SECONDS.
 wait_for() {
@@ -103,17 +114,38 @@ rm -rf "$work"
 mkdir -p "$work"
 
 # --- 1. virtualenv ------------------------------------------------------------
-say "bootstrap $venv"
-python="$(scripts/find_python.sh 3.13)"
-if [[ $smoke -eq 1 ]]; then
-    bash scripts/bootstrap.sh "$venv" '>=6.1,<6.2' "$python" >"$work/bootstrap.log" 2>&1 \
-        || die "bootstrap (see artifacts/demo/bootstrap.log)"
-    tail -n 1 "$work/bootstrap.log"
+if [[ -n "${RQUEUE_DEMO_VENV:-}" ]]; then
+    venv="$RQUEUE_DEMO_VENV"
+    say "use the virtualenv $venv as it is"
 else
-    bash scripts/bootstrap.sh "$venv" '>=6.1,<6.2' "$python"
+    venv=.venv-demo
+    say "virtualenv $venv: pip install -e '.[hiredis,webhooks]'"
+    install_demo_venv() {
+        local python stamp fingerprint
+        python="$(scripts/find_python.sh 3.13)"
+        [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
+        stamp="$venv/.rqueue-demo-stamp"
+        fingerprint="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+        if [[ -f "$stamp" && "$(cat "$stamp")" == "$fingerprint" ]]; then
+            echo "$venv is up to date"
+            return 0
+        fi
+        rm -f "$stamp"
+        PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
+            "$venv/bin/python" -m pip install -q -e '.[hiredis,webhooks]' </dev/null || return 1
+        echo "$fingerprint" >"$stamp"
+        echo "installed into $venv"
+    }
+    install_demo_venv >"$work/install.log" 2>&1 || {
+        cat "$work/install.log" >&2
+        die "pip install into $venv"
+    }
+    grep -v "is ignored: it is neither a file nor a directory" "$work/install.log" | tail -n 1
 fi
 py="$repo_root/$venv/bin/python"
 [[ "$venv" == /* ]] && py="$venv/bin/python"
+"$py" -c 'import django_rqueue, httpx, redis' 2>/dev/null \
+    || die "$venv lacks django-rqueue, httpx or redis (pip install -e '.[hiredis,webhooks]')"
 manage() { "$py" example_project/manage.py "$@"; }
 free_port() {
     "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -126,6 +158,8 @@ export DEMO_DB_PATH="$work/db.sqlite3"
 
 # --- 2. Redis -----------------------------------------------------------------
 if [[ -z "${REDIS_URL:-}" ]]; then
+    command -v redis-server >/dev/null 2>&1 \
+        || die "redis-server not found: install it (apt-get install redis-server, brew install redis) or set REDIS_URL"
     redis_port="$(free_port)"
     say "start a private redis-server on 127.0.0.1:$redis_port"
     redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
@@ -161,8 +195,7 @@ wait_for 30 "the example site at $base" \
     "$py" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
     "$base/password-reset/"
 wait_for 30 "the worker" grep -q "serving" "$work/worker.log"
-info "site:   $base/password-reset/   (log: artifacts/demo/site.log)"
-info "admin:  $base/admin/django_rqueue/dashboard/   (login: $admin_user / $admin_password)"
+info "site:   $base/password-reset/   (log: ${work#"$repo_root"/}/site.log)"
 info "worker: $(grep -m1 serving "$work/worker.log")"
 
 # --- 4. password reset over HTTP --------------------------------------------------
@@ -220,9 +253,9 @@ grep -q 'status=succeeded  attempts=3/3' "$work/show.txt" || die "flaky: expecte
 grep -q 'status=failed  attempts=2/2' "$work/show.txt" || die "always_fails: expected failed after 2 attempts"
 [[ "$(grep -c 'error of attempt' "$work/show.txt")" -eq 4 ]] || die "expected 2 + 2 recorded errors"
 
-say "the admin: queues, failed jobs, retry/delete"
+say "the failed store: manage.py rqueue_failed list, and the same in the admin"
 manage rqueue_failed list --queue default
-echo "admin:  $base/admin/django_rqueue/dashboard/   login: $admin_user / $admin_password"
+echo "in the admin: $base/admin/django_rqueue/dashboard/jobs/$failing_job/   (retry or delete it there)"
 "$py" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' \
     "$base/admin/login/" || die "the admin login page does not open"
 
@@ -245,4 +278,15 @@ grep -q "return_value='Welcome to the django-rqueue demo'" "$work/task.txt" \
     || die "the task did not return its subject"
 grep -F "$task_id" "$work/worker.log" || die "the worker did not log $task_id"
 
-say "demo finished: all steps passed (logs in artifacts/demo/)"
+say "demo finished: all steps passed (logs in ${work#"$repo_root"/}/)"
+if [[ $smoke -eq 1 ]]; then
+    exit 0
+fi
+serving=1
+printf '\nThe site, the worker and Redis keep running. Open the admin:\n'
+printf '    %s/admin/django_rqueue/dashboard/    login: %s / %s\n' "$base" "$admin_user" "$admin_password"
+printf 'Press Ctrl-C to stop them.\n'
+# Until Ctrl-C (the INT trap exits 0), or until one of them stops by itself.
+wait -n "${pids[@]}" || true
+serving=0
+die "a process of the demo (redis-server, the site or the worker) stopped by itself"
