@@ -1,4 +1,4 @@
-"""What the host and Redis allow, measured beside each system's enqueue (issue 14).
+"""What the host and Redis allow, measured beside each system's enqueue.
 
 On these machines the loopback round trip swings up to 10x between minutes,
 so a rate means something only beside a ceiling measured in the same process

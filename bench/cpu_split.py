@@ -1,4 +1,4 @@
-"""Where a drain's CPU goes: µs of CPU per job by process, django-rqueue beside Huey (issue 14).
+"""Where a drain's CPU goes: µs of CPU per job by process, django-rqueue beside Huey.
 
 Run in the bench venv (after ``python bench/run.py`` created it)::
 

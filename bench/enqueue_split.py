@@ -1,4 +1,4 @@
-"""Where one ``.delay()`` goes, measured interleaved against its parts and the ceiling (issue 14).
+"""Where one ``.delay()`` goes, measured interleaved against its parts and the ceiling.
 
 Run in the bench venv (after ``python bench/run.py`` created it)::
 

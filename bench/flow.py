@@ -1,4 +1,4 @@
-"""django-rqueue alone: what flow control and periodic entries add to a reserve (issue 12).
+"""django-rqueue alone: what flow control and periodic entries add to a reserve.
 
 Two measurements, in-process on the bench's own queues, each case interleaved
 with the others round after round so all see the same minute of a drifting host:
@@ -18,7 +18,7 @@ with the others round after round so all see the same minute of a drifting host:
 
    Reported as µs per cycle (client side) and Redis CPU µs per cycle (``INFO
    commandstats``, all commands of the cycle), each against the plain queue.
-   Target (issue 12): every case within 1.2× of the plain one.
+   Target: every case within 1.2× of the plain one.
 
 2. **Scheduler round.** ``schedule_due.lua`` (the read a poller's scheduler
    makes every round) over 10 and 10 000 entries with none due, and over 100

@@ -5,8 +5,8 @@ And Jitter* (AWS Architecture Blog, 2015): the delay before attempt ``n + 1``
 is uniform in ``[0, min(CAP, BASE * 2 ** (n - 1))]`` seconds, which spreads
 retries of many failing jobs instead of having them return in lock-step.
 
-``"odd_minutes"`` is seed 003's notification schedule: "notify again after 1, 3,
-5, 7 minutes" (its interval ``2n + 1`` minutes for n = 0, 1, ...), without
+``"odd_minutes"`` is the schedule of many notification services: "notify again
+after 1, 3, 5, 7 minutes" (its interval ``2n + 1`` minutes for n = 0, 1, ...), without
 jitter, for callbacks to a partner's endpoint where a predictable schedule is
 part of the contract (:mod:`django_rqueue.contrib.webhooks` uses it).
 """
@@ -31,7 +31,7 @@ def exponential(attempt: int, exception: BaseException) -> float:
 
 
 def odd_minutes(attempt: int, exception: BaseException) -> float:
-    """Seed 003's schedule: ``2 * attempt - 1`` minutes in seconds after failed attempt
+    """1, 3, 5, 7, ... minutes: ``2 * attempt - 1`` minutes in seconds after failed attempt
     number ``attempt`` (1-based): 60, 180, 300, 420, ... s."""
     return 60.0 * (2 * attempt - 1)
 

@@ -373,7 +373,7 @@ class Submission:
     """Writes one job to Redis, now or from ``transaction.on_commit``.
 
     Its :attr:`job` is built on first use: by a write, while Redis runs the
-    script (the reply is not needed for that, issue 14).
+    script (the reply is not needed for that).
     """
 
     plan: Plan

@@ -146,7 +146,7 @@ class Job[R]:
         f: dict[str, bytes | str]
         if fields and type(next(iter(fields))) is bytes:
             # A worker builds one Job per job it runs: a lookup of the known names costs
-            # less than decoding each (issue 14).
+            # less than decoding each.
             from_redis = cast(dict[bytes, bytes], fields)
             name_of = _FIELD_NAMES.get
             f = {name_of(k) or k.decode("utf-8", "replace"): v for k, v in from_redis.items()}

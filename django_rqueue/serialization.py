@@ -82,8 +82,7 @@ def _c_encoder() -> Callable[[object, int], Sequence[str]] | None:
     recursion limit instead, which :func:`dumps` reports as ``ValueError``).
 
     ``JSONEncoder.encode`` makes this encoder anew on every call: more than half of the
-    2.3 µs it takes for a typical ``.delay()``'s arguments, on this project's bench host
-    (issue 14).
+    2.3 µs it takes for a typical ``.delay()``'s arguments, on this project's bench host.
     """
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # pragma: no cover - CPython has it

@@ -21,7 +21,7 @@ signal             keyword arguments
 
 Two more are about Redis, not a job, and are sent by each worker's master
 process (``rqueue_work``; sender: the worker id, a ``str``), once per outage,
-so a receiver can mail or page as seed 003's checker does:
+so a receiver can mail or page someone:
 
 =====================  =================================================
 signal                 keyword arguments

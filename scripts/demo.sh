@@ -199,7 +199,7 @@ info "site:   $base/password-reset/   (log: ${work#"$repo_root"/}/site.log)"
 info "worker: $(grep -m1 serving "$work/worker.log")"
 
 # --- 4. password reset over HTTP --------------------------------------------------
-say "forgotten password: submit the reset form over HTTP (seed 000)"
+say "forgotten password: submit the reset form over HTTP, the worker sends the email"
 manage demo_submit_reset "$base" alice@example.com --timeout 30 | tee "$work/http.txt"
 email_job="$(grep -m1 -oE 'emails:[A-Za-z0-9_-]{22}' "$work/http.txt")" || die "no job id in the answer"
 
@@ -226,7 +226,7 @@ link="$(grep -m1 -oE '"result": "http://[^"]+"' "$work/http.txt" | cut -d'"' -f4
 info "the reset link opens: $link"
 
 # --- 5. fair round-robin between users --------------------------------------------
-say "queue report jobs for users a,b,c,d,e: 8,9,4,5,2 jobs, same priority (seed 004)"
+say "round-robin reports: users a,b,c,d,e queue 8,9,4,5,2 jobs, same priority; they take turns"
 manage demo_enqueue reports >"$work/report-ids.txt"
 echo "queued $(wc -l <"$work/report-ids.txt") jobs on queue 'reports' (no worker serves it yet)"
 say "run them: rqueue_work --burst --queues reports --concurrency 1"

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
 
 def every_other_minute(attempt: int, exc: BaseException) -> float:
-    """The seeds' 'retry after 1, 3, 5, 7 minutes'."""
+    """'Retry after 1, 3, 5, 7 minutes', as many notification services do."""
     seen_attempts.append(attempt)
     return 60.0 * (2 * attempt - 1)
 

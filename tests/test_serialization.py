@@ -131,8 +131,8 @@ def test_values_json_cannot_carry_are_refused(value: object):
     ids=repr,
 )
 def test_dumps_writes_what_the_json_modules_encoder_writes(value: object):
-    """``dumps`` makes its C encoder once (issue 14): the text must stay the one
-    ``json.dumps`` with the same settings makes."""
+    """``dumps`` makes its C encoder once (a saving on every ``.delay()``): the text must
+    stay the one ``json.dumps`` with the same settings makes."""
     assert dumps(value) == json.dumps(value, allow_nan=False, separators=(",", ":"))
 
 

@@ -99,7 +99,7 @@ class EnqueueShared(NamedTuple):
     A ``.delay()`` plan builds it once (``enqueue.Plan``), so that each call
     builds only its own job's arguments: its id, unique key and payload (one
     call built from a :class:`NewJob` cost about 2 µs more, on the path of every
-    ``.delay()``: issue 14).
+    ``.delay()``, in the bench).
     """
 
     keys: QueueKeys

@@ -96,7 +96,7 @@ class Location(NamedTuple):
 _clients: dict[Location, redis.Redis] = {}
 #: The client of each queue name (``None``: the global one), with the parsed ``RQUEUE`` it
 #: was resolved from: a new setting resolves again (finding a queue's location costs a
-#: ``.delay()`` more than the rest of ``get_client``, issue 14).
+#: ``.delay()`` more than the rest of ``get_client``, in the bench).
 _by_queue: dict[str | None, tuple[Config, redis.Redis]] = {}
 #: redis-py ``Sentinel`` objects (the connections to the sentinels), per sentinel set.
 _sentinels: dict[tuple[tuple[tuple[str, int], ...], str], redis.sentinel.Sentinel] = {}
@@ -375,7 +375,7 @@ DEMOTED = "UNBLOCKED"
 
 class _RedisErrors:
     """The context manager of :func:`redis_errors`: a class, as a generator-based one costs
-    a generator and three calls per use, on the path of every script call (issue 14)."""
+    a generator and three calls per use, on the path of every script call."""
 
     def __enter__(self) -> None:
         return None

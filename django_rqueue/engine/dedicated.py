@@ -5,7 +5,7 @@ connection from the pool and gives it back around every command. In
 redis-py 8 that is a lock, a ``poll()`` of the socket for unread data and
 four updates of its connection-count observability, each time: measured on
 this project's bench host, about 30 µs of a 140 µs ``EVALSHA`` round trip
-(``bench/README.md``, issue 14). Huey and the other peers that enqueue with a
+(``bench/README.md``). Huey and the other peers that enqueue with a
 plain ``LPUSH`` pay it too; an enqueue that must stay one script call cannot
 afford it beside them.
 
@@ -56,7 +56,7 @@ class _Dedicated:
         self.pid = os.getpid()
         #: Whether :attr:`connection` may hold a socket; ``False`` until the first connect
         #: and after each failure (redis-py's ``connect()`` costs a retry wrapper even
-        #: when connected: about 4 % of a ``.delay()``, issue 14).
+        #: when connected: about 4 % of a ``.delay()``).
         self.connected = False
         self.pack = packer(self.connection)
 
@@ -116,7 +116,7 @@ def packer(connection: AbstractConnection) -> Callable[..., list[bytes]]:
     With hiredis installed: its ``pack_command``, which makes the bytes redis-py's
     own packer makes then (redis-py hands str, bytes, int and float to the same
     function) without redis-py's per-argument type checks: 15 % of a ``.delay()``
-    (issue 14). Otherwise the connection's own ``pack_command``.
+    in the bench. Otherwise the connection's own ``pack_command``.
     """
     if hiredis_pack_command is not None:
         return _hiredis_pack
@@ -137,7 +137,7 @@ class _Connections(threading.local):
         )
         #: The pool used last and its connection, both weakly (the connection lives as long
         #: as its pool's entry above): a thread mostly uses one pool, and finding it here
-        #: skips the checks and the weak-key lookup below (issue 14).
+        #: skips the checks and the weak-key lookup below.
         self.last: tuple[weakref.ref[ConnectionPool], weakref.ref[_Dedicated]] | None = None
 
 
@@ -169,7 +169,7 @@ def execute(
 
     ``meanwhile``: called once, after the command is sent and before its reply
     is read, so that work that does not need the reply overlaps Redis's (a
-    ``.delay()`` builds its Job then: issue 14). Also on the fallback path,
+    ``.delay()`` builds its Job then). Also on the fallback path,
     before the command. What it raises propagates (the connection is dropped:
     its reply is still owed); the command may have run.
 

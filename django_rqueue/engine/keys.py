@@ -204,7 +204,7 @@ class JobFields:
 #: defaults of ``max_attempts``, ``timeout`` in ms and ``result_ttl`` in s), and that
 #: readers use when a field is absent: a job with the default options stores only
 #: ``s``, ``at``, ``n`` and ``p`` (about 32 bytes less per queued bench job: its
-#: listpack drops from jemalloc's 160-byte size class to the 128-byte one; issue 14).
+#: listpack drops from jemalloc's 160-byte size class to the 128-byte one).
 #: Lua mirrors them in ``include/stored_default.lua``; ``conf.BUILTIN_DEFAULTS`` uses them.
 RECORD_DEFAULTS: dict[str, int] = {
     JobFields.MAX_ATTEMPTS: 3,

@@ -112,7 +112,7 @@ MIN_BLOCK = 0.001
 BATCH_BUDGET = 0.05
 #: Most jobs reserved in one round trip: jobs of 1 ms or more reach BATCH_BUDGET first.
 #: 50 rather than 20: the bench's no-op drain with two processes on two cores went from
-#: 7 891 to 9 747 jobs/s, one run each in one minute (issue 14).
+#: 7 891 to 9 747 jobs/s, one run each in one minute.
 MAX_BATCH = 50
 
 

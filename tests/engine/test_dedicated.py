@@ -38,8 +38,8 @@ def test_each_thread_has_its_own_connection():
 
 
 def test_clients_used_in_turn_each_keep_their_own_connection(redis_server: RedisServer):
-    """The last pool used is found first (issue 14): switching pools must not hand one
-    client another's connection."""
+    """The last pool used is found first (a shortcut on every script call): switching
+    pools must not hand one client another's connection."""
     first, second = (redis.Redis.from_url(redis_server.url) for _ in "ab")
     ids = [(_connection_id(first), _connection_id(second)) for _ in range(3)]
     assert len(set(ids)) == 1 and ids[0][0] != ids[0][1]

@@ -1,4 +1,4 @@
-"""Issue 12: a queue's ``rate_limit`` holds across workers (two real ``rqueue_work`` processes).
+"""A queue's ``rate_limit`` holds across workers (two real ``rqueue_work`` processes).
 
 The queue ``metered`` is limited to 20 jobs a second; two supervisors with a
 worker child each drain a backlog of it. The rate is measured on the jobs'

@@ -456,7 +456,7 @@ async def async_record(ledger: str, tag: str) -> str:
 quick_deliver = webhook_job(
     name=f"{__name__}.quick_deliver", backoff=lambda attempt, exc: 0, max_attempts=4
 )
-#: seed 003's retry condition on the reply: retry while the receiver says it is busy.
+#: A retry condition on the reply: retry while the receiver says it is busy.
 busy_deliver = webhook_job(
     name=f"{__name__}.busy_deliver",
     retry_if=lambda response: response.headers.get("X-Status") == "busy",

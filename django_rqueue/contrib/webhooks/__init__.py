@@ -1,4 +1,4 @@
-"""Webhook delivery as a job (seed 003's HTTP callbacks with a retry condition).
+"""Webhook delivery as a job (HTTP callbacks to a partner, retried until accepted).
 
 Add ``"django_rqueue.contrib.webhooks"`` to ``INSTALLED_APPS`` (workers then find its
 job) and install the extra ``django-rqueue[webhooks]`` (httpx). Then::

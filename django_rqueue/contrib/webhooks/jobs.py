@@ -1,13 +1,13 @@
 """The webhook delivery job: POST a JSON body to a URL until the receiver accepts it.
 
-What a response means (seed 003: "an empty reply retries; a reply matching the
-retry condition retries"; the status rules are those of GitHub's and Stripe's
+What a response means (as in many notification services: "an empty reply retries; a reply
+matching the retry condition retries"; the status rules are those of GitHub's and Stripe's
 webhook senders and of RFC 9110):
 
 - a connection error, a timeout, ``408``, ``429`` or ``5xx``: the attempt fails
   and the job retries with its backoff (``"odd_minutes"``: 1, 3, 5, ... minutes;
   a ``Retry-After`` of ``429``/``503`` in seconds is honoured instead, capped at
-  :data:`MAX_RETRY_AFTER`); after ``max_attempts`` (10, seed 003's default) the
+  :data:`MAX_RETRY_AFTER`); after ``max_attempts`` (10 by default) the
   job goes to the failed store;
 - any other ``4xx``: the receiver refuses this request, so the job fails at
   once (:class:`~django_rqueue.Reject`), no retries;

@@ -14,7 +14,7 @@
 -- of django_rqueue.engine.keys.QueueKeys), and those of include/enqueue_job.lua. They
 -- share KEYS[1]'s hash tag, so a Redis Cluster serves them from the same node. They are
 -- not sent: every argument costs packing in the client and in Redis, on the path of
--- every .delay() (issue 14).
+-- every .delay().
 --
 -- Returns {outcome, job id, state} (see include/enqueue_job.lua): 'created',
 -- 'duplicate' (with the holder's id) or 'exists'.

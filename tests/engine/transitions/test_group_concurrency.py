@@ -18,7 +18,7 @@ from tests.support.waiting import wait_until
 
 
 def letters(engine: Engine, ids: list[str]) -> str:
-    """The groups of ``ids`` in order, one letter each (upper case), as in the seed-004 test."""
+    """The groups of ``ids`` in order, one letter each (upper case), as in the round-robin test."""
     return "".join(engine.group_of(job_id) for job_id in ids).upper()
 
 
@@ -31,7 +31,7 @@ def test_groups_below_the_cap_keep_the_round_robin_order_and_a_full_one_waits(en
     for group, n in counts.items():
         for _ in range(n):
             engine.add(group=group)
-    # The seed-004 order "ABCD AC AC A", cut where a and c each run 2: the cap is 2.
+    # The round-robin order "ABCD AC AC A", cut where a and c each run 2: the cap is 2.
     assert letters(engine, engine.drain(cap=2)) == "ABCDAC"
     assert engine.running_per_group() == {"a": 2, "b": 1, "c": 2, "d": 1}
     assert engine.full_groups() == {"a", "c"}

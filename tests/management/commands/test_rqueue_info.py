@@ -36,6 +36,8 @@ def test_info_shows_counts_redis_facts_and_warnings(rqueue_redis: redis.Redis):
     default = next(line for line in lines if line.startswith("default "))
     assert default.split()[:5] == ["default", "1", "0", "0", "1"]
     assert header.index("FAILED") <= default.rindex("1")
+    # Plain column names: the last hour's successes and failures.
+    assert header.split()[9:11] == ["SUCCEEDED/H", "FAILED/H"]
     assert "WARNING" in out and "no worker seen" in out
     assert "persistence is off" in out  # the test server runs without AOF/RDB
 

@@ -26,7 +26,7 @@
 -- a small job. 63 bytes, not 64: a listpack entry of a string up to 63 bytes has a
 -- 1-byte header, a longer one 2 bytes (Redis's listpack.md, "Encoding type"); the
 -- bench's 69-byte payload then fits a 127-byte listpack, in jemalloc's 128-byte size
--- class instead of the 160-byte one (issue 14). Larger payloads are stored whole
+-- class instead of the 160-byte one. Larger payloads are stored whole
 -- (the overhead is small next to them).
 -- Derived key: base .. 'job:' .. <holder id> (the unique key's holder).
 local PAYLOAD_WHOLE, PAYLOAD_PART, PAYLOAD_PARTS = 64, 63, 17

@@ -10,7 +10,7 @@ from example_project.demo.jobs import always_fails, enqueue_report, flaky
 from example_project.demo.store import REPORT_ORDER, demo_key, redis_client
 from example_project.demo.tasks import send_welcome_email
 
-#: Reports per user for the round-robin demo (seed 004): a=8, b=9, c=4, d=5, e=2.
+#: Reports per user for the round-robin demo: a=8, b=9, c=4, d=5, e=2.
 DEFAULT_REPORTS = "a=8,b=9,c=4,d=5,e=2"
 
 
