@@ -6,6 +6,7 @@
 #   1. create .venv-demo (Python >= 3.12) with what the demo needs and nothing
 #      else: pip install -e '.[hiredis,webhooks]' (Django, redis-py, httpx)
 #   2. start a private redis-server on a free port, unless REDIS_URL is set
+#      (Debian's redis-server is installed with apt-get when it is missing)
 #   3. migrate the example site, start it (runserver) and a worker (rqueue_work)
 #   4. submit the password-reset form over HTTP, wait for the job, show the
 #      worker's log lines and the email file it wrote
@@ -29,7 +30,7 @@
 #
 # Env: REDIS_URL     use this Redis instead of a private one (keys get a fresh
 #                    per-run prefix, RQUEUE_KEY_PREFIX, so runs never collide);
-#                    without it, redis-server must be on PATH
+#                    without it, redis-server is installed with apt-get if missing
 #      RQUEUE_DEMO_VENV  a virtualenv to use as it is, instead of .venv-demo
 #                    (it must have django-rqueue and httpx, e.g. the tests' .venv)
 #      RQUEUE_DEMO_WORK  where to write instead of artifacts/demo/
@@ -158,8 +159,10 @@ export DEMO_DB_PATH="$work/db.sqlite3"
 
 # --- 2. Redis -----------------------------------------------------------------
 if [[ -z "${REDIS_URL:-}" ]]; then
-    command -v redis-server >/dev/null 2>&1 \
-        || die "redis-server not found: install it (apt-get install redis-server, brew install redis) or set REDIS_URL"
+    bash scripts/ensure_redis.sh >"$work/redis-install.log" 2>&1 || {
+        cat "$work/redis-install.log" >&2
+        die "redis-server is missing (or set REDIS_URL)"
+    }
     redis_port="$(free_port)"
     say "start a private redis-server on 127.0.0.1:$redis_port"
     redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
