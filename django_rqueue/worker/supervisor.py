@@ -206,6 +206,7 @@ class Supervisor:
         if self.signals:
             return 0
         registry.autodiscover()
+        self._log_registry()
         self.started_ms = redis_time_ms(get_client())
         logger.info(
             "worker %s: %d child(ren) serving %s",
@@ -227,6 +228,28 @@ class Supervisor:
             os.execv(sys.executable, sys.orig_argv)  # noqa: S606 - our own command line
         logger.info("worker %s: exited cleanly", self.worker_id)
         return 0
+
+    def _log_registry(self) -> None:
+        """Log how many jobs this worker can run and from which modules (each name at DEBUG,
+        ``-v 2``)."""
+        by_module = registry.modules()
+        count = sum(len(names) for names in by_module.values())
+        if not count:
+            logger.warning(
+                "worker %s: no @job is registered (workers import the 'jobs' module of every "
+                "app in INSTALLED_APPS); only django.tasks tasks can run",
+                self.worker_id,
+            )
+            return
+        logger.info(
+            "worker %s: %d job(s) registered from %s",
+            self.worker_id,
+            count,
+            ", ".join(by_module),
+        )
+        for names in by_module.values():
+            for name in names:
+                logger.debug("worker %s: job %s", self.worker_id, name)
 
     # -- children ----------------------------------------------------------
 
