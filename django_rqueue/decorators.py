@@ -342,7 +342,8 @@ class JobFunction[**P, R]:
                 extra or unknown argument; the context of a ``takes_context`` job
                 is left out), or one cannot be carried by JSON (nothing written).
             ValueError: the queue is not declared.
-            RedisUnavailable: Redis cannot be reached (nothing written).
+            RedisUnavailable: Redis cannot be reached (nothing written); its subclass
+                RedisAuthenticationFailed when Redis refuses the user/password.
             NotReplicated: with ``RQUEUE["MIN_REPLICAS_ACK"]``, fewer replicas
                 confirmed the job within ``MIN_REPLICAS_TIMEOUT`` seconds; it
                 was written to the master (inside ``transaction.atomic()``:
