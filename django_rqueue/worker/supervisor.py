@@ -179,9 +179,17 @@ class Supervisor:
                 first = next(p for ps in found.values() for p in ps if p.id == UNREACHABLE)
                 self._redis_unavailable(RedisUnavailable(first.msg))
             delay = reconnect.next_delay()
-            logger.error("worker %s: Redis unreachable; retrying in %.1f s", self.worker_id, delay)
+            reasons = "; ".join(p.msg for ps in found.values() for p in ps if p.id == UNREACHABLE)
+            logger.error(
+                "worker %s: no Redis of its queues answers (%s); retrying in %.1f s",
+                self.worker_id,
+                reasons,
+                delay,
+            )
             time.sleep(delay)
             found = problems_by_server(self.queues)
+        if self.signals:
+            return  # stopped before any Redis answered: nothing was started
         if down_since is not None and not all(_unreachable(p) for p in found.values()):
             self._redis_recovered(time.monotonic() - down_since)
         for problem in (p for problems in found.values() for p in problems):

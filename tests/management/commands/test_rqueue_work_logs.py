@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 
 import redis
 
 from django_rqueue import JobStatus, get_job, job
 from tests.jobs_app.jobs import fail_always, fault_suicide, record
-from tests.support.processes import CommandProcess
+from tests.support.processes import CommandProcess, command_env
 from tests.support.waiting import wait_until
 
 from .conftest import Manage
@@ -115,3 +116,26 @@ def test_the_worker_logs_its_registered_jobs_at_start(
     assert any(line.endswith(f"job {record.name}") and " DEBUG " in line for line in names), names
     _stop(quiet)
     _stop(verbose)
+
+
+def test_a_worker_started_with_redis_down_says_which_server_and_why(manage: Manage) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    worker = manage(
+        "rqueue_work",
+        "--queues",
+        "default",
+        env=command_env(redis_url=f"redis://:s3cret@127.0.0.1:{port}/0"),
+    )
+    line = wait_until(
+        lambda: next((x for x in worker.stderr().splitlines() if "retrying in" in x), ""),
+        timeout=10,
+        message="no retry line",
+    )
+
+    assert " ERROR django_rqueue.supervisor: " in line, line
+    assert f"127.0.0.1:{port}" in line and "Connection refused" in line, line
+    assert "s3cret" not in worker.stderr()
+    _stop(worker)
+    assert "starting without it" not in worker.stderr(), worker.stderr()
