@@ -164,7 +164,8 @@ class RQueueBackend(BaseTaskBackend):
         made (``@task``, ``.using()``), so it is not validated again here.
 
         Raises:
-            TypeError: an argument is not JSON (nothing written).
+            TypeError: the arguments do not fit the task's signature, or one is
+                not JSON (nothing written).
             ValueError: an argument cannot be decoded (``bytes`` that are not
                 UTF-8), or the queue is no longer declared in ``RQUEUE``.
             RedisUnavailable: Redis cannot be reached (nothing written).

@@ -8,6 +8,8 @@ import datetime
 import functools
 import inspect
 import math
+import sys
+import types
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Concatenate, Literal, Protocol, Self, overload
 
@@ -135,6 +137,96 @@ def _expires(
     return value.total_seconds() if isinstance(value, datetime.timedelta) else value
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ArgumentCheck:
+    """A job function's signature, ready to check the arguments of each enqueue.
+
+    The common calls are accepted by a few comparisons: positional arguments
+    only, as many as the function takes; or keyword arguments that each name a
+    parameter not given positionally, with every required parameter given
+    (for a function without ``**kwargs``). Any other call is checked by
+    ``inspect.Signature.bind``, which raises the error.
+    """
+
+    #: The parameters the caller passes (the context of a ``takes_context`` job left out).
+    signature: inspect.Signature
+    #: The parameters as the error message shows them, without annotations: ``"(a, b=1)"``.
+    shown: str
+    #: A call with no keyword arguments and ``fewest <= len(args) <= most`` positional
+    #: ones binds (``most`` is ``sys.maxsize`` with ``*args``; ``fewest`` is above
+    #: ``most`` when a keyword-only parameter is required).
+    fewest: int
+    most: int
+    #: Each parameter a keyword may name -> its position (``sys.maxsize`` for a
+    #: keyword-only one); ``None`` with ``**kwargs`` (such calls go to ``bind``).
+    slots: Mapping[str, int] | None
+    #: ``(position, name)`` of every required parameter (``sys.maxsize``: keyword-only).
+    required: tuple[tuple[int, str], ...]
+
+    @classmethod
+    def of(cls, func: Callable[..., object], *, skip: int = 0) -> ArgumentCheck | None:
+        """The check of ``func`` minus its first ``skip`` parameters; ``None`` when its
+        signature cannot be read (some builtins and classes): such calls are not checked."""
+        try:
+            parameters = list(inspect.signature(func).parameters.values())[skip:]
+        except (TypeError, ValueError):
+            return None
+        kinds = inspect.Parameter
+        positional = [
+            p for p in parameters if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+        ]
+        varargs = any(p.kind is kinds.VAR_POSITIONAL for p in parameters)
+        most = sys.maxsize if varargs else len(positional)
+        slots: dict[str, int] = {}
+        required: list[tuple[int, str]] = []
+        for position, p in enumerate(positional):
+            if p.kind is kinds.POSITIONAL_OR_KEYWORD:
+                slots[p.name] = position
+            if p.default is p.empty:
+                required.append((position, p.name))
+        fewest = len(required)
+        for p in parameters:
+            if p.kind is kinds.KEYWORD_ONLY:
+                slots[p.name] = sys.maxsize
+                if p.default is p.empty:
+                    required.append((sys.maxsize, p.name))
+                    fewest = sys.maxsize
+        varkw = any(p.kind is kinds.VAR_KEYWORD for p in parameters)
+        shown = inspect.Signature([p.replace(annotation=p.empty) for p in parameters])
+        return cls(
+            signature=inspect.Signature(parameters),
+            shown=str(shown),
+            fewest=fewest,
+            most=most,
+            slots=None if varkw else types.MappingProxyType(slots),
+            required=tuple(required),
+        )
+
+    def __call__(self, name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        """Return if ``args`` and ``kwargs`` bind to the signature.
+
+        Raises:
+            TypeError: they do not; the message names ``name``, the parameters and
+                what is wrong (``inspect.Signature.bind``'s words).
+        """
+        given = len(args)
+        if not kwargs:
+            if self.fewest <= given <= self.most:
+                return
+        elif self.slots is not None and given <= self.most:
+            slots = self.slots
+            if all(slots.get(key, -1) >= given for key in kwargs) and all(
+                position < given or required in kwargs for position, required in self.required
+            ):
+                return
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(
+                f"{name}{self.shown} cannot be called with these arguments: {exc}"
+            ) from None
+
+
 class JobFunction[**P, R]:
     """A function decorated with ``@job``.
 
@@ -166,6 +258,24 @@ class JobFunction[**P, R]:
     def arguments(self, job: Job[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments to call :attr:`func` with for ``job``'s attempt."""
         return tuple(job.args), job.kwargs
+
+    @functools.cached_property
+    def signature_check(self) -> ArgumentCheck | None:
+        """How :meth:`check_arguments` checks a call, made from :attr:`func`'s signature on
+        first use (``None`` when the signature cannot be read: nothing is checked)."""
+        return ArgumentCheck.of(self.func, skip=int(self.takes_context))
+
+    def check_arguments(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        """Check that :attr:`func` accepts ``args`` and ``kwargs`` (the context of a
+        ``takes_context`` job left out).
+
+        Raises:
+            TypeError: a required argument is missing, or one is unexpected; the
+                message names the job, its parameters and the problem.
+        """
+        check = self.signature_check
+        if check is not None:
+            check(self.name, args, kwargs)
 
     @functools.cached_property
     def is_async(self) -> bool:
@@ -228,9 +338,12 @@ class JobFunction[**P, R]:
         With ``RQUEUE["EAGER"]`` the job runs inline before this returns.
 
         Raises:
-            TypeError: an argument cannot be carried by JSON (nothing written).
+            TypeError: the arguments do not fit the function's signature (a missing,
+                extra or unknown argument; the context of a ``takes_context`` job
+                is left out), or one cannot be carried by JSON (nothing written).
             ValueError: the queue is not declared.
-            RedisUnavailable: Redis cannot be reached (nothing written).
+            RedisUnavailable: Redis cannot be reached (nothing written); its subclass
+                RedisAuthenticationFailed when Redis refuses the user/password.
             NotReplicated: with ``RQUEUE["MIN_REPLICAS_ACK"]``, fewer replicas
                 confirmed the job within ``MIN_REPLICAS_TIMEOUT`` seconds; it
                 was written to the master (inside ``transaction.atomic()``:
@@ -267,8 +380,9 @@ class JobFunction[**P, R]:
         ``job_enqueued`` is sent once per created job.
 
         Raises:
-            TypeError: a call is not an ``(args, kwargs)`` pair, or an argument
-                cannot be carried by JSON; the message names the call's index
+            TypeError: a call is not an ``(args, kwargs)`` pair, its arguments do
+                not fit the function's signature, or one cannot be carried by
+                JSON; the message names the call's index
                 (nothing written).
             ValueError: the queue is not declared.
             RedisUnavailable: Redis cannot be reached (batches already sent stay written).

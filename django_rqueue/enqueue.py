@@ -337,7 +337,13 @@ class Plan:
         )
 
     def submission(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Submission:
-        """Validate and encode one call (``TypeError``); the submission writes it when called."""
+        """Validate and encode one call; the submission writes it when called.
+
+        Raises:
+            TypeError: the arguments do not fit the job function's signature
+                (:meth:`JobFunction.check_arguments`), or JSON cannot carry one.
+        """
+        self.job_function.check_arguments(args, kwargs)
         payload = encode_arguments(
             args, kwargs, self.job_function.func, skip=int(self.job_function.takes_context)
         )

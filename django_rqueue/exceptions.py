@@ -24,6 +24,17 @@ class RedisUnavailable(RqueueError):  # noqa: N818 - reads like the condition it
     """
 
 
+class RedisAuthenticationFailed(RedisUnavailable):
+    """Redis answered but refused the credentials: a wrong or missing password or
+    user (``WRONGPASS``, ``NOAUTH``).
+
+    A :class:`RedisUnavailable`, so that existing ``except RedisUnavailable``
+    clauses still catch it; raised where that is, at once (retrying cannot
+    help). The fix is the user and password in the Redis URL
+    (``redis://user:password@host:port/db``).
+    """
+
+
 class NotReplicated(RqueueError):  # noqa: N818 - reads like the condition it names
     """Fewer than ``RQUEUE["MIN_REPLICAS_ACK"]`` replicas confirmed an enqueued job in time.
 

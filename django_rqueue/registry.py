@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 
 _registry: dict[str, JobFunction[Any, Any]] = {}
 
+#: Where workers find jobs: said by :class:`UnknownJob` and the ``rqueue.E023`` check.
+DISCOVERY_HINT = (
+    "Workers import the 'jobs' module of every app in INSTALLED_APPS (<app>.jobs) at start: "
+    "define the @job there, or import it from there, and restart the workers"
+)
+
 #: Names of ``django.tasks`` task jobs: ``"task:<module path of the task function>"``.
 TASK_PREFIX = "task:"
 
@@ -54,12 +60,24 @@ def resolve(job: Job[Any]) -> JobFunction[Any, Any]:
         return task_job_function(job.name.removeprefix(TASK_PREFIX))
     job_function = _registry.get(job.name)
     if job_function is None:
-        raise UnknownJob(f"no @job named {job.name!r} is registered in this worker")
+        raise UnknownJob(
+            f"no @job named {job.name!r} is registered in this worker. {DISCOVERY_HINT}"
+        )
     return job_function
 
 
 def names() -> list[str]:
+    """The names of every registered job, sorted."""
     return sorted(_registry)
+
+
+def modules() -> dict[str, list[str]]:
+    """The registered jobs' names by the module that defines their function, both sorted."""
+    found: dict[str, list[str]] = {}
+    for name in sorted(_registry):
+        module = getattr(_registry[name].func, "__module__", None) or "?"
+        found.setdefault(module, []).append(name)
+    return dict(sorted(found.items()))
 
 
 def autodiscover() -> None:

@@ -54,7 +54,7 @@ from redis.exceptions import ClusterDownError, RedisClusterException
 from redis.retry import Retry
 
 from ..conf import Config, get_config
-from ..exceptions import RedisUnavailable
+from ..exceptions import RedisAuthenticationFailed, RedisUnavailable
 
 #: Seconds to wait for a TCP connect before retrying.
 CONNECT_TIMEOUT = 0.5
@@ -386,6 +386,11 @@ class _RedisErrors:
         exc: BaseException | None,
         traceback: types.TracebackType | None,
     ) -> Literal[False]:
+        if isinstance(exc, redis.AuthenticationError):
+            raise RedisAuthenticationFailed(
+                f"Redis rejected the credentials ({exc}): fix the user/password in the "
+                "Redis URL (redis://user:password@host:port/db)"
+            ) from exc
         if isinstance(exc, redis.ConnectionError | redis.TimeoutError | ClusterDownError):
             raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
         if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):

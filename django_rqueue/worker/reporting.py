@@ -12,6 +12,12 @@ with :func:`conclude`: the outcome signal (``job_succeeded``,
     <name> <id> queue=<queue> attempt=<n>/<max> outcome=<outcome> duration_ms=<ms>
 
 (``reason=<why>`` instead of ``duration_ms`` for an attempt the master failed).
+A success is logged at INFO; a failed attempt that will be retried at WARNING
+with ``error='<type>: <message>'``; a final failure at ERROR with the same
+and the exception's traceback (so log alerting and Sentry's logging
+integration see it); a :class:`~..exceptions.WorkerLost` or
+:class:`~..exceptions.UnknownJob` attempt at ERROR, whatever comes next,
+with what to do about it.
 Every report is fenced by the job's token: one whose lease was lost changes
 nothing and reads as :attr:`AttemptOutcome.DISCARDED`.
 """
@@ -31,7 +37,7 @@ from ..engine.calls import Retention
 from ..engine.connection import get_client
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import PendingAck
-from ..exceptions import LeaseLost, RedisUnavailable, UnknownJob
+from ..exceptions import LeaseLost, RedisUnavailable, UnknownJob, WorkerLost
 from ..execution import Outcome, aannounce, announce, failure, next_delay
 from ..job import Job
 from .reconnect import Reconnect
@@ -171,7 +177,7 @@ def cancel_lost_attempt(queue: str, job_id: str, token: int, reason: str) -> Att
         transitions.cancel_running(client, keys, job_id, token, ttl=_cancel_ttl(queue, job))
     except LeaseLost:
         return None
-    _log_line(job, queue, AttemptOutcome.CANCELLED, None, reason)
+    _log_line(job, queue, AttemptOutcome.CANCELLED, None, reason, None)
     return AttemptOutcome.CANCELLED
 
 
@@ -257,7 +263,7 @@ def conclude(
     """
     if reported not in (AttemptOutcome.DISCARDED, AttemptOutcome.CANCELLED):
         announce(job_function, job, attempt, delay if reported is AttemptOutcome.RETRYING else None)
-    _log_line(job, queue, reported, duration, reason)
+    _log_line(job, queue, reported, duration, reason, attempt)
 
 
 async def aconclude(
@@ -275,7 +281,33 @@ async def aconclude(
     if reported not in (AttemptOutcome.DISCARDED, AttemptOutcome.CANCELLED):
         retry = delay if reported is AttemptOutcome.RETRYING else None
         await aannounce(job_function, job, attempt, retry)
-    _log_line(job, queue, reported, duration, None)
+    _log_line(job, queue, reported, duration, None, attempt)
+
+
+#: Longest exception message quoted in a log line (the stored error keeps it whole).
+MESSAGE_LIMIT = 300
+
+#: What to do about an attempt that failed with one of these, appended to its log line.
+_ADVICE: dict[type[BaseException], str] = {
+    WorkerLost: (
+        "the process running the job died: signal 9 is usually the kernel's out-of-memory "
+        "killer (see dmesg; lower --max-memory or give the job less to hold), another signal "
+        "or exit code a crash or os._exit in the job's code (see the lines above)"
+    ),
+    UnknownJob: (
+        "deploy the code that defines this job to every worker, and restart the workers "
+        "after changing it"
+    ),
+}
+
+
+def _error_text(attempt: Outcome) -> str:
+    """``'<type>: <message>'`` of a failed attempt, the message cut at :data:`MESSAGE_LIMIT`."""
+    exception = attempt.exception
+    message = str(exception) if attempt.message is None else attempt.message
+    if len(message) > MESSAGE_LIMIT:
+        message = message[:MESSAGE_LIMIT] + "..."
+    return f"{type(exception).__name__}: {message}"
 
 
 def _log_line(
@@ -284,9 +316,30 @@ def _log_line(
     reported: AttemptOutcome,
     duration: float | None,
     reason: str | None,
+    attempt: Outcome | None,
 ) -> None:
     extra = f"duration_ms={int(duration * 1000)}" if duration is not None else f"reason={reason!r}"
-    logger.info(
+    level = logging.INFO
+    exc_info: BaseException | None = None
+    exception = None if attempt is None else attempt.exception
+    if (
+        attempt is not None
+        and exception is not None
+        and reported in (AttemptOutcome.RETRYING, AttemptOutcome.FAILED)
+    ):
+        extra += f" error={_error_text(attempt)!r}"
+        advice = _ADVICE.get(type(exception))
+        if advice is not None:
+            level = logging.ERROR
+            extra += f" ({advice})"
+        elif reported is AttemptOutcome.RETRYING:
+            level = logging.WARNING
+        else:
+            level = logging.ERROR
+        if reported is AttemptOutcome.FAILED:
+            exc_info = exception
+    logger.log(
+        level,
         "%s %s queue=%s attempt=%d/%d outcome=%s %s",
         job.name,
         job.id,
@@ -295,4 +348,5 @@ def _log_line(
         job.max_attempts,
         reported,
         extra,
+        exc_info=exc_info,
     )

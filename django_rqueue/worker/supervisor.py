@@ -179,9 +179,17 @@ class Supervisor:
                 first = next(p for ps in found.values() for p in ps if p.id == UNREACHABLE)
                 self._redis_unavailable(RedisUnavailable(first.msg))
             delay = reconnect.next_delay()
-            logger.error("worker %s: Redis unreachable; retrying in %.1f s", self.worker_id, delay)
+            reasons = "; ".join(p.msg for ps in found.values() for p in ps if p.id == UNREACHABLE)
+            logger.error(
+                "worker %s: no Redis of its queues answers (%s); retrying in %.1f s",
+                self.worker_id,
+                reasons,
+                delay,
+            )
             time.sleep(delay)
             found = problems_by_server(self.queues)
+        if self.signals:
+            return  # stopped before any Redis answered: nothing was started
         if down_since is not None and not all(_unreachable(p) for p in found.values()):
             self._redis_recovered(time.monotonic() - down_since)
         for problem in (p for problems in found.values() for p in problems):
@@ -206,6 +214,7 @@ class Supervisor:
         if self.signals:
             return 0
         registry.autodiscover()
+        self._log_registry()
         self.started_ms = redis_time_ms(get_client())
         logger.info(
             "worker %s: %d child(ren) serving %s",
@@ -227,6 +236,28 @@ class Supervisor:
             os.execv(sys.executable, sys.orig_argv)  # noqa: S606 - our own command line
         logger.info("worker %s: exited cleanly", self.worker_id)
         return 0
+
+    def _log_registry(self) -> None:
+        """Log how many jobs this worker can run and from which modules (each name at DEBUG,
+        ``-v 2``)."""
+        by_module = registry.modules()
+        count = sum(len(names) for names in by_module.values())
+        if not count:
+            logger.warning(
+                "worker %s: no @job is registered (workers import the 'jobs' module of every "
+                "app in INSTALLED_APPS); only django.tasks tasks can run",
+                self.worker_id,
+            )
+            return
+        logger.info(
+            "worker %s: %d job(s) registered from %s",
+            self.worker_id,
+            count,
+            ", ".join(by_module),
+        )
+        for names in by_module.values():
+            for name in names:
+                logger.debug("worker %s: job %s", self.worker_id, name)
 
     # -- children ----------------------------------------------------------
 

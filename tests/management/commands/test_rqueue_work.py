@@ -75,7 +75,10 @@ def test_worker_runs_jobs_and_logs_one_line_per_job(
     assert get_job(bad.id).status is JobStatus.FAILED  # type: ignore[union-attr]
 
     log = wait_until(lambda: worker.stderr() if job_lines(worker.stderr(), flaky.id)[1:] else "")
-    line = r"^.*{name} {id} queue=default attempt={attempt} outcome={outcome} duration_ms=\d+$"
+    line = (
+        r"^.*{name} {id} queue=default attempt={attempt} outcome={outcome} "
+        r"duration_ms=\d+( error=.*)?$"
+    )
     expected = [
         (ok.id, "tests.jobs_app.jobs.record", "1/3", "succeeded"),
         (bad.id, "tests.jobs_app.jobs.returns_unserializable", "1/1", "failed"),

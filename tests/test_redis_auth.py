@@ -1,0 +1,55 @@
+"""A Redis that refuses the credentials is reported as such at ``.delay()`` (a real
+redis-server with ``requirepass``), not as "unreachable"."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from pytest_django.fixtures import Settings
+
+from django_rqueue import RedisAuthenticationFailed, RedisUnavailable, job
+from django_rqueue.engine.connection import reset_clients
+from tests.support.redis_server import RedisServer
+
+
+@job
+def ping() -> None:
+    return None
+
+
+@pytest.fixture
+def password_redis() -> Iterator[RedisServer]:
+    """A Redis that wants the password ``s3cret`` (set after start: RedisServer probes without)."""
+    with RedisServer() as server:
+        server.client().config_set("requirepass", "s3cret")
+        try:
+            yield server
+        finally:  # so that RedisServer can SHUTDOWN it without the password
+            server.client(password="s3cret").config_set("requirepass", "")
+
+
+@pytest.mark.parametrize("password", ["", "wrong"])
+def test_delay_reports_refused_credentials_as_an_authentication_error(
+    password: str, password_redis: RedisServer, settings: Settings
+) -> None:
+    url = password_redis.url.replace(
+        "redis://", f"redis://:{password}@" if password else "redis://"
+    )
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": url}
+    reset_clients()
+    try:
+        started = time.monotonic()
+        with pytest.raises(
+            RedisAuthenticationFailed, match="Redis rejected the credentials"
+        ) as caught:
+            ping.delay()
+        elapsed = time.monotonic() - started
+    finally:
+        reset_clients()
+    assert isinstance(caught.value, RedisUnavailable)  # existing except clauses still work
+    assert "unreachable" not in str(caught.value)
+    assert "redis://user:password@host:port/db" in str(caught.value)
+    assert password_redis.client(password="s3cret").dbsize() == 0
+    print(f"refused in {elapsed:.2f} s")
