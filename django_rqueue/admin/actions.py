@@ -23,6 +23,7 @@ from ..exceptions import JobStateError, RedisUnavailable
 from ..job import JobStatus
 from .common import (
     ACTION_PERMISSION,
+    Crumb,
     RqueueAdmin,
     context,
     declared_queue,
@@ -61,8 +62,12 @@ def _confirm(
     submit: str,
     cancel_url: str,
     hidden: list[tuple[str, str]],
+    crumbs: list[Crumb] | None = None,
 ) -> TemplateResponse:
-    """The "Are you sure?" page: ``items`` are (id, name, URL), ``hidden`` fields go back."""
+    """The "Are you sure?" page: ``items`` are (id, name, URL), ``hidden`` fields go back;
+    ``crumbs`` lead to it (default: the queue's name, if any)."""
+    if crumbs is None:
+        crumbs = [(queue, "")] if queue else []
     return TemplateResponse(
         request,
         "admin/django_rqueue/confirm.html",
@@ -70,6 +75,7 @@ def _confirm(
             request,
             model_admin,
             _("Are you sure?"),
+            crumbs=[*crumbs, (_("Are you sure?"), "")],
             queue=queue,
             question=question,
             items=items,

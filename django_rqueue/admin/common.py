@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, cast
 
+import django
 from django.contrib.admin import AdminSite
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.admin.utils import quote
@@ -11,12 +12,21 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django.urls import reverse
+from django.utils.text import capfirst
+from django.utils.translation import gettext as _
 
 from ..conf import get_config
 from ..models import Dashboard
 
 #: Jobs per page of a listing.
 PAGE_SIZE = 50
+
+#: Django 6.1 writes breadcrumbs as ``<ol class="breadcrumbs">`` of ``<li>`` (and styles only
+#: that); 5.2 and 6.0 as ``<div class="breadcrumbs">`` with ``&rsaquo;`` between the links.
+BREADCRUMBS_AS_LIST = django.VERSION >= (6, 1)
+
+#: A breadcrumb: its text and its link (``""``: the current page, not a link).
+Crumb = tuple[str, str]
 
 
 class RqueueAdmin(Protocol):
@@ -36,16 +46,38 @@ class RqueueAdmin(Protocol):
 
 
 def context(
-    request: HttpRequest, model_admin: RqueueAdmin, title: str, **extra: Any
+    request: HttpRequest,
+    model_admin: RqueueAdmin,
+    title: str,
+    *,
+    crumbs: list[Crumb] | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """The admin site's ``each_context`` plus what the rqueue templates use."""
+    """The admin site's ``each_context`` plus what the rqueue templates use.
+
+    ``crumbs`` are the breadcrumbs after "Home › Rqueue › Queues and jobs" (none: the
+    overview itself); the last one is the current page.
+    """
     opts = model_admin.model._meta
+    site = model_admin.admin_site.name
+    overview_url = url(model_admin, "django_rqueue_dashboard_changelist")
+    trail: list[Crumb] = [
+        (_("Home"), reverse(f"{site}:index", current_app=site)),
+        (
+            str(opts.app_config.verbose_name),
+            reverse(f"{site}:app_list", kwargs={"app_label": opts.app_label}, current_app=site),
+        ),
+        (capfirst(str(opts.verbose_name_plural)), overview_url),
+        *(crumbs or []),
+    ]
     return {
         **model_admin.admin_site.each_context(request),
         "title": title,
         "opts": opts,
         "app_label": opts.app_label,
-        "overview_url": url(model_admin, "django_rqueue_dashboard_changelist"),
+        "breadcrumbs": [*trail[:-1], (trail[-1][0], "")],
+        "breadcrumbs_as_list": BREADCRUMBS_AS_LIST,
+        "overview_url": overview_url,
         "can_change": model_admin.has_change_permission(request),
         "can_delete": model_admin.has_delete_permission(request),
         "queue_names": list(get_config().queues),

@@ -19,6 +19,7 @@ from ..engine.transitions import read_job
 from ..job import CancelReason, Job
 from ..operations import ACTIONS
 from .common import RqueueAdmin, allowed, context, job_url, url
+from .lists import list_title
 
 #: Hash fields shown in the "Options" table, with their labels (the others have their own place).
 OPTION_FIELDS = (
@@ -62,6 +63,15 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
     """Show one job (404 when it does not exist)."""
     job_id = unquote(job_id)
     job, raw = load(job_id)
+    list_url = (
+        url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
+        if job.status.value in queries.STATES
+        else ""
+    )
+    crumbs = [(job.queue, "")]
+    if list_url:
+        crumbs.append((str(list_title(job.status.value)), list_url))
+    crumbs.append((job_id, ""))
     actions = [
         (name, verb, job_url(model_admin, job_id, name))
         for name, (verb, states) in ACTIONS.items()
@@ -74,12 +84,11 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             request,
             model_admin,
             _("Job %(id)s") % {"id": job_id},
+            crumbs=crumbs,
             job=job,
             queue=job.queue,
             state=job.status.value,
-            list_url=url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
-            if job.status.value in queries.STATES
-            else "",
+            list_url=list_url,
             args=pretty(job.args),
             kwargs=pretty(job.kwargs),
             result=pretty(job.result) if JobFields.RESULT in raw else None,

@@ -82,6 +82,11 @@ BULK = {
 }
 
 
+def list_title(state: str) -> _StrPromise:
+    """The title of the list of jobs in ``state`` ("Failed jobs")."""
+    return COLUMNS[state][0]
+
+
 def _cells(row: queries.Row, state: str) -> list[Any]:
     if row.job is not None and state == "queued":
         at = row.job.run_at
@@ -126,6 +131,7 @@ def job_list(
             request,
             model_admin,
             f"{title} — {queue}",
+            crumbs=[(queue, ""), (str(title), "")],
             queue=queue,
             state=state,
             states=[

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -329,3 +330,39 @@ def test_a_name_filter_scans_a_bounded_window_and_continues(
     assert rest.context["next_cursor"] is None
     assert found == expected
     assert b"Continue searching" in first.content
+
+
+def _breadcrumbs(html: str) -> tuple[str, list[str]]:
+    """The tag of the breadcrumbs container and its texts, one per crumb."""
+    match = re.search(r'<(ol|div) class="breadcrumbs">(.*?)</\1>', html, re.S)
+    assert match, "no breadcrumbs"
+    tag, inner = match.groups()
+    if tag == "ol":
+        items = re.findall(r"<li[^>]*>(.*?)</li>", inner, re.S)
+    else:
+        items = inner.split("&rsaquo;")
+    return tag, [re.sub(r"<[^>]+>", "", i).strip() for i in items]
+
+
+def test_breadcrumbs_use_the_markup_of_the_running_django(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.failed()
+    django_tag, django_crumbs = _breadcrumbs(admin_client_rq.get("/admin/auth/user/").text)
+    assert django_crumbs[0] == "Home"
+    expected = {
+        BASE: ["Home", "Rqueue", "Queues and jobs"],
+        f"{BASE}queues/default/failed/": [
+            "Home",
+            "Rqueue",
+            "Queues and jobs",
+            "default",
+            "Failed jobs",
+        ],
+        job_url(job_id): ["Home", "Rqueue", "Queues and jobs", "default", "Failed jobs", job_id],
+        job_url(job_id, "retry"): ["Home", "Rqueue", "Queues and jobs", "default", "Are you sure?"],
+        f"{BASE}schedules/": ["Home", "Rqueue", "Queues and jobs", "Periodic jobs"],
+    }
+    for path, crumbs in expected.items():
+        html = admin_client_rq.get(path).text
+        assert _breadcrumbs(html) == (django_tag, crumbs), path
+        if django_tag == "ol":  # Django 6.1: the current page is marked, not linked
+            assert f'<li aria-current="page">{crumbs[-1]}</li>' in html, path
