@@ -39,6 +39,16 @@ class JobAdmin(ModelAdminBase):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return request.user.has_perm("django_rqueue.delete_job")
 
+    def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
+        """Only "view" for the admin index: its link reads "View", never "Change" (the pages
+        have actions, but nothing here is edited in a form)."""
+        return {
+            "add": False,
+            "change": False,
+            "delete": False,
+            "view": self.has_view_permission(request),
+        }
+
     def get_urls(self) -> list[URLPattern]:
         def page(view: View, permission: str | None = "view") -> Callable[..., HttpResponse]:
             def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

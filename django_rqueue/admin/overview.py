@@ -9,6 +9,7 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 
 from .. import queries
@@ -93,7 +94,7 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
         context(
             request,
             model_admin,
-            _("Queues"),
+            capfirst(str(model_admin.model._meta.verbose_name_plural)),
             cards=cards,
             workers=[_worker_row(w) for w in workers],
             warnings=[warning_text(w) for w in found],

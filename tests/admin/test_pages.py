@@ -366,3 +366,15 @@ def test_breadcrumbs_use_the_markup_of_the_running_django(admin_client_rq: Clien
         assert _breadcrumbs(html) == (django_tag, crumbs), path
         if django_tag == "ol":  # Django 6.1: the current page is marked, not linked
             assert f'<li aria-current="page">{crumbs[-1]}</li>' in html, path
+
+
+def test_the_index_links_the_overview_as_view_and_its_title_matches(admin_client_rq: Client):
+    index = admin_client_rq.get("/admin/").text
+    row = re.search(r'<tr class="model-dashboard">.*?</tr>', index, re.S)
+    assert row, index
+    assert "Queues and jobs" in row.group(0)
+    assert "Change" not in row.group(0) and "changelink" not in row.group(0)
+    assert "View" in row.group(0)
+    overview = admin_client_rq.get(BASE)
+    assert overview.context["title"] == "Queues and jobs"
+    assert "<title>Queues and jobs |" in overview.text
