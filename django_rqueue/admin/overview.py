@@ -79,11 +79,14 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
         card.succeeded_hour = sum(s for _, s, _f in rows)
         card.failed_hour = sum(f for _, _s, f in rows)
         cards.append(card)
+    found = queries.queue_warnings(c.counts for c in cards)
+    workers_error = ""
     try:
         workers = list_workers()
-    except RedisUnavailable:
-        workers = []
-    found = queries.queue_warnings(c.counts for c in cards) + queries.worker_warnings(workers)
+    except RedisUnavailable as exc:
+        workers, workers_error = [], str(exc)  # unknown: no warning about them
+    else:
+        found += queries.worker_warnings(workers)
     for card in cards:
         card_links(model_admin, card)
         limit = get_config().queue(card.counts.queue).rate_limit
@@ -97,6 +100,7 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
             capfirst(str(model_admin.model._meta.verbose_name_plural)),
             cards=cards,
             workers=[_worker_row(w) for w in workers],
+            workers_error=workers_error,
             warnings=[warning_text(w) for w in found],
             chart_width=60 * (BAR + GAP),
             bar_width=BAR,

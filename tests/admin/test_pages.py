@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from typing import Any
 from urllib.parse import quote
 
@@ -378,3 +379,18 @@ def test_the_index_links_the_overview_as_view_and_its_title_matches(admin_client
     overview = admin_client_rq.get(BASE)
     assert overview.context["title"] == "Queues and jobs"
     assert "<title>Queues and jobs |" in overview.text
+
+
+def test_with_redis_down_the_overview_does_not_claim_no_worker_was_seen(
+    admin_client_rq: Client, settings: Any
+):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+    response = admin_client_rq.get(BASE)
+    assert response.status_code == 200
+    assert all(c.counts.error for c in response.context["cards"])
+    assert response.context["warnings"] == []
+    assert "No worker" not in response.text
+    assert "Unknown: the workers cannot be read." in response.text
