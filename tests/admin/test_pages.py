@@ -394,3 +394,22 @@ def test_with_redis_down_the_overview_does_not_claim_no_worker_was_seen(
     assert response.context["warnings"] == []
     assert "No worker" not in response.text
     assert "Unknown: the workers cannot be read." in response.text
+
+
+def _pager(html: str) -> str:
+    match = re.search(r'<p class="paginator">(.*?)</p>', html, re.S)
+    assert match, "no pager"
+    return " ".join(re.sub(r"<[^>]+>", " ", match.group(1)).split())
+
+
+def test_the_pager_reads_like_djangos(admin_client_rq: Client, jobs: Jobs):
+    jobs.failed()
+    assert _pager(admin_client_rq.get(f"{BASE}queues/default/failed/").text) == "1 job"
+    for _ in range(5):
+        jobs.failed()
+    assert _pager(admin_client_rq.get(f"{BASE}queues/default/failed/").text) == "6 jobs"
+    for _ in range(51):
+        jobs.scheduled()
+    html = admin_client_rq.get(f"{BASE}queues/default/scheduled/?page=2").text
+    assert _pager(html) == "1 2 51 jobs"
+    assert '<span class="this-page">2</span>' in html and 'href="?page=1"' in html
