@@ -23,7 +23,9 @@ from ..exceptions import JobStateError, RedisUnavailable
 from ..job import JobStatus
 from .common import (
     ACTION_PERMISSION,
+    JOB_ACTIONS,
     Crumb,
+    JobAction,
     RqueueAdmin,
     context,
     declared_queue,
@@ -35,9 +37,9 @@ from .common import (
 from .detail import load
 
 
-def _action(name: str) -> tuple[str, tuple[str, ...]]:
+def _action(name: str) -> JobAction:
     try:
-        return operations.ACTIONS[name]
+        return JOB_ACTIONS[name]
     except KeyError:
         raise Http404(f"No action {name!r}.") from None
 
@@ -92,8 +94,9 @@ def job_action(
     request: HttpRequest, model_admin: RqueueAdmin, job_id: str, action: str
 ) -> HttpResponse:
     """Apply ``action`` to one job (confirmation page on GET)."""
-    verb, states = _action(action)
-    require(request, model_admin, ACTION_PERMISSION[action])
+    what = _action(action)
+    verb = str(what.done)
+    require(request, model_admin, what.permission)
     job_id = unquote(job_id)
     job, _raw = load(job_id)
     back = url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
@@ -104,11 +107,10 @@ def job_action(
             request,
             model_admin,
             queue=job.queue,
-            question=_("%(action)s this %(state)s job?")
-            % {"action": action.replace("_", " ").capitalize(), "state": job.status.value},
+            question=str(what.question) % {"state": job.status.value},
             items=[(job_id, job.name, job_url(model_admin, job_id))],
             post_url=job_url(model_admin, job_id, action),
-            submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
+            submit=str(what.confirm),
             cancel_url=job_url(model_admin, job_id),
             hidden=[("next", _next(request, back))],
         )
@@ -142,8 +144,9 @@ def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> Http
     """Apply an action to the ticked jobs of a list (confirmation first, both POST)."""
     declared_queue(queue)
     action = request.POST.get("action", "")
-    verb, _states = _action(action)
-    require(request, model_admin, ACTION_PERMISSION[action])
+    what = _action(action)
+    verb = str(what.done)
+    require(request, model_admin, what.permission)
     ids = [i for i in dict.fromkeys(request.POST.getlist("ids")) if queue_of(i) == queue]
     back = _next(request, url(model_admin, "django_rqueue_dashboard_changelist"))
     if not ids:
@@ -154,11 +157,10 @@ def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> Http
             request,
             model_admin,
             queue=queue,
-            question=_("%(action)s these %(n)d jobs?")
-            % {"action": action.replace("_", " ").capitalize(), "n": len(ids)},
+            question=str(what.question_many) % {"n": len(ids)},
             items=[(i, "", job_url(model_admin, i)) for i in ids],
             post_url=url(model_admin, "django_rqueue_selected", queue),
-            submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
+            submit=str(what.confirm),
             cancel_url=back,
             hidden=[("action", action), ("confirm", "yes"), ("next", back)]
             + [("ids", i) for i in ids],
@@ -211,7 +213,7 @@ def all_failed(
     except RedisUnavailable as exc:
         messages.error(request, str(exc))
         return HttpResponseRedirect(back)
-    verb = operations.ACTIONS[action][0]
+    verb = str(JOB_ACTIONS[action].done)
     text = _("%(n)d failed jobs of queue %(queue)s %(verb)s") % {
         "n": result.done,
         "queue": queue,

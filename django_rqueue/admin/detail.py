@@ -18,7 +18,7 @@ from ..engine.keys import RECORD_DEFAULTS, JobFields, queue_of
 from ..engine.transitions import read_job
 from ..job import CancelReason, Job
 from ..operations import ACTIONS
-from .common import RqueueAdmin, allowed, context, job_url, url
+from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_url, url
 from .lists import list_title
 
 #: Hash fields shown in the "Options" table, with their labels (the others have their own place).
@@ -73,8 +73,8 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
         crumbs.append((str(list_title(job.status.value)), list_url))
     crumbs.append((job_id, ""))
     actions = [
-        (name, verb, job_url(model_admin, job_id, name))
-        for name, (verb, states) in ACTIONS.items()
+        (name, JOB_ACTIONS[name].label, job_url(model_admin, job_id, name))
+        for name, (_verb, states) in ACTIONS.items()
         if job.status.value in states and allowed(request, model_admin, name)
     ]
     return TemplateResponse(

@@ -15,8 +15,16 @@ from django.utils.translation import gettext_lazy, ngettext
 from .. import queries
 from ..exceptions import RedisUnavailable
 from ..job import JobStatus
-from ..operations import ACTIONS
-from .common import PAGE_SIZE, RqueueAdmin, allowed, context, declared_queue, job_url, url
+from .common import (
+    JOB_ACTIONS,
+    PAGE_SIZE,
+    RqueueAdmin,
+    allowed,
+    context,
+    declared_queue,
+    job_url,
+    url,
+)
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrPromise
@@ -123,7 +131,9 @@ def job_list(
             extra.update(page_obj=page_obj, page_range=_page_range(page_obj))
     except RedisUnavailable as exc:
         rows, extra["redis_error"] = [], str(exc)
-    actions = [(a, ACTIONS[a][0]) for a in BULK[state] if allowed(request, model_admin, a)]
+    actions = [
+        (a, JOB_ACTIONS[a].selected) for a in BULK[state] if allowed(request, model_admin, a)
+    ]
     return TemplateResponse(
         request,
         "admin/django_rqueue/job_list.html",

@@ -282,3 +282,29 @@ def test_csrf_is_enforced_on_pause(make_client: MakeClient):
     client = make_client("change_job", csrf=True)
     assert client.post(queue_url("default", "pause")).status_code == 403
     assert not queries.queue_counts("default").paused
+
+
+def test_action_labels_are_words_declared_once_and_translatable(
+    admin_client_rq: Client, jobs: Jobs
+):
+    from django.utils.functional import Promise
+
+    from django_rqueue.admin.common import JOB_ACTIONS
+
+    job_id = jobs.scheduled()
+    listing = admin_client_rq.get(f"{BASE}queues/default/scheduled/").text
+    options = re.findall(r'<option value="(\w+)">([^<]+)</option>', listing)
+    assert options == [
+        ("run_now", "Run selected jobs now"),
+        ("cancel", "Cancel selected jobs"),
+        ("delete", "Delete selected jobs"),
+    ]
+    detail = admin_client_rq.get(job_url(job_id)).text
+    buttons = re.findall(r'<a class="button" href="[^"]+">([^<]+)</a>', detail)
+    assert buttons == ["Run now", "Cancel", "Delete"]
+    confirm = admin_client_rq.get(job_url(job_id, "run_now")).text
+    assert "Run this scheduled job now?" in confirm and 'value="Yes, run now"' in confirm
+    assert "Runnow" not in listing + detail + confirm
+    for action in JOB_ACTIONS.values():
+        texts = (action.label, action.selected, action.question, action.confirm, action.done)
+        assert all(isinstance(t, Promise) for t in texts)  # gettext_lazy
