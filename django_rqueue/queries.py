@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from .conf import get_config
 from .engine.connection import as_text, get_client, is_cluster, ms_to_datetime, redis_errors
-from .engine.keys import JobFields, QueueKeys
+from .engine.keys import JobFields, QueueKeys, queue_of
 from .job import Job, JobStatus
 
 #: Job states that have a listing (cancelled jobs have none), in display order.
@@ -269,6 +269,15 @@ def worker_warnings(workers: Sequence[_Worker]) -> list[QueueWarning]:
     if not any(w.poller for w in workers):
         return [QueueWarning(WarningKind.NO_POLLER)]
     return []
+
+
+def job_exists(job_id: str) -> bool:
+    """Whether a job of a declared queue has the id ``job_id`` (one ``EXISTS``)."""
+    queue = queue_of(job_id)
+    if queue is None or queue not in get_config().queues:
+        return False
+    with redis_errors():
+        return bool(get_client(queue).exists(keys_of(queue).job(job_id)))
 
 
 @dataclass

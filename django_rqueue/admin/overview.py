@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import datetime
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils.text import capfirst
@@ -63,10 +65,7 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
     """Counts per queue, per-minute throughput over the last hour, live workers."""
     search = request.GET.get("id", "").strip()
     if search:
-        queue = queue_of(search)
-        if queue is not None and queue in get_config().queues:
-            return redirect(job_url(model_admin, search))
-        raise Http404(_("%(id)r is not the id of a job of a declared queue.") % {"id": search})
+        return find_job(request, model_admin, search)
     cards = []
     for queue in get_config().queues:
         try:
@@ -109,6 +108,48 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
             schedule_count=len(get_config().schedule),
         ),
     )
+
+
+#: The random part of a job id: 22 URL-safe base64 characters (``keys.new_job_id``).
+_BARE_ID = re.compile(r"[A-Za-z0-9_-]{22}")
+
+
+def find_job(request: HttpRequest, model_admin: RqueueAdmin, text: str) -> HttpResponse:
+    """Go to the job whose id is ``text``; else back to the overview with a message.
+
+    An id without its queue (the 22 characters after ``<queue>:``) is looked up in
+    each declared queue (one ``EXISTS`` per queue).
+    """
+    queue = queue_of(text)
+    if queue is None and _BARE_ID.fullmatch(text):
+        candidates = [f"{q}:{text}" for q in get_config().queues]
+    elif queue is not None and queue in get_config().queues:
+        candidates = [text]
+    else:
+        messages.warning(
+            request,
+            _(
+                "%(id)s is not a job id. A job id is its queue's name, a colon and 22"
+                " characters, as in %(example)s."
+            )
+            % {"id": text, "example": f"{next(iter(get_config().queues))}:Yk3qUf0x9bT2mZ8wLp4rNa"},
+        )
+        return redirect(url(model_admin, "django_rqueue_dashboard_changelist"))
+    errors = []
+    for candidate in candidates:
+        try:
+            if queries.job_exists(candidate):
+                return redirect(job_url(model_admin, candidate))
+        except RedisUnavailable as exc:
+            errors.append(str(exc))
+    for error in errors:
+        messages.error(request, error)
+    messages.warning(
+        request,
+        _("No job has the id %(id)s: it may have finished and expired, or been deleted.")
+        % {"id": text},
+    )
+    return redirect(url(model_admin, "django_rqueue_dashboard_changelist"))
 
 
 def warning_text(warning: queries.QueueWarning) -> str:

@@ -243,7 +243,36 @@ def test_search_by_id_redirects_to_the_job(admin_client_rq: Client, jobs: Jobs):
     response = admin_client_rq.get(BASE, {"id": job_id})
     assert response.status_code == 302
     assert response["Location"] == job_url(job_id)
-    assert admin_client_rq.get(BASE, {"id": "garbage"}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("garbage", "garbage is not a job id."),
+        ("nope:" + "0" * 22, "is not a job id."),  # no such queue
+        ("default:" + "0" * 22, "No job has the id default:" + "0" * 22),
+        ("0" * 22, "No job has the id " + "0" * 22),
+    ],
+)
+def test_search_by_an_unknown_or_malformed_id_stays_on_the_overview_with_a_message(
+    admin_client_rq: Client, text: str, says: str
+):
+    response = admin_client_rq.get(BASE, {"id": text}, follow=True)
+    assert response.status_code == 200
+    assert response.redirect_chain == [(BASE, 302)]
+    assert response.templates[0].name == "admin/django_rqueue/overview.html"
+    [message] = [str(m) for m in response.context["messages"]]
+    assert says in message
+
+
+def test_search_by_the_id_without_its_queue_finds_the_job_in_any_queue(
+    admin_client_rq: Client, jobs: Jobs
+):
+    job_id = jobs.failed(queue="emails")
+    bare = job_id.split(":", 1)[1]
+    response = admin_client_rq.get(BASE, {"id": f"  {bare} "})
+    assert response.status_code == 302
+    assert response["Location"] == job_url(job_id)
 
 
 def test_non_staff_are_sent_to_the_login_page(make_client: MakeClient):
