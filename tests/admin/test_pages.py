@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import socket
 from typing import Any
+from zoneinfo import ZoneInfo
 from urllib.parse import quote
 
 import pytest
@@ -14,7 +15,8 @@ from django.test import Client
 from django_rqueue import queries
 from django_rqueue.engine import transitions
 from django_rqueue.worker import heartbeat
-from tests.support.jobs_in_state import Jobs
+from django_rqueue.execution import error_record
+from tests.support.jobs_in_state import Jobs, retention
 
 from .conftest import BASE, MakeClient
 
@@ -442,3 +444,42 @@ def test_the_pager_reads_like_djangos(admin_client_rq: Client, jobs: Jobs):
     html = admin_client_rq.get(f"{BASE}queues/default/scheduled/?page=2").text
     assert _pager(html) == "1 2 51 jobs"
     assert '<span class="this-page">2</span>' in html and 'href="?page=1"' in html
+
+
+def test_the_job_page_shows_settings_and_times_in_peoples_units(
+    admin_client_rq: Client, jobs: Jobs, settings: Any
+):
+    settings.TIME_ZONE = "Asia/Kolkata"  # UTC+05:30, no daylight saving time
+    job_id = jobs.running(timeout_ms=1500, ttl=7200, unique_key="order:7", unique_ttl=60)
+    err = error_record(ValueError("boom"), "Traceback (most recent call last):\n", worker="w1")
+    kept = retention("default")
+    transitions.fail(jobs.client, jobs.keys(), job_id, 1, err, -1, retention=kept)
+    response = admin_client_rq.get(job_url(job_id))
+    html = response.text
+    job = response.context["job"]
+    rows = {label: value for label, value, _id in response.context["options"]}
+    assert rows["Time limit per attempt"] == "1.5 seconds"
+    assert rows["Kept after it ends"] == "2 hours"
+    assert rows["Unique key"] == "order:7"
+    spent = (job.finished_at - job.started_at).total_seconds()
+    assert rows["Duration of the last attempt"] == f"{round(spent, 3):g} seconds"
+    for raw in ("timeout_ms", "result_ttl", "run_at", ">token<", "1500<", "7200<"):
+        assert raw not in html
+    local = job.enqueued_at.astimezone(ZoneInfo("Asia/Kolkata"))
+    assert f"{local:%Y-%m-%d %H:%M:%S} IST" in html
+    attempt = re.search(r'<p class="help rq-attempt-meta">(.*?)</p>', html, re.S)
+    assert attempt
+    failed_at = job.finished_at.astimezone(ZoneInfo("Asia/Kolkata"))
+    assert f"{failed_at:%Y-%m-%d %H:%M:%S} IST" in attempt.group(1)
+    assert "on worker w1" in attempt.group(1)
+
+
+def test_a_running_job_shows_its_worker_and_for_how_long_it_runs(
+    admin_client_rq: Client, jobs: Jobs
+):
+    job_id = jobs.running(timeout_ms=None)
+    response = admin_client_rq.get(job_url(job_id))
+    rows = {label: value for label, value, _id in response.context["options"]}
+    assert rows["Worker"] == "w1"
+    assert rows["Time limit per attempt"] == "300 seconds"  # the default
+    assert rows["Running for"].endswith(" seconds")
