@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import socket
 from typing import Any
-from zoneinfo import ZoneInfo
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.admin.utils import quote as admin_quote
@@ -14,8 +14,8 @@ from django.test import Client
 
 from django_rqueue import queries
 from django_rqueue.engine import transitions
-from django_rqueue.worker import heartbeat
 from django_rqueue.execution import error_record
+from django_rqueue.worker import heartbeat
 from tests.support.jobs_in_state import Jobs, retention
 
 from .conftest import BASE, MakeClient
