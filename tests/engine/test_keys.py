@@ -142,7 +142,8 @@ def test_the_documented_key_shapes():
 @pytest.mark.parametrize(
     "name",
     ["reserve", "promote", "reclaim", "enqueue", "enqueue_batch", "cancel", "retry", "ack", "fail"]
-    + ["failed_batch", "schedule_sync", "schedule_claim", "schedule_run_now", "trim_failed"],
+    + ["failed_batch", "schedule_sync", "schedule_claim", "schedule_run_now", "trim_failed"]
+    + ["empty_queue"],
 )
 def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
     source = load(name).source
