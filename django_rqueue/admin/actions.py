@@ -14,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import operations, queries
@@ -65,6 +66,7 @@ def _confirm(
     cancel_url: str,
     hidden: list[tuple[str, str]],
     crumbs: list[Crumb] | None = None,
+    notes: list[str] | None = None,
 ) -> TemplateResponse:
     """The "Are you sure?" page: ``items`` are (id, name, URL), ``hidden`` fields go back;
     ``crumbs`` lead to it (default: the queue's name, if any)."""
@@ -85,6 +87,7 @@ def _confirm(
             submit=submit,
             cancel_url=cancel_url,
             hidden=hidden,
+            notes=notes or [],
         ),
     )
 
@@ -270,4 +273,74 @@ def queue_action(
         messages.info(request, _("Queue %(queue)s was already paused.") % {"queue": queue})
     else:
         messages.info(request, _("Queue %(queue)s was not paused.") % {"queue": queue})
+    return HttpResponseRedirect(back)
+
+
+@require_http_methods(["GET", "POST"])
+def empty_queue(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> HttpResponse:
+    """Delete the queued jobs of ``queue`` (needs ``delete_job``; confirmation page on GET)."""
+    declared_queue(queue)
+    require(request, model_admin, "delete")
+    back = _next(request, url(model_admin, "django_rqueue_dashboard_changelist"))
+    if request.method == "GET":
+        try:
+            counts = queries.queue_counts(queue)
+        except RedisUnavailable as exc:
+            messages.error(request, str(exc))
+            return HttpResponseRedirect(back)
+        return _confirm(
+            request,
+            model_admin,
+            queue=queue,
+            question=ngettext(
+                "Delete the %(n)d queued job of queue %(queue)s?",
+                "Delete the %(n)d queued jobs of queue %(queue)s?",
+                counts.queued,
+            )
+            % {"n": counts.queued, "queue": queue},
+            items=[],
+            post_url=url(model_admin, "django_rqueue_empty_queue", queue),
+            submit=_("Yes, delete them"),
+            cancel_url=back,
+            hidden=[("next", back)],
+            notes=[
+                _(
+                    "The jobs are deleted for good: no worker runs them, and they cannot be"
+                    " retried."
+                ),
+                ngettext(
+                    "The %(n)d scheduled job (delayed, or waiting to be retried) is kept:"
+                    " it is queued when it is due.",
+                    "The %(n)d scheduled jobs (delayed, or waiting to be retried) are kept:"
+                    " each is queued when it is due.",
+                    counts.scheduled,
+                )
+                % {"n": counts.scheduled},
+                ngettext(
+                    "The %(n)d running job is not stopped: it finishes as usual, and is"
+                    " retried later if it fails and has attempts left.",
+                    "The %(n)d running jobs are not stopped: they finish as usual, and are"
+                    " retried later if they fail and have attempts left.",
+                    counts.running,
+                )
+                % {"n": counts.running},
+                _("Failed jobs stay in the failed list."),
+                _(
+                    "Jobs queued while the queue is being emptied may be deleted too. To stop"
+                    " new work from starting instead, pause the queue."
+                ),
+            ],
+        )
+    try:
+        result = operations.empty_queue(queue)
+    except RedisUnavailable as exc:
+        messages.error(request, str(exc))
+        return HttpResponseRedirect(back)
+    text = ngettext(
+        "Queue %(queue)s emptied: %(n)d queued job deleted.",
+        "Queue %(queue)s emptied: %(n)d queued jobs deleted.",
+        result.deleted,
+    ) % {"queue": queue, "n": result.deleted}
+    log(request, f"{queue}:queue", text, deletion=True)
+    messages.success(request, text)
     return HttpResponseRedirect(back)

@@ -163,6 +163,7 @@ def job_list(
             selected_url=url(model_admin, "django_rqueue_selected", queue),
             retry_all_url=url(model_admin, "django_rqueue_all_failed", queue, "retry"),
             delete_all_url=url(model_admin, "django_rqueue_all_failed", queue, "delete"),
+            empty_url=url(model_admin, "django_rqueue_empty_queue", queue),
             **extra,
         ),
     )

@@ -77,6 +77,11 @@ class JobAdmin(ModelAdminBase):
                 name="django_rqueue_queue_action",
             ),
             path(
+                "queues/<str:queue>/empty/",
+                page(actions.empty_queue, None),
+                name="django_rqueue_empty_queue",
+            ),
+            path(
                 "queues/<str:queue>/selected/",
                 page(actions.selected, None),
                 name="django_rqueue_selected",

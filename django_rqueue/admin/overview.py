@@ -37,6 +37,8 @@ class QueueCard:
     links: dict[str, str] = field(default_factory=dict)
     #: Where the Pause (or, when paused, Resume) button posts.
     toggle_url: str = ""
+    #: The confirmation page of "empty this queue".
+    empty_url: str = ""
     #: The queue's ``rate_limit`` as configured (``"100/s"``), ``""`` when unlimited.
     rate_limit: str = ""
 
@@ -177,6 +179,7 @@ def card_links(model_admin: RqueueAdmin, card: QueueCard) -> None:
     }
     action = "resume" if card.counts.paused else "pause"
     card.toggle_url = url(model_admin, "django_rqueue_queue_action", queue, action)
+    card.empty_url = url(model_admin, "django_rqueue_empty_queue", queue)
 
 
 def _worker_row(info: WorkerInfo) -> dict[str, Any]:
