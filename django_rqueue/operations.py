@@ -167,7 +167,7 @@ def empty_queue(
     client = get_client(queue)
     if limit is None:
         with redis_errors():
-            limit = int(client.hget(keys.stats, "queued") or 0)  # type: ignore[arg-type]
+            limit = int(client.hget(keys.stats, "queued") or 0)
     result = EmptyResult()
     while result.deleted + result.stale < limit:
         size = min(batch, limit - result.deleted - result.stale)
