@@ -18,6 +18,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import operations, queries
+from ..conf import get_config
 from ..engine.calls import FailedBatchMode
 from ..engine.keys import queue_of
 from ..exceptions import JobStateError, RedisUnavailable
@@ -143,14 +144,22 @@ def job_action(
 
 
 @require_POST
-def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> HttpResponse:
-    """Apply an action to the ticked jobs of a list (confirmation first, both POST)."""
-    declared_queue(queue)
+def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str = "") -> HttpResponse:
+    """Apply an action to the ticked jobs of a list (confirmation first, both POST).
+
+    ``queue`` is the list's queue (``""``: a list of several queues, any declared one).
+    """
+    if queue:
+        declared_queue(queue)
+        post_url = url(model_admin, "django_rqueue_selected", queue)
+    else:
+        post_url = url(model_admin, "django_rqueue_failed_selected")
     action = request.POST.get("action", "")
     what = _action(action)
     verb = str(what.done)
     require(request, model_admin, what.permission)
-    ids = [i for i in dict.fromkeys(request.POST.getlist("ids")) if queue_of(i) == queue]
+    queues = [queue] if queue else list(get_config().queues)
+    ids = [i for i in dict.fromkeys(request.POST.getlist("ids")) if queue_of(i) in queues]
     back = _next(request, url(model_admin, "django_rqueue_dashboard_changelist"))
     if not ids:
         messages.warning(request, _("No jobs were selected; nothing was changed."))
@@ -162,7 +171,7 @@ def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> Http
             queue=queue,
             question=str(what.question_many) % {"n": len(ids)},
             items=[(i, "", job_url(model_admin, i)) for i in ids],
-            post_url=url(model_admin, "django_rqueue_selected", queue),
+            post_url=post_url,
             submit=str(what.confirm),
             cancel_url=back,
             hidden=[("action", action), ("confirm", "yes"), ("next", back)]

@@ -61,6 +61,12 @@ class JobAdmin(ModelAdminBase):
         return [
             path("", page(overview.overview), name="django_rqueue_dashboard_changelist"),
             path("schedules/", page(schedules.schedule_list), name="django_rqueue_schedules"),
+            path("failed/", page(lists.failed_all), name="django_rqueue_failed_all"),
+            path(
+                "failed/selected/",
+                page(actions.selected, None),
+                name="django_rqueue_failed_selected",
+            ),
             path(
                 "schedules/<str:entry>/<str:action>/",
                 page(schedules.schedule_action, None),

@@ -107,6 +107,7 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
             bar_width=BAR,
             chart_height=HEIGHT,
             schedules_url=url(model_admin, "django_rqueue_schedules"),
+            failed_all_url=url(model_admin, "django_rqueue_failed_all"),
             schedule_count=len(get_config().schedule),
         ),
     )

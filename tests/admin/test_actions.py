@@ -364,3 +364,26 @@ def test_emptying_a_queue_needs_delete_permission_post_and_csrf(
     assert make_client("delete_job").post(f"{BASE}queues/nope/empty/").status_code == 404
     assert jobs.state(job_id) == "queued"
     assert not LogEntry.objects.exists()
+
+
+def test_the_failed_jobs_of_all_queues_are_retried_and_deleted_in_bulk(
+    admin_client_rq: Client, jobs: Jobs
+):
+    a, b, c = jobs.failed(), jobs.failed(queue="emails"), jobs.failed(queue="low")
+    listing = admin_client_rq.get(f"{BASE}failed/")
+    assert [x for x, _label in listing.context["bulk_actions"]] == ["retry", "delete"]
+    form = {"action": "retry", "ids": [a, b, "nope:" + "0" * 22], "next": f"{BASE}failed/"}
+    confirm = admin_client_rq.post(f"{BASE}failed/selected/", form)
+    assert confirm.status_code == 200
+    assert "Retry these 2 jobs?" in confirm.text
+    done = admin_client_rq.post(f"{BASE}failed/selected/", {**form, "confirm": "yes"})
+    assert (done.status_code, done["Location"]) == (302, f"{BASE}failed/")
+    assert (jobs.state(a), jobs.state(b, "emails"), jobs.state(c, "low")) == (
+        "queued",
+        "queued",
+        "failed",
+    )
+    gone = {"action": "delete", "ids": [c], "confirm": "yes"}
+    assert admin_client_rq.post(f"{BASE}failed/selected/", gone).status_code == 302
+    assert jobs.state(c, "low") is None
+    assert LogEntry.objects.filter(object_id__in=[a, b, c]).count() == 3

@@ -483,3 +483,38 @@ def test_a_running_job_shows_its_worker_and_for_how_long_it_runs(
     assert rows["Worker"] == "w1"
     assert rows["Time limit per attempt"] == "300 seconds"  # the default
     assert rows["Running for"].endswith(" seconds")
+
+
+def test_failed_jobs_of_all_queues_newest_first_paged_by_per_queue_offsets(
+    admin_client_rq: Client, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("django_rqueue.admin.lists.PAGE_SIZE", 3)
+    made = [jobs.failed(queue=q) for q in ("default", "emails", "low", "emails") * 2]
+    assert f'href="{BASE}failed/"'.encode() in admin_client_rq.get(BASE).content
+    seen: list[str] = []
+    pages = 0
+    path = f"{BASE}failed/"
+    while True:
+        response = admin_client_rq.get(path)
+        assert response.status_code == 200
+        pages += 1
+        rows = response.context["rows"]
+        assert len(rows) <= 3
+        assert all(r["queue"] == r["id"].split(":")[0] for r in rows)
+        seen += [r["id"] for r in rows]
+        assert _pager(response.text).endswith("8 jobs")
+        if not response.context["next_page"]:
+            break
+        path = f"{BASE}failed/?after={response.context['next_page']}"
+    assert pages == 3
+    assert sorted(seen) == sorted(made)  # each once
+    failed_at = [jobs.client.zscore(jobs.keys(i.split(":")[0]).failed, i) or 0.0 for i in seen]
+    assert failed_at == sorted(failed_at, reverse=True)
+    bad = admin_client_rq.get(f"{BASE}failed/?after=garbage")  # back to the first page
+    assert [r["id"] for r in bad.context["rows"]] == seen[:3]
+
+
+def test_failed_jobs_of_all_queues_say_so_when_there_are_none(admin_client_rq: Client):
+    response = admin_client_rq.get(f"{BASE}failed/")
+    assert "No failed jobs." in response.text
+    assert _pager(response.text) == "0 jobs"
