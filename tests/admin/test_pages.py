@@ -518,3 +518,19 @@ def test_failed_jobs_of_all_queues_say_so_when_there_are_none(admin_client_rq: C
     response = admin_client_rq.get(f"{BASE}failed/")
     assert "No failed jobs." in response.text
     assert _pager(response.text) == "0 jobs"
+
+
+def test_breadcrumbs_before_django_6_1_are_its_div_with_rsaquo_separators(
+    admin_client_rq: Client, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+):
+    """Django 5.2 and 6.0 write ``<div class="breadcrumbs">`` with ``&rsaquo;`` between links
+    (their admin/base.html and change_list.html), and style only that."""
+    monkeypatch.setattr("django_rqueue.admin.common.BREADCRUMBS_AS_LIST", False)
+    job_id = jobs.failed()
+    html = admin_client_rq.get(job_url(job_id)).text
+    assert '<ol class="breadcrumbs">' not in html
+    assert _breadcrumbs(html) == (
+        "div",
+        ["Home", "Rqueue", "Queues and jobs", "default", "Failed jobs", job_id],
+    )
+    assert f'<a href="{BASE}queues/default/failed/">Failed jobs</a>' in html
