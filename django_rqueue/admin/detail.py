@@ -15,7 +15,7 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from .. import queries
 from ..conf import get_config
-from ..engine.connection import get_client
+from ..engine.connection import get_client, ms_to_datetime
 from ..engine.keys import JobFields, queue_of
 from ..engine.transitions import read_job
 from ..job import CancelReason, Job, JobStatus
@@ -57,12 +57,18 @@ def options(job: Job[Any], now: datetime.datetime) -> list[tuple[str, str, str]]
     return rows
 
 
-def attempt_errors(job: Job[Any]) -> list[dict[str, Any]]:
+def attempt_errors(job: Job[Any], raw: dict[str, str]) -> list[dict[str, Any]]:
     """The failed attempts' errors, each with ``at`` (when it failed) where that is known:
-    the final failure of a failed job failed when the job did."""
+    the time recorded with it, or for the final failure of a failed job recorded before
+    those times were kept, when the job failed."""
     errors: list[dict[str, Any]] = [dict(e) for e in job.errors]
-    if errors and job.status is JobStatus.FAILED and job.finished_at is not None:
-        errors[-1]["at"] = job.finished_at
+    for n, error in enumerate(errors, 1):
+        at = raw.get(JobFields.error_time_part(n), "")
+        if at.isdigit():
+            error["at"] = ms_to_datetime(int(at))
+    if errors and "at" not in errors[-1]:
+        if job.status is JobStatus.FAILED and job.finished_at is not None:
+            errors[-1]["at"] = job.finished_at
     return errors
 
 
@@ -132,7 +138,7 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             result=pretty(job.result) if JobFields.RESULT in raw else None,
             options=options(job, timezone.now()),
             raw=sorted(raw.items()) if job.problems else None,
-            errors=list(enumerate(attempt_errors(job), 1)),
+            errors=list(enumerate(attempt_errors(job, raw), 1)),
             actions=actions,
             cancel_reason=CANCEL_REASONS.get(job.cancel_reason, "") if job.cancel_reason else "",
         ),

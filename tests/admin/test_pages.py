@@ -534,3 +534,26 @@ def test_breadcrumbs_before_django_6_1_are_its_div_with_rsaquo_separators(
         ["Home", "Rqueue", "Queues and jobs", "default", "Failed jobs", job_id],
     )
     assert f'<a href="{BASE}queues/default/failed/">Failed jobs</a>' in html
+
+
+def test_each_failed_attempt_shows_when_it_failed_and_on_which_worker(
+    admin_client_rq: Client, jobs: Jobs
+):
+    job_id = jobs.running(max_attempts=2)
+    keys, kept = jobs.keys(), retention("default")
+    for token, worker, delay in ((1, "w1", 0), (2, "w2", -1)):
+        err = error_record(ValueError(f"try {token}"), "", worker=worker)
+        transitions.fail(jobs.client, keys, job_id, token, err, delay, retention=kept)
+        if delay >= 0:
+            assert transitions.promote_due(jobs.client, keys, 10)[0] == 1
+            got = transitions.reserve(jobs.client, keys, lease_ms=60_000, worker_id="w2")
+            assert got is not None and got[0] == job_id
+    response = admin_client_rq.get(job_url(job_id))
+    errors = [e for _n, e in response.context["errors"]]
+    assert [e["worker"] for e in errors] == ["w1", "w2"]
+    assert errors[0]["at"] <= errors[1]["at"] == response.context["job"].finished_at
+    metas = re.findall(r'<p class="help rq-attempt-meta">(.*?)</p>', response.text, re.S)
+    assert len(metas) == 2
+    for meta, error in zip(metas, errors, strict=True):
+        assert f"{error['at']:%Y-%m-%d %H:%M:%S} UTC" in meta
+        assert f"on worker {error['worker']}" in meta
