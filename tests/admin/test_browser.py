@@ -12,7 +12,7 @@ import importlib
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -240,7 +240,7 @@ def fill_chart(client: redis.Redis, queue: str, jobs: Jobs, peak: int) -> None:
         fields[f"m{slot}"] = minute
         fields[f"s{slot}"] = int(peak * (0.45 + 0.5 * wave))
         fields[f"f{slot}"] = int(peak * 0.06) if minute % 9 == 0 else 0
-    client.hset(jobs.keys(queue).throughput, mapping=fields)
+    client.hset(jobs.keys(queue).throughput, mapping=cast(Any, fields))
 
 
 @pytest.mark.slow
