@@ -18,7 +18,7 @@ from typing import Any
 from .conf import get_config
 from .engine import transitions
 from .engine.calls import FailedBatchMode
-from .engine.connection import get_client, redis_time_ms
+from .engine.connection import get_client, redis_errors, redis_time_ms
 from .engine.keys import QueueKeys, queue_of
 from .exceptions import JobStateError
 from .job import Job, get_job
@@ -130,6 +130,56 @@ def process_failed(
             progress(result)
         if scanned < batch:
             return result
+
+
+@dataclass
+class EmptyResult:
+    """Totals of :func:`empty_queue`."""
+
+    deleted: int = 0
+    #: Ids left in the queue's lists by a job that had already gone (dropped).
+    stale: int = 0
+    batches: int = 0
+
+
+def empty_queue(
+    queue: str,
+    *,
+    batch: int = BATCH,
+    limit: int | None = None,
+    progress: Callable[[EmptyResult], None] | None = None,
+) -> EmptyResult:
+    """Delete the queued jobs of ``queue``, ``batch`` per Lua call (so memory and each
+    call stay bounded), until none is left or ``limit`` jobs were deleted.
+
+    Scheduled jobs (retries included), running and failed jobs are left alone: a
+    scheduled job is queued when it is due, a running one finishes as usual.
+    ``limit`` (default: the number of queued jobs when the call starts) keeps a
+    queue that producers fill as fast as it is emptied from holding the caller
+    forever. ``progress`` is called after each batch.
+
+    Raises:
+        ValueError: ``queue`` is not declared.
+        RedisUnavailable: Redis cannot be reached (the batches done so far stay done).
+    """
+    get_config().queue(queue)
+    keys = QueueKeys.of(get_config().key_prefix, queue)
+    client = get_client(queue)
+    if limit is None:
+        with redis_errors():
+            limit = int(client.hget(keys.stats, "queued") or 0)
+    result = EmptyResult()
+    while result.deleted + result.stale < limit:
+        size = min(batch, limit - result.deleted - result.stale)
+        deleted, stale, more = transitions.empty_queue(client, keys, size)
+        result.deleted += deleted
+        result.stale += stale
+        result.batches += 1
+        if progress is not None:
+            progress(result)
+        if not more:
+            break
+    return result
 
 
 def pause_queue(queue: str) -> bool:

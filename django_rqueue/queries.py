@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from .conf import get_config
 from .engine.connection import as_text, get_client, is_cluster, ms_to_datetime, redis_errors
-from .engine.keys import JobFields, QueueKeys
+from .engine.keys import JobFields, QueueKeys, queue_of
+from .exceptions import RedisUnavailable
 from .job import Job, JobStatus
 
 #: Job states that have a listing (cancelled jobs have none), in display order.
@@ -271,6 +272,15 @@ def worker_warnings(workers: Sequence[_Worker]) -> list[QueueWarning]:
     return []
 
 
+def job_exists(job_id: str) -> bool:
+    """Whether a job of a declared queue has the id ``job_id`` (one ``EXISTS``)."""
+    queue = queue_of(job_id)
+    if queue is None or queue not in get_config().queues:
+        return False
+    with redis_errors():
+        return bool(get_client(queue).exists(keys_of(queue).job(job_id)))
+
+
 @dataclass
 class Row:
     """One listed job: its record (``None`` when the hash is gone) and its score."""
@@ -354,6 +364,72 @@ class JobSource:
                 getattr(keys, name), start, end, withscores=True
             )
         return [as_text(i) for i, _ in pairs], [float(s) for _, s in pairs]
+
+
+@dataclass
+class FailedPage:
+    """A page of the failed jobs of several queues, newest first (:func:`failed_across`)."""
+
+    rows: list[Row]
+    #: Per queue, how many of its failed jobs this page and the ones before it showed.
+    offsets: list[int]
+    #: The offsets of the next page, or ``None`` when this is the last one.
+    next_offsets: list[int] | None
+    #: Failed jobs in the queues that answered.
+    total: int
+    #: ``(queue, error)`` for each queue whose Redis could not be read.
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+
+def failed_across(queues: Sequence[str], offsets: Sequence[int], size: int) -> FailedPage:
+    """Up to ``size`` failed jobs of ``queues``, newest first, after the first ``offsets[i]``
+    of each queue's failed store (a page's ``next_offsets`` lead to the next page).
+
+    Each queue's store is a zset scored by the failure time, so a page reads at most
+    ``size`` ids per queue (one ``ZCARD`` and one ``ZREVRANGE`` in one round trip per
+    queue), merges them by time and keeps the newest ``size``; only their records are
+    read. A failure between two pages may show a job twice, as with any pager.
+    """
+    offsets = [max(0, o) for o in offsets]
+    found: list[tuple[float, int, str]] = []
+    cards: dict[int, int] = {}
+    errors = []
+    for index, (queue, offset) in enumerate(zip(queues, offsets, strict=True)):
+        keys = keys_of(queue)
+        try:
+            with redis_errors():
+                pipe = get_client(queue).pipeline(transaction=False)
+                pipe.zcard(keys.failed)
+                pipe.zrevrange(keys.failed, offset, offset + size - 1, withscores=True)
+                card, pairs = pipe.execute()
+        except RedisUnavailable as exc:
+            errors.append((queue, str(exc)))
+            continue
+        cards[index] = int(card)
+        found += [(float(score), index, as_text(job_id)) for job_id, score in pairs]
+    # Newest first; ties keep each queue's own order (stable sort), then queue order.
+    found.sort(key=lambda item: -item[0])
+    page = found[:size]
+    taken = [0] * len(queues)
+    for _score, index, _id in page:
+        taken[index] += 1
+    jobs: dict[str, Job[Any] | None] = {}
+    for index, queue in enumerate(queues):
+        ids = [job_id for _s, i, job_id in page if i == index]
+        if ids:
+            try:
+                jobs.update(zip(ids, read_jobs(queue, ids), strict=True))
+            except RedisUnavailable as exc:
+                errors.append((queue, str(exc)))
+    after = [offset + taken[i] for i, offset in enumerate(offsets)]
+    more = any(after[i] < card for i, card in cards.items())
+    return FailedPage(
+        rows=[Row(job_id, jobs.get(job_id), ms_to_datetime(score)) for score, _i, job_id in page],
+        offsets=offsets,
+        next_offsets=after if more else None,
+        total=sum(cards.values()),
+        errors=errors,
+    )
 
 
 @dataclass

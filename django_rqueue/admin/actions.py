@@ -14,15 +14,20 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import operations, queries
+from ..conf import get_config
 from ..engine.calls import FailedBatchMode
 from ..engine.keys import queue_of
 from ..exceptions import JobStateError, RedisUnavailable
 from ..job import JobStatus
 from .common import (
     ACTION_PERMISSION,
+    JOB_ACTIONS,
+    Crumb,
+    JobAction,
     RqueueAdmin,
     context,
     declared_queue,
@@ -34,9 +39,9 @@ from .common import (
 from .detail import load
 
 
-def _action(name: str) -> tuple[str, tuple[str, ...]]:
+def _action(name: str) -> JobAction:
     try:
-        return operations.ACTIONS[name]
+        return JOB_ACTIONS[name]
     except KeyError:
         raise Http404(f"No action {name!r}.") from None
 
@@ -61,8 +66,13 @@ def _confirm(
     submit: str,
     cancel_url: str,
     hidden: list[tuple[str, str]],
+    crumbs: list[Crumb] | None = None,
+    notes: list[str] | None = None,
 ) -> TemplateResponse:
-    """The "Are you sure?" page: ``items`` are (id, name, URL), ``hidden`` fields go back."""
+    """The "Are you sure?" page: ``items`` are (id, name, URL), ``hidden`` fields go back;
+    ``crumbs`` lead to it (default: the queue's name, if any)."""
+    if crumbs is None:
+        crumbs = [(queue, "")] if queue else []
     return TemplateResponse(
         request,
         "admin/django_rqueue/confirm.html",
@@ -70,6 +80,7 @@ def _confirm(
             request,
             model_admin,
             _("Are you sure?"),
+            crumbs=[*crumbs, (_("Are you sure?"), "")],
             queue=queue,
             question=question,
             items=items,
@@ -77,6 +88,7 @@ def _confirm(
             submit=submit,
             cancel_url=cancel_url,
             hidden=hidden,
+            notes=notes or [],
         ),
     )
 
@@ -86,8 +98,9 @@ def job_action(
     request: HttpRequest, model_admin: RqueueAdmin, job_id: str, action: str
 ) -> HttpResponse:
     """Apply ``action`` to one job (confirmation page on GET)."""
-    verb, states = _action(action)
-    require(request, model_admin, ACTION_PERMISSION[action])
+    what = _action(action)
+    verb = str(what.done)
+    require(request, model_admin, what.permission)
     job_id = unquote(job_id)
     job, _raw = load(job_id)
     back = url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
@@ -98,11 +111,10 @@ def job_action(
             request,
             model_admin,
             queue=job.queue,
-            question=_("%(action)s this %(state)s job?")
-            % {"action": action.replace("_", " ").capitalize(), "state": job.status.value},
+            question=str(what.question) % {"state": job.status.value},
             items=[(job_id, job.name, job_url(model_admin, job_id))],
             post_url=job_url(model_admin, job_id, action),
-            submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
+            submit=str(what.confirm),
             cancel_url=job_url(model_admin, job_id),
             hidden=[("next", _next(request, back))],
         )
@@ -132,13 +144,22 @@ def job_action(
 
 
 @require_POST
-def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> HttpResponse:
-    """Apply an action to the ticked jobs of a list (confirmation first, both POST)."""
-    declared_queue(queue)
+def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str = "") -> HttpResponse:
+    """Apply an action to the ticked jobs of a list (confirmation first, both POST).
+
+    ``queue`` is the list's queue (``""``: a list of several queues, any declared one).
+    """
+    if queue:
+        declared_queue(queue)
+        post_url = url(model_admin, "django_rqueue_selected", queue)
+    else:
+        post_url = url(model_admin, "django_rqueue_failed_selected")
     action = request.POST.get("action", "")
-    verb, _states = _action(action)
-    require(request, model_admin, ACTION_PERMISSION[action])
-    ids = [i for i in dict.fromkeys(request.POST.getlist("ids")) if queue_of(i) == queue]
+    what = _action(action)
+    verb = str(what.done)
+    require(request, model_admin, what.permission)
+    queues = [queue] if queue else list(get_config().queues)
+    ids = [i for i in dict.fromkeys(request.POST.getlist("ids")) if queue_of(i) in queues]
     back = _next(request, url(model_admin, "django_rqueue_dashboard_changelist"))
     if not ids:
         messages.warning(request, _("No jobs were selected; nothing was changed."))
@@ -148,11 +169,10 @@ def selected(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> Http
             request,
             model_admin,
             queue=queue,
-            question=_("%(action)s these %(n)d jobs?")
-            % {"action": action.replace("_", " ").capitalize(), "n": len(ids)},
+            question=str(what.question_many) % {"n": len(ids)},
             items=[(i, "", job_url(model_admin, i)) for i in ids],
-            post_url=url(model_admin, "django_rqueue_selected", queue),
-            submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
+            post_url=post_url,
+            submit=str(what.confirm),
             cancel_url=back,
             hidden=[("action", action), ("confirm", "yes"), ("next", back)]
             + [("ids", i) for i in ids],
@@ -205,7 +225,7 @@ def all_failed(
     except RedisUnavailable as exc:
         messages.error(request, str(exc))
         return HttpResponseRedirect(back)
-    verb = operations.ACTIONS[action][0]
+    verb = str(JOB_ACTIONS[action].done)
     text = _("%(n)d failed jobs of queue %(queue)s %(verb)s") % {
         "n": result.done,
         "queue": queue,
@@ -262,4 +282,74 @@ def queue_action(
         messages.info(request, _("Queue %(queue)s was already paused.") % {"queue": queue})
     else:
         messages.info(request, _("Queue %(queue)s was not paused.") % {"queue": queue})
+    return HttpResponseRedirect(back)
+
+
+@require_http_methods(["GET", "POST"])
+def empty_queue(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> HttpResponse:
+    """Delete the queued jobs of ``queue`` (needs ``delete_job``; confirmation page on GET)."""
+    declared_queue(queue)
+    require(request, model_admin, "delete")
+    back = _next(request, url(model_admin, "django_rqueue_dashboard_changelist"))
+    if request.method == "GET":
+        try:
+            counts = queries.queue_counts(queue)
+        except RedisUnavailable as exc:
+            messages.error(request, str(exc))
+            return HttpResponseRedirect(back)
+        return _confirm(
+            request,
+            model_admin,
+            queue=queue,
+            question=ngettext(
+                "Delete the %(n)d queued job of queue %(queue)s?",
+                "Delete the %(n)d queued jobs of queue %(queue)s?",
+                counts.queued,
+            )
+            % {"n": counts.queued, "queue": queue},
+            items=[],
+            post_url=url(model_admin, "django_rqueue_empty_queue", queue),
+            submit=_("Yes, delete them"),
+            cancel_url=back,
+            hidden=[("next", back)],
+            notes=[
+                _(
+                    "The jobs are deleted for good: no worker runs them, and they cannot be"
+                    " retried."
+                ),
+                ngettext(
+                    "The %(n)d scheduled job (delayed, or waiting to be retried) is kept:"
+                    " it is queued when it is due.",
+                    "The %(n)d scheduled jobs (delayed, or waiting to be retried) are kept:"
+                    " each is queued when it is due.",
+                    counts.scheduled,
+                )
+                % {"n": counts.scheduled},
+                ngettext(
+                    "The %(n)d running job is not stopped: it finishes as usual, and is"
+                    " retried later if it fails and has attempts left.",
+                    "The %(n)d running jobs are not stopped: they finish as usual, and are"
+                    " retried later if they fail and have attempts left.",
+                    counts.running,
+                )
+                % {"n": counts.running},
+                _("Failed jobs stay in the failed list."),
+                _(
+                    "Jobs queued while the queue is being emptied may be deleted too. To stop"
+                    " new work from starting instead, pause the queue."
+                ),
+            ],
+        )
+    try:
+        result = operations.empty_queue(queue)
+    except RedisUnavailable as exc:
+        messages.error(request, str(exc))
+        return HttpResponseRedirect(back)
+    text = ngettext(
+        "Queue %(queue)s emptied: %(n)d queued job deleted.",
+        "Queue %(queue)s emptied: %(n)d queued jobs deleted.",
+        result.deleted,
+    ) % {"queue": queue, "n": result.deleted}
+    log(request, f"{queue}:queue", text, deletion=True)
+    messages.success(request, text)
     return HttpResponseRedirect(back)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
+import django
 from django.contrib.admin import AdminSite
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.admin.utils import quote
@@ -11,12 +13,27 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 from django.urls import reverse
+from django.utils.text import capfirst
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..conf import get_config
 from ..models import Dashboard
 
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise as StrOrPromise
+else:
+    StrOrPromise = str
+
 #: Jobs per page of a listing.
 PAGE_SIZE = 50
+
+#: Django 6.1 writes breadcrumbs as ``<ol class="breadcrumbs">`` of ``<li>`` (and styles only
+#: that); 5.2 and 6.0 as ``<div class="breadcrumbs">`` with ``&rsaquo;`` between the links.
+BREADCRUMBS_AS_LIST = django.VERSION >= (6, 1)
+
+#: A breadcrumb: its text and its link (``""``: the current page, not a link).
+Crumb = tuple[str, str]
 
 
 class RqueueAdmin(Protocol):
@@ -36,16 +53,38 @@ class RqueueAdmin(Protocol):
 
 
 def context(
-    request: HttpRequest, model_admin: RqueueAdmin, title: str, **extra: Any
+    request: HttpRequest,
+    model_admin: RqueueAdmin,
+    title: str,
+    *,
+    crumbs: list[Crumb] | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """The admin site's ``each_context`` plus what the rqueue templates use."""
+    """The admin site's ``each_context`` plus what the rqueue templates use.
+
+    ``crumbs`` are the breadcrumbs after "Home › Rqueue › Queues and jobs" (none: the
+    overview itself); the last one is the current page.
+    """
     opts = model_admin.model._meta
+    site = model_admin.admin_site.name
+    overview_url = url(model_admin, "django_rqueue_dashboard_changelist")
+    trail: list[Crumb] = [
+        (_("Home"), reverse(f"{site}:index", current_app=site)),
+        (
+            str(opts.app_config.verbose_name),
+            reverse(f"{site}:app_list", kwargs={"app_label": opts.app_label}, current_app=site),
+        ),
+        (capfirst(str(opts.verbose_name_plural)), overview_url),
+        *(crumbs or []),
+    ]
     return {
         **model_admin.admin_site.each_context(request),
         "title": title,
         "opts": opts,
         "app_label": opts.app_label,
-        "overview_url": url(model_admin, "django_rqueue_dashboard_changelist"),
+        "breadcrumbs": [*trail[:-1], (trail[-1][0], "")],
+        "breadcrumbs_as_list": BREADCRUMBS_AS_LIST,
+        "overview_url": overview_url,
         "can_change": model_admin.has_change_permission(request),
         "can_delete": model_admin.has_delete_permission(request),
         "queue_names": list(get_config().queues),
@@ -72,8 +111,79 @@ def declared_queue(queue: str) -> str:
     return queue
 
 
+@dataclass(frozen=True)
+class JobAction:
+    """An action on jobs as the admin words it (each text translatable) and who may apply it.
+
+    The states it applies to are :data:`django_rqueue.operations.ACTIONS`'.
+    """
+
+    name: str
+    #: The button on a job's page ("Run now").
+    label: StrOrPromise
+    #: The entry of a list's action menu ("Run selected jobs now").
+    selected: StrOrPromise
+    #: The question of the confirmation page for one job; ``%(state)s`` is its state.
+    question: StrOrPromise
+    #: The question for several jobs; ``%(n)d`` is how many.
+    question_many: StrOrPromise
+    #: The confirmation page's button ("Yes, run now").
+    confirm: StrOrPromise
+    #: What became of the job, for messages and the history ("queued to run now").
+    done: StrOrPromise
+    #: The permission it needs: ``change`` or ``delete``.
+    permission: str
+
+
+#: Every action on jobs, declared once.
+JOB_ACTIONS: dict[str, JobAction] = {
+    a.name: a
+    for a in (
+        JobAction(
+            "retry",
+            gettext_lazy("Retry"),
+            gettext_lazy("Retry selected jobs"),
+            gettext_lazy("Retry this %(state)s job?"),
+            gettext_lazy("Retry these %(n)d jobs?"),
+            gettext_lazy("Yes, retry"),
+            gettext_lazy("retried"),
+            "change",
+        ),
+        JobAction(
+            "run_now",
+            gettext_lazy("Run now"),
+            gettext_lazy("Run selected jobs now"),
+            gettext_lazy("Run this %(state)s job now?"),
+            gettext_lazy("Run these %(n)d jobs now?"),
+            gettext_lazy("Yes, run now"),
+            gettext_lazy("queued to run now"),
+            "change",
+        ),
+        JobAction(
+            "cancel",
+            gettext_lazy("Cancel"),
+            gettext_lazy("Cancel selected jobs"),
+            gettext_lazy("Cancel this %(state)s job?"),
+            gettext_lazy("Cancel these %(n)d jobs?"),
+            gettext_lazy("Yes, cancel"),
+            gettext_lazy("cancelled"),
+            "delete",
+        ),
+        JobAction(
+            "delete",
+            gettext_lazy("Delete"),
+            gettext_lazy("Delete selected jobs"),
+            gettext_lazy("Delete this %(state)s job?"),
+            gettext_lazy("Delete these %(n)d jobs?"),
+            gettext_lazy("Yes, delete"),
+            gettext_lazy("deleted"),
+            "delete",
+        ),
+    )
+}
+
 #: Permission each action needs.
-ACTION_PERMISSION = {"retry": "change", "run_now": "change", "cancel": "delete", "delete": "delete"}
+ACTION_PERMISSION = {a.name: a.permission for a in JOB_ACTIONS.values()}
 
 
 def has_permission(request: HttpRequest, model_admin: RqueueAdmin, permission: str) -> bool:

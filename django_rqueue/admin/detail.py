@@ -2,33 +2,78 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
 from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 
 from .. import queries
 from ..conf import get_config
-from ..engine.connection import get_client
-from ..engine.keys import RECORD_DEFAULTS, JobFields, queue_of
+from ..engine.connection import get_client, ms_to_datetime
+from ..engine.keys import JobFields, queue_of
 from ..engine.transitions import read_job
-from ..job import CancelReason, Job
+from ..job import CancelReason, Job, JobStatus
 from ..operations import ACTIONS
-from .common import RqueueAdmin, allowed, context, job_url, url
+from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_url, url
+from .lists import duration, list_title
 
-#: Hash fields shown in the "Options" table, with their labels (the others have their own place).
-OPTION_FIELDS = (
-    ("timeout_ms", JobFields.TIMEOUT_MS),
-    ("result_ttl", JobFields.RESULT_TTL),
-    ("unique_key", JobFields.UNIQUE_KEY),
-    ("token", JobFields.TOKEN),
-    ("worker", JobFields.WORKER),
-    ("run_at", JobFields.RUN_AT),
-)
+
+def seconds(value: float) -> str:
+    """``value`` seconds as people write them: "300 seconds", "1.5 seconds"."""
+    return ngettext("%(n)s second", "%(n)s seconds", 1 if value == 1 else 2) % {"n": f"{value:g}"}
+
+
+def options(job: Job[Any], now: datetime.datetime) -> list[tuple[str, str, str]]:
+    """The job's settings and timing as ``(label, value, html id)`` rows, in people's units.
+
+    The fencing token is left out: it is the attempt number, shown as "Attempts".
+    """
+    rows = [
+        (_("Time limit per attempt"), seconds(job.timeout), "rq-timeout"),
+        (_("Kept after it ends"), duration(job.result_ttl), "rq-result-ttl"),
+    ]
+    if job.unique_key:
+        rows.append((_("Unique key"), job.unique_key, "rq-unique-key"))
+    if job.worker:
+        label = _("Worker") if job.status is JobStatus.RUNNING else _("Last worker")
+        rows.append((label, job.worker, "rq-worker"))
+    if job.started_at is not None:
+        if job.status is JobStatus.RUNNING:
+            rows.append((_("Running for"), seconds(_round(now - job.started_at)), "rq-duration"))
+        elif job.finished_at is not None and job.finished_at >= job.started_at:
+            rows.append(
+                (
+                    _("Duration of the last attempt"),
+                    seconds(_round(job.finished_at - job.started_at)),
+                    "rq-duration",
+                )
+            )
+    return rows
+
+
+def attempt_errors(job: Job[Any], raw: dict[str, str]) -> list[dict[str, Any]]:
+    """The failed attempts' errors, each with ``at`` (when it failed) where that is known:
+    the time recorded with it, or for the final failure of a failed job recorded before
+    those times were kept, when the job failed."""
+    errors: list[dict[str, Any]] = [dict(e) for e in job.errors]
+    for n, error in enumerate(errors, 1):
+        at = raw.get(JobFields.error_time_part(n), "")
+        if at.isdigit():
+            error["at"] = ms_to_datetime(int(at))
+    if errors and "at" not in errors[-1]:
+        if job.status is JobStatus.FAILED and job.finished_at is not None:
+            errors[-1]["at"] = job.finished_at
+    return errors
+
+
+def _round(delta: datetime.timedelta) -> float:
+    return round(delta.total_seconds(), 3)
 
 
 #: How the job page words :attr:`Job.cancel_reason`.
@@ -62,9 +107,18 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
     """Show one job (404 when it does not exist)."""
     job_id = unquote(job_id)
     job, raw = load(job_id)
+    list_url = (
+        url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
+        if job.status.value in queries.STATES
+        else ""
+    )
+    crumbs = [(job.queue, "")]
+    if list_url:
+        crumbs.append((str(list_title(job.status.value)), list_url))
+    crumbs.append((job_id, ""))
     actions = [
-        (name, verb, job_url(model_admin, job_id, name))
-        for name, (verb, states) in ACTIONS.items()
+        (name, JOB_ACTIONS[name].label, job_url(model_admin, job_id, name))
+        for name, (_verb, states) in ACTIONS.items()
         if job.status.value in states and allowed(request, model_admin, name)
     ]
     return TemplateResponse(
@@ -74,22 +128,17 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             request,
             model_admin,
             _("Job %(id)s") % {"id": job_id},
+            crumbs=crumbs,
             job=job,
             queue=job.queue,
             state=job.status.value,
-            list_url=url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
-            if job.status.value in queries.STATES
-            else "",
+            list_url=list_url,
             args=pretty(job.args),
             kwargs=pretty(job.kwargs),
             result=pretty(job.result) if JobFields.RESULT in raw else None,
-            options={
-                label: raw.get(k, str(RECORD_DEFAULTS.get(k, "")))
-                for label, k in OPTION_FIELDS
-                if k in raw or k in RECORD_DEFAULTS
-            },
+            options=options(job, timezone.now()),
             raw=sorted(raw.items()) if job.problems else None,
-            errors=list(enumerate(job.errors, 1)),
+            errors=list(enumerate(attempt_errors(job, raw), 1)),
             actions=actions,
             cancel_reason=CANCEL_REASONS.get(job.cancel_reason, "") if job.cancel_reason else "",
         ),

@@ -39,6 +39,16 @@ class JobAdmin(ModelAdminBase):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return request.user.has_perm("django_rqueue.delete_job")
 
+    def get_model_perms(self, request: HttpRequest) -> dict[str, bool]:
+        """Only "view" for the admin index: its link reads "View", never "Change" (the pages
+        have actions, but nothing here is edited in a form)."""
+        return {
+            "add": False,
+            "change": False,
+            "delete": False,
+            "view": self.has_view_permission(request),
+        }
+
     def get_urls(self) -> list[URLPattern]:
         def page(view: View, permission: str | None = "view") -> Callable[..., HttpResponse]:
             def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -51,6 +61,12 @@ class JobAdmin(ModelAdminBase):
         return [
             path("", page(overview.overview), name="django_rqueue_dashboard_changelist"),
             path("schedules/", page(schedules.schedule_list), name="django_rqueue_schedules"),
+            path("failed/", page(lists.failed_all), name="django_rqueue_failed_all"),
+            path(
+                "failed/selected/",
+                page(actions.selected, None),
+                name="django_rqueue_failed_selected",
+            ),
             path(
                 "schedules/<str:entry>/<str:action>/",
                 page(schedules.schedule_action, None),
@@ -65,6 +81,11 @@ class JobAdmin(ModelAdminBase):
                 "queues/<str:queue>/<str:action>-queue/",
                 page(actions.queue_action, None),
                 name="django_rqueue_queue_action",
+            ),
+            path(
+                "queues/<str:queue>/empty/",
+                page(actions.empty_queue, None),
+                name="django_rqueue_empty_queue",
             ),
             path(
                 "queues/<str:queue>/selected/",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 
 from .. import queries
@@ -34,6 +37,8 @@ class QueueCard:
     links: dict[str, str] = field(default_factory=dict)
     #: Where the Pause (or, when paused, Resume) button posts.
     toggle_url: str = ""
+    #: The confirmation page of "empty this queue".
+    empty_url: str = ""
     #: The queue's ``rate_limit`` as configured (``"100/s"``), ``""`` when unlimited.
     rate_limit: str = ""
 
@@ -62,10 +67,7 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
     """Counts per queue, per-minute throughput over the last hour, live workers."""
     search = request.GET.get("id", "").strip()
     if search:
-        queue = queue_of(search)
-        if queue is not None and queue in get_config().queues:
-            return redirect(job_url(model_admin, search))
-        raise Http404(_("%(id)r is not the id of a job of a declared queue.") % {"id": search})
+        return find_job(request, model_admin, search)
     cards = []
     for queue in get_config().queues:
         try:
@@ -78,11 +80,14 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
         card.succeeded_hour = sum(s for _, s, _f in rows)
         card.failed_hour = sum(f for _, _s, f in rows)
         cards.append(card)
+    found = queries.queue_warnings(c.counts for c in cards)
+    workers_error = ""
     try:
         workers = list_workers()
-    except RedisUnavailable:
-        workers = []
-    found = queries.queue_warnings(c.counts for c in cards) + queries.worker_warnings(workers)
+    except RedisUnavailable as exc:
+        workers, workers_error = [], str(exc)  # unknown: no warning about them
+    else:
+        found += queries.worker_warnings(workers)
     for card in cards:
         card_links(model_admin, card)
         limit = get_config().queue(card.counts.queue).rate_limit
@@ -93,17 +98,61 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
         context(
             request,
             model_admin,
-            _("Queues"),
+            capfirst(str(model_admin.model._meta.verbose_name_plural)),
             cards=cards,
             workers=[_worker_row(w) for w in workers],
+            workers_error=workers_error,
             warnings=[warning_text(w) for w in found],
             chart_width=60 * (BAR + GAP),
             bar_width=BAR,
             chart_height=HEIGHT,
             schedules_url=url(model_admin, "django_rqueue_schedules"),
+            failed_all_url=url(model_admin, "django_rqueue_failed_all"),
             schedule_count=len(get_config().schedule),
         ),
     )
+
+
+#: The random part of a job id: 22 URL-safe base64 characters (``keys.new_job_id``).
+_BARE_ID = re.compile(r"[A-Za-z0-9_-]{22}")
+
+
+def find_job(request: HttpRequest, model_admin: RqueueAdmin, text: str) -> HttpResponse:
+    """Go to the job whose id is ``text``; else back to the overview with a message.
+
+    An id without its queue (the 22 characters after ``<queue>:``) is looked up in
+    each declared queue (one ``EXISTS`` per queue).
+    """
+    queue = queue_of(text)
+    if queue is None and _BARE_ID.fullmatch(text):
+        candidates = [f"{q}:{text}" for q in get_config().queues]
+    elif queue is not None and queue in get_config().queues:
+        candidates = [text]
+    else:
+        messages.warning(
+            request,
+            _(
+                "%(id)s is not a job id. A job id is its queue's name, a colon and 22"
+                " characters, as in %(example)s."
+            )
+            % {"id": text, "example": f"{next(iter(get_config().queues))}:Yk3qUf0x9bT2mZ8wLp4rNa"},
+        )
+        return redirect(url(model_admin, "django_rqueue_dashboard_changelist"))
+    errors = []
+    for candidate in candidates:
+        try:
+            if queries.job_exists(candidate):
+                return redirect(job_url(model_admin, candidate))
+        except RedisUnavailable as exc:
+            errors.append(str(exc))
+    for error in errors:
+        messages.error(request, error)
+    messages.warning(
+        request,
+        _("No job has the id %(id)s: it may have finished and expired, or been deleted.")
+        % {"id": text},
+    )
+    return redirect(url(model_admin, "django_rqueue_dashboard_changelist"))
 
 
 def warning_text(warning: queries.QueueWarning) -> str:
@@ -131,6 +180,7 @@ def card_links(model_admin: RqueueAdmin, card: QueueCard) -> None:
     }
     action = "resume" if card.counts.paused else "pause"
     card.toggle_url = url(model_admin, "django_rqueue_queue_action", queue, action)
+    card.empty_url = url(model_admin, "django_rqueue_empty_queue", queue)
 
 
 def _worker_row(info: WorkerInfo) -> dict[str, Any]:

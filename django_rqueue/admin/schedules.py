@@ -64,6 +64,7 @@ def schedule_list(request: HttpRequest, model_admin: RqueueAdmin) -> HttpRespons
             request,
             model_admin,
             _("Periodic jobs"),
+            crumbs=[(_("Periodic jobs"), "")],
             rows=rows,
             page_obj=page,
             page_range=page.paginator.get_elided_page_range(page.number),
@@ -96,6 +97,7 @@ def schedule_action(
             submit=_("Yes, %(action)s") % {"action": action.replace("_", " ")},
             cancel_url=back,
             hidden=[],
+            crumbs=[(_("Periodic jobs"), back)],
         )
     try:
         if action == "run_now":

@@ -358,6 +358,11 @@ def failed_batch(
     )
 
 
+def empty_queue(keys: QueueKeys, limit: int) -> ScriptCall:
+    """``empty_queue.lua``: delete up to ``limit`` of the queue's queued jobs."""
+    return ScriptCall("empty_queue", [keys.base, keys.prios, keys.stats, keys.groupfull], [limit])
+
+
 def schedule_sync(keys: QueueKeys, entries: Iterable[tuple[str, str, int]]) -> ScriptCall:
     """``schedule_sync.lua``: store the queue's periodic entries ``(name, spec, first tick ms)``."""
     args: list[Arg] = []

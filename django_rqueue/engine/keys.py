@@ -199,6 +199,12 @@ class JobFields:
         """Name of the ``n``-th failed attempt's error record (``n >= 1``)."""
         return f"err:{n}"
 
+    @staticmethod
+    def error_time_part(n: int) -> str:
+        """Name of the Redis time (ms) the ``n``-th failed attempt's error was recorded
+        (``n >= 1``; absent from records written before it was kept)."""
+        return f"err_at:{n}"
+
 
 #: Job-hash fields an enqueue leaves out while they hold these values (the built-in
 #: defaults of ``max_attempts``, ``timeout`` in ms and ``result_ttl`` in s), and that

@@ -683,6 +683,16 @@ def failed_batch(
     return int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3])
 
 
+def empty_queue(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, int, bool]:
+    """Delete up to ``limit`` queued jobs of the queue, in serving order (``empty_queue.lua``).
+
+    Returns ``(deleted, dropped, more)``: jobs deleted, stale ids dropped from the
+    lists, and whether queued jobs are left (call again).
+    """
+    reply = _run(client, calls.empty_queue(keys, limit))
+    return int(reply[0]), int(reply[1]), int(reply[2]) == 1
+
+
 class ClaimOutcome(enum.StrEnum):
     """What ``schedule_claim.lua`` did with one due tick, besides :class:`EnqueueOutcome`."""
 

@@ -282,3 +282,108 @@ def test_csrf_is_enforced_on_pause(make_client: MakeClient):
     client = make_client("change_job", csrf=True)
     assert client.post(queue_url("default", "pause")).status_code == 403
     assert not queries.queue_counts("default").paused
+
+
+def test_action_labels_are_words_declared_once_and_translatable(
+    admin_client_rq: Client, jobs: Jobs
+):
+    from django.utils.functional import Promise
+
+    from django_rqueue.admin.common import JOB_ACTIONS
+
+    job_id = jobs.scheduled()
+    listing = admin_client_rq.get(f"{BASE}queues/default/scheduled/").text
+    options = re.findall(r'<option value="(\w+)">([^<]+)</option>', listing)
+    assert options == [
+        ("run_now", "Run selected jobs now"),
+        ("cancel", "Cancel selected jobs"),
+        ("delete", "Delete selected jobs"),
+    ]
+    detail = admin_client_rq.get(job_url(job_id)).text
+    buttons = re.findall(r'<a class="button" href="[^"]+">([^<]+)</a>', detail)
+    assert buttons == ["Run now", "Cancel", "Delete"]
+    confirm = admin_client_rq.get(job_url(job_id, "run_now")).text
+    assert "Run this scheduled job now?" in confirm and 'value="Yes, run now"' in confirm
+    assert "Runnow" not in listing + detail + confirm
+    for action in JOB_ACTIONS.values():
+        texts = (action.label, action.selected, action.question, action.confirm, action.done)
+        assert all(isinstance(t, Promise) for t in texts)  # gettext_lazy
+
+
+def test_emptying_a_queue_asks_first_says_what_is_kept_then_deletes_its_queued_jobs_and_logs_it(
+    make_client: MakeClient, jobs: Jobs
+):
+    client = make_client("view_job", "delete_job")
+    queued = [jobs.queued(group=g) for g in ("", "a", "b") for _ in range(2)]
+    scheduled, running, failed = jobs.scheduled(), jobs.running(), jobs.failed()
+    other = jobs.queued(queue="emails")
+    empty_url = f"{BASE}queues/default/empty/"
+    overview = client.get(BASE).text
+    assert f'class="button rq-empty" href="{empty_url}"' in overview
+    assert f'href="{BASE}queues/emails/empty/"' in overview
+    confirm = client.get(empty_url)
+    assert confirm.templates[0].name == "admin/django_rqueue/confirm.html"
+    assert "Delete the 6 queued jobs of queue default?" in confirm.text
+    notes = confirm.context["notes"]
+    assert any("1 scheduled job" in n and "queued when it is due" in n for n in notes)
+    assert any("1 running job is not stopped" in n for n in notes)
+    assert any("Failed jobs stay" in n for n in notes)
+    assert all(jobs.state(j) == "queued" for j in queued)  # GET changed nothing
+    done = client.post(empty_url)
+    assert (done.status_code, done["Location"]) == (302, BASE)
+    assert messages_of(done) == ["Queue default emptied: 6 queued jobs deleted."]
+    assert [jobs.state(j) for j in queued] == [None] * 6
+    assert queries.queue_counts("default").queued == 0
+    assert [jobs.state(j) for j in (scheduled, running, failed)] == [
+        "scheduled",
+        "running",
+        "failed",
+    ]
+    assert jobs.state(other, "emails") == "queued"
+    entry = LogEntry.objects.get(object_id="default:queue")
+    assert (entry.change_message, entry.action_flag) == (
+        "Queue default emptied: 6 queued jobs deleted.",
+        DELETION,
+    )
+
+
+def test_emptying_a_queue_needs_delete_permission_post_and_csrf(
+    make_client: MakeClient, jobs: Jobs
+):
+    job_id = jobs.queued()
+    empty_url = f"{BASE}queues/default/empty/"
+    changer = make_client("view_job", "change_job")
+    assert b'class="button rq-empty"' not in changer.get(BASE).content
+    assert b'class="button rq-empty"' not in changer.get(f"{BASE}queues/default/queued/").content
+    assert changer.get(empty_url).status_code == 403
+    assert changer.post(empty_url).status_code == 403
+    deleter = make_client("view_job", "delete_job", csrf=True)
+    assert b"Empty this queue" in deleter.get(f"{BASE}queues/default/queued/").content
+    assert deleter.post(empty_url).status_code == 403  # no CSRF token
+    assert deleter.put(empty_url).status_code in (403, 405)
+    assert make_client("delete_job").post(f"{BASE}queues/nope/empty/").status_code == 404
+    assert jobs.state(job_id) == "queued"
+    assert not LogEntry.objects.exists()
+
+
+def test_the_failed_jobs_of_all_queues_are_retried_and_deleted_in_bulk(
+    admin_client_rq: Client, jobs: Jobs
+):
+    a, b, c = jobs.failed(), jobs.failed(queue="emails"), jobs.failed(queue="low")
+    listing = admin_client_rq.get(f"{BASE}failed/")
+    assert [x for x, _label in listing.context["bulk_actions"]] == ["retry", "delete"]
+    form = {"action": "retry", "ids": [a, b, "nope:" + "0" * 22], "next": f"{BASE}failed/"}
+    confirm = admin_client_rq.post(f"{BASE}failed/selected/", form)
+    assert confirm.status_code == 200
+    assert "Retry these 2 jobs?" in confirm.text
+    done = admin_client_rq.post(f"{BASE}failed/selected/", {**form, "confirm": "yes"})
+    assert (done.status_code, done["Location"]) == (302, f"{BASE}failed/")
+    assert (jobs.state(a), jobs.state(b, "emails"), jobs.state(c, "low")) == (
+        "queued",
+        "queued",
+        "failed",
+    )
+    gone = {"action": "delete", "ids": [c], "confirm": "yes"}
+    assert admin_client_rq.post(f"{BASE}failed/selected/", gone).status_code == 302
+    assert jobs.state(c, "low") is None
+    assert LogEntry.objects.filter(object_id__in=[a, b, c]).count() == 3

@@ -12,7 +12,7 @@ import importlib
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -226,3 +226,128 @@ def test_staff_pause_resume_and_run_a_periodic_job_in_chromium(
         finally:
             context.close()
     assert [e["tag"] for e in read_ledger(ledger)] == ["nightly"]
+
+
+def fill_chart(client: redis.Redis, queue: str, jobs: Jobs, peak: int) -> None:
+    """A last hour of made-up throughput for ``queue``'s chart (the per-minute ring that
+    ack.lua and fail.lua count in), so that the overview's screenshot shows one."""
+    seconds, _micros = client.time()
+    now_minute = int(seconds) // 60
+    fields: dict[str, int] = {}
+    for minute in range(now_minute - 59, now_minute + 1):
+        slot = minute % 60
+        wave = (minute * 7919) % 97 / 97
+        fields[f"m{slot}"] = minute
+        fields[f"s{slot}"] = int(peak * (0.45 + 0.5 * wave))
+        fields[f"f{slot}"] = int(peak * 0.06) if minute % 9 == 0 else 0
+    client.hset(jobs.keys(queue).throughput, mapping=cast(Any, fields))
+
+
+@pytest.mark.slow
+def test_staff_find_jobs_read_failed_jobs_of_all_queues_and_empty_a_queue_in_chromium(
+    live_server: Any,
+    django_user_model: Any,
+    rqueue_redis: redis.Redis,
+    tmp_path: Path,
+    settings: Any,
+):
+    from django_rqueue.worker import heartbeat
+
+    sync_api = _require_browser()
+    settings.STATIC_ROOT = str(Path(admin.__file__).parent / "static")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    django_user_model.objects.create_superuser("staff", "staff@example.com", "s3cret-pass")
+    jobs = Jobs(rqueue_redis)
+    failed = [jobs.failed(message="SMTP down"), jobs.failed(queue="emails", message="timeout")]
+    failed += [jobs.failed(queue="emails", message="bounced") for _ in range(2)]
+    queued = [jobs.queued(queue="emails", group=f"user:{n % 4}") for n in range(12)]
+    scheduled = jobs.scheduled(queue="emails", delay_ms=3_600_000)
+    running = jobs.running(queue="low")
+    for queue, peak in (("default", 40), ("emails", 80), ("low", 120)):
+        fill_chart(rqueue_redis, queue, jobs, peak)
+    heartbeat.publish(
+        heartbeat.WorkerInfo(
+            id="web-1:4242:a1b2c3",
+            host="web-1",
+            pid=4242,
+            queues=("default", "emails", "low"),
+            jobs=(heartbeat.WorkerJob(running, "low"),),
+            poller=True,
+        ),
+        ttl=300,
+    )
+    overview_url = f"{live_server.url}/admin/django_rqueue/dashboard/"
+
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 720},
+        )
+        try:
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(overview_url)
+            page.fill("#id_username", "staff")
+            page.fill("#id_password", "s3cret-pass")
+            page.click("input[type=submit]")
+            page.wait_for_selector("#rq-queues")
+            assert page.inner_text("h1") == "Queues and jobs"
+            # The breadcrumbs are styled as on Django's own pages: its bar colour, padded.
+            crumbs = page.locator(".breadcrumbs")
+            assert crumbs.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(38, 75, 93)"
+            assert crumbs.evaluate("e => parseFloat(getComputedStyle(e).paddingLeft)") > 0
+            text = " ".join(crumbs.inner_text().replace("\u203a", " ").split())
+            assert text == "Home Rqueue Queues and jobs"
+            assert "No worker" not in page.inner_text("#content-main")
+            page.screenshot(path=str(ARTIFACTS / "admin-overview.png"))  # docs/admin-overview.png
+
+            # Find a job: an unknown id leaves a message on the overview; a bare id finds it.
+            page.fill("#rq-id", "default:" + "0" * 22)
+            page.click("#rq-search input[type=submit]")
+            page.wait_for_selector(".messagelist .warning")
+            assert "No job has the id default:" in page.inner_text(".messagelist .warning")
+            assert page.url == overview_url
+            page.fill("#rq-id", failed[1].split(":", 1)[1])
+            page.click("#rq-search input[type=submit]")
+            page.wait_for_selector("#rq-job")
+            assert page.inner_text("#rq-status") == "failed"
+            assert page.inner_text("#rq-timeout") == "30 seconds"
+            assert "timeout_ms" not in page.inner_text("#rq-job")
+            page.screenshot(path=str(ARTIFACTS / "job-failed.png"), full_page=True)
+
+            # The failed jobs of all queues: retry the emails ones in bulk.
+            page.goto(overview_url)
+            page.click("#rq-failed-all-link")
+            page.wait_for_selector("#result_list")
+            assert page.inner_text(".paginator") == "4 jobs"
+            for job_id in failed[1:]:
+                page.check(f"input.action-select[value='{job_id}']")
+            page.select_option("select[name=action]", label="Retry selected jobs")
+            page.click("#changelist-form button[type=submit]")
+            page.wait_for_selector("#rq-question")
+            assert page.inner_text("#rq-question") == "Retry these 3 jobs?"
+            page.click("input[type=submit]")
+            page.wait_for_selector(".messagelist .success")
+            assert page.inner_text(".paginator") == "1 job"
+            page.screenshot(path=str(ARTIFACTS / "failed-all.png"), full_page=True)
+            assert [jobs.state(j, "emails") for j in failed[1:]] == ["queued"] * 3
+
+            # Empty the emails queue: the confirmation says what is kept.
+            page.goto(overview_url)
+            page.click("#rq-queue-emails a.rq-empty")
+            page.wait_for_selector("#rq-question")
+            assert page.inner_text("#rq-question") == "Delete the 15 queued jobs of queue emails?"
+            assert "1 scheduled job" in page.inner_text("#rq-notes")
+            page.screenshot(path=str(ARTIFACTS / "empty-queue-confirm.png"), full_page=True)
+            page.click("input[type=submit]")
+            page.wait_for_selector(".messagelist .success")
+            assert "15 queued jobs deleted" in page.inner_text(".messagelist .success")
+            assert page.inner_text("#rq-queue-emails td:nth-child(2)") == "0"
+        finally:
+            context.close()
+    assert [jobs.state(j, "emails") for j in queued] == [None] * 12
+    assert jobs.state(scheduled, "emails") == "scheduled"
+    assert jobs.state(running, "low") == "running"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import socket
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.admin.utils import quote as admin_quote
@@ -11,8 +14,9 @@ from django.test import Client
 
 from django_rqueue import queries
 from django_rqueue.engine import transitions
+from django_rqueue.execution import error_record
 from django_rqueue.worker import heartbeat
-from tests.support.jobs_in_state import Jobs
+from tests.support.jobs_in_state import Jobs, retention
 
 from .conftest import BASE, MakeClient
 
@@ -241,7 +245,36 @@ def test_search_by_id_redirects_to_the_job(admin_client_rq: Client, jobs: Jobs):
     response = admin_client_rq.get(BASE, {"id": job_id})
     assert response.status_code == 302
     assert response["Location"] == job_url(job_id)
-    assert admin_client_rq.get(BASE, {"id": "garbage"}).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("garbage", "garbage is not a job id."),
+        ("nope:" + "0" * 22, "is not a job id."),  # no such queue
+        ("default:" + "0" * 22, "No job has the id default:" + "0" * 22),
+        ("0" * 22, "No job has the id " + "0" * 22),
+    ],
+)
+def test_search_by_an_unknown_or_malformed_id_stays_on_the_overview_with_a_message(
+    admin_client_rq: Client, text: str, says: str
+):
+    response = admin_client_rq.get(BASE, {"id": text}, follow=True)
+    assert response.status_code == 200
+    assert response.redirect_chain == [(BASE, 302)]
+    assert response.templates[0].name == "admin/django_rqueue/overview.html"
+    [message] = [str(m) for m in response.context["messages"]]
+    assert says in message
+
+
+def test_search_by_the_id_without_its_queue_finds_the_job_in_any_queue(
+    admin_client_rq: Client, jobs: Jobs
+):
+    job_id = jobs.failed(queue="emails")
+    bare = job_id.split(":", 1)[1]
+    response = admin_client_rq.get(BASE, {"id": f"  {bare} "})
+    assert response.status_code == 302
+    assert response["Location"] == job_url(job_id)
 
 
 def test_non_staff_are_sent_to_the_login_page(make_client: MakeClient):
@@ -329,3 +362,198 @@ def test_a_name_filter_scans_a_bounded_window_and_continues(
     assert rest.context["next_cursor"] is None
     assert found == expected
     assert b"Continue searching" in first.content
+
+
+def _breadcrumbs(html: str) -> tuple[str, list[str]]:
+    """The tag of the breadcrumbs container and its texts, one per crumb."""
+    match = re.search(r'<(ol|div) class="breadcrumbs">(.*?)</\1>', html, re.S)
+    assert match, "no breadcrumbs"
+    tag, inner = match.groups()
+    if tag == "ol":
+        items = re.findall(r"<li[^>]*>(.*?)</li>", inner, re.S)
+    else:
+        items = inner.split("&rsaquo;")
+    return tag, [re.sub(r"<[^>]+>", "", i).strip() for i in items]
+
+
+def test_breadcrumbs_use_the_markup_of_the_running_django(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.failed()
+    django_tag, django_crumbs = _breadcrumbs(admin_client_rq.get("/admin/auth/user/").text)
+    assert django_crumbs[0] == "Home"
+    expected = {
+        BASE: ["Home", "Rqueue", "Queues and jobs"],
+        f"{BASE}queues/default/failed/": [
+            "Home",
+            "Rqueue",
+            "Queues and jobs",
+            "default",
+            "Failed jobs",
+        ],
+        job_url(job_id): ["Home", "Rqueue", "Queues and jobs", "default", "Failed jobs", job_id],
+        job_url(job_id, "retry"): ["Home", "Rqueue", "Queues and jobs", "default", "Are you sure?"],
+        f"{BASE}schedules/": ["Home", "Rqueue", "Queues and jobs", "Periodic jobs"],
+    }
+    for path, crumbs in expected.items():
+        html = admin_client_rq.get(path).text
+        assert _breadcrumbs(html) == (django_tag, crumbs), path
+        if django_tag == "ol":  # Django 6.1: the current page is marked, not linked
+            assert f'<li aria-current="page">{crumbs[-1]}</li>' in html, path
+
+
+def test_the_index_links_the_overview_as_view_and_its_title_matches(admin_client_rq: Client):
+    index = admin_client_rq.get("/admin/").text
+    row = re.search(r'<tr class="model-dashboard">.*?</tr>', index, re.S)
+    assert row, index
+    assert "Queues and jobs" in row.group(0)
+    assert "Change" not in row.group(0) and "changelink" not in row.group(0)
+    assert "View" in row.group(0)
+    overview = admin_client_rq.get(BASE)
+    assert overview.context["title"] == "Queues and jobs"
+    assert "<title>Queues and jobs |" in overview.text
+
+
+def test_with_redis_down_the_overview_does_not_claim_no_worker_was_seen(
+    admin_client_rq: Client, settings: Any
+):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+    response = admin_client_rq.get(BASE)
+    assert response.status_code == 200
+    assert all(c.counts.error for c in response.context["cards"])
+    assert response.context["warnings"] == []
+    assert "No worker" not in response.text
+    assert "Unknown: the workers cannot be read." in response.text
+
+
+def _pager(html: str) -> str:
+    match = re.search(r'<p class="paginator">(.*?)</p>', html, re.S)
+    assert match, "no pager"
+    return " ".join(re.sub(r"<[^>]+>", " ", match.group(1)).split())
+
+
+def test_the_pager_reads_like_djangos(admin_client_rq: Client, jobs: Jobs):
+    jobs.failed()
+    assert _pager(admin_client_rq.get(f"{BASE}queues/default/failed/").text) == "1 job"
+    for _ in range(5):
+        jobs.failed()
+    assert _pager(admin_client_rq.get(f"{BASE}queues/default/failed/").text) == "6 jobs"
+    for _ in range(51):
+        jobs.scheduled()
+    html = admin_client_rq.get(f"{BASE}queues/default/scheduled/?page=2").text
+    assert _pager(html) == "1 2 51 jobs"
+    assert '<span class="this-page">2</span>' in html and 'href="?page=1"' in html
+
+
+def test_the_job_page_shows_settings_and_times_in_peoples_units(
+    admin_client_rq: Client, jobs: Jobs, settings: Any
+):
+    settings.TIME_ZONE = "Asia/Kolkata"  # UTC+05:30, no daylight saving time
+    job_id = jobs.running(timeout_ms=1500, ttl=7200, unique_key="order:7", unique_ttl=60)
+    err = error_record(ValueError("boom"), "Traceback (most recent call last):\n", worker="w1")
+    kept = retention("default")
+    transitions.fail(jobs.client, jobs.keys(), job_id, 1, err, -1, retention=kept)
+    response = admin_client_rq.get(job_url(job_id))
+    html = response.text
+    job = response.context["job"]
+    rows = {label: value for label, value, _id in response.context["options"]}
+    assert rows["Time limit per attempt"] == "1.5 seconds"
+    assert rows["Kept after it ends"] == "2 hours"
+    assert rows["Unique key"] == "order:7"
+    spent = (job.finished_at - job.started_at).total_seconds()
+    assert rows["Duration of the last attempt"] == f"{round(spent, 3):g} seconds"
+    for raw in ("timeout_ms", "result_ttl", "run_at", ">token<", "1500<", "7200<"):
+        assert raw not in html
+    local = job.enqueued_at.astimezone(ZoneInfo("Asia/Kolkata"))
+    assert f"{local:%Y-%m-%d %H:%M:%S} IST" in html
+    attempt = re.search(r'<p class="help rq-attempt-meta">(.*?)</p>', html, re.S)
+    assert attempt
+    failed_at = job.finished_at.astimezone(ZoneInfo("Asia/Kolkata"))
+    assert f"{failed_at:%Y-%m-%d %H:%M:%S} IST" in attempt.group(1)
+    assert "on worker w1" in attempt.group(1)
+
+
+def test_a_running_job_shows_its_worker_and_for_how_long_it_runs(
+    admin_client_rq: Client, jobs: Jobs
+):
+    job_id = jobs.running(timeout_ms=None)
+    response = admin_client_rq.get(job_url(job_id))
+    rows = {label: value for label, value, _id in response.context["options"]}
+    assert rows["Worker"] == "w1"
+    assert rows["Time limit per attempt"] == "300 seconds"  # the default
+    assert rows["Running for"].endswith(" seconds")
+
+
+def test_failed_jobs_of_all_queues_newest_first_paged_by_per_queue_offsets(
+    admin_client_rq: Client, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("django_rqueue.admin.lists.PAGE_SIZE", 3)
+    made = [jobs.failed(queue=q) for q in ("default", "emails", "low", "emails") * 2]
+    assert f'href="{BASE}failed/"'.encode() in admin_client_rq.get(BASE).content
+    seen: list[str] = []
+    pages = 0
+    path = f"{BASE}failed/"
+    while True:
+        response = admin_client_rq.get(path)
+        assert response.status_code == 200
+        pages += 1
+        rows = response.context["rows"]
+        assert len(rows) <= 3
+        assert all(r["queue"] == r["id"].split(":")[0] for r in rows)
+        seen += [r["id"] for r in rows]
+        assert _pager(response.text).endswith("8 jobs")
+        if not response.context["next_page"]:
+            break
+        path = f"{BASE}failed/?after={response.context['next_page']}"
+    assert pages == 3
+    assert sorted(seen) == sorted(made)  # each once
+    failed_at = [jobs.client.zscore(jobs.keys(i.split(":")[0]).failed, i) or 0.0 for i in seen]
+    assert failed_at == sorted(failed_at, reverse=True)
+    bad = admin_client_rq.get(f"{BASE}failed/?after=garbage")  # back to the first page
+    assert [r["id"] for r in bad.context["rows"]] == seen[:3]
+
+
+def test_failed_jobs_of_all_queues_say_so_when_there_are_none(admin_client_rq: Client):
+    response = admin_client_rq.get(f"{BASE}failed/")
+    assert "No failed jobs." in response.text
+    assert _pager(response.text) == "0 jobs"
+
+
+def test_breadcrumbs_before_django_6_1_are_its_div_with_rsaquo_separators(
+    admin_client_rq: Client, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
+):
+    """Django 5.2 and 6.0 write ``<div class="breadcrumbs">`` with ``&rsaquo;`` between links
+    (their admin/base.html and change_list.html), and style only that."""
+    monkeypatch.setattr("django_rqueue.admin.common.BREADCRUMBS_AS_LIST", False)
+    job_id = jobs.failed()
+    html = admin_client_rq.get(job_url(job_id)).text
+    assert '<ol class="breadcrumbs">' not in html
+    assert _breadcrumbs(html) == (
+        "div",
+        ["Home", "Rqueue", "Queues and jobs", "default", "Failed jobs", job_id],
+    )
+    assert f'<a href="{BASE}queues/default/failed/">Failed jobs</a>' in html
+
+
+def test_each_failed_attempt_shows_when_it_failed_and_on_which_worker(
+    admin_client_rq: Client, jobs: Jobs
+):
+    job_id = jobs.running(max_attempts=2)
+    keys, kept = jobs.keys(), retention("default")
+    for token, worker, delay in ((1, "w1", 0), (2, "w2", -1)):
+        err = error_record(ValueError(f"try {token}"), "", worker=worker)
+        transitions.fail(jobs.client, keys, job_id, token, err, delay, retention=kept)
+        if delay >= 0:
+            assert transitions.promote_due(jobs.client, keys, 10)[0] == 1
+            got = transitions.reserve(jobs.client, keys, lease_ms=60_000, worker_id="w2")
+            assert got is not None and got[0] == job_id
+    response = admin_client_rq.get(job_url(job_id))
+    errors = [e for _n, e in response.context["errors"]]
+    assert [e["worker"] for e in errors] == ["w1", "w2"]
+    assert errors[0]["at"] <= errors[1]["at"] == response.context["job"].finished_at
+    metas = re.findall(r'<p class="help rq-attempt-meta">(.*?)</p>', response.text, re.S)
+    assert len(metas) == 2
+    for meta, error in zip(metas, errors, strict=True):
+        assert f"{error['at']:%Y-%m-%d %H:%M:%S} UTC" in meta
+        assert f"on worker {error['worker']}" in meta

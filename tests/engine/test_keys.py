@@ -142,7 +142,8 @@ def test_the_documented_key_shapes():
 @pytest.mark.parametrize(
     "name",
     ["reserve", "promote", "reclaim", "enqueue", "enqueue_batch", "cancel", "retry", "ack", "fail"]
-    + ["failed_batch", "schedule_sync", "schedule_claim", "schedule_run_now", "trim_failed"],
+    + ["failed_batch", "schedule_sync", "schedule_claim", "schedule_run_now", "trim_failed"]
+    + ["empty_queue"],
 )
 def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
     source = load(name).source
@@ -346,9 +347,9 @@ def test_every_job_hash_field_the_scripts_write_is_a_jobfields_name(redis_client
         assert fields, job_id
         seen |= fields
     parts = {f for f in seen if f.startswith(f"{JobFields.PAYLOAD}:")}
-    errors = {f for f in seen if f.startswith("err:")}
+    errors = {f for f in seen if f.startswith(("err:", "err_at:"))}
     assert parts == {JobFields.payload_part(2), JobFields.payload_part(3)}
-    assert errors == {"err:1"}
+    assert errors == {JobFields.error_part(1), JobFields.error_time_part(1)}
     assert seen - parts - errors <= allowed, sorted(seen - parts - errors - allowed)
     # The enqueue-time names really are the short ones (positive control).
     assert {JobFields.STATE, JobFields.NAME, JobFields.UNIQUE_KEY, "finished_at"} <= seen

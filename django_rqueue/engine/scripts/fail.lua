@@ -47,7 +47,7 @@ local now = now_ms()
 observe_duration(base, jkey, now)
 redis.call('ZREM', reserved, id)
 group_slot_free(base, jkey)
-record_error(jkey, ARGV[3])
+record_error(jkey, ARGV[3], now)
 local counts = redis.call('HMGET', jkey, 'attempts', 'max')
 if delay >= 0 and tonumber(counts[1]) < tonumber(stored_default('max', counts[2])) then
   local run_at = now + delay

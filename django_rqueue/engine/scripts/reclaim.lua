@@ -60,7 +60,7 @@ for _, id in ipairs(expired) do
     -- Fence off the lost holder: its renew/ack/fail now carry a stale token.
     redis.call('HINCRBY', jkey, 'token', 1)
     group_slot_free(base, jkey)
-    record_error(jkey, with_worker(ARGV[2], job[6]))
+    record_error(jkey, with_worker(ARGV[2], job[6]), now)
     if tonumber(job[2]) >= tonumber(stored_default('max', job[3])) then
       move_to_failed(base, jkey, failed, stats, id, now)
       failed_count = failed_count + 1

@@ -1,6 +1,7 @@
--- record_error(jkey, err): store `err` (opaque JSON made by Python) as the
--- job's current error and append it to its history err:1, err:2, ...
-local function record_error(jkey, err)
+-- record_error(jkey, err, now): store `err` (opaque JSON made by Python) as the
+-- job's current error and append it to its history err:1, err:2, ..., with the
+-- Redis time `now` (ms) it was recorded in err_at:1, err_at:2, ...
+local function record_error(jkey, err, now)
   local n = redis.call('HINCRBY', jkey, 'nerr', 1)
-  redis.call('HSET', jkey, 'error', err, 'err:' .. n, err)
+  redis.call('HSET', jkey, 'error', err, 'err:' .. n, err, 'err_at:' .. n, now)
 end
