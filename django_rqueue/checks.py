@@ -49,7 +49,7 @@ def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     from django.core import checks
 
     from .periodic import resolve
-    from .registry import autodiscover
+    from .registry import DISCOVERY_HINT, autodiscover
     from .registry import get as registered
 
     queues = schedule_queues(raw)
@@ -65,8 +65,8 @@ def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             found.append(
                 checks.Error(
                     f"{where}['job'] {job!r} is not a registered @job.",
-                    hint="Name a job by its registered name (default '<module>.<function>') "
-                    "and define it in (or import it from) an installed app's jobs module.",
+                    hint="Name a job by its registered name (default '<module>.<function>'). "
+                    f"{DISCOVERY_HINT}.",
                     id="rqueue.E023",
                 )
             )

@@ -238,6 +238,14 @@ def test_every_entry_s_mistakes_are_reported_in_one_run():
     }
 
 
+def test_an_unknown_scheduled_job_s_hint_says_where_workers_find_jobs():
+    schedule = {"e": {"job": "no.such.job", "every": 5}}
+    with override_settings(RQUEUE={"REDIS_URL": URL, "SCHEDULE": schedule}):
+        (found,) = checks.run_checks(tags=["rqueue"])
+    assert found.id == "rqueue.E023"
+    assert "import the 'jobs' module of every app in INSTALLED_APPS" in (found.hint or "")
+
+
 SENTINELS = [("127.0.0.1", 26379), ("sentinel-2", 26380)]
 
 
