@@ -486,9 +486,10 @@ def test_a_job_held_past_a_third_of_its_lease_is_skipped_if_its_lease_was_lost(
         rqueue_redis, keys(), lease_ms=60_000, worker_id="w-held", count=2
     )
     worker._prefetched.add(
-        "default", [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
+        "default",
+        [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs],
+        since=time.monotonic() - 3600,  # held far longer than a third of a lease
     )
-    worker._prefetched.since = time.monotonic() - 3600  # held far longer than a third of a lease
     rqueue_redis.hset(keys().job(lost.id), "token", 7)  # reclaimed and handed to someone else
 
     assert worker.work_once()
@@ -508,8 +509,11 @@ def test_a_held_job_whose_lease_check_meets_an_outage_stays_held_and_runs_after_
     ((job_id, fields),) = transitions.reserve_many(
         rqueue_redis, keys(), lease_ms=60_000, worker_id="w-held", count=1
     ).jobs
-    worker._prefetched.add("default", [Job.from_fields(job_id, fields)])
-    worker._prefetched.since = time.monotonic() - 3600  # its lease is checked before it runs
+    worker._prefetched.add(
+        "default",
+        [Job.from_fields(job_id, fields)],
+        since=time.monotonic() - 3600,  # its lease is checked before it runs
+    )
     with FaultProxy(redis_server.port) as proxy:
         settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": proxy.url()}
         proxy.set_mode("refuse")
