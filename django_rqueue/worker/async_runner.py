@@ -6,12 +6,17 @@ A :class:`~.loop.Worker` that comes to an ``async def`` job hands it to its
 then fills the free slots with the async jobs that follow, the ones the
 worker holds (reserved ahead) first, then new reservations (one
 ``reserve.lua`` call for as many jobs as there are free slots, each job with
-its own lease and fencing token). Every job is one task: it tells the master
-it starts (the "start" line), awaits the coroutine under ``asyncio.timeout``
-(the soft timeout: the coroutine is cancelled and the attempt fails with
-:class:`~django_rqueue.exceptions.JobTimeout`), reports the outcome through
-the same functions as a sync job (:func:`~.reporting.deliver_outcome` in a
-thread, :func:`~.reporting.aconclude`) and tells the master it ended.
+its own lease and fencing token). A reservation whose reply came a third of a
+lease or more after its request was sent (a slow network, a partition, a
+paused process) is checked job by job with one lease renewal before its jobs
+start, and a job whose lease was lost meanwhile is skipped, as on the
+worker's other paths (:mod:`~.prefetch`). Every job is one task: it tells
+the master it starts (the "start" line), awaits the coroutine under
+``asyncio.timeout`` (the soft timeout: the coroutine is cancelled and the
+attempt fails with :class:`~django_rqueue.exceptions.JobTimeout`), reports
+the outcome through the same functions as a sync job
+(:func:`~.reporting.deliver_outcome` in a thread,
+:func:`~.reporting.aconclude`) and tells the master it ended.
 
 When every queue is empty and slots are free, the session blocks on the
 queues' ``notify`` lists with the worker's :class:`~.idle.IdleWaiter` in a
@@ -59,7 +64,7 @@ from ..execution import Outcome, arun_attempt, failure, next_delay
 from ..job import Job
 from . import cancelling
 from .lease import LeaseKeeper
-from .prefetch import Prefetched
+from .prefetch import Prefetched, fresh
 from .reconnect import Reconnect
 from .reporting import aconclude, deliver_cancel, deliver_outcome
 
@@ -238,6 +243,8 @@ class AsyncRunner:
             self.worker.outages.recovered(server)
             jobs = [Job.from_fields(*r) for r in reserved]
             spare, more = want - len(jobs), more or len(jobs) == want
+            if not fresh(reserved_at):  # a late reply: are they still ours? (see prefetch.py)
+                jobs = await asyncio.to_thread(self.prefetched.may_start, queue, jobs, reserved_at)
             for index, job in enumerate(jobs):
                 if not is_async_job(job):
                     self.prefetched.add(queue, jobs[index:], since=reserved_at)

@@ -140,10 +140,11 @@ class Pickup:
     #: The reserve call (:func:`~..engine.calls.reserve`): sent again, its request id makes it
     #: return the jobs it reserved.
     call: ScriptCall
+    #: When it was first sent (``time.monotonic()``, taken before the write): the jobs it
+    #: reserves are dated by this, whenever and however often their reply is read.
+    sent_at: float = 0.0
     #: Its reply, once read; ``None``: unread (lost, or never sent): send it again.
     reply: Any = None
-    #: When the reply was read (``time.monotonic()``), with :attr:`reply`.
-    read_at: float = 0.0
 
 
 class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
@@ -459,6 +460,11 @@ class Worker:
         the reply of the same request sent again (same request id: the same jobs if the
         first one ran); ``(queue, reservation, time requested)``.
 
+        The time requested is always when the reserve was first sent
+        (:attr:`Pickup.sent_at`): Redis may have run it any time after that, and a
+        reply held by a paused process or a partition, or one given again to the
+        request sent again, says nothing about how long its leases have run.
+
         Raises:
             RedisUnavailable: it could not be sent again; it stays to be taken later.
         """
@@ -470,8 +476,7 @@ class Worker:
                 pickup.reply = None
             else:
                 self._pickup = None
-                return queue, reserved, pickup.read_at
-        reserved_at = time.monotonic()
+                return queue, reserved, pickup.sent_at
         try:
             reserved = transitions.reserve_call(get_client(queue), pickup.call)
         except RedisUnavailable as exc:
@@ -480,7 +485,7 @@ class Worker:
         if self.outages.recovered(location_of(queue)):
             logger.info("worker %s: queue %s: Redis reachable again", self.worker_id, queue)
         self._pickup = None
-        return queue, reserved, reserved_at
+        return queue, reserved, pickup.sent_at
 
     def _settle_pickup(self) -> None:
         """At exit: hold the jobs of a reserve sent behind the idle ``BLPOP`` and not taken
@@ -721,6 +726,13 @@ class Worker:
         reply lost with its connection (an error, a stop signal raised in the wait)
         is asked for again with the same request id on another connection, so the
         jobs it reserved are run, or handed back at exit, never left reserved.
+
+        Its jobs are dated by when the reserve was sent, not by when its reply was
+        read: a reply that waited while the worker was paused or cut off looks
+        fresh when read, though its leases may have run out and its jobs run
+        elsewhere meanwhile. So a job that came after a third of a lease of idle
+        waiting (only with a ``LEASE`` under three times :data:`IDLE_BLOCK`) is
+        confirmed with one lease renewal before it starts.
         """
         wait = self.idle_wait()
         if not wait.notify:  # every queue here waits for its next slot
@@ -732,12 +744,12 @@ class Worker:
             return
         command = transitions.reserve_command(pickup.call)
         self._pickup = pickup  # before the write: from here on it may run in Redis
+        pickup.sent_at = time.monotonic()
         woken = self.idle.wait_then(wait.lists(), wait.seconds, command)
         if not woken.sent:  # a cluster, or its server down: work_once reserves as before
             self._pickup = None
             return
-        # Redis ran the reserve once the BLPOP returned: less than a round trip before now.
-        pickup.reply, pickup.read_at = woken.reply, time.monotonic()
+        pickup.reply = woken.reply
 
     def _pickup_for(self, wait: IdleWait) -> Pickup | None:
         """The reserve to send behind the idle ``BLPOP`` of ``wait``: the one the next

@@ -38,47 +38,54 @@ if TYPE_CHECKING:
 logger = logging.getLogger("django_rqueue.worker")
 
 
+def fresh(since: float) -> bool:
+    """Whether a reservation whose request was sent at ``since`` (``time.monotonic()``) may
+    run without a second look: less than a third of the lease has passed since then."""
+    return time.monotonic() - since < get_config().lease / 3
+
+
 def still_ours(queue: str, job: Job[Any], since: float) -> None:
     """Check that ``job``, reserved by a request sent at ``since`` (``time.monotonic()``),
-    still holds its lease: free under a third of the lease, else one renewal.
+    still holds its lease: free while :func:`fresh`, else one renewal.
 
     Raises:
         LeaseLost: the job is no longer ours: do not run it.
         RedisUnavailable: it could not be checked.
     """
-    lease = get_config().lease
-    if time.monotonic() - since < lease / 3:
+    if fresh(since):
         return
-    keys = QueueKeys.of(get_config().key_prefix, queue)
-    transitions.renew_lease(get_client(queue), keys, job.id, job.token, int(lease * 1000))
+    config = get_config()
+    keys = QueueKeys.of(config.key_prefix, queue)
+    transitions.renew_lease(get_client(queue), keys, job.id, job.token, int(config.lease * 1000))
 
 
 class Prefetched:
     """The jobs reserved ahead, ``(queue, job)`` in the order they run; true while any wait.
 
-    ``hooks`` (a supervised child's pipe to its master) hears of every job
-    held, and of every held job that ends without running (``released``).
+    Each job keeps when the request that reserved it was sent, and is checked
+    against that time (:func:`still_ours`) before it runs. ``hooks`` (a
+    supervised child's pipe to its master) hears of every job held, and of
+    every held job that ends without running (``released``).
     """
 
     def __init__(self, worker_id: str, hooks: WorkerHooks | None) -> None:
         self.worker_id = worker_id
         self.hooks = hooks
-        self.jobs: deque[tuple[str, Job[Any]]] = deque()
-        #: When the request that reserved the waiting jobs was sent (``time.monotonic()``).
-        self.since = 0.0
+        #: ``(queue, job, when its reserving request was sent)``, in the order they run.
+        self.jobs: deque[tuple[str, Job[Any], float]] = deque()
 
     def __bool__(self) -> bool:
         return bool(self.jobs)
 
     def __iter__(self) -> Iterator[tuple[str, Job[Any]]]:
-        return iter(self.jobs)
+        return ((queue, job) for queue, job, _ in self.jobs)
 
-    def add(self, queue: str, jobs: list[Job[Any]], since: float | None = None) -> None:
-        """Keep ``jobs`` to run next; ``since``: when their request was sent (default now)."""
+    def add(self, queue: str, jobs: list[Job[Any]], *, since: float) -> None:
+        """Keep ``jobs`` to run next; ``since``: when their reserving request was sent
+        (``time.monotonic()``)."""
         if not jobs:
             return
-        self.jobs.extend((queue, job) for job in jobs)
-        self.since = time.monotonic() if since is None else since
+        self.jobs.extend((queue, job, since) for job in jobs)
         if self.hooks is not None:
             self.hooks.prefetched(queue, jobs)
 
@@ -95,52 +102,67 @@ class Prefetched:
             RedisUnavailable: the check could not be made; the job stays first in line.
         """
         while self.jobs:
-            queue, job = self.jobs.popleft()
+            queue, job, since = self.jobs.popleft()
             try:
-                still_ours(queue, job, self.since)
+                still_ours(queue, job, since)
             except LeaseLost as exc:
                 logger.warning("worker %s: %s; skipping it", self.worker_id, exc)
                 if self.hooks is not None:
                     self.hooks.finished(job, AttemptOutcome.RELEASED)
                 continue
             except RedisUnavailable:
-                self.jobs.appendleft((queue, job))  # still held: tried again after the backoff
+                self.jobs.appendleft(
+                    (queue, job, since)
+                )  # still held: tried again after the backoff
                 raise
             return queue, job
         return None
 
-    def first_may_run(self, queue: str, job: Job[Any], since: float) -> bool:
-        """Whether the first job of a reservation requested at ``since`` may run now.
+    def may_start(self, queue: str, jobs: list[Job[Any]], since: float) -> list[Job[Any]]:
+        """Of ``jobs``, just reserved by a request sent at ``since``, the ones that may start
+        now, in order; each is checked with :func:`still_ours` (free while :func:`fresh`).
 
-        Nobody was told about it yet (unlike a held job), so a lost one is just
-        dropped. If the check cannot be made it is held like the rest of its
-        batch and checked again after the backoff.
+        Nobody was told about them yet (unlike held jobs), so a lost one is just
+        dropped. If a check cannot be made, that job and the ones after it are
+        held like the rest of a batch and checked again after the backoff.
+
+        Raises:
+            RedisUnavailable: a check could not be made (those jobs are held).
+        """
+        runnable: list[Job[Any]] = []
+        for index, job in enumerate(jobs):
+            try:
+                still_ours(queue, job, since)
+            except LeaseLost as exc:
+                logger.warning(
+                    "worker %s: %s (reserved %.1f s ago); skipping it",
+                    self.worker_id,
+                    exc,
+                    time.monotonic() - since,
+                )
+                continue
+            except RedisUnavailable:
+                held = [(queue, j, since) for j in jobs[index:]]
+                self.jobs.extendleft(reversed(held))
+                if self.hooks is not None:
+                    self.hooks.prefetched(queue, jobs[index:])
+                raise
+            runnable.append(job)
+        return runnable
+
+    def first_may_run(self, queue: str, job: Job[Any], since: float) -> bool:
+        """Whether the first job of a reservation requested at ``since`` may run now
+        (:meth:`may_start`; the rest of its batch is held already).
 
         Raises:
             RedisUnavailable: the check could not be made (the job is held).
         """
-        try:
-            still_ours(queue, job, since)
-        except LeaseLost as exc:
-            logger.warning(
-                "worker %s: %s (reserved %.1f s ago); skipping it",
-                self.worker_id,
-                exc,
-                time.monotonic() - since,
-            )
-            return False
-        except RedisUnavailable:
-            self.jobs.appendleft((queue, job))
-            self.since = since
-            if self.hooks is not None:
-                self.hooks.prefetched(queue, [job])
-            raise
-        return True
+        return bool(self.may_start(queue, [job], since))
 
     def hand_back_all(self) -> None:
         """Give back every waiting job without spending an attempt (the worker stops)."""
         while self.jobs:
-            queue, job = self.jobs.popleft()
+            queue, job, _ = self.jobs.popleft()
             hand_back(queue, job.id, job.token)
             if self.hooks is not None:
                 self.hooks.finished(job, AttemptOutcome.RELEASED)

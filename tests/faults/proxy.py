@@ -28,6 +28,13 @@ Modes, one per kind of network fault between a worker and Redis:
     restarting). Switching to ``refuse`` also resets every open connection
     unless ``reset=False`` is passed.
 
+``cut_after(marker)`` arms a partition of one connection at a chosen moment: the
+next request (client bytes) containing ``marker`` is delivered to the server,
+and from then on that connection is held both ways (nothing forwarded, nothing
+reset) until :meth:`FaultProxy.heal`; the other connections go on as the mode
+says. It stands for a partition that begins right after a request reached
+Redis, so its reply is late by as long as the test wants.
+
 ``reset_all()`` resets every open connection (``SO_LINGER 0``, so the
 client sees ``ECONNRESET``). :meth:`FaultProxy.set_mode` and
 :meth:`FaultProxy.reset_all` run inside the pump thread and return only
@@ -41,6 +48,7 @@ import select
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Self, cast
@@ -76,6 +84,8 @@ class _Pair:
         self.server = server
         self.to_server = bytearray()
         self.to_client = bytearray()
+        #: Cut off by :meth:`FaultProxy.cut_after`: nothing moves either way until healed.
+        self.cut = False
 
     def peer(self, sock: socket.socket) -> socket.socket:
         return self.server if sock is self.client else self.client
@@ -113,6 +123,8 @@ class FaultProxy:
         self._commands: list[tuple[Callable[[], object], threading.Event, list[object]]] = []
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        #: The bytes whose request cuts its connection off (:meth:`cut_after`), once.
+        self._cut_marker: bytes | None = None
         self.stats = ProxyStats()
 
     # -- public API ---------------------------------------------------------
@@ -148,6 +160,32 @@ class FaultProxy:
     def reset_all(self) -> int:
         """Reset every open connection (the client sees ECONNRESET); return how many."""
         return self._run(self._reset_all)
+
+    def cut_after(self, marker: bytes) -> None:
+        """Cut off the next connection whose request contains ``marker``, once that request
+        reached the server (see the module docstring); :meth:`cut` tells when it happened."""
+        if not marker:
+            raise ValueError("cut_after needs a non-empty marker")
+
+        def apply() -> None:
+            self._cut_marker = marker
+
+        self._run(apply)
+
+    def cut(self) -> int:
+        """Connections cut off right now (:meth:`cut_after`)."""
+        return self._run(lambda: len({id(p) for p in self._pairs.values() if p.cut}))
+
+    def heal(self) -> None:
+        """Let the cut-off connections flow again (what they held goes through, in order)
+        and disarm a :meth:`cut_after` that has not fired."""
+
+        def apply() -> None:
+            self._cut_marker = None
+            for pair in self._pairs.values():
+                pair.cut = False
+
+        self._run(apply)
 
     def retarget(self, port: int, host: str = "127.0.0.1") -> None:
         """Send new connections to another upstream (open ones keep theirs)."""
@@ -238,6 +276,8 @@ class FaultProxy:
             writers: list[socket.socket] = []
             if mode != "blackhole":
                 for sock, pair in self._pairs.items():
+                    if pair.cut:
+                        continue
                     if pair.outbox(sock) and not (mode == "hold_replies" and sock is pair.client):
                         writers.append(sock)
                     # Back-pressure: stop reading a side whose peer is not draining.
@@ -299,6 +339,10 @@ class FaultProxy:
         if sock is pair.client:
             pair.to_server += data
             self.stats.bytes_up += len(data)
+            if self._cut_marker is not None and self._cut_marker in data:
+                self._cut_marker = None
+                self._deliver(pair.server, pair.to_server)
+                pair.cut = True
         elif mode == "drop_replies":
             self.stats.dropped_down += len(data)
         else:
@@ -316,6 +360,20 @@ class FaultProxy:
             self._close_pair(pair)
             return
         del outbox[:sent]
+
+    def _deliver(self, sock: socket.socket, outbox: bytearray) -> None:
+        """Write all of ``outbox`` to ``sock`` now (a request that must reach the server
+        before its connection is cut off); a socket that fails is left to the pump."""
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while outbox and time.monotonic() < deadline:
+            try:
+                sent = sock.send(outbox)
+            except (BlockingIOError, InterruptedError):
+                select.select([], [sock], [], TICK)
+                continue
+            except OSError:
+                return
+            del outbox[:sent]
 
     def _close_pair(self, pair: _Pair, flush_to: socket.socket | None = None) -> None:
         """One side hung up: pass on what is buffered for the other side, then close both."""

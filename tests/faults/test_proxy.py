@@ -112,6 +112,33 @@ def test_blackhole_delivers_held_bytes_when_healed(
     assert result == [1]
 
 
+def test_cut_after_delivers_the_request_then_holds_that_connection_until_healed(
+    proxy: FaultProxy, redis_client: redis.Redis
+) -> None:
+    cut, other = through(proxy, timeout=5), through(proxy, timeout=5)
+    assert cut.ping() and other.ping()
+    proxy.cut_after(b"cut-here")
+    result: list[object] = []
+    sender = threading.Thread(target=lambda: result.append(cut.rpush("cut-here", "a")))
+    sender.start()
+    try:
+        wait_until(lambda: proxy.cut() == 1, timeout=2, message="the connection was not cut")
+        assert redis_client.lrange("cut-here", 0, -1) == [b"a"]  # the request got through
+        assert other.incr("n") == 1  # the other connection is not cut
+        # Held for a while (a bounded watch, not a sleep: the reply must not pass).
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:
+            assert result == [] and sender.is_alive()
+            time.sleep(0.02)
+    finally:
+        proxy.heal()
+        sender.join(timeout=5)
+    assert result == [1]
+    assert proxy.cut() == 0
+    assert cut.rpush("cut-here", "b") == 2  # in step, and not cut again: the marker fired once
+    assert proxy.cut() == 0
+
+
 def test_refuse_resets_open_and_new_connections(proxy: FaultProxy) -> None:
     client = through(proxy)
     assert client.ping()

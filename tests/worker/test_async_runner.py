@@ -21,9 +21,11 @@ import redis
 from pytest_django.fixtures import Settings
 
 from django_rqueue import JobStatus, aget_job, get_job
+from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import close_async_clients, reset_clients
 from django_rqueue.worker.async_runner import AsyncRunner, is_async_job
 from django_rqueue.worker.loop import Worker
+from django_rqueue.worker.poller import Poller
 from django_rqueue.worker.prefetch import Prefetched
 from tests.conftest import Event
 from tests.jobs_app.jobs import (
@@ -35,7 +37,7 @@ from tests.jobs_app.jobs import (
     record,
     sleepy_timeout,
 )
-from tests.support.inprocess import keys, run_worker
+from tests.support.inprocess import keys, run_worker, tags
 from tests.support.jobs_in_state import Jobs
 from tests.support.waiting import wait_until
 
@@ -323,3 +325,44 @@ def test_one_fill_gives_each_free_slot_its_own_weighted_draw(
     for queue, weight in weights.items():  # within 4 standard deviations of the binomial
         p = weight / total
         assert abs(started[queue] - 1000 * p) <= 4 * (1000 * p * (1 - p)) ** 0.5, started
+
+
+def test_async_jobs_whose_reserve_reply_came_back_after_their_lease_are_not_run(
+    ledger: str, rqueue_redis: redis.Redis, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "LEASE": 1}
+    async_record.delay(ledger, "first")  # reserved by the loop: it opens the session
+    enqueued = [async_record.delay(ledger, tag) for tag in ("a", "b")]
+    poller = Poller(["default"])
+    reserve, pending = transitions.areserve_many, [True]
+
+    def taken_back(ids: list[str]) -> bool:
+        poller.run_once()
+        return all(rqueue_redis.hget(keys().job(i), "s") == b"queued" for i in ids)
+
+    async def late(*args: Any, **kwargs: Any) -> transitions.Reserved:
+        """The session's reserve for its free slots, whose reply comes back only after the
+        poller took the jobs it reserved back (a partition, a paused process)."""
+        reserved = await reserve(*args, **kwargs)
+        if pending and reserved.jobs:
+            pending.clear()
+            ids = [job_id for job_id, _ in reserved.jobs]
+            await asyncio.to_thread(
+                wait_until,
+                lambda: taken_back(ids),
+                timeout=10,
+                interval=0.05,
+                message="the poller did not take the reserved jobs back",
+            )
+        return reserved
+
+    monkeypatch.setattr(transitions, "areserve_many", late)
+
+    run_worker(burst=True, async_concurrency=3)
+
+    assert not pending  # the session did reserve the two for its free slots
+    assert sorted(tags(ledger)) == ["a", "b", "first"]  # never under the stale reservation
+    for job in enqueued:
+        done = get_job(job.id)
+        assert done is not None
+        assert (done.status, done.attempts) == (JobStatus.SUCCEEDED, 2)  # the lost one counts

@@ -486,9 +486,10 @@ def test_a_job_held_past_a_third_of_its_lease_is_skipped_if_its_lease_was_lost(
         rqueue_redis, keys(), lease_ms=60_000, worker_id="w-held", count=2
     )
     worker._prefetched.add(
-        "default", [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
+        "default",
+        [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs],
+        since=time.monotonic() - 3600,  # held far longer than a third of a lease
     )
-    worker._prefetched.since = time.monotonic() - 3600  # held far longer than a third of a lease
     rqueue_redis.hset(keys().job(lost.id), "token", 7)  # reclaimed and handed to someone else
 
     assert worker.work_once()
@@ -508,8 +509,11 @@ def test_a_held_job_whose_lease_check_meets_an_outage_stays_held_and_runs_after_
     ((job_id, fields),) = transitions.reserve_many(
         rqueue_redis, keys(), lease_ms=60_000, worker_id="w-held", count=1
     ).jobs
-    worker._prefetched.add("default", [Job.from_fields(job_id, fields)])
-    worker._prefetched.since = time.monotonic() - 3600  # its lease is checked before it runs
+    worker._prefetched.add(
+        "default",
+        [Job.from_fields(job_id, fields)],
+        since=time.monotonic() - 3600,  # its lease is checked before it runs
+    )
     with FaultProxy(redis_server.port) as proxy:
         settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": proxy.url()}
         proxy.set_mode("refuse")
@@ -736,3 +740,36 @@ def test_a_reserve_sent_behind_the_idle_blpop_after_redis_lost_its_scripts_is_se
     run_to_end(worker)
     orchestra.join()
     assert tags(ledger) == ["after-flush"]
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["one", "batch"])
+def test_jobs_of_an_idle_pickup_whose_reply_came_back_after_their_lease_are_not_run(
+    ledger: str,
+    rqueue_redis: redis.Redis,
+    settings: SettingsFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    batch: bool,
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "LEASE": 1}
+    enqueued = [record.delay(ledger, tag) for tag in ("a", "b")]
+    hooks = RecordingHooks() if batch else None
+    worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
+    if batch:  # the pickup reserves both: the first one runs at once, b is held
+        worker._quiet["default"], worker._run_times["default"] = True, 0.001
+    # The reserve sent behind the idle BLPOP runs at once (a wake-up token is there);
+    # its reply is read only after the poller took the reserved jobs back.
+    load("reserve").ensure_loaded(rqueue_redis)  # applied, not answered NOSCRIPT
+    late = reclaimed_meanwhile(worker.idle.wait_then, rqueue_redis)
+    monkeypatch.setattr(worker.idle, "wait_then", late)
+    worker._wait_for_work()
+    assert worker._pickup is not None and worker._pickup.reply is not None
+
+    assert worker.run() == 0
+
+    assert sorted(tags(ledger)) == ["a", "b"]  # once each: never under the stale reservation
+    stale = {job.id for job in (enqueued if batch else enqueued[:1])}  # what the pickup got
+    for job in enqueued:
+        done = get_job(job.id)
+        assert done is not None
+        assert done.status is JobStatus.SUCCEEDED
+        assert done.attempts == (2 if job.id in stale else 1)  # the lost attempt counts
