@@ -50,7 +50,7 @@ def _server_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
     except AuthenticationError as exc:
         return [
             checks.Error(
-                f"{where}: Redis rejected the credentials ({exc}).",
+                f"{where} rejected the credentials ({exc}).",
                 hint="Fix the user/password in the Redis URL (redis://user:password@host:port/db).",
                 id="rqueue.E011",
             )
@@ -60,7 +60,7 @@ def _server_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
             checks.Error(f"{where}: the Redis user may not run INFO ({exc}).", id="rqueue.E012")
         ]
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        return [checks.Error(f"{where}: Redis is unreachable ({exc}).", id="rqueue.E013")]
+        return [checks.Error(f"{where} is unreachable ({exc}).", id="rqueue.E013")]
     found: list[CheckMessage] = []
     policy = memory.get("maxmemory_policy", "noeviction")
     if policy != "noeviction":
@@ -102,6 +102,17 @@ def _snapshots_on(client: redis.Redis) -> bool:
     return bool(str(save).strip())
 
 
+def server_label(queue: str) -> str:
+    """How messages name the Redis of ``queue``: ``"Redis at <its URL without the password>"``,
+    after ``"queue '<queue>': "`` when the queue has a ``REDIS_URL`` of its own.
+
+    Raises:
+        ValueError: ``queue`` is not declared.
+    """
+    where = f"Redis at {location_of(queue).display}"
+    return f"queue {queue!r}: {where}" if get_config().queue(queue).redis_url else where
+
+
 def problems_for(queues: list[str]) -> list[CheckMessage]:
     """Check each distinct Redis used by ``queues`` (once each); see :func:`redis_problems`."""
     return [p for found in problems_by_server(queues).values() for p in found]
@@ -113,12 +124,11 @@ def problems_by_server(queues: list[str]) -> dict[Location, list[CheckMessage]]:
     A cluster none of whose nodes answers is one E013 (no client can be made).
     """
     found: dict[Location, list[CheckMessage]] = {}
-    config = get_config()
     for queue in queues:
         server = location_of(queue)
         if server in found:
             continue
-        where = f"queue {queue!r}" if config.queue(queue).redis_url else "Redis"
+        where = server_label(queue)
         try:
             client = get_client(queue)
         except RedisUnavailable as exc:

@@ -338,7 +338,7 @@ class Job[R]:
         client = get_client(self.queue)
         if transitions.cancel(client, keys, self.id, mode=mode, ttl=ttl) == JobStatus.RUNNING:
             self.status = JobStatus.RUNNING
-            with redis_errors():
+            with redis_errors(client):
                 requested = client.hget(keys.job(self.id), JobFields.CANCEL_REQUESTED)
             self.cancel_requested_at = ms_to_datetime(requested)
         else:

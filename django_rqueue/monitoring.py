@@ -81,7 +81,7 @@ def assess(*, max_failed: int | None = None, max_age: float | None = None) -> li
         if id(client) in seen:
             continue
         seen.add(id(client))
-        where = f"queue {queue!r}'s Redis" if config.queue(queue).redis_url else "Redis"
+        where = health.server_label(queue)
         for found in health.redis_problems(client, where):
             if found.id == "rqueue.E013":
                 down.add(id(client))
@@ -132,7 +132,7 @@ def _process_problems() -> list[Problem]:
         found.append(Problem(Status.WARNING, "no worker seen (no live heartbeat)"))
     client = get_client()
     since = redis_time_ms(client) - int(POLLER_SEEN * 1000)
-    with redis_errors():
+    with redis_errors(client):
         live = client.zcount(pollers_key(get_config().key_prefix), since, "+inf")
     if not live:
         found.append(Problem(Status.WARNING, f"no poller seen in the last {POLLER_SEEN:.0f} s"))

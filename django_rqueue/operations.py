@@ -166,7 +166,7 @@ def empty_queue(
     keys = QueueKeys.of(get_config().key_prefix, queue)
     client = get_client(queue)
     if limit is None:
-        with redis_errors():
+        with redis_errors(client):
             limit = int(client.hget(keys.stats, "queued") or 0)
     result = EmptyResult()
     while result.deleted + result.stale < limit:

@@ -129,19 +129,17 @@ def pause(name: str) -> None:
     Raises the errors of :func:`run_now` (but never ``TypeError``).
     """
     resolved = resolve(entry(name))
-    with redis_errors():
-        get_client(resolved.queue).hset(
-            _keys(resolved.queue).schedule_entry(name), EntryFields.PAUSED, "1"
-        )
+    client = get_client(resolved.queue)
+    with redis_errors(client):
+        client.hset(_keys(resolved.queue).schedule_entry(name), EntryFields.PAUSED, "1")
 
 
 def resume(name: str) -> None:
     """Resume entry ``name``: it runs again from its next tick. Raises as :func:`pause`."""
     resolved = resolve(entry(name))
-    with redis_errors():
-        get_client(resolved.queue).hdel(
-            _keys(resolved.queue).schedule_entry(name), EntryFields.PAUSED
-        )
+    client = get_client(resolved.queue)
+    with redis_errors(client):
+        client.hdel(_keys(resolved.queue).schedule_entry(name), EntryFields.PAUSED)
 
 
 @dataclass(frozen=True)
@@ -193,8 +191,9 @@ def entry_states(names: Iterable[str] | None = None) -> list[EntryState]:
             by_queue.setdefault(item.queue, []).append(name)
     for queue, queue_names in by_queue.items():
         keys = _keys(queue)
-        with redis_errors():
-            pipe = get_client(queue).pipeline(transaction=False)
+        client = get_client(queue)
+        with redis_errors(client):
+            pipe = client.pipeline(transaction=False)
             for name in queue_names:
                 pipe.zscore(keys.schedule, name)
                 pipe.hmget(

@@ -101,7 +101,7 @@ def queue_counts(queue: str) -> QueueCounts:
     """Counts of one queue in two round trips (one more for the oldest queued job)."""
     keys = keys_of(queue)
     client = get_client(queue)
-    with redis_errors():
+    with redis_errors(client):
         pipe = client.pipeline(transaction=False)
         pipe.hmget(keys.stats, *_STATS_FIELDS)
         pipe.zcard(keys.delayed)
@@ -148,8 +148,9 @@ class FailedRetention:
 def failed_retention(queue: str) -> FailedRetention:
     """The retention of ``queue``'s failed store, with its deletion count (one ``HGET``)."""
     qconf = get_config().queue(queue)
-    with redis_errors():
-        trimmed = get_client(queue).hget(keys_of(queue).stats, "trimmed")
+    client = get_client(queue)
+    with redis_errors(client):
+        trimmed = client.hget(keys_of(queue).stats, "trimmed")
     return FailedRetention(qconf.failed_ttl, qconf.failed_max, int(trimmed or 0))
 
 
@@ -163,7 +164,7 @@ def _oldest_queued(
     """
     if not prios:
         return None
-    with redis_errors():
+    with redis_errors(client):
         pipe = client.pipeline(transaction=False)
         for prio in prios:
             pipe.lrange(keys.ring(int(prio)), 0, OLDEST_GROUPS - 1)
@@ -187,7 +188,7 @@ def hash_and_time(client: redis.Redis, key: str) -> tuple[int, dict[bytes | str,
     Raises:
         RedisUnavailable: Redis cannot be reached.
     """
-    with redis_errors():
+    with redis_errors(client):
         if is_cluster(client):
             (seconds, micros), raw = client.time(), client.hgetall(key)
         else:
@@ -277,8 +278,9 @@ def job_exists(job_id: str) -> bool:
     queue = queue_of(job_id)
     if queue is None or queue not in get_config().queues:
         return False
-    with redis_errors():
-        return bool(get_client(queue).exists(keys_of(queue).job(job_id)))
+    client = get_client(queue)
+    with redis_errors(client):
+        return bool(client.exists(keys_of(queue).job(job_id)))
 
 
 @dataclass
@@ -296,8 +298,9 @@ def read_jobs(queue: str, ids: Sequence[str]) -> list[Job[Any] | None]:
     if not ids:
         return []
     keys = keys_of(queue)
-    with redis_errors():
-        pipe = get_client(queue).pipeline(transaction=False)
+    client = get_client(queue)
+    with redis_errors(client):
+        pipe = client.pipeline(transaction=False)
         for job_id in ids:
             pipe.hgetall(keys.job(job_id))
         hashes = pipe.execute()
@@ -327,7 +330,7 @@ class JobSource:
     def count(self) -> int:
         if self._count is None:
             keys, client = keys_of(self.queue), get_client(self.queue)
-            with redis_errors():
+            with redis_errors(client):
                 if self.state is JobStatus.QUEUED:
                     self._count = int(client.llen(keys.group(self.priority, self.group)))
                 else:
@@ -354,7 +357,7 @@ class JobSource:
     def ids(self, start: int, end: int) -> tuple[list[str], list[float | None]]:
         """Ids (and scores) at ranks ``start..end`` inclusive, in display order."""
         keys, client = keys_of(self.queue), get_client(self.queue)
-        with redis_errors():
+        with redis_errors(client):
             if self.state is JobStatus.QUEUED:
                 raw = client.lrange(keys.group(self.priority, self.group), start, end)
                 return [as_text(i) for i in raw], [None] * len(raw)
@@ -397,8 +400,9 @@ def failed_across(queues: Sequence[str], offsets: Sequence[int], size: int) -> F
     for index, (queue, offset) in enumerate(zip(queues, offsets, strict=True)):
         keys = keys_of(queue)
         try:
-            with redis_errors():
-                pipe = get_client(queue).pipeline(transaction=False)
+            client = get_client(queue)
+            with redis_errors(client):
+                pipe = client.pipeline(transaction=False)
                 pipe.zcard(keys.failed)
                 pipe.zrevrange(keys.failed, offset, offset + size - 1, withscores=True)
                 card, pairs = pipe.execute()
@@ -452,7 +456,7 @@ def filtered_page(source: JobSource, name: str, cursor: int, size: int) -> Filte
         ids, scores = source.ids(position, position + SCAN_CHUNK - 1)
         if not ids:
             return _finish(source, matches, None, scanned)
-        with redis_errors():
+        with redis_errors(client):
             pipe = client.pipeline(transaction=False)
             for job_id in ids:
                 pipe.hget(keys.job(job_id), JobFields.NAME)
@@ -511,7 +515,7 @@ def _parked(client: redis.Redis, keys: QueueKeys) -> dict[int, list[str]]:
 def priorities(queue: str) -> list[int]:
     """Priority levels with queued jobs, highest first (at most 201), parked groups' included."""
     keys, client = keys_of(queue), get_client(queue)
-    with redis_errors():
+    with redis_errors(client):
         raw: list[bytes] = client.zrevrange(keys.prios, 0, -1)  # type: ignore[assignment]
         parked = _parked(client, keys)
     return sorted({int(p) for p in raw} | set(parked), reverse=True)
@@ -520,7 +524,7 @@ def priorities(queue: str) -> list[int]:
 def group_count(queue: str, priority: int) -> int:
     """Groups with queued jobs at ``priority``: those in its ring and those parked there."""
     keys, client = keys_of(queue), get_client(queue)
-    with redis_errors():
+    with redis_errors(client):
         return int(client.llen(keys.ring(priority))) + len(_parked(client, keys).get(priority, []))
 
 
@@ -529,7 +533,7 @@ def groups(queue: str, priority: int, start: int, end: int) -> list[GroupRow]:
     with backlog: the ring's, then the groups parked at their ``group_concurrency`` cap
     (they rejoin the ring's tail when one of their running jobs ends)."""
     keys, client = keys_of(queue), get_client(queue)
-    with redis_errors():
+    with redis_errors(client):
         in_ring = int(client.llen(keys.ring(priority)))
         parked = _parked(client, keys).get(priority, [])
         if end < 0:

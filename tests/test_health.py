@@ -75,8 +75,23 @@ def test_rejected_credentials_are_e011(redis_server: RedisServer) -> None:
         problems = redis_problems(client, "Redis")
 
     assert ids(problems) == ["rqueue.E011"]
-    assert problems[0].msg.startswith("Redis: Redis rejected the credentials")
+    assert problems[0].msg.startswith("Redis rejected the credentials")
     assert problems[0].is_serious()
+
+
+def test_messages_name_the_server_by_its_url_without_the_password(
+    settings: SettingsFixture, redis_server: RedisServer
+) -> None:
+    url = f"redis://nobody:s3cret@127.0.0.1:{redis_server.port}/0"
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": url}
+    try:
+        [problem] = problems_for(["default"])
+    finally:
+        reset_clients()
+
+    assert problem.id == "rqueue.E011"
+    assert problem.msg.startswith(f"Redis at redis://nobody@127.0.0.1:{redis_server.port}/0 ")
+    assert "s3cret" not in problem.msg
 
 
 @pytest.mark.parametrize(
@@ -133,10 +148,11 @@ def test_problems_for_checks_each_redis_once_and_names_a_queue_with_its_own(
     finally:
         reset_clients()  # no cached client outlives the private server
 
-    assert [(p.id, p.msg.split(":")[0]) for p in problems] == [
-        ("rqueue.W010", "Redis"),  # default and low share the session server
-        ("rqueue.E010", "queue 'emails'"),
-        ("rqueue.W010", "queue 'emails'"),
+    shared, own = settings.RQUEUE["REDIS_URL"], evicting_server.url
+    assert [(p.id, p.msg.rsplit(": ", 1)[0]) for p in problems] == [
+        ("rqueue.W010", f"Redis at {shared}"),  # default and low share the session server
+        ("rqueue.E010", f"queue 'emails': Redis at {own}"),
+        ("rqueue.W010", f"queue 'emails': Redis at {own}"),
     ]
 
 
@@ -153,6 +169,6 @@ def test_each_master_of_a_cluster_is_checked_and_named(redis_cluster: LocalClust
     nodes = [f"127.0.0.1:{node.port}" for node in redis_cluster.nodes]
     assert sorted(str(i) for i in ids(found)) == ["rqueue.E010"] + ["rqueue.W010"] * 3  # per master
     [evicts] = [p for p in found if p.id == "rqueue.E010"]
-    assert f"Redis node {nodes[1]}:" in evicts.msg
+    assert evicts.msg.startswith("Redis at redis://") and f" node {nodes[1]}:" in evicts.msg
     for node in nodes:
         assert any(f"node {node}:" in p.msg for p in found if p.id == "rqueue.W010")

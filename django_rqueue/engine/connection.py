@@ -39,7 +39,7 @@ import types
 import weakref
 from contextlib import AbstractContextManager
 from typing import Any, Literal, NamedTuple, cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
 import redis.asyncio
@@ -91,6 +91,27 @@ class Location(NamedTuple):
     sentinels: tuple[tuple[str, int], ...] = ()
     #: With :attr:`LocationKind.SENTINEL`: ``SENTINEL_KWARGS`` as text (a part of the key).
     sentinel_options: str = ""
+
+    @property
+    def display(self) -> str:
+        """This location for messages: the URL without its password (``redis://user@host:6379/0``)
+        or ``the Redis of cache '<alias>'``."""
+        if self.kind is LocationKind.CACHE:
+            return f"the Redis of cache {self.where!r}"
+        return without_password(self.where)
+
+
+def without_password(url: str) -> str:
+    """``url`` with its password left out (``redis://user:secret@host/0`` ->
+    ``redis://user@host/0``; a ``password=`` query parameter too), for messages and logs."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"]
+    if parts.password is None and len(query) == len(parse_qsl(parts.query, True)):
+        return url
+    user = f"{parts.username}@" if parts.username else ""
+    host = parts.netloc.rpartition("@")[2]
+    tail = f"?{urlencode(query)}" if query else ""
+    return f"{parts.scheme}://{user}{host}{parts.path}{tail}"
 
 
 _clients: dict[Location, redis.Redis] = {}
@@ -373,9 +394,38 @@ def reset_after_fork() -> None:
 DEMOTED = "UNBLOCKED"
 
 
+def server_name(client: redis.Redis | redis.asyncio.Redis) -> str:
+    """The server behind ``client`` as a URL without its password, for messages.
+
+    ``redis://[user@]host:port/db`` (``rediss://`` with TLS), ``unix://path?db=N``,
+    ``redis://<service>/<db>`` for the master of a Sentinel service, or
+    ``redis://host:port`` of the node a Redis Cluster client started from.
+    """
+    if is_cluster(client):
+        node: Any = cast(Any, client).get_default_node()
+        return f"redis://{node.host}:{node.port}" if node is not None else "Redis Cluster"
+    pool: Any = client.connection_pool
+    options: dict[str, Any] = pool.connection_kwargs
+    db = options.get("db", 0)
+    service = getattr(pool, "service_name", None)
+    if service is not None:
+        return f"redis://{service}/{db}"
+    if options.get("path"):
+        return f"unix://{options['path']}?db={db}"
+    user = options.get("username")
+    scheme = "rediss" if "SSL" in getattr(pool, "connection_class", type).__name__ else "redis"
+    where = f"{user}@" if user else ""
+    return f"{scheme}://{where}{options.get('host', 'localhost')}:{options.get('port', 6379)}/{db}"
+
+
 class _RedisErrors:
     """The context manager of :func:`redis_errors`: a class, as a generator-based one costs
     a generator and three calls per use, on the path of every script call."""
+
+    __slots__ = ("client",)
+
+    def __init__(self, client: redis.Redis | redis.asyncio.Redis | None = None) -> None:
+        self.client = client
 
     def __enter__(self) -> None:
         return None
@@ -386,30 +436,48 @@ class _RedisErrors:
         exc: BaseException | None,
         traceback: types.TracebackType | None,
     ) -> Literal[False]:
-        if isinstance(exc, redis.AuthenticationError):
-            raise RedisAuthenticationFailed(
-                f"Redis rejected the credentials ({exc}): fix the user/password in the "
-                "Redis URL (redis://user:password@host:port/db)"
-            ) from exc
-        if isinstance(exc, redis.ConnectionError | redis.TimeoutError | ClusterDownError):
-            raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
-        if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):
-            raise RedisUnavailable(f"Redis master was demoted: {exc}") from exc
+        if exc is None:
+            return False
+        found = unavailable(exc, self.client)
+        if found is not None:
+            raise found from exc
         return False
+
+
+def unavailable(
+    exc: BaseException, client: redis.Redis | redis.asyncio.Redis | None = None
+) -> RedisUnavailable | None:
+    """The :class:`RedisUnavailable` (or :class:`RedisAuthenticationFailed`) that redis-py's
+    ``exc`` amounts to, naming ``client``'s server when given; ``None`` for any other error
+    (see :func:`redis_errors`)."""
+    where = "Redis" if client is None else f"Redis at {server_name(client)}"
+    if isinstance(exc, redis.AuthenticationError):
+        return RedisAuthenticationFailed(
+            f"{where} rejected the credentials ({exc}): fix the user/password in the "
+            "Redis URL (redis://user:password@host:port/db)"
+        )
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | ClusterDownError):
+        return RedisUnavailable(f"{where} is unreachable: {exc}")
+    if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):
+        return RedisUnavailable(f"{where}: the master was demoted: {exc}")
+    return None
 
 
 _REDIS_ERRORS = _RedisErrors()
 
 
-def redis_errors() -> AbstractContextManager[None]:
-    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`.
+def redis_errors(
+    client: redis.Redis | redis.asyncio.Redis | None = None,
+) -> AbstractContextManager[None]:
+    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`, and a
+    refused user or password into :class:`RedisAuthenticationFailed`.
 
     So is the error of a blocking command cut short because its master was
     demoted (:data:`DEMOTED`): the master is moving, as during a failover; and
     a Redis Cluster's ``CLUSTERDOWN`` (a slot has no master until a replica is
-    promoted).
+    promoted). With ``client``, the message names its server (:func:`server_name`).
     """
-    return _REDIS_ERRORS
+    return _REDIS_ERRORS if client is None else _RedisErrors(client)
 
 
 def as_text(value: bytes | str | None, default: str = "") -> str:

@@ -45,20 +45,20 @@ def _fields(reply: list[Any]) -> dict[bytes, bytes]:
 def mark_and_read(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes]:
     """Mark the job as awaited and read it (``mark_awaited.lua``); ``{}`` when it is gone."""
     call = calls.mark_awaited(keys, job_id)
-    with redis_errors():
+    with redis_errors(client):
         return _fields(load(call.script)(client, call.keys, call.args))
 
 
 def block(client: redis.Redis, keys: QueueKeys, job_id: str, seconds: float) -> bool:
     """``BLPOP`` the job's wake-up list for up to ``seconds``; whether a token came."""
-    with redis_errors():
+    with redis_errors(client):
         return client.blpop([keys.done(job_id)], timeout=block_seconds(seconds)) is not None
 
 
 def pass_on(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
     """Push the token back for the job's other waiters (the list expires on its own)."""
     done = keys.done(job_id)
-    with redis_errors():
+    with redis_errors(client):
         pipe = client.pipeline(transaction=True)
         pipe.rpush(done, 1)
         pipe.expire(done, DONE_TTL)
@@ -70,13 +70,13 @@ async def amark_and_read(
 ) -> dict[bytes, bytes]:
     """:func:`mark_and_read` on an asyncio client."""
     call = calls.mark_awaited(keys, job_id)
-    with redis_errors():
+    with redis_errors(client):
         return _fields(await load(call.script).acall(client, call.keys, call.args))
 
 
 async def ablock(client: redis.asyncio.Redis, keys: QueueKeys, job_id: str, seconds: float) -> bool:
     """:func:`block` on an asyncio client."""
-    with redis_errors():
+    with redis_errors(client):
         got = await client.blpop([keys.done(job_id)], timeout=block_seconds(seconds))
     return got is not None
 
@@ -84,7 +84,7 @@ async def ablock(client: redis.asyncio.Redis, keys: QueueKeys, job_id: str, seco
 async def apass_on(client: redis.asyncio.Redis, keys: QueueKeys, job_id: str) -> None:
     """:func:`pass_on` on an asyncio client."""
     done = keys.done(job_id)
-    with redis_errors():
+    with redis_errors(client):
         pipe = client.pipeline(transaction=True)
         pipe.rpush(done, 1)
         pipe.expire(done, DONE_TTL)

@@ -112,7 +112,7 @@ def publish(info: WorkerInfo, ttl: float) -> int:
         name: value if isinstance(value, str) else json.dumps(value)
         for name, value in published.items()
     }
-    with redis_errors():
+    with redis_errors(client):
         pipe = client.pipeline(transaction=False)  # no MULTI/EXEC: fewer commands per beat
         pipe.hset(key, mapping=cast(Any, mapping))  # redis-py's Mapping key type is invariant
         pipe.pexpire(key, int(ttl * 1000))
@@ -131,8 +131,9 @@ def remove(worker_id: str) -> None:
     :func:`list_workers`.
     """
     prefix = get_config().key_prefix
-    with redis_errors():
-        pipe = get_client().pipeline(transaction=False)
+    client = get_client()
+    with redis_errors(client):
+        pipe = client.pipeline(transaction=False)
         pipe.delete(worker_key(prefix, worker_id))
         pipe.zrem(workers_key(prefix), worker_id)
         pipe.execute()
@@ -148,7 +149,7 @@ def list_workers() -> list[WorkerInfo]:
     """
     prefix = get_config().key_prefix
     client = get_client()
-    with redis_errors():
+    with redis_errors(client):
         members: list[bytes] = client.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
         ids = [as_text(i) for i in members]
         pipe = client.pipeline(transaction=False)
@@ -163,7 +164,7 @@ def list_workers() -> list[WorkerInfo]:
             continue
         found.append(WorkerInfo.from_hash(worker_id, fields))
     if gone:
-        with redis_errors():
+        with redis_errors(client):
             client.zrem(workers_key(prefix), *gone)
     return found
 
@@ -173,6 +174,6 @@ def request_restart() -> int:
     prefix = get_config().key_prefix
     client = get_client()
     now = redis_time_ms(client)
-    with redis_errors():
+    with redis_errors(client):
         client.set(restart_key(prefix), now, ex=7 * 86400)
     return now

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 import redis
 from redis.exceptions import AskError, ClusterDownError, TryAgainError
 
-from ..engine.connection import get_client, is_cluster, location_of
+from ..engine.connection import get_client, is_cluster, location_of, unavailable
 from ..exceptions import RedisUnavailable
 from .outages import Outages
 
@@ -317,7 +317,7 @@ class IdleWaiter:
             return True
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             self._failed(target, exc)
-            raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+            raise _unavailable(exc, target) from exc
         self._recovered(target)
         return reply is not None
 
@@ -328,7 +328,7 @@ class IdleWaiter:
             popped, reply = blocker.blpop_then(target.keys, seconds, command)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             self._failed(target, exc)
-            raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+            raise _unavailable(exc, target) from exc
         self._recovered(target)
         return Woken(popped is not None, True, reply)
 
@@ -374,7 +374,7 @@ class IdleWaiter:
         finally:
             self._end(pending, calls)
         if errors and len(errors) == len(targets):
-            raise RedisUnavailable(f"Redis is unreachable: {errors[0]}") from errors[0]
+            raise _unavailable(errors[0], targets[0]) from errors[0]
         return woke
 
     def _end(
@@ -407,6 +407,11 @@ class IdleWaiter:
     def _recovered(self, target: Target) -> None:
         if self.outages.recovered(target.server):
             logger.info("Redis of %s is reachable again", ", ".join(target.keys))
+
+
+def _unavailable(exc: Exception, target: Target) -> RedisUnavailable:
+    """``exc``, a connection or timeout error, as the error naming ``target``'s server."""
+    return unavailable(exc, target.client) or RedisUnavailable(f"Redis is unreachable: {exc}")
 
 
 def _push_back(target: Target, reply: list[bytes]) -> None:

@@ -684,8 +684,9 @@ class Worker:
         prefix = get_config().key_prefix
         for queue in self.queues:
             keys = QueueKeys.of(prefix, queue)
-            with redis_errors():
-                pipe = get_client(queue).pipeline(transaction=False)
+            client = get_client(queue)
+            with redis_errors(client):
+                pipe = client.pipeline(transaction=False)
                 pipe.zcard(keys.prios)
                 pipe.zcard(keys.reserved)
                 pipe.exists(keys.paused)

@@ -159,7 +159,7 @@ class Poller:
         """
         client, key = get_client(), pollers_key(get_config().key_prefix)
         now = redis_time_ms(client)
-        with redis_errors():
+        with redis_errors(client):
             pipe = client.pipeline(transaction=False)
             pipe.zadd(key, {self.id: now})
             pipe.zremrangebyscore(key, "-inf", now - 3_600_000)

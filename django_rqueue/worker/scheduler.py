@@ -100,7 +100,7 @@ class Scheduler:
         assert self.entries is not None  # noqa: S101 - set by sync()
         entries = self.entries.get(queue, {})
         client = get_client(queue)
-        with redis_errors():
+        with redis_errors(client):
             seconds, micros = client.time()
         now_ms = int(seconds) * 1000 + int(micros) // 1000
         stored = []

@@ -515,7 +515,7 @@ class Supervisor:
         failed: RedisUnavailable | None = None
         for client, entries in by_client.values():
             try:
-                with redis_errors():
+                with redis_errors(client):
                     pipe = client.pipeline(transaction=False)
                     for _, running in entries:
                         key = QueueKeys.of(prefix, running.queue).job(running.job_id)

@@ -21,7 +21,7 @@ from django_rqueue.worker.heartbeat import list_workers
 
 def redis_facts(client: redis.Redis) -> dict[str, Any]:
     """Version, memory, eviction policy and persistence of one Redis."""
-    with redis_errors():
+    with redis_errors(client):
         server = client.info("server")
         memory = client.info("memory")
         persistence = client.info("persistence")
@@ -119,7 +119,7 @@ class Command(BaseCommand):
         now = timezone.now()
         for queue in config.queues:
             client = get_client(queue)
-            where = f"queue {queue!r}" if config.queue(queue).redis_url else "Redis"
+            where = health.server_label(queue)
             if where not in looked_at:
                 looked_at.add(where)
                 for node, server in connection_servers(client):

@@ -42,10 +42,11 @@ def test_info_shows_counts_redis_facts_and_warnings(rqueue_redis: redis.Redis):
     assert "persistence is off" in out  # the test server runs without AOF/RDB
 
 
-def test_info_json(rqueue_redis: redis.Redis):
+def test_info_json(rqueue_redis: redis.Redis, settings: Any):
     Jobs(rqueue_redis).failed()
     data = json.loads(run("--json"))
-    assert data["redis"]["Redis"]["maxmemory_policy"] == "noeviction"
+    url = settings.RQUEUE["REDIS_URL"]  # each server is named by its URL, without a password
+    assert data["redis"][f"Redis at {url}"]["maxmemory_policy"] == "noeviction"
     by_queue = {q["queue"]: q for q in data["queues"]}
     assert by_queue["default"]["failed"] == 1
     assert by_queue["default"]["failed_last_hour"] == 1
@@ -174,8 +175,11 @@ def test_on_a_cluster_each_master_is_reported(redis_cluster: LocalCluster):
 
     data = json.loads(run("--json"))
 
-    expected = {f"Redis node 127.0.0.1:{node.port}" for node in redis_cluster.nodes}
-    assert set(data["redis"]) == expected
+    assert all(name.startswith("Redis at redis://127.0.0.1:") for name in data["redis"])
+    expected = {f"node 127.0.0.1:{node.port}" for node in redis_cluster.nodes}
+    assert {name.rsplit(" ", 2)[1] + " " + name.rsplit(" ", 2)[2] for name in data["redis"]} == (
+        expected
+    )
     assert {facts["maxmemory_policy"] for facts in data["redis"].values()} == {"noeviction"}
     [default] = [q for q in data["queues"] if q["queue"] == "default"]
     assert default["queued"] == 1

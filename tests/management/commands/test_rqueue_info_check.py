@@ -118,10 +118,12 @@ def test_no_persistence_is_the_warning_rqueue_info_prints(rqueue_redis: redis.Re
     code, lines = check()
     assert code == 1 and Status(code) is Status.WARNING
     assert lines[0] == "RQUEUE WARNING: 1 problem(s)"
-    assert lines[1].startswith("WARNING: Redis: persistence is off") and "(rqueue.W010)" in lines[1]
+    assert lines[1].startswith("WARNING: Redis at redis://127.0.0.1:")
+    assert ": persistence is off" in lines[1] and "(rqueue.W010)" in lines[1]
+    message = lines[1].removeprefix("WARNING: ").removesuffix(" (rqueue.W010)")
     report = StringIO()
     call_command("rqueue_info", stdout=report)
-    assert "WARNING rqueue.W010: Redis: persistence is off" in report.getvalue()
+    assert f"WARNING rqueue.W010: {message}" in report.getvalue()
 
 
 def test_bad_thresholds_are_command_errors(rqueue_redis: redis.Redis) -> None:
