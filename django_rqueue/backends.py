@@ -9,6 +9,11 @@
         }
     }
 
+On Django 5.2 the ``django.tasks`` API comes from the ``django-tasks`` backport
+(``pip install "django-rqueue[tasks]"``; :mod:`django_rqueue.tasks_api`), and
+importing this module without it raises ``ImproperlyConfigured`` naming that
+extra. The backend's path and behaviour are the same on every Django.
+
 A task is an ordinary django-rqueue job: ``Task.enqueue()`` writes it with the
 same ``enqueue.lua`` as ``.delay()`` (one round trip, inside
 ``transaction.atomic()`` on commit), ``rqueue_work`` runs it under a lease and
@@ -80,11 +85,6 @@ from django.core.checks import CheckMessage
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.dispatch import Signal
-from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TaskError
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -95,6 +95,19 @@ from .engine.keys import JobFields
 from .exceptions import UnknownJob
 from .job import FINISHED, Job, JobStatus, get_job
 from .registry import TASK_PREFIX
+from .tasks_api import (
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 
 __all__ = ["RQueueBackend", "TaskJobFunction", "job_function_of", "task_job_function"]
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.tasks import TaskResult, TaskResultStatus, default_task_backend
 from django.utils import timezone
 
 from django_rqueue import JobStatus, get_job
 from django_rqueue.exceptions import UnknownJob, WorkerLost
 from django_rqueue.queries import queue_counts
+from django_rqueue.tasks_api import TaskResult, TaskResultStatus, default_task_backend
 from tests.jobs_app.jobs import read_ledger
 from tests.jobs_app.tasks import (
     async_task,

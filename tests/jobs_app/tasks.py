@@ -16,12 +16,10 @@ import os
 import time
 from typing import Any
 
-from django.tasks import TaskContext, TaskResult, task
-from django.tasks.signals import task_finished, task_started
-
 from django_rqueue import signals
 from django_rqueue.backends import job_function_of
 from django_rqueue.job import Job
+from django_rqueue.tasks_api import TaskContext, TaskResult, task, task_finished, task_started
 from tests.jobs_app.jobs import read_ledger, write_ledger
 
 
