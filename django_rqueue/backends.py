@@ -208,22 +208,22 @@ class RQueueBackend(BaseTaskBackend):
         # (it costs several times more right after waiting for Redis). As submit()
         # decides: a task's job function never sets on_commit=False.
         on_commit = transaction.get_connection().in_atomic_block
-        now = timezone.now()
         job = enqueue.submit(job_function, result.args, result.kwargs, options, fields)
         if job.status in FINISHED:  # RQUEUE["EAGER"]: it ran inline (task_enqueued was sent)
             return task_result(task, job, self.alias)
         object.__setattr__(result, "id", job.id)
         if enqueue.capture.get() is not None:
             return result  # captured by django_rqueue.testing: nothing was written
-        if on_commit:
-            transaction.on_commit(functools.partial(self._enqueued, result))
+        if on_commit:  # after the job's own on_commit callback, which writes it
+            transaction.on_commit(functools.partial(self._enqueued, result, job))
         else:
-            self._enqueued(result, now)
+            self._enqueued(result, job)
         return result
 
-    def _enqueued(self, result: TaskResult[Any, Any], now: datetime.datetime | None = None) -> None:
-        # The caller's clock: Redis's enqueue time is read by get_result() / refresh().
-        object.__setattr__(result, "enqueued_at", now or timezone.now())
+    def _enqueued(self, result: TaskResult[Any, Any], job: Job[Any]) -> None:
+        # The time the job's record holds (Redis's clock, from the enqueue's reply), so that
+        # the result equals what get_result() reads.
+        object.__setattr__(result, "enqueued_at", job.enqueued_at)
         signals.send(task_enqueued, type(self), task_result=result)
 
     def get_result(self, result_id: str) -> TaskResult[..., Any]:

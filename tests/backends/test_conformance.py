@@ -1,0 +1,103 @@
+"""``RQueueBackend`` against what the tasks framework's own backend tests expect of a backend.
+
+The behaviours Django's ``tests/tasks/`` and the django-tasks backport's tests
+check of their backends, where they apply to one that stores its results in
+Redis and runs its tasks in workers: the result ``enqueue()`` returns is the one
+``get_result()`` reads, validation at enqueue, an empty ``QUEUES``, the system
+check, the framework's logging. Same tests on every supported Django
+(:mod:`django_rqueue.tasks_api` gives the API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings as django_settings
+from django.db import transaction
+from django.test import override_settings
+from django.utils import timezone
+from pytest_django.fixtures import Settings as SettingsFixture
+
+from django_rqueue import tasks_api
+from django_rqueue.backends import RQueueBackend
+from django_rqueue.tasks_api import (
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    default_task_backend,
+    task,
+    task_backends,
+)
+from tests.jobs_app.tasks import async_task, context_task, email_task, record_task
+
+BACKEND = "django_rqueue.backends.RQueueBackend"
+
+
+def plain(ledger: str, tag: str) -> str:
+    """A module-level function for tests that make their own tasks of it."""
+    return tag
+
+
+def enqueued_at(result: Any) -> datetime.datetime | None:
+    """``result.enqueued_at`` (a call, so that mypy does not keep it narrowed across a commit)."""
+    return result.enqueued_at  # type: ignore[no-any-return]
+
+
+def local_function_task() -> Any:
+    def inner() -> None:
+        pass
+
+    return inner
+
+
+# -- (a) the result enqueue() returns is the one get_result() reads ------------------
+
+
+def test_the_result_enqueue_returns_equals_get_result_read_right_after(ledger: str) -> None:
+    later = timezone.now() + datetime.timedelta(hours=1)
+    for made in (
+        record_task,
+        email_task.using(priority=-5),
+        record_task.using(run_after=later),
+        context_task,
+    ):
+        result = made.enqueue(ledger, "x")
+        assert result.enqueued_at is not None
+        assert default_task_backend.get_result(result.id) == result
+        assert made.get_result(result.id) == result
+
+
+def test_the_result_aenqueue_returns_equals_aget_result(ledger: str) -> None:
+    async def both() -> tuple[Any, Any, Any]:
+        result = await async_task.aenqueue(ledger, "a")
+        return (
+            result,
+            await default_task_backend.aget_result(result.id),
+            await async_task.aget_result(result.id),
+        )
+
+    result, read, read_by_task = asyncio.run(both())
+    assert read == result and read_by_task == result
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_result_enqueued_in_a_transaction_equals_get_result_after_the_commit(
+    ledger: str,
+) -> None:
+    with transaction.atomic():
+        result = record_task.enqueue(ledger, "x")
+        assert enqueued_at(result) is None
+    assert enqueued_at(result) is not None
+    assert default_task_backend.get_result(result.id) == result
+
+
+def test_refresh_keeps_an_unchanged_result_equal(ledger: str) -> None:
+    result = record_task.enqueue(ledger, "x")
+    before = default_task_backend.get_result(result.id)
+    result.refresh()
+    assert result == before
