@@ -80,6 +80,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from django.apps import apps
 from django.core import checks
 from django.core.checks import CheckMessage
 from django.core.exceptions import ImproperlyConfigured
@@ -245,12 +246,25 @@ class RQueueBackend(BaseTaskBackend):
         return task_result(job_function.task_for(job), job, self.alias)
 
     def check(self, **kwargs: Any) -> list[CheckMessage]:
-        """``rqueue.E008`` for each ``QUEUES`` entry that ``RQUEUE["QUEUES"]`` does not declare."""
+        """``rqueue.E009`` when ``django_rqueue`` is not in ``INSTALLED_APPS``; ``rqueue.E008``
+        for each ``QUEUES`` entry that ``RQUEUE["QUEUES"]`` does not declare."""
+        found: list[CheckMessage] = []
+        if not apps.is_installed("django_rqueue"):
+            found.append(
+                checks.Error(
+                    f"TASKS[{self.alias!r}] uses django_rqueue.backends.RQueueBackend, but "
+                    "'django_rqueue' is not in INSTALLED_APPS.",
+                    hint="Add 'django_rqueue' to INSTALLED_APPS (its system checks, admin "
+                    "and management commands, such as rqueue_work, come with it).",
+                    obj=f"TASKS[{self.alias!r}]",
+                    id="rqueue.E009",
+                )
+            )
         try:
             declared = get_config().queues
         except ImproperlyConfigured:
-            return []  # the rqueue.E0xx checks report it
-        return [
+            return found  # the rqueue.E0xx checks report it
+        return found + [
             checks.Error(
                 f"TASKS[{self.alias!r}]['QUEUES'] names queue {name!r}, which is not declared "
                 "in RQUEUE['QUEUES'].",

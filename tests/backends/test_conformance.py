@@ -101,3 +101,16 @@ def test_refresh_keeps_an_unchanged_result_equal(ledger: str) -> None:
     before = default_task_backend.get_result(result.id)
     result.refresh()
     assert result == before
+
+
+# -- (b) the check: django_rqueue must be an installed app ----------------------------
+
+
+def test_check_reports_django_rqueue_missing_from_installed_apps() -> None:
+    assert task_backends["default"].check() == []
+    apps = [app for app in django_settings.INSTALLED_APPS if not app.startswith("django_rqueue")]
+    with override_settings(INSTALLED_APPS=apps):
+        found = list(task_backends["default"].check())
+    assert [m.id for m in found] == ["rqueue.E009"]
+    assert "'django_rqueue'" in found[0].msg and "INSTALLED_APPS" in found[0].msg
+    assert found[0].obj == "TASKS['default']"
