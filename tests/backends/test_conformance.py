@@ -114,3 +114,22 @@ def test_check_reports_django_rqueue_missing_from_installed_apps() -> None:
     assert [m.id for m in found] == ["rqueue.E009"]
     assert "'django_rqueue'" in found[0].msg and "INSTALLED_APPS" in found[0].msg
     assert found[0].obj == "TASKS['default']"
+
+
+# -- (c) QUEUES = []: every queue RQUEUE declares, as for Django's own backends ---------
+
+
+@pytest.mark.parametrize("params", [{}, {"QUEUES": []}], ids=["absent", "empty"])
+def test_an_empty_or_absent_queues_list_allows_every_declared_rqueue_queue(
+    params: dict[str, Any], ledger: str
+) -> None:
+    with override_settings(TASKS={"default": {"BACKEND": BACKEND, **params}}):
+        backend = task_backends["default"]
+        assert isinstance(backend, RQueueBackend)
+        assert backend.check() == []
+        for queue in ("default", "emails", "low"):
+            made = task(queue_name=queue)(plain)
+            result = made.enqueue(ledger, queue)
+            assert backend.get_result(result.id).task.queue_name == queue
+        with pytest.raises(InvalidTask, match=r"'nope' is not declared in RQUEUE\['QUEUES'\]"):
+            task(queue_name="nope")(plain)
