@@ -143,6 +143,9 @@ class RQueueBackend(BaseTaskBackend):
         super().__init__(alias, params)
         if "QUEUES" not in params:
             self.queues = set()  # Django's default is {"default"}; ours: every RQUEUE queue
+        #: Tasks (without ``run_after``) that passed validate_task under ``_valid_for``.
+        self._valid: set[Task[..., Any]] = set()
+        self._valid_for: object = None
 
     def validate_task(self, task: Task[..., Any]) -> None:
         """Django's checks, then: ``task.queue_name`` is declared in ``RQUEUE["QUEUES"]``.
@@ -174,18 +177,24 @@ class RQueueBackend(BaseTaskBackend):
         result is finished.
 
         ``task_enqueued`` is sent once the job is written (not for a call
-        captured by ``capture_jobs()``). ``task`` was validated when it was
-        made (``@task``, ``.using()``), so it is not validated again here.
+        captured by ``capture_jobs()``). ``task`` is validated again here
+        (:meth:`validate_task`), as the settings may have changed since it was
+        made (``@task``, ``.using()``); a task without ``run_after`` is
+        validated once per task and settings.
 
         Raises:
+            InvalidTask: the task cannot run on this backend now, e.g. its queue is
+                no longer in ``TASKS[alias]["QUEUES"]`` or ``RQUEUE["QUEUES"]``
+                (nothing written).
             TypeError: an argument is not JSON (nothing written).
             ValueError: an argument cannot be decoded (``bytes`` that are not
-                UTF-8), or the queue is no longer declared in ``RQUEUE``.
+                UTF-8).
             RedisUnavailable: Redis cannot be reached (nothing written).
             NotReplicated: ``RQUEUE["MIN_REPLICAS_ACK"]`` replicas did not confirm
                 the job in time; it was written to the master (its id, the
                 result's, is in ``job_ids``), ``task_enqueued`` was not sent.
         """
+        self._validate_for_enqueue(task)
         job_function = job_function_of(task)
         options = job_function.options_for(task)
         result: TaskResult[P, R] = TaskResult(
@@ -220,6 +229,23 @@ class RQueueBackend(BaseTaskBackend):
         else:
             self._enqueued(result, job)
         return result
+
+    def _validate_for_enqueue(self, task: Task[..., Any]) -> None:
+        """:meth:`validate_task`, remembered for tasks without ``run_after`` until ``RQUEUE``
+        changes (this backend is made anew when ``TASKS`` changes)."""
+        if task.run_after is not None:
+            self.validate_task(task)
+            return
+        try:
+            config: object = get_config()
+        except ImproperlyConfigured:
+            config = None
+        if config is not self._valid_for:
+            self._valid.clear()
+            self._valid_for = config
+        if task not in self._valid:
+            self.validate_task(task)
+            self._valid.add(task)
 
     def _enqueued(self, result: TaskResult[Any, Any], job: Job[Any]) -> None:
         # The time the job's record holds (Redis's clock, from the enqueue's reply), so that

@@ -133,3 +133,30 @@ def test_an_empty_or_absent_queues_list_allows_every_declared_rqueue_queue(
             assert backend.get_result(result.id).task.queue_name == queue
         with pytest.raises(InvalidTask, match=r"'nope' is not declared in RQUEUE\['QUEUES'\]"):
             task(queue_name="nope")(plain)
+
+
+# -- (d) validation at enqueue, not only at @task / .using() --------------------------
+
+
+def test_a_task_whose_queue_tasks_no_longer_allows_is_rejected_at_enqueue(
+    ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    made = email_task.using(priority=1)  # valid now
+    tasks = {"default": {"BACKEND": BACKEND, "QUEUES": ["default"]}}
+    with override_settings(TASKS=tasks):
+        with pytest.raises(InvalidTask, match="Queue 'emails' is not valid for backend"):
+            made.enqueue(ledger, "x")
+        with pytest.raises(InvalidTask, match="Queue 'emails' is not valid for backend"):
+            asyncio.run(made.aenqueue(ledger, "x"))
+    assert rqueue_redis.dbsize() == 0
+    assert made.enqueue(ledger, "x").status == TaskResultStatus.READY  # valid again
+
+
+def test_a_task_whose_queue_rqueue_no_longer_declares_is_rejected_at_enqueue(
+    ledger: str, settings: SettingsFixture, rqueue_redis: redis.Redis
+) -> None:
+    made = email_task.using(priority=1)
+    settings.RQUEUE = {**settings.RQUEUE, "QUEUES": {"default": {}, "low": {}}}
+    with pytest.raises(InvalidTask, match=r"'emails' is not declared in RQUEUE\['QUEUES'\]"):
+        made.enqueue(ledger, "x")
+    assert rqueue_redis.dbsize() == 0
