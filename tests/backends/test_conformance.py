@@ -160,3 +160,65 @@ def test_a_task_whose_queue_rqueue_no_longer_declares_is_rejected_at_enqueue(
     with pytest.raises(InvalidTask, match=r"'emails' is not declared in RQUEUE\['QUEUES'\]"):
         made.enqueue(ledger, "x")
     assert rqueue_redis.dbsize() == 0
+
+
+# -- what Django's and the backport's task tests check of every backend ---------------
+
+
+def test_django_validation_applies_at_task_using_and_enqueue(settings: SettingsFixture) -> None:
+    with pytest.raises(InvalidTask, match="priority must be a whole number"):
+        record_task.using(priority=101)
+    with pytest.raises(InvalidTask, match="module level"):
+        task()(local_function_task())
+    with pytest.raises(InvalidTask, match="first argument of 'context'"):
+        task(takes_context=True)(plain)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTask, match="aware datetime"):
+        record_task.using(run_after=datetime.datetime(2030, 1, 1))
+
+
+def test_arguments_django_cannot_normalize_raise_type_error(ledger: str) -> None:
+    with pytest.raises(TypeError, match="Unsupported type"):
+        record_task.enqueue(ledger, datetime.datetime.now(tz=datetime.UTC))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Unsupported type"):
+        asyncio.run(record_task.aenqueue(ledger, object()))  # type: ignore[arg-type]
+
+
+def test_a_new_result_is_ready_with_no_errors_and_no_return_value(ledger: str) -> None:
+    result = context_task.enqueue(ledger, "x")
+    assert result.status == TaskResultStatus.READY and not result.is_finished
+    assert (result.errors, result.worker_ids, result.attempts) == ([], [], 0)
+    assert (result.started_at, result.finished_at, result.last_attempted_at) == (None,) * 3
+    with pytest.raises(ValueError, match="Task has not finished yet"):
+        _ = result.return_value
+
+
+def test_get_result_of_another_task_raises_task_result_mismatch(ledger: str) -> None:
+    result = email_task.enqueue(ledger, "x")
+    with pytest.raises(Exception, match="Task does not match") as raised:
+        record_task.get_result(result.id)
+    assert type(raised.value).__name__ == "TaskResultMismatch"
+
+
+def test_a_missing_result_raises_task_result_does_not_exist_sync_and_async() -> None:
+    with pytest.raises(TaskResultDoesNotExist):
+        record_task.get_result("default:123")
+    with pytest.raises(TaskResultDoesNotExist):
+        asyncio.run(default_task_backend.aget_result("default:123"))
+
+
+def test_enqueue_is_logged_by_the_tasks_framework(
+    ledger: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger=tasks_api.MODULE):
+        result = record_task.enqueue(ledger, "x")
+    lines = [r.getMessage() for r in caplog.records if r.name == tasks_api.MODULE]
+    assert len(lines) == 1 and "enqueued" in lines[0] and result.id in lines[0]
+
+
+def test_the_backend_options_are_kept_and_the_default_is_ours() -> None:
+    tasks = {"default": {"BACKEND": BACKEND, "OPTIONS": {"x": 1}}}
+    with override_settings(TASKS=tasks):
+        backend = task_backends["default"]
+        assert isinstance(backend, RQueueBackend)
+        assert (backend.alias, backend.options) == ("default", {"x": 1})
+        assert default_task_backend.alias == "default"
