@@ -59,6 +59,20 @@ def dies_task(ledger: str, tag: str, deaths: int) -> int:
     return runs
 
 
+@task(queue_name="low")
+def interrupted_task(ledger: str, tag: str) -> None:
+    """Write ``run``, then raise ``KeyboardInterrupt`` (queue ``low``: 3 attempts)."""
+    write_ledger(ledger, tag, "run")
+    raise KeyboardInterrupt(f"{tag} interrupted")
+
+
+@task(queue_name="low")
+async def async_interrupted_task(ledger: str, tag: str) -> None:
+    """:func:`interrupted_task`, async."""
+    write_ledger(ledger, tag, "run")
+    raise KeyboardInterrupt(f"{tag} interrupted")
+
+
 @task
 def gated_task(ledger: str, tag: str, gate: str) -> str:
     """Write ``start``, wait until the file ``gate`` exists (at most 60 s), write ``end``."""
