@@ -66,6 +66,8 @@ def test_100k_failed_jobs_first_page_and_retry_all_are_bounded(
     jobs = Jobs(rqueue_redis)
     assert rqueue_redis.eval(SEED, 1, jobs.keys().base, N) == N
     admin_client_rq.get(BASE)  # warm up: session, templates, script cache
+    jobs.failed(queue="low")  # and the script cache of "retry all", on another queue
+    assert operations.process_failed("low", "retry").done == 1
 
     with measured() as page:
         response = admin_client_rq.get(f"{BASE}queues/default/failed/")
