@@ -32,6 +32,7 @@ from tests.jobs_app.tasks import (
     gated_task,
     interrupted_task,
     record_task,
+    unstorable_result_task,
 )
 from tests.management.commands.conftest import Manage
 from tests.support.jobs_in_state import enqueue_raw
@@ -227,6 +228,19 @@ def test_a_task_raising_keyboard_interrupt_fails_its_attempt_and_its_worker_goes
     after = record_task.enqueue(ledger, "after")
     reached(after.id, TaskResultStatus.SUCCESSFUL)
     assert workers_of(ledger, "after", "run") == workers_of(ledger, "k", "run")[:1]
+    stop(worker)
+
+
+def test_a_return_value_json_cannot_carry_fails_the_attempt_with_a_type_error(
+    manage: Manage, ledger: str
+) -> None:
+    result = unstorable_result_task.enqueue(ledger, "u")
+    worker = start_worker(manage, "--concurrency", "1")
+    done = reached(result.id, TaskResultStatus.FAILED, timeout=15)
+    assert [e.exception_class for e in done.errors] == [TypeError] * 3
+    assert "cannot be stored as JSON" in done.errors[0].traceback
+    with pytest.raises(ValueError, match="Task failed"):
+        _ = done.return_value
     stop(worker)
 
 

@@ -73,6 +73,13 @@ async def async_interrupted_task(ledger: str, tag: str) -> None:
     raise KeyboardInterrupt(f"{tag} interrupted")
 
 
+@task(queue_name="low")
+def unstorable_result_task(ledger: str, tag: str) -> object:
+    """Write ``run``, then return a value JSON cannot carry (queue ``low``: 3 attempts)."""
+    write_ledger(ledger, tag, "run")
+    return object()
+
+
 @task
 def gated_task(ledger: str, tag: str, gate: str) -> str:
     """Write ``start``, wait until the file ``gate`` exists (at most 60 s), write ``end``."""
