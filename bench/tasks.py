@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.tasks import task
+from django_rqueue.tasks_api import task
 
 from .record import record
 

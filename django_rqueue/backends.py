@@ -9,6 +9,11 @@
         }
     }
 
+On Django 5.2 the ``django.tasks`` API comes from the ``django-tasks`` backport
+(``pip install "django-rqueue[tasks]"``; :mod:`django_rqueue.tasks_api`), and
+importing this module without it raises ``ImproperlyConfigured`` naming that
+extra. The backend's path and behaviour are the same on every Django.
+
 A task is an ordinary django-rqueue job: ``Task.enqueue()`` writes it with the
 same ``enqueue.lua`` as ``.delay()`` (one round trip, inside
 ``transaction.atomic()`` on commit), ``rqueue_work`` runs it under a lease and
@@ -75,16 +80,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from django.apps import apps
 from django.core import checks
 from django.core.checks import CheckMessage
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.dispatch import Signal
-from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TaskError
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -95,6 +96,19 @@ from .engine.keys import JobFields
 from .exceptions import UnknownJob
 from .job import FINISHED, Job, JobStatus, get_job
 from .registry import TASK_PREFIX
+from .tasks_api import (
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 
 __all__ = ["RQueueBackend", "TaskJobFunction", "job_function_of", "task_job_function"]
 
@@ -129,6 +143,9 @@ class RQueueBackend(BaseTaskBackend):
         super().__init__(alias, params)
         if "QUEUES" not in params:
             self.queues = set()  # Django's default is {"default"}; ours: every RQUEUE queue
+        #: Tasks (without ``run_after``) that passed validate_task under ``_valid_for``.
+        self._valid: set[Task[..., Any]] = set()
+        self._valid_for: object = None
 
     def validate_task(self, task: Task[..., Any]) -> None:
         """Django's checks, then: ``task.queue_name`` is declared in ``RQUEUE["QUEUES"]``.
@@ -160,19 +177,25 @@ class RQueueBackend(BaseTaskBackend):
         result is finished.
 
         ``task_enqueued`` is sent once the job is written (not for a call
-        captured by ``capture_jobs()``). ``task`` was validated when it was
-        made (``@task``, ``.using()``), so it is not validated again here.
+        captured by ``capture_jobs()``). ``task`` is validated again here
+        (:meth:`validate_task`), as the settings may have changed since it was
+        made (``@task``, ``.using()``); a task without ``run_after`` is
+        validated once per task and settings.
 
         Raises:
+            InvalidTask: the task cannot run on this backend now, e.g. its queue is
+                no longer in ``TASKS[alias]["QUEUES"]`` or ``RQUEUE["QUEUES"]``
+                (nothing written).
             TypeError: the arguments do not fit the task's signature, or one is
                 not JSON (nothing written).
             ValueError: an argument cannot be decoded (``bytes`` that are not
-                UTF-8), or the queue is no longer declared in ``RQUEUE``.
+                UTF-8).
             RedisUnavailable: Redis cannot be reached (nothing written).
             NotReplicated: ``RQUEUE["MIN_REPLICAS_ACK"]`` replicas did not confirm
                 the job in time; it was written to the master (its id, the
                 result's, is in ``job_ids``), ``task_enqueued`` was not sent.
         """
+        self._validate_for_enqueue(task)
         job_function = job_function_of(task)
         options = job_function.options_for(task)
         result: TaskResult[P, R] = TaskResult(
@@ -196,22 +219,39 @@ class RQueueBackend(BaseTaskBackend):
         # (it costs several times more right after waiting for Redis). As submit()
         # decides: a task's job function never sets on_commit=False.
         on_commit = transaction.get_connection().in_atomic_block
-        now = timezone.now()
         job = enqueue.submit(job_function, result.args, result.kwargs, options, fields)
         if job.status in FINISHED:  # RQUEUE["EAGER"]: it ran inline (task_enqueued was sent)
             return task_result(task, job, self.alias)
         object.__setattr__(result, "id", job.id)
         if enqueue.capture.get() is not None:
             return result  # captured by django_rqueue.testing: nothing was written
-        if on_commit:
-            transaction.on_commit(functools.partial(self._enqueued, result))
+        if on_commit:  # after the job's own on_commit callback, which writes it
+            transaction.on_commit(functools.partial(self._enqueued, result, job))
         else:
-            self._enqueued(result, now)
+            self._enqueued(result, job)
         return result
 
-    def _enqueued(self, result: TaskResult[Any, Any], now: datetime.datetime | None = None) -> None:
-        # The caller's clock: Redis's enqueue time is read by get_result() / refresh().
-        object.__setattr__(result, "enqueued_at", now or timezone.now())
+    def _validate_for_enqueue(self, task: Task[..., Any]) -> None:
+        """:meth:`validate_task`, remembered for tasks without ``run_after`` until ``RQUEUE``
+        changes (this backend is made anew when ``TASKS`` changes)."""
+        if task.run_after is not None:
+            self.validate_task(task)
+            return
+        try:
+            config: object = get_config()
+        except ImproperlyConfigured:
+            config = None
+        if config is not self._valid_for:
+            self._valid.clear()
+            self._valid_for = config
+        if task not in self._valid:
+            self.validate_task(task)
+            self._valid.add(task)
+
+    def _enqueued(self, result: TaskResult[Any, Any], job: Job[Any]) -> None:
+        # The time the job's record holds (Redis's clock, from the enqueue's reply), so that
+        # the result equals what get_result() reads.
+        object.__setattr__(result, "enqueued_at", job.enqueued_at)
         signals.send(task_enqueued, type(self), task_result=result)
 
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
@@ -233,12 +273,25 @@ class RQueueBackend(BaseTaskBackend):
         return task_result(job_function.task_for(job), job, self.alias)
 
     def check(self, **kwargs: Any) -> list[CheckMessage]:
-        """``rqueue.E008`` for each ``QUEUES`` entry that ``RQUEUE["QUEUES"]`` does not declare."""
+        """``rqueue.E009`` when ``django_rqueue`` is not in ``INSTALLED_APPS``; ``rqueue.E008``
+        for each ``QUEUES`` entry that ``RQUEUE["QUEUES"]`` does not declare."""
+        found: list[CheckMessage] = []
+        if not apps.is_installed("django_rqueue"):
+            found.append(
+                checks.Error(
+                    f"TASKS[{self.alias!r}] uses django_rqueue.backends.RQueueBackend, but "
+                    "'django_rqueue' is not in INSTALLED_APPS.",
+                    hint="Add 'django_rqueue' to INSTALLED_APPS (its system checks, admin "
+                    "and management commands, such as rqueue_work, come with it).",
+                    obj=f"TASKS[{self.alias!r}]",
+                    id="rqueue.E009",
+                )
+            )
         try:
             declared = get_config().queues
         except ImproperlyConfigured:
-            return []  # the rqueue.E0xx checks report it
-        return [
+            return found  # the rqueue.E0xx checks report it
+        return found + [
             checks.Error(
                 f"TASKS[{self.alias!r}]['QUEUES'] names queue {name!r}, which is not declared "
                 "in RQUEUE['QUEUES'].",

@@ -5,8 +5,10 @@ The ids and what they mean are listed in :func:`django_rqueue.conf.problems`
 The checks only read settings; they never connect to Redis. ``rqueue.E008``
 (a ``TASKS`` queue that ``RQUEUE`` does not declare) is
 :meth:`django_rqueue.backends.RQueueBackend.check`, which Django's own
-``django.tasks`` check calls; importing ``django.tasks`` here registers that
-check even in a project that imports no task before ``manage.py check``.
+``django.tasks`` check calls; importing :mod:`django_rqueue.tasks_api` here
+registers that check even in a project that imports no task before
+``manage.py check``. On Django 5.2 without the ``django-tasks`` backport there
+is no tasks framework, hence no backend to check, and the other checks run as usual.
 """
 
 from __future__ import annotations
@@ -14,11 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import django.tasks  # noqa: F401 - registers django.tasks.checks.check_tasks
 from django.core.checks import CheckMessage, register
+from django.core.exceptions import ImproperlyConfigured
 
 from . import schedule
 from .conf import parse, problems, raw_setting, schedule_queues
+
+try:
+    from . import tasks_api  # noqa: F401 - registers the tasks framework's check_tasks
+except ImproperlyConfigured:  # Django 5.2 without the backport: no tasks framework
+    pass
 
 
 @register("rqueue")

@@ -52,7 +52,13 @@ from . import signals
 from .conf import Config, get_config
 from .engine import calls, transitions
 from .engine.calls import NewJob, ScriptCall
-from .engine.connection import as_text, get_async_client, get_client, redis_errors
+from .engine.connection import (
+    as_text,
+    get_async_client,
+    get_client,
+    ms_to_datetime,
+    redis_errors,
+)
 from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, new_job_id
 from .engine.transitions import EnqueueOutcome, ReplicaWait
 from .exceptions import NotReplicated
@@ -419,12 +425,13 @@ class Submission:
         client, wait = get_client(self.plan.queue), replica_wait(get_config())
         call = self.call()
         if wait is None:
-            outcome, job_id, state = transitions.enqueue(client, call, meanwhile=self._job)
+            reply = transitions.enqueue(client, call, meanwhile=self._job)
             acked = 0
         else:
-            (outcome, job_id, state), acked = transitions.enqueue_and_wait(client, call, wait)
+            reply, acked = transitions.enqueue_and_wait(client, call, wait)
+        outcome, job_id = reply.outcome, reply.job_id
         existing = get_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
-        if self._written(outcome, state, existing):
+        if self._written(reply, existing):
             signals.send(signals.job_enqueued, self.plan.job_function, job=self.job)
         if wait is not None:
             _check_replicated(wait, [job_id] if outcome in WROTE else [], acked)
@@ -438,13 +445,13 @@ class Submission:
         call = self.call()
         wait = replica_wait(get_config())
         if wait is None:
-            outcome, job_id, state = await transitions.aenqueue(client, call)
+            reply = await transitions.aenqueue(client, call)
             acked = 0
         else:
-            enqueued, acked = await transitions.aenqueue_and_wait(client, call, wait)
-            outcome, job_id, state = enqueued
+            reply, acked = await transitions.aenqueue_and_wait(client, call, wait)
+        outcome, job_id = reply.outcome, reply.job_id
         existing = await aget_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
-        if self._written(outcome, state, existing):
+        if self._written(reply, existing):
             await signals.asend(signals.job_enqueued, self.plan.job_function, job=self.job)
         if wait is not None:
             _check_replicated(wait, [job_id] if outcome in WROTE else [], acked)
@@ -465,17 +472,21 @@ class Submission:
             own += calls.pairs(self.extra)
         return self.plan.shared.call(self.job_id, self.unique_key, *own)
 
-    def _written(self, outcome: EnqueueOutcome, state: str, existing: Job[Any] | None) -> bool:
+    def _written(self, reply: transitions.EnqueueReply, existing: Job[Any] | None) -> bool:
         """Apply the script's answer to :attr:`job`; whether a job was created (announce it).
 
-        A duplicate's ``existing`` holder is copied in place: a Job returned
-        earlier (before commit) then names the holder.
+        A created job gets the enqueue time its record holds (Redis's clock, from
+        the same reply). A duplicate's ``existing`` holder is copied in place: a
+        Job returned earlier (before commit) then names the holder.
         """
         if existing is not None:
             self.job.assign(existing)
             return False
-        self.job.status = STATUSES[state]
-        return outcome is EnqueueOutcome.CREATED
+        job = self.job
+        job.status = STATUSES[reply.state]
+        if reply.enqueued_ms is not None:
+            job.enqueued_at = ms_to_datetime(reply.enqueued_ms)
+        return reply.outcome is EnqueueOutcome.CREATED
 
     def fields(self) -> dict[str, str | int]:
         """The job-hash fields this job is written with (an enqueue script's field pairs)."""

@@ -17,6 +17,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import datetime
+import signal
 import traceback as tb
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -94,8 +95,10 @@ def soft_timeout(seconds: float) -> JobTimeout:
 def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
     """Send ``job_started``, call the function, and capture what happened.
 
-    ``SystemExit`` and every other exception are failures of the attempt
-    (``KeyboardInterrupt`` propagates). A return value JSON cannot carry is a
+    ``SystemExit`` and every other exception are failures of the attempt; so
+    is ``KeyboardInterrupt``, unless SIGINT raises it in this process (Python's
+    default handler is installed: Ctrl-C on an in-process worker or in EAGER
+    mode), when it propagates (see :func:`interrupted`). A return value JSON cannot carry is a
     failure with a ``TypeError`` naming its type. The function is called with
     :meth:`~django_rqueue.decorators.JobFunction.arguments` (a
     ``takes_context`` function gets a :class:`JobContext` first). An
@@ -109,10 +112,24 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
         args, kwargs = job_function.arguments(job)
         value = job_function.func(*args, **kwargs)
         return Outcome(result_json=encode_result(value))
-    except KeyboardInterrupt:
-        raise
+    except KeyboardInterrupt as exc:
+        if interrupted():
+            raise
+        return Outcome(exception=exc, traceback=tb.format_exc())
     except BaseException as exc:  # a job's failure is data, not a crash
         return Outcome(exception=exc, traceback=tb.format_exc())
+
+
+def interrupted() -> bool:
+    """Whether a ``KeyboardInterrupt`` may come from the user rather than from the job's code.
+
+    It may when SIGINT has Python's default handler here (the handler that raises
+    it). A worker child ignores SIGINT (its master decides), and an event loop
+    started by ``asyncio.run`` installs its own handler, so there a
+    ``KeyboardInterrupt`` is the job's own: a failed attempt with that class,
+    not a lost worker.
+    """
+    return signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 async def arun_attempt(
@@ -133,8 +150,10 @@ async def arun_attempt(
         async with deadline:
             value = await job_function.func(*args, **kwargs)
         return Outcome(result_json=encode_result(value))
-    except KeyboardInterrupt:
-        raise
+    except KeyboardInterrupt as exc:
+        if interrupted():
+            raise
+        return Outcome(exception=exc, traceback=tb.format_exc())
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():

@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
 # Create/refresh a virtualenv with django-rqueue (editable) + dev tools.
 #
-# Usage: scripts/bootstrap.sh VENV_DIR DJANGO_SPEC [PYTHON]
+# Usage: scripts/bootstrap.sh VENV_DIR DJANGO_SPEC [PYTHON [EXTRAS]]
 #   e.g. scripts/bootstrap.sh .venv '>=6.1,<6.2'
 #        scripts/bootstrap.sh .venv-dj60 '>=6.0,<6.1' /usr/bin/python3.12
+#        scripts/bootstrap.sh .venv-dj52 '>=5.2,<6.0' "" dev,hiredis,tasks
+# EXTRAS: the package's extras to install (default dev,hiredis; Django 5.2
+# needs tasks too, the django.tasks backport). PYTHON "" means: find one.
 #
 # Idempotent: installs redis-server via apt if it is missing (never starts or
 # uses the system service: tests launch private redis-server processes), finds
 # a Python >= 3.12 unless PYTHON is given, creates VENV_DIR if missing (or if
 # its interpreter is broken / older than 3.12), and runs pip only when
-# pyproject.toml, DJANGO_SPEC or the interpreter changed since the last run
+# pyproject.toml, DJANGO_SPEC, EXTRAS or the interpreter changed since the last run
 # (set RQUEUE_FORCE_INSTALL=1 to force).
 set -euo pipefail
 
-if [[ $# -lt 2 || $# -gt 3 ]]; then
-    echo "usage: $0 VENV_DIR DJANGO_SPEC [PYTHON]" >&2
+if [[ $# -lt 2 || $# -gt 4 ]]; then
+    echo "usage: $0 VENV_DIR DJANGO_SPEC [PYTHON [EXTRAS]]" >&2
     exit 2
 fi
 venv="$1"
 django_spec="$2"
 python_arg="${3:-}"
+extras="${4:-dev,hiredis}"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
@@ -95,6 +99,7 @@ stamp="$venv/.rqueue-bootstrap-stamp"
 fingerprint="$({
     echo "python=$want_ver"
     echo "django_spec=$django_spec"
+    echo "extras=$extras"
     sha256sum pyproject.toml
 } | sha256sum | cut -d' ' -f1)"
 
@@ -103,10 +108,10 @@ if [[ "${RQUEUE_FORCE_INSTALL:-0}" != "1" && -f "$stamp" && "$(cat "$stamp")" ==
     log "$venv is up to date (pyproject.toml and Django spec unchanged)"
 else
     rm -f "$stamp"
-    log "pip install -e '.[dev,hiredis]' 'Django$django_spec' into $venv"
+    log "pip install -e '.[$extras]' 'Django$django_spec' into $venv"
     # Keep pip quiet; drop the machine's "Location 'file:///…' is ignored" noise
     # (pip.conf points at local indexes that may not exist), show all on failure.
-    if ! pip_out="$("$vpy" -m pip install -q -e '.[dev,hiredis]' "Django$django_spec" </dev/null 2>&1)"; then
+    if ! pip_out="$("$vpy" -m pip install -q -e ".[$extras]" "Django$django_spec" </dev/null 2>&1)"; then
         printf '%s\n' "$pip_out" >&2
         echo "bootstrap: error: pip install failed" >&2
         exit 1
@@ -120,7 +125,7 @@ import importlib.metadata as md
 import platform
 import sys
 
-names = ["Django", "redis", "django-redis", "hiredis", "pytest", "pytest-django", "ruff", "mypy", "django-stubs"]
+names = ["Django", "django-tasks", "redis", "django-redis", "hiredis", "pytest", "pytest-django", "ruff", "mypy", "django-stubs"]
 versions = []
 for name in names:
     try:

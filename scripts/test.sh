@@ -9,10 +9,14 @@
 #   4. manage.py check + makemigrations --check (with tests.settings)
 #   5. pytest                 (Django 6.1 / Python 3.13)
 #   6. bootstrap .venv-dj60  (Python 3.12 if present, Django 6.0.x) + pytest
+#   7. bootstrap .venv-dj52  (Python 3.12 if present, Django 5.2.x LTS with the
+#      django-tasks backport, the "tasks" extra) + pytest
 #
 # Env:
 #   RQUEUE_TEST_QUICK=1   run only steps 1-5 (the first matrix cell)
 #   RQUEUE_FORCE_INSTALL=1  re-run pip even if nothing changed
+#   RQUEUE_TEST_PROCESSES=N  pytest processes per cell (pytest-xdist; default 2,
+#                            0 runs the tests in the pytest process itself)
 # Extra arguments are passed to every pytest run, e.g. ./scripts/test.sh -k lease -x
 # Every step runs even if an earlier one failed; the exit code is non-zero if
 # any failed (pytest's "no tests collected", exit 5, counts as a failure).
@@ -49,7 +53,10 @@ existing() {  # print those of the given paths that exist
 run_pytest() {  # run_pytest VENV CELL_NAME [ARGS...]
     local venv="$1" cell="$2"
     shift 2
-    "$venv/bin/python" -m pytest --junitxml="$artifacts/junit-$cell.xml" --durations=10 "$@"
+    # The suite mostly waits (on workers, leases, timeouts), so two processes
+    # halve its wall time; --dist loadfile keeps a module's tests together.
+    "$venv/bin/python" -m pytest -n "${RQUEUE_TEST_PROCESSES:-2}" --dist loadfile \
+        --junitxml="$artifacts/junit-$cell.xml" --durations=10 "$@"
 }
 
 # --- cell 1: Python 3.13 (if present) + Django 6.1 ---------------------------
@@ -74,16 +81,23 @@ run_step "makemigrations --check" env DJANGO_SETTINGS_MODULE=tests.settings \
 section "pytest: Django 6.1 / $(.venv/bin/python -V)"
 run_step "pytest dj61" run_pytest .venv dj61 "$@"
 
-# --- cell 2: Python 3.12 (if present) + Django 6.0 ---------------------------
+# --- cells 2 and 3: Python 3.12 (if present) + Django 6.0, then Django 5.2 ----
 if [[ "$quick" == "1" ]]; then
-    section "RQUEUE_TEST_QUICK=1: skipping the Django 6.0 cell"
+    section "RQUEUE_TEST_QUICK=1: skipping the Django 6.0 and 5.2 cells"
 else
-    section "bootstrap .venv-dj60 (Django 6.0)"
     py_second="$(scripts/find_python.sh 3.12)"
+
+    section "bootstrap .venv-dj60 (Django 6.0)"
     bash scripts/bootstrap.sh .venv-dj60 '>=6.0,<6.1' "$py_second"
 
     section "pytest: Django 6.0 / $(.venv-dj60/bin/python -V)"
     run_step "pytest dj60" run_pytest .venv-dj60 dj60 "$@"
+
+    section "bootstrap .venv-dj52 (Django 5.2 LTS + the django-tasks backport)"
+    bash scripts/bootstrap.sh .venv-dj52 '>=5.2,<6.0' "$py_second" dev,hiredis,tasks
+
+    section "pytest: Django 5.2 / $(.venv-dj52/bin/python -V)"
+    run_step "pytest dj52" run_pytest .venv-dj52 dj52 "$@"
 fi
 
 section "summary"

@@ -109,7 +109,7 @@ if os.environ.get("RQUEUE_TEST_QUEUE_OPTIONS"):
 TASKS: dict[str, Any] = {
     "default": {"BACKEND": "django_rqueue.backends.RQueueBackend"},
     "emails_only": {"BACKEND": "django_rqueue.backends.RQueueBackend", "QUEUES": ["emails"]},
-    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+    "immediate": {"BACKEND": "django_rqueue.tasks_api.ImmediateBackend"},
 }
 
 LOGGING: dict[str, Any] = {

@@ -131,19 +131,31 @@ class EnqueueOutcome(enum.StrEnum):
 Enqueued = tuple[EnqueueOutcome, str, str]
 
 
+class EnqueueReply(NamedTuple):
+    """What ``enqueue.lua`` answered for one job (:data:`Enqueued`, and when it was written)."""
+
+    outcome: EnqueueOutcome
+    #: The holder's id for a duplicate.
+    job_id: str
+    state: str
+    #: When a created job was enqueued, as its record holds it (Redis server time, ms since
+    #: the epoch); ``None`` for the other outcomes.
+    enqueued_ms: int | None
+
+
 def enqueue(
     client: redis.Redis, call: ScriptCall, meanwhile: Callable[[], object] | None = None
-) -> Enqueued:
+) -> EnqueueReply:
     """Create a job (``enqueue.lua``), given its call (:meth:`.calls.EnqueueShared.call`).
 
-    Returns ``(outcome, job id, state)`` (:data:`Enqueued`).
+    Returns ``(outcome, job id, state, enqueued_ms)`` (:class:`EnqueueReply`).
     """
-    return _enqueued(_run(client, call, meanwhile))
+    return _enqueue_reply(_run(client, call, meanwhile))
 
 
-async def aenqueue(client: redis.asyncio.Redis, call: ScriptCall) -> Enqueued:
+async def aenqueue(client: redis.asyncio.Redis, call: ScriptCall) -> EnqueueReply:
     """:func:`enqueue` on an asyncio client."""
-    return _enqueued(await _arun(client, call))
+    return _enqueue_reply(await _arun(client, call))
 
 
 #: The script's outcome as redis-py returns it (bytes, or str with ``decode_responses``).
@@ -160,6 +172,11 @@ def _enqueued(reply: list[Any]) -> Enqueued:
     return outcome, as_text(reply[1]), as_text(reply[2])
 
 
+def _enqueue_reply(reply: list[Any]) -> EnqueueReply:
+    outcome, job_id, state = _enqueued(reply)
+    return EnqueueReply(outcome, job_id, state, int(reply[3]) if len(reply) > 3 else None)
+
+
 def _confirmed(outcomes: Iterable[EnqueueOutcome], acked: int) -> int:
     """The replicas known to have the jobs: ``WAIT``'s count, or 0 after a resent write.
 
@@ -172,21 +189,21 @@ def _confirmed(outcomes: Iterable[EnqueueOutcome], acked: int) -> int:
 
 def enqueue_and_wait(
     client: redis.Redis, call: ScriptCall, wait: ReplicaWait
-) -> tuple[Enqueued, int]:
+) -> tuple[EnqueueReply, int]:
     """:func:`enqueue` given its call (:meth:`.calls.EnqueueShared.call`), then ``WAIT`` on the same
     connection (:class:`ReplicaWait`): ``(enqueued, replicas known to have the job)``."""
     reply, acked = _run_and_wait(client, call, wait)
-    enqueued = _enqueued(reply)
-    return enqueued, _confirmed([enqueued[0]], acked)
+    enqueued = _enqueue_reply(reply)
+    return enqueued, _confirmed([enqueued.outcome], acked)
 
 
 async def aenqueue_and_wait(
     client: redis.asyncio.Redis, call: ScriptCall, wait: ReplicaWait
-) -> tuple[Enqueued, int]:
+) -> tuple[EnqueueReply, int]:
     """:func:`enqueue_and_wait` on an asyncio client."""
     reply, acked = await _arun_and_wait(client, call, wait)
-    enqueued = _enqueued(reply)
-    return enqueued, _confirmed([enqueued[0]], acked)
+    enqueued = _enqueue_reply(reply)
+    return enqueued, _confirmed([enqueued.outcome], acked)
 
 
 class BatchItem(NamedTuple):

@@ -7,7 +7,8 @@ attempts are that queue's), which ``rqueue_work`` runs.
 """
 
 from django.core.mail import send_mail
-from django.tasks import task
+
+from django_rqueue.tasks_api import task
 
 
 @task(queue_name="emails")

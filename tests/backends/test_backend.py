@@ -15,9 +15,6 @@ import pytest
 import redis
 from django.contrib.admin.utils import quote as admin_quote
 from django.core import checks
-from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import Client, override_settings
 from django.utils import timezone
 from pytest_django.fixtures import Settings as SettingsFixture
@@ -27,6 +24,17 @@ from django_rqueue.backends import RQueueBackend, job_function_of, task_job_func
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.exceptions import UnknownJob
+from django_rqueue.tasks_api import (
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    default_task_backend,
+    task,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 from django_rqueue.testing import capture_jobs
 from tests.jobs_app.jobs import record
 from tests.jobs_app.tasks import async_task, email_task, flaky_task, record_task

@@ -16,20 +16,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.tasks import TaskResult, TaskResultStatus, default_task_backend
 from django.utils import timezone
 
 from django_rqueue import JobStatus, get_job
 from django_rqueue.exceptions import UnknownJob, WorkerLost
 from django_rqueue.queries import queue_counts
+from django_rqueue.tasks_api import TaskResult, TaskResultStatus, default_task_backend
 from tests.jobs_app.jobs import read_ledger
 from tests.jobs_app.tasks import (
+    async_interrupted_task,
     async_task,
     context_task,
     dies_task,
     flaky_task,
     gated_task,
+    interrupted_task,
     record_task,
+    unstorable_result_task,
 )
 from tests.management.commands.conftest import Manage
 from tests.support.jobs_in_state import enqueue_raw
@@ -206,6 +209,38 @@ def test_a_task_whose_module_path_no_longer_resolves_fails_and_the_worker_goes_o
         assert message in job.error["message"]
     assert events(ledger, "plain", "run") == []  # a plain @job is never run as a task
     assert worker.alive()
+    stop(worker)
+
+
+@pytest.mark.parametrize("made", [interrupted_task, async_interrupted_task], ids=["sync", "async"])
+def test_a_task_raising_keyboard_interrupt_fails_its_attempt_and_its_worker_goes_on(
+    manage: Manage, ledger: str, made: Any
+) -> None:
+    result = made.enqueue(ledger, "k")
+    worker = start_worker(manage, "--concurrency", "1")
+    done = reached(result.id, TaskResultStatus.FAILED, timeout=15)
+    assert [e.exception_class_path for e in done.errors] == ["builtins.KeyboardInterrupt"] * 3
+    assert done.errors[0].exception_class is KeyboardInterrupt
+    assert "KeyboardInterrupt: k interrupted" in done.errors[-1].traceback
+    # Failed attempts, not lost workers: one child ran all three, and still runs.
+    assert len(set(workers_of(ledger, "k", "run"))) == 1
+    assert len(done.worker_ids) == 3 and set(done.worker_ids) == set(workers_of(ledger, "k", "run"))
+    after = record_task.enqueue(ledger, "after")
+    reached(after.id, TaskResultStatus.SUCCESSFUL)
+    assert workers_of(ledger, "after", "run") == workers_of(ledger, "k", "run")[:1]
+    stop(worker)
+
+
+def test_a_return_value_json_cannot_carry_fails_the_attempt_with_a_type_error(
+    manage: Manage, ledger: str
+) -> None:
+    result = unstorable_result_task.enqueue(ledger, "u")
+    worker = start_worker(manage, "--concurrency", "1")
+    done = reached(result.id, TaskResultStatus.FAILED, timeout=15)
+    assert [e.exception_class for e in done.errors] == [TypeError] * 3
+    assert "cannot be stored as JSON" in done.errors[0].traceback
+    with pytest.raises(ValueError, match="Task failed"):
+        _ = done.return_value
     stop(worker)
 
 

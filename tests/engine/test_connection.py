@@ -16,6 +16,7 @@ from django_rqueue.engine.connection import (
     is_cluster,
     new_async_client,
     redis_errors,
+    reset_clients,
     service_of,
 )
 from django_rqueue.exceptions import RedisUnavailable
@@ -57,6 +58,7 @@ def test_cache_alias_reuses_the_django_redis_connection(
         "jobs": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": redis_server.url},
     }
     settings.RQUEUE = {"CACHE_ALIAS": "jobs", "QUEUES": {"default": {}}}
+    reset_clients()  # an earlier test in this process may have cached another "jobs" cache's
     assert get_client("default") is get_redis_connection("jobs")
 
 

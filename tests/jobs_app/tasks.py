@@ -16,12 +16,10 @@ import os
 import time
 from typing import Any
 
-from django.tasks import TaskContext, TaskResult, task
-from django.tasks.signals import task_finished, task_started
-
 from django_rqueue import signals
 from django_rqueue.backends import job_function_of
 from django_rqueue.job import Job
+from django_rqueue.tasks_api import TaskContext, TaskResult, task, task_finished, task_started
 from tests.jobs_app.jobs import read_ledger, write_ledger
 
 
@@ -59,6 +57,27 @@ def dies_task(ledger: str, tag: str, deaths: int) -> int:
     if runs <= deaths:
         os._exit(3)
     return runs
+
+
+@task(queue_name="low")
+def interrupted_task(ledger: str, tag: str) -> None:
+    """Write ``run``, then raise ``KeyboardInterrupt`` (queue ``low``: 3 attempts)."""
+    write_ledger(ledger, tag, "run")
+    raise KeyboardInterrupt(f"{tag} interrupted")
+
+
+@task(queue_name="low")
+async def async_interrupted_task(ledger: str, tag: str) -> None:
+    """:func:`interrupted_task`, async."""
+    write_ledger(ledger, tag, "run")
+    raise KeyboardInterrupt(f"{tag} interrupted")
+
+
+@task(queue_name="low")
+def unstorable_result_task(ledger: str, tag: str) -> object:
+    """Write ``run``, then return a value JSON cannot carry (queue ``low``: 3 attempts)."""
+    write_ledger(ledger, tag, "run")
+    return object()
 
 
 @task

@@ -72,7 +72,7 @@ class Jobs:
             fields[JobFields.EXPIRES] = expires_at_ms
         job = calls.NewJob(job_id, priority, group, unique_key, unique_ttl, fields)
         call = calls.enqueue(self.keys(queue), job, delay_ms=delay_ms, run_at_ms=run_at_ms)
-        return transitions.enqueue(self.client, call)
+        return transitions.enqueue(self.client, call)[:3]  # without the enqueue time
 
     def queued(self, queue: str = "default", **kwargs: Any) -> str:
         """Enqueue and return the new job's id (asserting it was created)."""

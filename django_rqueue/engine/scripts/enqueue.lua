@@ -16,8 +16,9 @@
 -- not sent: every argument costs packing in the client and in Redis, on the path of
 -- every .delay().
 --
--- Returns {outcome, job id, state} (see include/enqueue_job.lua): 'created',
--- 'duplicate' (with the holder's id) or 'exists'.
+-- Returns {outcome, job id, state} (see include/enqueue_job.lua): 'created' (then
+-- a 4th item, the enqueued-at time in ms the record holds), 'duplicate' (with the
+-- holder's id) or 'exists'.
 -- Writes: job hash; a group list + ring + prios + notify, or delayed + wake; unique key.
 
 --@include enqueue_job.lua

@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from django_rqueue.engine import calls, transitions
-from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.engine.keys import JobFields, QueueKeys
 from django_rqueue.engine.transitions import EnqueueOutcome
 from django_rqueue.serialization import join_payload
 from tests.engine.transitions.conftest import Engine, _s
@@ -235,10 +235,12 @@ def test_a_write_and_its_wait_report_the_replicas_and_a_resend_counts_as_unconfi
     call = plain_call(keys, "default:durable1")
     items = [transitions.BatchItem(f"default:durable-b{i}", "", "{}") for i in range(3)]
     with SentinelSet(sentinels=0).start() as pair, pair.master.client() as client:
-        created = transitions.enqueue_and_wait(client, call, wait)
-        assert created == ((EnqueueOutcome.CREATED, "default:durable1", "queued"), 1)
+        (created, acked) = transitions.enqueue_and_wait(client, call, wait)
+        assert (created[:3], acked) == ((EnqueueOutcome.CREATED, "default:durable1", "queued"), 1)
+        stored = client.hget(keys.job("default:durable1"), JobFields.ENQUEUED_AT)
+        assert stored is not None and created.enqueued_ms == int(stored)
         resent = transitions.enqueue_and_wait(client, call, wait)
-        assert resent == ((EnqueueOutcome.EXISTS, "default:durable1", "queued"), 0)
+        assert resent == ((EnqueueOutcome.EXISTS, "default:durable1", "queued", None), 0)
         replies, acked = transitions.enqueue_batch_and_wait(
             client,
             keys,

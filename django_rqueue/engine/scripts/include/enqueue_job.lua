@@ -3,8 +3,9 @@
 --
 -- enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey, id, prio,
 --             group, delay, run_at, unique, unique_ttl, fields, first, last)
--- -> {outcome, id, state}: create_job, then link the one job; outcome
--- 'created' or a refusal. A created job is counted in `stats` field 'enqueued'.
+-- -> {outcome, id, state[, enqueued at]}: create_job, then link the one job; outcome
+-- 'created' (with the time it was enqueued, ms, as its record holds it) or a refusal.
+-- A created job is counted in `stats` field 'enqueued'.
 --@include add_delayed.lua
 --@include create_job.lua
 --@include now_ms.lua
@@ -25,5 +26,5 @@ local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey
   else
     push_queued(base, prios, stats, notify, id, prio, group)
   end
-  return {'created', id, state}
+  return {'created', id, state, now}
 end

@@ -4,7 +4,8 @@ import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.tasks import TaskResultStatus, default_task_backend
+
+from django_rqueue.tasks_api import TaskResultStatus, default_task_backend
 
 
 class Command(BaseCommand):
