@@ -33,25 +33,7 @@ log() { printf 'bootstrap: %s\n' "$*"; }
 export DEBIAN_FRONTEND=noninteractive PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # --- redis-server ---------------------------------------------------------
-if ! command -v redis-server >/dev/null 2>&1; then
-    log "redis-server not found; installing the Debian package"
-    if [[ "$(id -u)" -eq 0 ]]; then
-        sudo_cmd=()
-    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        sudo_cmd=(sudo -n)
-    else
-        echo "bootstrap: error: redis-server is missing and we are not root" \
-            "(install it with: apt-get install redis-server)" >&2
-        exit 1
-    fi
-    "${sudo_cmd[@]}" apt-get update -qq </dev/null
-    "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends redis-server </dev/null >/dev/null
-    command -v redis-server >/dev/null 2>&1 || {
-        echo "bootstrap: error: redis-server still not on PATH after apt-get install" >&2
-        exit 1
-    }
-fi
-log "redis-server: $(redis-server --version | awk '{print $3}')"
+bash "$repo_root/scripts/ensure_redis.sh" | sed 's/^/bootstrap: /'
 
 # --- chromium (the admin's browser test; Playwright drives the Debian build) ---
 if [[ ! -x /usr/bin/chromium ]]; then
