@@ -412,7 +412,7 @@ class Submission:
         if not self.unique_key:
             return None
         client = get_client(self.plan.queue)
-        with redis_errors():
+        with redis_errors(client):
             holder = client.get(self.plan.keys.unique(self.unique_key))
         if holder is not None:
             existing = get_job(as_text(holder))

@@ -493,7 +493,7 @@ def redis_time_ms(client: redis.Redis) -> int:
     Raises:
         RedisUnavailable: Redis cannot be reached.
     """
-    with redis_errors():
+    with redis_errors(client):
         seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
 

@@ -33,7 +33,7 @@ from .calls import (
     applied,
     stale_lease,
 )
-from .connection import as_text, redis_errors
+from .connection import as_text, redis_errors, unavailable
 from .keys import QueueKeys
 from .pipelining import pipelined
 from .scripts import load
@@ -43,14 +43,24 @@ def _run(
     client: redis.Redis, call: ScriptCall, meanwhile: Callable[[], object] | None = None
 ) -> Any:  # a Lua reply
     """Run ``call`` and return its reply (``RedisUnavailable``: Redis unreachable)."""
-    with redis_errors():
+    try:  # as redis_errors(client), without making a context manager on every call
         return load(call.script)(client, call.keys, call.args, meanwhile)
+    except redis.RedisError as exc:
+        found = unavailable(exc, client)
+        if found is None:
+            raise
+        raise found from exc
 
 
 async def _arun(client: redis.asyncio.Redis, call: ScriptCall) -> Any:  # a Lua reply
     """:func:`_run` on an asyncio client."""
-    with redis_errors():
+    try:
         return await load(call.script).acall(client, call.keys, call.args)
+    except redis.RedisError as exc:
+        found = unavailable(exc, client)
+        if found is None:
+            raise
+        raise found from exc
 
 
 class ReplicaWait(NamedTuple):
@@ -71,7 +81,7 @@ def _run_and_wait(client: redis.Redis, call: ScriptCall, wait: ReplicaWait) -> t
     sends both again. Raises ``RedisUnavailable`` as :func:`_run`.
     """
     script = load(call.script)
-    with redis_errors():
+    with redis_errors(client):
         for _attempt in range(2):
             pipe = client.pipeline(transaction=False)
             script.queue_in(pipe, call.keys, call.args)
@@ -88,7 +98,7 @@ async def _arun_and_wait(
 ) -> tuple[Any, int]:
     """:func:`_run_and_wait` on an asyncio client."""
     script = load(call.script)
-    with redis_errors():
+    with redis_errors(client):
         for _attempt in range(2):
             pipe = client.pipeline(transaction=False)
             pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
@@ -264,7 +274,7 @@ def enqueue_batch(
             )
 
     replies: list[Enqueued] = []
-    with redis_errors():
+    with redis_errors(client):
         written = pipelined(client, load("enqueue_batch"), ((c.keys, c.args) for c in batches()))
         for start, reply in zip(starts, written, strict=True):
             replies += _batch_enqueued(items[start : start + batch_size], reply)
@@ -656,7 +666,7 @@ def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: CancelMod
 
 def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes]:
     """Read a job hash (a plain ``HGETALL``; reads need no script)."""
-    with redis_errors():
+    with redis_errors(client):
         return client.hgetall(keys.job(job_id))  # type: ignore[return-value]
 
 
@@ -664,7 +674,7 @@ async def aread_job(
     client: redis.asyncio.Redis, keys: QueueKeys, job_id: str
 ) -> dict[bytes, bytes]:
     """:func:`read_job` on an asyncio client."""
-    with redis_errors():
+    with redis_errors(client):
         return await client.hgetall(keys.job(job_id))  # type: ignore[return-value]
 
 

@@ -427,6 +427,23 @@ def test_with_redis_down_the_overview_does_not_claim_no_worker_was_seen(
     assert "Unknown: the workers cannot be read." in response.text
 
 
+def test_refused_credentials_are_shown_as_such_naming_the_server(
+    admin_client_rq: Client, settings: Any
+):
+    url = settings.RQUEUE["REDIS_URL"]
+    wrong = url.replace("redis://", "redis://nobody:s3cret@")
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": wrong}
+    response = admin_client_rq.get(BASE)
+    assert response.status_code == 200
+    errors = {c.counts.error for c in response.context["cards"]}
+    assert errors == {
+        f"Redis at {url.replace('redis://', 'redis://nobody@')} rejected the credentials "
+        "(invalid username-password pair or user is disabled.): fix the user/password in the "
+        "Redis URL (redis://user:password@host:port/db)"
+    }
+    assert "s3cret" not in response.text
+
+
 def _pager(html: str) -> str:
     match = re.search(r'<p class="paginator">(.*?)</p>', html, re.S)
     assert match, "no pager"
