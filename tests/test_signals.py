@@ -153,12 +153,13 @@ def test_a_receiver_that_raises_is_logged_and_never_breaks_the_worker(
         assert get_job(job.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
     assert get_job(bad.id).status is JobStatus.FAILED  # type: ignore[union-attr]
     logged = [
-        r
+        r.exc_info[0]
         for r in caplog.records
         if r.name.startswith("django_rqueue") and r.levelno >= logging.ERROR and r.exc_info
     ]
-    assert logged, "the receiver's exception was not logged"
-    assert all(r.exc_info and r.exc_info[0] is ZeroDivisionError for r in logged)
+    assert ZeroDivisionError in logged, "the receiver's exception was not logged"
+    # Besides it, only fail_always's final failure, logged with its own traceback.
+    assert set(logged) <= {ZeroDivisionError, RuntimeError}, logged
     assert f"broken receiver of {signal_name}" in caplog.text
 
 

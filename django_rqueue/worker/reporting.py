@@ -11,7 +11,7 @@ with :func:`conclude`: the outcome signal (``job_succeeded``,
 
     <name> <id> queue=<queue> attempt=<n>/<max> outcome=<outcome> duration_ms=<ms>
 
-(``reason=<why>`` instead of ``duration_ms`` for an attempt the master failed).
+(``reason=<why>`` instead of ``duration_ms`` and ``error`` for an attempt the master failed).
 A success is logged at INFO; a failed attempt that will be retried at WARNING
 with ``error='<type>: <message>'``; a final failure at ERROR with the same
 and the exception's traceback (so log alerting and Sentry's logging
@@ -327,7 +327,8 @@ def _log_line(
         and exception is not None
         and reported in (AttemptOutcome.RETRYING, AttemptOutcome.FAILED)
     ):
-        extra += f" error={_error_text(attempt)!r}"
+        if reason is None:  # a reason (the master failed the attempt) says it already
+            extra += f" error={_error_text(attempt)!r}"
         advice = _ADVICE.get(type(exception))
         if advice is not None:
             level = logging.ERROR
@@ -336,7 +337,7 @@ def _log_line(
             level = logging.WARNING
         else:
             level = logging.ERROR
-        if reported is AttemptOutcome.FAILED:
+        if reported is AttemptOutcome.FAILED and reason is None:  # else: no traceback to show
             exc_info = exception
     logger.log(
         level,

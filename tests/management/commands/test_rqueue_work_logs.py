@@ -94,7 +94,8 @@ def test_a_lost_worker_process_is_an_error_with_what_to_do(
 
     assert " ERROR django_rqueue.worker: " in line, line
     assert "attempt=1/3 outcome=retrying" in line, line
-    assert "error='WorkerLost: worker process died (signal 9, SIGKILL)'" in line, line
+    assert "reason='worker process died (signal 9, SIGKILL)'" in line, line
+    assert line.count("worker process died") == 1, line  # said once, not again as error='...'
     assert "out-of-memory killer" in line, line
     _stop(worker)
 
