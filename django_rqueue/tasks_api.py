@@ -38,6 +38,7 @@ __all__ = [
     "TaskResultDoesNotExist",
     "TaskResultStatus",
     "default_task_backend",
+    "normalize_json",
     "task",
     "task_backends",
     "task_enqueued",
@@ -63,6 +64,7 @@ if TYPE_CHECKING or django.VERSION >= (6, 0):
     from django.tasks.base import TaskError
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
 
     #: The package the API comes from (``"django.tasks"`` or ``"django_tasks"``).
     MODULE = "django.tasks"
@@ -91,6 +93,7 @@ else:  # Django 5.2: the backport
     from django_tasks.base import Task, TaskError
     from django_tasks.exceptions import TaskResultDoesNotExist
     from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.utils import normalize_json
 
     try:  # the backport's name up to 0.12, then Django's
         from django_tasks.exceptions import InvalidTaskError as InvalidTask

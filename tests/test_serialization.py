@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import redis
-from django.utils.json import normalize_json
 from django.utils.translation import gettext_lazy
 
 from django_rqueue import get_job, job
@@ -24,6 +23,7 @@ from django_rqueue.serialization import (
     encode_result,
     loads,
 )
+from django_rqueue.tasks_api import normalize_json
 
 TEHRAN = zoneinfo.ZoneInfo("Asia/Tehran")  # +03:30: a non-whole-hour offset
 
