@@ -11,7 +11,7 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue import RedisAuthenticationFailed, RedisUnavailable, job
 from django_rqueue.engine.connection import reset_clients
-from tests.support.redis_server import RedisServer
+from tests.support.redis_server import RedisServer, password_protected
 
 
 @job
@@ -21,13 +21,9 @@ def ping() -> None:
 
 @pytest.fixture
 def password_redis() -> Iterator[RedisServer]:
-    """A Redis that wants the password ``s3cret`` (set after start: RedisServer probes without)."""
-    with RedisServer() as server:
-        server.client().config_set("requirepass", "s3cret")
-        try:
-            yield server
-        finally:  # so that RedisServer can SHUTDOWN it without the password
-            server.client(password="s3cret").config_set("requirepass", "")
+    """A Redis that wants the password ``s3cret``."""
+    with password_protected("s3cret") as server:
+        yield server
 
 
 @pytest.mark.parametrize("password", ["", "wrong"])

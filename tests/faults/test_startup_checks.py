@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.redis_server import RedisServer
+from tests.support.redis_server import RedisServer, password_protected
 
 from .harness import STARTUP, Faults
 
@@ -31,13 +31,9 @@ def lru_redis() -> Iterator[RedisServer]:
 
 @pytest.fixture
 def password_redis() -> Iterator[RedisServer]:
-    """A Redis that wants the password ``s3cret`` (set after start: RedisServer probes without)."""
-    with RedisServer() as server:
-        server.client().config_set("requirepass", "s3cret")
-        try:
-            yield server
-        finally:  # so that RedisServer can SHUTDOWN it without the password
-            server.client(password="s3cret").config_set("requirepass", "")
+    """A Redis that wants the password ``s3cret``."""
+    with password_protected("s3cret") as server:
+        yield server
 
 
 @pytest.fixture

@@ -28,7 +28,8 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
@@ -298,6 +299,18 @@ class RedisServer:
             proc.wait(timeout=STOP_TIMEOUT)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
+
+
+@contextmanager
+def password_protected(password: str) -> Iterator[RedisServer]:
+    """A private redis-server that wants ``password`` (set after start: RedisServer
+    probes without one); stopped on exit."""
+    with RedisServer() as server:
+        server.client().config_set("requirepass", password)
+        try:
+            yield server
+        finally:  # so that RedisServer can SHUTDOWN it without the password
+            server.client(password=password).config_set("requirepass", "")
 
 
 @atexit.register
