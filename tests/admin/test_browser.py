@@ -323,6 +323,11 @@ def test_staff_find_jobs_read_failed_jobs_of_all_queues_and_empty_a_queue_in_chr
             page.click("#rq-failed-all-link")
             page.wait_for_selector("#result_list")
             assert page.inner_text(".paginator") == "4 jobs"
+            ticked = "boxes => boxes.map(box => box.checked)"
+            page.check("#action-toggle")  # ticks every job of the page, and clears them
+            assert page.eval_on_selector_all("input.action-select", ticked) == [True] * 4
+            page.uncheck("#action-toggle")
+            assert page.eval_on_selector_all("input.action-select", ticked) == [False] * 4
             for job_id in failed[1:]:
                 page.check(f"input.action-select[value='{job_id}']")
             page.select_option("select[name=action]", label="Retry selected jobs")
