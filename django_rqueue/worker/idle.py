@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 import redis
 from redis.exceptions import AskError, ClusterDownError, TryAgainError
 
-from ..engine.connection import get_client, is_cluster, location_of, unavailable
+from ..engine.connection import get_client, is_cluster, location_of, server_name, unavailable
 from ..exceptions import RedisUnavailable
 from .outages import Outages
 
@@ -398,7 +398,8 @@ class IdleWaiter:
     def _failed(self, target: Target, exc: BaseException) -> None:
         delay = self.outages.failed(target.server)
         logger.error(
-            "Redis of %s is unreachable (%s); leaving it out for %.1f s",
+            "Redis at %s (of %s) is unreachable (%s); leaving it out for %.1f s",
+            server_name(target.client),
             ", ".join(target.keys),
             exc,
             delay,
@@ -406,7 +407,11 @@ class IdleWaiter:
 
     def _recovered(self, target: Target) -> None:
         if self.outages.recovered(target.server):
-            logger.info("Redis of %s is reachable again", ", ".join(target.keys))
+            logger.info(
+                "Redis at %s (of %s) is reachable again",
+                server_name(target.client),
+                ", ".join(target.keys),
+            )
 
 
 def _unavailable(exc: Exception, target: Target) -> RedisUnavailable:

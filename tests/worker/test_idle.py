@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import pytest
 import redis
 from redis.exceptions import NoScriptError
 
@@ -139,13 +140,19 @@ def test_a_server_that_is_down_is_left_out_while_the_other_wakes_the_wait(
 
 
 def test_a_wait_whose_only_server_is_down_raises_redis_unavailable(
-    other_redis_server: RedisServer,
+    other_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     other_redis_server.stop()
     with waiter() as idle:
         waiting = Waiting(idle, ["emails"])
-        assert isinstance(waiting.join(), RedisUnavailable)
+        found = waiting.join()
+        assert isinstance(found, RedisUnavailable)
         assert not idle.outages.usable(location_of("emails"))
+    # The error and the log line name the server, as its URL (without a password).
+    server = f"Redis at redis://127.0.0.1:{other_redis_server.port}/0"
+    assert str(found).startswith(f"{server} is unreachable: ")
+    [line] = [r.getMessage() for r in caplog.records if "is unreachable" in r.getMessage()]
+    assert line.startswith(f"{server} (of {notify('emails')}) is unreachable (")
 
 
 def test_interrupt_ends_a_wait_at_once(
