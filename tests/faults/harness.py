@@ -190,16 +190,18 @@ class Faults:
 
     def wait_ready(self, worker: WorkerProcess, children: int | None = None) -> list[int]:
         """Until ``children`` worker children (default: ``--concurrency``, else 2) logged
-        ``serving``; returns the master's child pids (poller child included)."""
+        ``serving`` and the master has forked them all, its poller child too (unless
+        ``--without-poller``); returns the master's child pids (poller child included)."""
+        argv = worker.argv
         if children is None:
-            argv = worker.argv
             children = int(argv[argv.index("--concurrency") + 1]) if "--concurrency" in argv else 2
+        forked = children + (0 if "--without-poller" in argv else 1)
 
         def ready() -> bool:
             if not worker.alive():
                 return True
             serving = len(re.findall(r"/\d+: serving ", worker.stderr()))
-            return serving >= children and len(worker.children()) >= children
+            return serving >= children and len(worker.children()) >= forked
 
         wait_until(ready, timeout=STARTUP, interval=0.05, message="worker did not start")
         assert worker.alive(), worker.report()

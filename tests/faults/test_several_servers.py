@@ -75,7 +75,11 @@ def test_a_worker_keeps_serving_the_healthy_server_while_the_other_is_down(
     other_redis_server.kill9()
     for n in range(5):
         assert started_within(faults, "default", f"during-{n}") < PROMPT
-    hold(1.0, lambda: worker.alive() and set(worker.children()) == children, "a process died")
+    hold(
+        1.0,
+        lambda: worker.alive() and set(worker.children()) == children,
+        f"a process died (children were {sorted(children)})",
+    )
 
     other_redis_server.restart()
     fault_noop.using(queue="emails").delay(faults.ledger, "after")
