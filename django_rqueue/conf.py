@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from django.conf import settings
 from django.core import checks
@@ -363,6 +363,19 @@ def _retention_problems(where: str, options: Mapping[str, Any]) -> list[CheckMes
             )
         )
     return found
+
+
+def without_password(url: str) -> str:
+    """``url`` with its password left out (``redis://user:secret@host/0`` ->
+    ``redis://user@host/0``; a ``password=`` query parameter too), for messages and logs."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"]
+    if parts.password is None and len(query) == len(parse_qsl(parts.query, True)):
+        return url
+    user = f"{parts.username}@" if parts.username else ""
+    host = parts.netloc.rpartition("@")[2]
+    tail = f"?{urlencode(query)}" if query else ""
+    return f"{parts.scheme}://{user}{host}{parts.path}{tail}"
 
 
 def _url_problems(where: str, url: object) -> list[CheckMessage]:

@@ -39,7 +39,7 @@ import types
 import weakref
 from contextlib import AbstractContextManager
 from typing import Any, Literal, NamedTuple, cast
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import redis
 import redis.asyncio
@@ -53,7 +53,7 @@ from redis.connection import parse_url
 from redis.exceptions import ClusterDownError, RedisClusterException
 from redis.retry import Retry
 
-from ..conf import Config, get_config
+from ..conf import Config, get_config, without_password
 from ..exceptions import RedisAuthenticationFailed, RedisUnavailable
 
 #: Seconds to wait for a TCP connect before retrying.
@@ -99,19 +99,6 @@ class Location(NamedTuple):
         if self.kind is LocationKind.CACHE:
             return f"the Redis of cache {self.where!r}"
         return without_password(self.where)
-
-
-def without_password(url: str) -> str:
-    """``url`` with its password left out (``redis://user:secret@host/0`` ->
-    ``redis://user@host/0``; a ``password=`` query parameter too), for messages and logs."""
-    parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"]
-    if parts.password is None and len(query) == len(parse_qsl(parts.query, True)):
-        return url
-    user = f"{parts.username}@" if parts.username else ""
-    host = parts.netloc.rpartition("@")[2]
-    tail = f"?{urlencode(query)}" if query else ""
-    return f"{parts.scheme}://{user}{host}{parts.path}{tail}"
 
 
 _clients: dict[Location, redis.Redis] = {}
