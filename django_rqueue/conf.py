@@ -378,11 +378,16 @@ def without_password(url: str) -> str:
     return f"{parts.scheme}://{user}{host}{parts.path}{tail}"
 
 
+def _shown(url: object) -> str:
+    """``url`` as a message quotes it: ``repr``, without the password of a string."""
+    return repr(without_password(url) if isinstance(url, str) else url)
+
+
 def _url_problems(where: str, url: object) -> list[CheckMessage]:
     if not isinstance(url, str) or urlsplit(url).scheme not in REDIS_SCHEMES:
         return [
             checks.Error(
-                f"{where} must be a redis://, rediss:// or unix:// URL, got {url!r}.",
+                f"{where} must be a redis://, rediss:// or unix:// URL, got {_shown(url)}.",
                 id="rqueue.E007",
             )
         ]
@@ -485,7 +490,7 @@ def _cluster_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
             found.append(
                 checks.Error(
                     f"With RQUEUE['REDIS_CLUSTER'], {where} must name a node of the cluster "
-                    f"as redis[s]://[user:password@]host:port[/0]; got {url!r}.",
+                    f"as redis[s]://[user:password@]host:port[/0]; got {_shown(url)}.",
                     hint="A Redis Cluster has only database 0 and is reached over TCP.",
                     id="rqueue.E083",
                 )
@@ -652,7 +657,7 @@ def _service_url_problems(where: str, url: object) -> list[CheckMessage]:
     error = checks.Error(
         f"With RQUEUE['SENTINELS'], {where} must name the master the sentinels monitor, "
         f"as redis://[user:password@]<service name>/<db> (or rediss://) without a port; "
-        f"got {url!r}.",
+        f"got {_shown(url)}.",
         hint="The host part of the URL is the service name of 'sentinel monitor <name> ...'.",
         id="rqueue.E071",
     )

@@ -9,6 +9,7 @@ from django.core import checks
 from django.test import override_settings
 
 from django_rqueue.checks import check_settings
+from django_rqueue.conf import without_password
 
 URL = "redis://127.0.0.1:6379/0"
 
@@ -369,6 +370,52 @@ def test_sentinels_without_a_redis_url_flag_the_local_default_url():
     assert set(by_id) == {"rqueue.E071", "rqueue.W001"}
     assert "redis://localhost:6379/0" in by_id["rqueue.E071"].msg
     assert "service name" in by_id["rqueue.E071"].msg
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "expected", "shown"),
+    [
+        ("http://admin:s3cret@localhost:6379", {}, "rqueue.E007", "http://admin@localhost:6379"),
+        (
+            "redis://:s3cret@master:6379/0",
+            {"SENTINELS": SENTINELS},
+            "rqueue.E071",
+            "redis://master:6379/0",
+        ),
+        (
+            "redis://u:s3cret@node:7000/1",
+            {"REDIS_CLUSTER": True},
+            "rqueue.E083",
+            "redis://u@node:7000/1",
+        ),
+        (
+            "unix:///r.sock?db=1&password=s3cret",
+            {"REDIS_CLUSTER": True},
+            "rqueue.E083",
+            "unix:///r.sock?db=1",
+        ),
+    ],
+)
+def test_a_url_in_a_message_never_shows_its_password(
+    url: str, options: dict[str, Any], expected: str, shown: str
+):
+    with override_settings(RQUEUE={"REDIS_URL": url, **options}):
+        messages = [m for m in check_settings() if m.id == expected]
+    assert len(messages) == 1
+    assert "s3cret" not in messages[0].msg
+    assert repr(shown) in messages[0].msg
+
+
+def test_without_password_leaves_out_the_password_and_nothing_else():
+    cases = {
+        "redis://localhost:6379/0": "redis://localhost:6379/0",
+        "redis://:pw@h:1/0": "redis://h:1/0",
+        "redis://u:p%40x@h/2?x=1": "redis://u@h/2?x=1",
+        "rediss://u@h": "rediss://u@h",
+        "unix:///tmp/s?db=1&password=x": "unix:///tmp/s?db=1",
+        "redis://svc/0": "redis://svc/0",
+    }
+    assert {url: without_password(url) for url in cases} == cases
 
 
 def test_a_bad_rate_limit_names_the_queue_and_the_value():
