@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
@@ -54,6 +55,10 @@ class JobAdmin(ModelAdminBase):
             def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
                 if permission is not None:
                     require(request, self, permission)
+                elif not self.has_module_permission(request):
+                    # Before the view looks a queue, entry or job up: a 404 for an unknown
+                    # name would tell staff without any of the app's permissions which exist.
+                    raise PermissionDenied
                 return view(request, self, *args, **kwargs)
 
             return self.admin_site.admin_view(wrapper)

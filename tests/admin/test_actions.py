@@ -387,3 +387,26 @@ def test_the_failed_jobs_of_all_queues_are_retried_and_deleted_in_bulk(
     assert admin_client_rq.post(f"{BASE}failed/selected/", gone).status_code == 302
     assert jobs.state(c, "low") is None
     assert LogEntry.objects.filter(object_id__in=[a, b, c]).count() == 3
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "queues/{queue}/selected/",
+        "queues/{queue}/failed/retry-all/",
+        "queues/{queue}/pause-queue/",
+        "queues/{queue}/empty/",
+        "schedules/{entry}/run_now/",
+        "jobs/{queue}:AAAAAAAAAAAAAAAAAAAAAA/retry/",
+    ],
+)
+def test_staff_without_the_app_s_permissions_get_403_whether_a_name_exists_or_not(
+    make_client: MakeClient, settings: Any, path: str
+):
+    tick = {"job": "tests.jobs_app.jobs.record", "every": 60, "args": ["/tmp/ledger", "t"]}
+    settings.RQUEUE = {**settings.RQUEUE, "SCHEDULE": {"tick": tick}}
+    staff = make_client()  # staff, no django_rqueue permission at all
+    known = path.format(queue="default", entry="tick")
+    unknown = path.format(queue="no-such-queue", entry="no-such-entry")
+    for url in (known, unknown):
+        assert staff.post(f"{BASE}{url}", {"action": "retry"}).status_code == 403, url
