@@ -175,7 +175,7 @@ def test_the_failed_store_keeps_every_attempts_error_oldest_first(redis_client: 
         assert "in fails_fast" in error["traceback"]
 
 
-def test_odd_minutes_is_seed_003s_schedule_without_jitter():
+def test_odd_minutes_is_1_3_5_7_minutes_without_jitter():
     delays = [retry_delay("odd_minutes", attempt, RuntimeError()) for attempt in range(1, 6)]
     assert delays == [60.0, 180.0, 300.0, 420.0, 540.0]
     assert odd_minutes(10, RuntimeError()) == 19 * 60.0

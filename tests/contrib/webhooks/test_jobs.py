@@ -51,7 +51,7 @@ def retrying_delays(events: list[Event]) -> list[float]:
     return [kw["delay"] for name, _, kw in events if name == "job_retrying"]
 
 
-def test_the_builtin_job_is_registered_and_retries_on_seed_003s_schedule() -> None:
+def test_the_builtin_job_is_registered_and_retries_after_1_3_5_7_minutes() -> None:
     assert deliver.name == "django_rqueue.contrib.webhooks.deliver"
     assert (deliver.options.backoff, deliver.options.max_attempts) == ("odd_minutes", 10)
 

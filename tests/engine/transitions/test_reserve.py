@@ -46,7 +46,7 @@ def test_extreme_priorities_are_ordered_numerically_not_as_text(engine: Engine):
     assert engine.drain() == [ids[p] for p in (100, 10, 9, 0, -9, -100)]
 
 
-def test_seed_004_round_robin_order_exactly(engine: Engine):
+def test_round_robin_order_between_groups_exactly(engine: Engine):
     counts = {"a": 8, "b": 9, "c": 4, "d": 5, "e": 2}
     groups = {}
     for group, n in counts.items():  # all a's first, then all b's, ...
