@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import inspect
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -97,6 +98,21 @@ def _http() -> httpx.Client:
     return _client[1]
 
 
+def _delivery_shape(
+    url: str,
+    payload: Any,
+    *,
+    headers: Mapping[str, str] | None = None,
+    secret: str | None = None,
+    timeout: float = 10.0,
+    method: Method = "POST",
+) -> None:
+    """The arguments a delivery takes (the delivery job's, without its context)."""
+
+
+_DELIVERY = inspect.signature(_delivery_shape)
+
+
 def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     """Validate a delivery's ``(url, payload, *, headers, secret, timeout, method)``.
 
@@ -107,12 +123,16 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
             or an unknown keyword.
         TypeError: the arguments do not fit ``(url, payload)``.
     """
-    if len(args) != 2:
-        raise TypeError(f"a delivery takes (url, payload), got {len(args)} positional arguments")
-    url = args[0]
-    unknown = set(kwargs) - {"headers", "secret", "timeout", "method"}
+    unknown = set(kwargs) - set(_DELIVERY.parameters)
     if unknown:
         raise InvalidDeliveryError(f"unknown delivery options: {', '.join(sorted(unknown))}")
+    try:
+        kwargs = _DELIVERY.bind(*args, **kwargs).arguments
+    except TypeError as exc:
+        raise TypeError(
+            f"a delivery takes (url, payload), as positional or keyword arguments: {exc}"
+        ) from None
+    url = kwargs["url"]
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidDeliveryError(f"url must be an absolute http(s) URL, got {url!r}")

@@ -76,6 +76,14 @@ def test_fails_twice_then_accepts_retrying_after_1_then_3_minutes(events: list[E
         assert "X-Rqueue-Signature" not in received.headers
 
 
+def test_url_and_payload_may_be_keyword_arguments(server_ok: ScriptedServer) -> None:
+    done = run_until_done(deliver.delay(url=server_ok.url, payload={"order": 7}))
+    assert done.status is JobStatus.SUCCEEDED
+    assert json.loads(server_ok.requests[-1].body) == {"order": 7}
+    (queued,) = deliver.delay_many([((), {"url": server_ok.url, "payload": [1]})])
+    assert run_until_done(queued).status is JobStatus.SUCCEEDED
+
+
 def test_with_a_secret_every_attempt_is_signed(server_ok: ScriptedServer) -> None:
     done = run_until_done(deliver.delay(server_ok.url, [1, "two"], secret="s3cret"))
 
