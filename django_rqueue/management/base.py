@@ -14,6 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from django_rqueue.display import printable
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.worker.weights import QueueSelection, parse_queues
 
@@ -72,7 +73,7 @@ def cell(value: object) -> str:
         return "-"
     if isinstance(value, datetime.datetime):
         return value.strftime("%Y-%m-%d %H:%M:%S")
-    return str(value).replace("\n", " ")
+    return printable(str(value).replace("\n", " "))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

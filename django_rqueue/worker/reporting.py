@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import registry
 from ..conf import get_config
+from ..display import printable
 from ..engine import transitions
 from ..engine.calls import Retention
 from ..engine.connection import get_client
@@ -342,8 +343,8 @@ def _log_line(
     logger.log(
         level,
         "%s %s queue=%s attempt=%d/%d outcome=%s %s",
-        job.name,
-        job.id,
+        printable(job.name),  # a newline in a name read from Redis cannot forge a line
+        printable(job.id),
         queue,
         job.attempts,
         job.max_attempts,

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue import operations, queries
 from django_rqueue.conf import get_config
+from django_rqueue.display import printable
 from django_rqueue.engine.calls import FailedBatchMode
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job, JobStatus, get_job
@@ -136,16 +137,19 @@ class Command(BaseCommand):
             self.emit_json([_job_dict(j) for j in jobs])
             return
         for job in jobs:
-            self.stdout.write(f"{job.id}  {job.name}  status={job.status.value}")
+            # Job data is escaped (printable): it may carry terminal control sequences.
+            self.stdout.write(f"{job.id}  {printable(job.name)}  status={job.status.value}")
             self.stdout.write(f"  queue={job.queue} priority={job.priority} group={job.group!r}")
             self.stdout.write(f"  attempts={job.attempts}/{job.max_attempts}")
             self.stdout.write(f"  args={json.dumps(job.args, default=str)}")
             self.stdout.write(f"  kwargs={json.dumps(job.kwargs, default=str)}")
             for problem in job.problems:
-                self.stdout.write(f"  PROBLEM: {problem}")
+                self.stdout.write(f"  PROBLEM: {printable(problem)}")
             for n, error in enumerate(job.errors, 1):
-                self.stdout.write(f"  --- attempt {n}: {error['type']}: {error['message']}")
-                self.stdout.write("    " + error["traceback"].rstrip().replace("\n", "\n    "))
+                error_type, message = printable(error["type"]), printable(error["message"])
+                self.stdout.write(f"  --- attempt {n}: {error_type}: {message}")
+                traceback = printable(error["traceback"].rstrip(), lines=True)
+                self.stdout.write("    " + traceback.replace("\n", "\n    "))
 
     def do_retry(self, options: dict[str, Any]) -> None:
         self.act("retry", options)

@@ -106,3 +106,13 @@ def test_list_of_empty_failed_stores_prints_the_header_and_zero_totals(jobs: Job
         "totals": {"default": 0, "emails": 0, "low": 0},
         "jobs": [],
     }
+
+
+def test_job_data_cannot_drive_the_terminal(jobs: Jobs):
+    """A name or an error carrying escape sequences is printed escaped, by list and show."""
+    job_id = jobs.failed(name="app.jobs.\x1b[2Jevil\nname", message="\x1b]0;owned\x07 boom")
+    listed, shown = run("list"), run("show", job_id)
+    for out in (listed, shown):
+        assert "\x1b" not in out and "\x07" not in out, out
+        assert "\\x1b[2Jevil" in out and "\\x1b]0;owned\\x07 boom" in out
+    assert "app.jobs.\\x1b[2Jevil\\nname  status=failed" in shown

@@ -13,6 +13,7 @@ import redis
 
 from django_rqueue import JobStatus, get_job, job
 from tests.jobs_app.jobs import fail_always, fault_suicide, record
+from tests.support.jobs_in_state import enqueue_raw
 from tests.support.processes import CommandProcess, command_env
 from tests.support.waiting import wait_until
 
@@ -140,3 +141,17 @@ def test_a_worker_started_with_redis_down_says_which_server_and_why(manage: Mana
     assert "s3cret" not in worker.stderr()
     _stop(worker)
     assert "starting without it" not in worker.stderr(), worker.stderr()
+
+
+def test_a_job_name_with_a_newline_cannot_forge_a_log_line(
+    manage: Manage, rqueue_redis: redis.Redis
+) -> None:
+    worker = manage("rqueue_work", "--queues", "default")
+    wait_serving(worker, rqueue_redis)
+    forged = "2030-01-01 00:00:00,000 INFO django_rqueue.worker: all is well"
+    job_id = enqueue_raw(f"app.jobs.evil\n{forged}", '{"a": [], "k": {}}')
+    wait_until(lambda: _ended(job_id), timeout=10, message="the job did not fail")
+    (line,) = wait_until(lambda: job_lines(worker.stderr(), job_id), timeout=5)
+    assert f"app.jobs.evil\\n{forged}" in line, line  # escaped, on the job's own line
+    assert not any(text.startswith(forged) for text in worker.stderr().splitlines())
+    _stop(worker)
