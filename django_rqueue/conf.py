@@ -73,6 +73,7 @@ TOP_LEVEL_KEYS = frozenset(
         "MIN_REPLICAS_ACK",
         "MIN_REPLICAS_TIMEOUT",
         "REDIS_CLUSTER",
+        "MAX_PAYLOAD_BYTES",
     }
 )
 OPTION_KEYS = frozenset(BUILTIN_DEFAULTS)
@@ -91,6 +92,14 @@ DEFAULT_REPLICAS_TIMEOUT = 1.0
 #: Longest ``MIN_REPLICAS_TIMEOUT``, in seconds: well under the 10 s socket timeout
 #: (:data:`django_rqueue.engine.connection.SOCKET_TIMEOUT`) of the ``WAIT`` that uses it.
 MAX_REPLICAS_TIMEOUT = 5.0
+
+#: Default ``MAX_PAYLOAD_BYTES``: 1 MiB of JSON arguments per job. Redis can hold far more
+#: (a string up to 512 MB), but it writes and reads a value in one go on its single thread,
+#: so big values delay every other client ("big keys" in Redis's latency guidance), and each
+#: attempt moves the payload over the network again. Hosted queues cap a message in the
+#: same range (Amazon SQS 256 KiB, Google Cloud Tasks 1 MB); larger data belongs in
+#: storage, with its key as the argument. ``None`` lifts the limit.
+DEFAULT_MAX_PAYLOAD_BYTES = 1_048_576
 
 #: Units of a ``rate_limit`` (``"<count>/<unit>"``), in seconds.
 RATE_UNITS: Mapping[str, int] = {"s": 1, "m": 60, "h": 3600}
@@ -213,6 +222,9 @@ class Config:
     #: ``RQUEUE["REDIS_CLUSTER"]``: every ``REDIS_URL`` names a node of a Redis Cluster, and
     #: the clients are redis-py's cluster clients (:mod:`django_rqueue.engine.connection`).
     redis_cluster: bool = False
+    #: ``RQUEUE["MAX_PAYLOAD_BYTES"]``: the largest JSON of a job's arguments, in bytes;
+    #: ``None``: no limit.
+    max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES
 
     def queues_named(self, names: Iterable[str]) -> list[str]:
         """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""
@@ -725,7 +737,7 @@ def _default_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
 
 
 def _timing_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
-    """``LEASE``, ``TIMEOUT_GRACE`` and ``ASYNC_CONCURRENCY``."""
+    """``LEASE``, ``TIMEOUT_GRACE``, ``MAX_PAYLOAD_BYTES`` (E090) and ``ASYNC_CONCURRENCY``."""
     found: list[CheckMessage] = []
     lease = raw.get("LEASE", 30)
     if not _is_number(lease) or lease <= 0:
@@ -737,6 +749,16 @@ def _timing_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
         found.append(
             checks.Error(
                 "RQUEUE['TIMEOUT_GRACE'] must be a number of seconds >= 0.", id="rqueue.E005"
+            )
+        )
+    limit = raw.get("MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        found.append(
+            checks.Error(
+                f"RQUEUE['MAX_PAYLOAD_BYTES'] must be an integer >= 1 or None, got {limit!r}.",
+                hint="The largest JSON of a job's arguments, in bytes (default 1048576; "
+                "None: no limit).",
+                id="rqueue.E090",
             )
         )
     slots = raw.get("ASYNC_CONCURRENCY", 1)
@@ -825,4 +847,5 @@ def parse(raw: Mapping[str, Any]) -> Config:
         min_replicas_ack=int(raw.get("MIN_REPLICAS_ACK", 0)),
         min_replicas_timeout=float(raw.get("MIN_REPLICAS_TIMEOUT", DEFAULT_REPLICAS_TIMEOUT)),
         redis_cluster=raw.get("REDIS_CLUSTER", False) is True,
+        max_payload_bytes=raw.get("MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES),
     )

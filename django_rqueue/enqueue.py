@@ -38,6 +38,7 @@ import dataclasses
 import datetime
 import functools
 import math
+import sys
 import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -170,6 +171,8 @@ def submit_many(
             submissions.append(plan.submission(args, kwargs))
         except TypeError as exc:
             raise TypeError(f"call {index}: {exc}") from exc
+        except ValueError as exc:
+            raise ValueError(f"call {index}: {exc}") from exc
     captured = capture.get()
     if captured is not None:
         return [captured(s) for s in submissions]
@@ -260,6 +263,8 @@ class Plan:
     record: Mapping[str, str | int]
     #: What every ``enqueue.lua`` call of the plan shares (``record`` among its field pairs).
     shared: calls.EnqueueShared
+    #: ``RQUEUE["MAX_PAYLOAD_BYTES"]`` (``sys.maxsize``: no limit).
+    max_payload: int
 
     @classmethod
     def of(
@@ -340,6 +345,7 @@ class Plan:
             shared=calls.EnqueueShared(
                 keys, (priority, group, delay_ms, run_at_ms), unique_ttl, tuple(calls.pairs(record))
             ),
+            max_payload=config.max_payload_bytes or sys.maxsize,
         )
 
     def submission(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Submission:
@@ -348,11 +354,18 @@ class Plan:
         Raises:
             TypeError: the arguments do not fit the job function's signature
                 (:meth:`JobFunction.check_arguments`), or JSON cannot carry one.
+            ValueError: their JSON is larger than ``RQUEUE["MAX_PAYLOAD_BYTES"]``.
         """
         self.job_function.check_arguments(args, kwargs)
         payload = encode_arguments(
             args, kwargs, self.job_function.func, skip=int(self.job_function.takes_context)
         )
+        if len(payload) > self.max_payload:  # ASCII JSON: one byte per character
+            raise ValueError(
+                f"the arguments of {self.job_function.name} take {len(payload)} bytes as JSON, "
+                f"more than RQUEUE['MAX_PAYLOAD_BYTES'] ({self.max_payload}): store the data "
+                "elsewhere and pass its key"
+            )
         unique_key = self.unique_key
         if callable(unique_key):
             unique_key = unique_key(*args, **kwargs)

@@ -108,6 +108,10 @@ def test_a_complete_valid_setting_is_clean():
         # E006: bad backoff
         ({"REDIS_URL": URL, "DEFAULTS": {"backoff": "linear"}}, "rqueue.E006"),
         ({"REDIS_URL": URL, "QUEUES": {"a": {"backoff": 5}}}, "rqueue.E006"),
+        # E090: a payload limit that is not a byte count
+        ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": 0}, "rqueue.E090"),
+        ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": "1MB"}, "rqueue.E090"),
+        ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": True}, "rqueue.E090"),
         # E007: unusable Redis location
         ({"REDIS_URL": "http://localhost:6379"}, "rqueue.E007"),
         ({"REDIS_URL": 6379}, "rqueue.E007"),

@@ -415,3 +415,32 @@ def test_an_async_view_enqueues_with_adelay(redis_client: redis.Redis, ledger: s
     Worker(["default"], burst=True, with_poller=False).run()
     assert [e["tag"] for e in read_ledger(ledger)] == ["from-view"]
     assert get_job(body["id"]).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
+
+
+@job
+def carry(data: str) -> None:
+    return None
+
+
+def test_arguments_larger_than_max_payload_bytes_raise_and_write_nothing(
+    redis_client: redis.Redis, settings: Settings
+):
+    settings.RQUEUE = {**settings.RQUEUE, "MAX_PAYLOAD_BYTES": 100}
+    fits = carry.delay("x" * 90)  # ["xxx…"]: 94 bytes
+    with pytest.raises(ValueError, match=r"take 204 bytes as JSON, more than .*\(100\)"):
+        carry.delay("y" * 200)
+    with pytest.raises(ValueError, match=r"^call 1: .* take 204 bytes"):
+        carry.delay_many([(("z",), {}), (("y" * 200,), {})])
+    with pytest.raises(ValueError, match="take 204 bytes"):
+        async_to_sync(carry.adelay)("y" * 200)
+    assert _job_ids(redis_client) == {fits.id}
+
+
+def test_the_payload_limit_is_one_mib_by_default_and_none_lifts_it(
+    redis_client: redis.Redis, settings: Settings
+):
+    with pytest.raises(ValueError, match=r"more than RQUEUE\['MAX_PAYLOAD_BYTES'\] \(1048576\)"):
+        carry.delay("y" * 1_048_576)
+    settings.RQUEUE = {**settings.RQUEUE, "MAX_PAYLOAD_BYTES": None}
+    big = carry.delay("y" * 1_048_576)
+    assert _job_ids(redis_client) == {big.id}
