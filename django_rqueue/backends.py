@@ -425,21 +425,39 @@ def job_function_of(task: Task[..., Any]) -> TaskJobFunction:
     return job_function
 
 
+def _may_import(module: str) -> bool:
+    """Whether ``module`` is one of, or inside, an installed app or a ``TASK_MODULES`` entry."""
+    roots = [app.name for app in apps.get_app_configs()] + list(get_config().task_modules)
+    return any(module == root or module.startswith(root + ".") for root in roots)
+
+
 def task_job_function(path: str) -> TaskJobFunction:
     """The job function of the task at module path ``path`` (imported on first use).
 
+    Only a path inside an installed app or a ``RQUEUE["TASK_MODULES"]`` entry is
+    imported: a job name read from Redis never makes a worker import (and so run
+    the top-level code of) any other module.
+
     Raises:
-        UnknownJob: ``path`` cannot be imported (the message names the module
-            and why), or is not a ``django.tasks.Task`` whose backend is an
+        UnknownJob: ``path`` is outside those modules (not imported), cannot be
+            imported (the message names the module and why, ``SystemExit``
+            included), or is not a ``django.tasks.Task`` whose backend is an
             :class:`RQueueBackend`.
     """
     job_function = _by_path.get(path)
     if job_function is not None:
         return job_function
+    module = path.rpartition(".")[0]
+    if not _may_import(module):
+        raise UnknownJob(
+            f"task {path!r}: its module {module!r} is not in an installed app nor in "
+            "RQUEUE['TASK_MODULES'], so it was not imported"
+        )
     try:
         task = import_string(path)
-    except Exception as exc:  # ImportError, or whatever the module raised at import
-        raise UnknownJob(f"task {path!r} cannot be imported: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # ImportError, or what the module raised at import
+        reason = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+        raise UnknownJob(f"task {path!r} cannot be imported: {reason}") from exc
     if not isinstance(task, Task):
         raise UnknownJob(f"{path!r} is not a django.tasks Task but a {type(task).__name__}")
     try:

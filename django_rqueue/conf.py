@@ -74,6 +74,7 @@ TOP_LEVEL_KEYS = frozenset(
         "MIN_REPLICAS_TIMEOUT",
         "REDIS_CLUSTER",
         "MAX_PAYLOAD_BYTES",
+        "TASK_MODULES",
     }
 )
 OPTION_KEYS = frozenset(BUILTIN_DEFAULTS)
@@ -83,6 +84,8 @@ QUEUE_KEYS = OPTION_KEYS | {"REDIS_URL", "group_concurrency"}
 #: braces are excluded because queue names appear in job ids and in the
 #: Redis Cluster hash tag of every key (see :mod:`django_rqueue.engine.keys`).
 QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: A dotted module path (``TASK_MODULES``).
+MODULE_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 KEY_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 #: Schemes of a ``REDIS_URL`` that names a service of ``SENTINELS``.
@@ -225,6 +228,9 @@ class Config:
     #: ``RQUEUE["MAX_PAYLOAD_BYTES"]``: the largest JSON of a job's arguments, in bytes;
     #: ``None``: no limit.
     max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES
+    #: ``RQUEUE["TASK_MODULES"]``: modules (and their submodules) outside the installed apps
+    #: whose ``django.tasks`` tasks a worker may import.
+    task_modules: tuple[str, ...] = ()
 
     def queues_named(self, names: Iterable[str]) -> list[str]:
         """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""
@@ -737,7 +743,8 @@ def _default_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
 
 
 def _timing_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
-    """``LEASE``, ``TIMEOUT_GRACE``, ``MAX_PAYLOAD_BYTES`` (E090) and ``ASYNC_CONCURRENCY``."""
+    """``LEASE``, ``TIMEOUT_GRACE``, ``MAX_PAYLOAD_BYTES`` (E090), ``TASK_MODULES`` (E091) and
+    ``ASYNC_CONCURRENCY``."""
     found: list[CheckMessage] = []
     lease = raw.get("LEASE", 30)
     if not _is_number(lease) or lease <= 0:
@@ -759,6 +766,18 @@ def _timing_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
                 hint="The largest JSON of a job's arguments, in bytes (default 1048576; "
                 "None: no limit).",
                 id="rqueue.E090",
+            )
+        )
+    modules = raw.get("TASK_MODULES", ())
+    if not isinstance(modules, list | tuple) or not all(
+        isinstance(m, str) and MODULE_PATH_RE.match(m) for m in modules
+    ):
+        found.append(
+            checks.Error(
+                f"RQUEUE['TASK_MODULES'] must be a list of module paths, got {modules!r}.",
+                hint="Modules outside INSTALLED_APPS whose django.tasks tasks workers may "
+                "import, e.g. ['myproject.tasks'].",
+                id="rqueue.E091",
             )
         )
     slots = raw.get("ASYNC_CONCURRENCY", 1)
@@ -848,4 +867,5 @@ def parse(raw: Mapping[str, Any]) -> Config:
         min_replicas_timeout=float(raw.get("MIN_REPLICAS_TIMEOUT", DEFAULT_REPLICAS_TIMEOUT)),
         redis_cluster=raw.get("REDIS_CLUSTER", False) is True,
         max_payload_bytes=raw.get("MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES),
+        task_modules=tuple(raw.get("TASK_MODULES", ())),
     )

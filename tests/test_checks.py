@@ -112,6 +112,9 @@ def test_a_complete_valid_setting_is_clean():
         ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": 0}, "rqueue.E090"),
         ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": "1MB"}, "rqueue.E090"),
         ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": True}, "rqueue.E090"),
+        # E091: TASK_MODULES not a list of module paths
+        ({"REDIS_URL": URL, "TASK_MODULES": "myproject.tasks"}, "rqueue.E091"),
+        ({"REDIS_URL": URL, "TASK_MODULES": ["my project"]}, "rqueue.E091"),
         # E007: unusable Redis location
         ({"REDIS_URL": "http://localhost:6379"}, "rqueue.E007"),
         ({"REDIS_URL": 6379}, "rqueue.E007"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import sys
 from typing import Any
 
 import pytest
@@ -381,3 +382,16 @@ def test_a_worker_resolves_only_tasks_of_an_rqueue_backend() -> None:
         task_job_function("tests.jobs_app.jobs.record")
     with pytest.raises(UnknownJob, match="No module named 'tests.jobs_app.removed_tasks'"):
         task_job_function("tests.jobs_app.removed_tasks.send")
+
+
+def test_a_worker_imports_tasks_only_from_installed_apps_and_task_modules(
+    settings: SettingsFixture,
+) -> None:
+    for path in ("os.system", "tests.support.exits_on_import.x", "tests.jobs_appx.tasks.t"):
+        with pytest.raises(UnknownJob, match="is not in an installed app nor in RQUEUE"):
+            task_job_function(path)
+    assert "tests.support.exits_on_import" not in sys.modules
+    settings.RQUEUE = {**settings.RQUEUE, "TASK_MODULES": ["tests.support.exits_on_import"]}
+    # Listed: imported, and a module that exits at import is a clear error, not an exit.
+    with pytest.raises(UnknownJob, match="cannot be imported: SystemExit: 7"):
+        task_job_function("tests.support.exits_on_import.x")

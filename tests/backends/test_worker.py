@@ -189,6 +189,8 @@ def test_a_task_whose_module_path_no_longer_resolves_fails_and_the_worker_goes_o
 ) -> None:
     gone = enqueue_raw("task:tests.jobs_app.removed_tasks.send", "[]")
     not_a_task = enqueue_raw("task:tests.jobs_app.jobs.record", json.dumps([ledger, "plain"]))
+    # Outside every installed app: never imported (importing it would end the child).
+    outside = enqueue_raw("task:tests.support.exits_on_import.x", "[]")
     after = record_task.enqueue(ledger, "after")
     worker = start_worker(manage, "--concurrency", "1")
 
@@ -200,6 +202,11 @@ def test_a_task_whose_module_path_no_longer_resolves_fails_and_the_worker_goes_o
             "'tests.jobs_app.removed_tasks'",
         ),
         (not_a_task, "'tests.jobs_app.jobs.record' is not a django.tasks Task"),
+        (
+            outside,
+            "its module 'tests.support.exits_on_import' is not in an installed app nor in "
+            "RQUEUE['TASK_MODULES'], so it was not imported",
+        ),
     ]:
         job = get_job(job_id)
         assert job is not None and job.status is JobStatus.FAILED
