@@ -16,6 +16,7 @@ from typing import Any, Concatenate, Literal, Protocol, Self, overload
 from . import enqueue, registry
 from .backoff import BackoffPolicy
 from .conf import BACKOFF_NAMES, Config
+from .engine.keys import ID_PART_RE
 from .job import Job, JobContext
 
 #: ``priority`` bounds, as in ``django.tasks``: higher runs first.
@@ -54,6 +55,9 @@ class JobOptions:
     #: When the job expires if no worker has started it: seconds from the enqueue (Redis
     #: clock; ``using()`` and ``@job`` convert a ``timedelta``) or an aware datetime.
     expires: float | datetime.datetime | None = None
+    #: A caller-chosen id (``using()`` only): the job's id is ``"<queue>:<job_id>"``, and
+    #: enqueueing it again while its record exists writes nothing (an idempotent retry).
+    job_id: str | None = None
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -108,6 +112,11 @@ def _validate(o: JobOptions) -> None:  # one check per option
         raise ValueError("on_commit must be True or False")
     if o.expires is not None:
         _validate_expires(o.expires)
+    if o.job_id is not None and (not isinstance(o.job_id, str) or not ID_PART_RE.match(o.job_id)):
+        raise ValueError(
+            "job_id must be 1 to 128 of the characters A-Z a-z 0-9 _ . - : "
+            f"(the queue and a ':' are put before it), got {o.job_id!r}"
+        )
 
 
 def _validate_expires(expires: object) -> None:
@@ -298,6 +307,7 @@ class JobFunction[**P, R]:
         result_ttl: int | None = None,
         on_commit: bool | None = None,
         expires: float | datetime.timedelta | datetime.datetime | None = None,
+        job_id: str | None = None,
     ) -> Self:
         """Return a copy of this job bound to per-call options (validated now).
 
@@ -306,8 +316,13 @@ class JobFunction[**P, R]:
         both are given ``run_at`` wins. ``expires``: a job no worker has started
         by then is never run (it ends ``cancelled``, :attr:`Job.cancel_reason`
         ``"expired"``); seconds or a ``timedelta`` counted from the enqueue (Redis
-        clock), or an aware datetime. Raises ``ValueError`` for a bad value (a
-        naive ``expires`` datetime, a number or ``timedelta`` <= 0 included).
+        clock), or an aware datetime. ``job_id`` (1 to 128 of ``A-Z a-z 0-9 _ . - :``)
+        names the job ``"<queue>:<job_id>"`` instead of a random id: enqueueing it
+        again while its record exists (any state, until its ``result_ttl`` ends)
+        returns that job and writes nothing, so a retried request cannot enqueue
+        twice (Celery's ``task_id``, RQ's ``job_id``); not with ``delay_many``.
+        Raises ``ValueError`` for a bad value (a naive ``expires`` datetime, a
+        number or ``timedelta`` <= 0 included).
         """
         if isinstance(delay, datetime.timedelta):
             delay = delay.total_seconds()
@@ -324,6 +339,7 @@ class JobFunction[**P, R]:
             result_ttl=result_ttl,
             on_commit=on_commit,
             expires=_expires(expires),
+            job_id=job_id,
         )
         bound = copy.copy(self)
         bound.options = self.options.merged(extra)

@@ -164,6 +164,10 @@ def submit_many(
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
     config = get_config()
     plan = Plan.of(job_function, config)
+    if plan.job_id is not None:
+        raise ValueError(
+            "using(job_id=...) names one job: enqueue it with .delay(), not delay_many"
+        )
     submissions: list[Submission] = []
     for index, call in enumerate(calls):
         args, kwargs = call_pair(index, call)
@@ -265,6 +269,8 @@ class Plan:
     shared: calls.EnqueueShared
     #: ``RQUEUE["MAX_PAYLOAD_BYTES"]`` (``sys.maxsize``: no limit).
     max_payload: int
+    #: A caller-chosen id, ``"<queue>:<using(job_id=...)>"``; ``None``: a new random one each call.
+    job_id: str | None
 
     @classmethod
     def of(
@@ -346,6 +352,7 @@ class Plan:
                 keys, (priority, group, delay_ms, run_at_ms), unique_ttl, tuple(calls.pairs(record))
             ),
             max_payload=config.max_payload_bytes or sys.maxsize,
+            job_id=None if o.job_id is None else f"{queue}:{o.job_id}",
         )
 
     def submission(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Submission:
@@ -369,7 +376,8 @@ class Plan:
         unique_key = self.unique_key
         if callable(unique_key):
             unique_key = unique_key(*args, **kwargs)
-        return Submission(self, new_job_id(self.queue), args, kwargs, unique_key or "", payload)
+        job_id = self.job_id or new_job_id(self.queue)
+        return Submission(self, job_id, args, kwargs, unique_key or "", payload)
 
     def job(
         self, job_id: str, args: Sequence[Any], kwargs: Mapping[str, Any], unique_key: str
@@ -443,7 +451,7 @@ class Submission:
         else:
             reply, acked = transitions.enqueue_and_wait(client, call, wait)
         outcome, job_id = reply.outcome, reply.job_id
-        existing = get_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
+        existing = get_job(job_id) if self._another_holds(outcome) else None
         if self._written(reply, existing):
             signals.send(signals.job_enqueued, self.plan.job_function, job=self.job)
         if wait is not None:
@@ -463,7 +471,7 @@ class Submission:
         else:
             reply, acked = await transitions.aenqueue_and_wait(client, call, wait)
         outcome, job_id = reply.outcome, reply.job_id
-        existing = await aget_job(job_id) if outcome is EnqueueOutcome.DUPLICATE else None
+        existing = await aget_job(job_id) if self._another_holds(outcome) else None
         if self._written(reply, existing):
             await signals.asend(signals.job_enqueued, self.plan.job_function, job=self.job)
         if wait is not None:
@@ -484,6 +492,14 @@ class Submission:
         if self.extra:
             own += calls.pairs(self.extra)
         return self.plan.shared.call(self.job_id, self.unique_key, *own)
+
+    def _another_holds(self, outcome: EnqueueOutcome) -> bool:
+        """Whether the script found another job in this one's place (read it, return it):
+        its unique key's holder, or a job already under a caller-chosen id (``EXISTS``
+        otherwise means this very call's lost reply was resent)."""
+        return outcome is EnqueueOutcome.DUPLICATE or (
+            outcome is EnqueueOutcome.EXISTS and self.plan.job_id is not None
+        )
 
     def _written(self, reply: transitions.EnqueueReply, existing: Job[Any] | None) -> bool:
         """Apply the script's answer to :attr:`job`; whether a job was created (announce it).

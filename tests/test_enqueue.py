@@ -444,3 +444,33 @@ def test_the_payload_limit_is_one_mib_by_default_and_none_lifts_it(
     settings.RQUEUE = {**settings.RQUEUE, "MAX_PAYLOAD_BYTES": None}
     big = carry.delay("y" * 1_048_576)
     assert _job_ids(redis_client) == {big.id}
+
+
+def test_a_caller_chosen_job_id_makes_a_retried_enqueue_write_nothing(
+    redis_client: redis.Redis, enqueued: list[str]
+):
+    first = carry.using(job_id="order-42.receipt").delay("first")
+    assert first.id == "default:order-42.receipt"
+    again = carry.using(job_id="order-42.receipt").delay("second")  # the caller's retry
+    assert again.id == first.id and again.args == ["first"]  # the job already there
+    assert again.status is JobStatus.QUEUED
+    assert _job_ids(redis_client) == {first.id}
+    assert enqueued == [first.id]  # job_enqueued once
+    stored = get_job(first.id)
+    assert stored is not None and stored.args == ["first"]
+    other_queue = carry.using(job_id="order-42.receipt", queue="emails").delay("x")
+    assert other_queue.id == "emails:order-42.receipt"
+    again_async = async_to_sync(carry.using(job_id="order-42.receipt").adelay)("third")
+    assert again_async.id == first.id and again_async.args == ["first"]
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "x" * 129, "brace{tag}", 42])
+def test_a_bad_job_id_is_refused_naming_the_rule(bad: Any):
+    with pytest.raises(ValueError, match="job_id must be 1 to 128 of the characters"):
+        carry.using(job_id=bad)
+
+
+def test_a_job_id_names_one_job_so_delay_many_refuses_it(redis_client: redis.Redis):
+    with pytest.raises(ValueError, match=r"names one job: enqueue it with \.delay\(\)"):
+        carry.using(job_id="one").delay_many([(("a",), {}), (("b",), {})])
+    assert _job_ids(redis_client) == set()

@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from dataclasses import dataclass
 
 #: Suffixes appended to a queue's base key (Lua mirrors them).
@@ -306,10 +307,16 @@ def new_job_id(queue: str) -> str:
     return f"{queue}{ID_SEPARATOR}{random.decode()}"
 
 
+#: What follows ``"<queue>:"`` in a job id: :func:`new_job_id`'s 22 URL-safe base64
+#: characters, or a caller's ``using(job_id=...)``: 1 to 128 characters that need no
+#: quoting in keys, URLs or logs (a queue name has no ``:``, so the first one ends it).
+ID_PART_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
 def queue_of(job_id: str) -> str | None:
     """Return the queue embedded in ``job_id``, or ``None`` if it has no valid shape."""
-    queue, sep, rest = job_id.rpartition(ID_SEPARATOR)
-    if not sep or not queue or len(rest) != ID_RANDOM_LENGTH:
+    queue, sep, rest = job_id.partition(ID_SEPARATOR)
+    if not sep or not queue or not ID_PART_RE.match(rest):
         return None
     return queue
 

@@ -70,11 +70,17 @@ def test_queue_of_reads_back_any_valid_queue_name(queue: str):
 
 @pytest.mark.parametrize(
     "job_id",
-    ["", "default", "default:", ":" + "0" * 22, "default:" + "0" * 21, "default:" + "0" * 23]
-    + ["default:" + "0" * 32, "x"],
+    ["", "default", "default:", ":" + "0" * 22, "x", "default:a b", "default:{tag}"]
+    + ["default:" + "0" * 129],
 )
 def test_queue_of_rejects_ids_of_the_wrong_shape(job_id: str):
     assert queue_of(job_id) is None
+
+
+@pytest.mark.parametrize("part", ["order-42", "a", "x" * 128, "invoice:2026:7", "0" * 21])
+def test_queue_of_reads_a_caller_chosen_id(part: str):
+    """``using(job_id=...)``: the queue is what comes before the first ``:``."""
+    assert queue_of(f"emails:{part}") == "emails"
 
 
 def test_every_key_of_a_queue_shares_one_cluster_slot():
