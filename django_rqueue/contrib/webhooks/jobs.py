@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import functools
 import inspect
 import json
 import os
@@ -98,19 +99,11 @@ def _http() -> httpx.Client:
     return _client[1]
 
 
-def _delivery_shape(
-    url: str,
-    payload: Any,
-    *,
-    headers: Mapping[str, str] | None = None,
-    secret: str | None = None,
-    timeout: float = 10.0,
-    method: Method = "POST",
-) -> None:
-    """The arguments a delivery takes (the delivery job's, without its context)."""
-
-
-_DELIVERY = inspect.signature(_delivery_shape)
+@functools.cache
+def _delivery() -> inspect.Signature:
+    """The arguments a delivery takes: the delivery job's, without its context."""
+    parameters = list(inspect.signature(_make(None)).parameters.values())
+    return inspect.Signature(parameters[1:])
 
 
 def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
@@ -123,11 +116,11 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
             or an unknown keyword.
         TypeError: the arguments do not fit ``(url, payload)``.
     """
-    unknown = set(kwargs) - set(_DELIVERY.parameters)
+    unknown = set(kwargs) - set(_delivery().parameters)
     if unknown:
         raise InvalidDeliveryError(f"unknown delivery options: {', '.join(sorted(unknown))}")
     try:
-        kwargs = _DELIVERY.bind(*args, **kwargs).arguments
+        kwargs = _delivery().bind(*args, **kwargs).arguments
     except TypeError as exc:
         raise TypeError(
             f"a delivery takes (url, payload), as positional or keyword arguments: {exc}"
