@@ -59,7 +59,19 @@ def burst_worker() -> None:
     assert not thread.is_alive()
 
 
+@pytest.fixture
+def staff_site(settings: Any, django_user_model: Any) -> None:
+    """The live server's admin styled, a superuser ``staff`` / ``s3cret-pass``, and
+    the screenshots' folder."""
+    # The live server serves STATIC_URL from STATIC_ROOT (tests.settings has no
+    # staticfiles app): point it at the admin's own CSS and JS.
+    settings.STATIC_ROOT = str(Path(admin.__file__).parent / "static")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    django_user_model.objects.create_superuser("staff", "staff@example.com", "s3cret-pass")
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("staff_site")
 def test_staff_retry_a_failed_job_in_chromium_pause_and_resume_and_a_worker_runs_it(
     live_server: Any,
     django_user_model: Any,
@@ -68,11 +80,6 @@ def test_staff_retry_a_failed_job_in_chromium_pause_and_resume_and_a_worker_runs
     settings: Any,
 ):
     sync_api = _require_browser()
-    # The live server serves STATIC_URL from STATIC_ROOT (tests.settings has no
-    # staticfiles app): point it at the admin's own CSS and JS.
-    settings.STATIC_ROOT = str(Path(admin.__file__).parent / "static")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    django_user_model.objects.create_superuser("staff", "staff@example.com", "s3cret-pass")
     jobs = Jobs(rqueue_redis)
     ledger = str(tmp_path / "ledger.jsonl")
     payload = f'{{"a": ["{ledger}", "retried"], "k": {{}}}}'
@@ -144,6 +151,7 @@ def test_staff_retry_a_failed_job_in_chromium_pause_and_resume_and_a_worker_runs
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("staff_site")
 def test_staff_pause_resume_and_run_a_periodic_job_in_chromium(
     live_server: Any,
     django_user_model: Any,
@@ -154,7 +162,6 @@ def test_staff_pause_resume_and_run_a_periodic_job_in_chromium(
     from django_rqueue.worker.scheduler import Scheduler
 
     sync_api = _require_browser()
-    settings.STATIC_ROOT = str(Path(admin.__file__).parent / "static")
     ledger = str(tmp_path / "ledger.jsonl")
     settings.RQUEUE = {
         **settings.RQUEUE,
@@ -168,8 +175,6 @@ def test_staff_pause_resume_and_run_a_periodic_job_in_chromium(
         },
     }
     Scheduler(["default"]).run_once()  # a poller stored the entry and its next tick
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    django_user_model.objects.create_superuser("staff", "staff@example.com", "s3cret-pass")
 
     with sync_api.sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
@@ -244,6 +249,7 @@ def fill_chart(client: redis.Redis, queue: str, jobs: Jobs, peak: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("staff_site")
 def test_staff_find_jobs_read_failed_jobs_of_all_queues_and_empty_a_queue_in_chromium(
     live_server: Any,
     django_user_model: Any,
@@ -254,9 +260,6 @@ def test_staff_find_jobs_read_failed_jobs_of_all_queues_and_empty_a_queue_in_chr
     from django_rqueue.worker import heartbeat
 
     sync_api = _require_browser()
-    settings.STATIC_ROOT = str(Path(admin.__file__).parent / "static")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    django_user_model.objects.create_superuser("staff", "staff@example.com", "s3cret-pass")
     jobs = Jobs(rqueue_redis)
     failed = [jobs.failed(message="SMTP down"), jobs.failed(queue="emails", message="timeout")]
     failed += [jobs.failed(queue="emails", message="bounced") for _ in range(2)]
