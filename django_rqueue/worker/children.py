@@ -212,11 +212,12 @@ def run_child(
     """Run in a child just forked by the master (pid ``master``) and ``os._exit`` at the end.
 
     The child leads its own process group (the master kills the group, so a
-    job's own subprocesses go too), dies with the master (``PR_SET_PDEATHSIG``),
-    closes the pipes of its siblings (``inherited``), ignores SIGTERM/SIGINT
-    (the master decides; SIGUSR1 stops it) and opens its own Redis
-    connections. A worker child tells the master what it runs through ``fd``
-    (:class:`PipeHooks`) and reads its master's cancel requests from ``cancel_fd``
+    job's own subprocesses go too, and kills what is left of it when the child
+    exits), dies with the master (``PR_SET_PDEATHSIG``), closes the pipes of its
+    siblings (``inherited``), ignores SIGTERM/SIGINT (the master decides; SIGUSR1
+    stops it) and opens its own Redis connections. A worker child tells the
+    master what it runs through ``fd`` (:class:`PipeHooks`) and reads its
+    master's cancel requests from ``cancel_fd``
     (:mod:`~.cancelling`); exit status 0 when it stopped cleanly, 1 when it crashed.
     """
     code = 1

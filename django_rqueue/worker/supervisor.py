@@ -313,12 +313,15 @@ class Supervisor:
 
     def _reap(self) -> None:
         while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+            try:  # look before reaping: an unreaped child's pid (its group's id) cannot be reused
+                exited = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 return
-            if pid == 0:
+            if exited is None or exited.si_pid == 0:
                 return
+            if exited.si_pid in self.children:
+                kill_group(exited.si_pid)  # what its jobs started and left behind goes with it
+            pid, status = os.waitpid(exited.si_pid, 0)
             child = self.children.pop(pid, None)
             if child is None:
                 continue

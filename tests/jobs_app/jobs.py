@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -302,6 +303,18 @@ def fault_swallow_timeout(ledger: str, tag: str) -> None:
                 time.sleep(0.01)
         except JobTimeout:
             fault_mark(ledger, tag, "soft_timeout")
+
+
+@job(timeout=1, max_attempts=1)
+def fault_spawn(ledger: str, tag: str, hang: bool) -> None:
+    """Start ``sleep 600`` (pid in ``spawned``); return, or with ``hang`` outlast timeouts."""
+    sleeper = subprocess.Popen(["sleep", "600"])
+    fault_mark(ledger, tag, "spawned", child=sleeper.pid)
+    while hang:
+        try:
+            time.sleep(0.01)
+        except JobTimeout:
+            pass
 
 
 @job(max_attempts=5, backoff=linear_backoff)
