@@ -97,7 +97,7 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 
     Ids from :func:`django_rqueue.health.redis_problems`: E010 eviction
     policy, E011 credentials, E012 scripting permission, E013 unreachable,
-    W010 no persistence. Skipped while ``RQUEUE`` itself has errors.
+    E014 TLS certificate refused, W010 no persistence. Skipped while ``RQUEUE`` itself has errors.
     """
     if any(p.is_serious() for p in problems(raw_setting())):
         return []

@@ -21,7 +21,14 @@ from django.core.checks import CheckMessage
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from .conf import get_config
-from .engine.connection import Location, get_client, location_of, servers
+from .engine.connection import (
+    CERTIFICATE_HINT,
+    Location,
+    certificate_refused,
+    get_client,
+    location_of,
+    servers,
+)
 from .engine.scripts import load
 from .exceptions import RedisUnavailable
 
@@ -34,7 +41,9 @@ def redis_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
 
     Ids: E010 maxmemory-policy is not noeviction; E011 authentication failed
     (WRONGPASS / NOAUTH); E012 the user may not run scripts (NOPERM); E013
-    Redis unreachable; W010 neither AOF nor RDB snapshots are on.
+    Redis unreachable; E014 its TLS certificate failed verification (a
+    configuration error: a worker refuses to start, it does not wait as for an
+    outage); W010 neither AOF nor RDB snapshots are on.
     """
     found: list[CheckMessage] = []
     for node, server in servers(client):
@@ -60,6 +69,15 @@ def _server_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
             checks.Error(f"{where}: the Redis user may not run INFO ({exc}).", id="rqueue.E012")
         ]
     except (redis.ConnectionError, redis.TimeoutError) as exc:
+        refused = certificate_refused(exc)
+        if refused is not None:
+            return [
+                checks.Error(
+                    f"{where}: its TLS certificate was refused ({refused.verify_message}).",
+                    hint=CERTIFICATE_HINT,
+                    id="rqueue.E014",
+                )
+            ]
         return [checks.Error(f"{where} is unreachable ({exc}).", id="rqueue.E013")]
     found: list[CheckMessage] = []
     policy = memory.get("maxmemory_policy", "noeviction")

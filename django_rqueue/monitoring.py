@@ -7,7 +7,8 @@ Codes": 0 OK, 1 WARNING, 2 CRITICAL), so Nagios, Icinga, Sensu, Consul or a
 cron job can run it as is.
 
 =========  ============================================================
-CRITICAL   a Redis cannot be reached (its queues are not looked at);
+CRITICAL   a Redis cannot be reached, or its TLS certificate is refused
+           (``rqueue.E013``/``E014``; its queues are not looked at);
            its ``maxmemory-policy`` is not ``noeviction`` (jobs can be
            evicted: ``rqueue.E010``); wrong credentials or no scripting
            rights (``rqueue.E011``/``E012``)
@@ -83,7 +84,7 @@ def assess(*, max_failed: int | None = None, max_age: float | None = None) -> li
         seen.add(id(client))
         where = health.server_label(queue)
         for found in health.redis_problems(client, where):
-            if found.id == "rqueue.E013":
+            if found.id in ("rqueue.E013", "rqueue.E014"):  # not answering, or not trusted
                 down.add(id(client))
             status = Status.CRITICAL if found.is_serious() else Status.WARNING
             problems.append(Problem(status, f"{found.msg} ({found.id})"))

@@ -81,9 +81,9 @@ def test_start_retries_when_the_port_is_taken(monkeypatch: pytest.MonkeyPatch) -
     blocker.listen(1)
     taken = blocker.getsockname()[1]
     ports = iter([taken])
-    real_free_port = redis_server_module._free_port
+    real_free_port = redis_server_module.free_port
     monkeypatch.setattr(
-        redis_server_module, "_free_port", lambda: next(ports, 0) or real_free_port()
+        redis_server_module, "free_port", lambda: next(ports, 0) or real_free_port()
     )
     try:
         with RedisServer() as server:

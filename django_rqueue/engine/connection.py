@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import enum
+import ssl
 import types
 import weakref
 from contextlib import AbstractContextManager
@@ -431,6 +432,28 @@ class _RedisErrors:
         return False
 
 
+def certificate_refused(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The TLS certificate verification failure behind redis-py's ``exc`` (a
+    ``ConnectionError`` whose context is Python's ``ssl.SSLCertVerificationError``:
+    an unknown CA, a name or IP not in the certificate, an expired certificate), or
+    ``None``. A configuration error, not an outage: retrying cannot help."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a cause chain is short; never loop on a cyclic one
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+#: What to do about a refused certificate (Python 3.13 also refuses a CA without keyUsage).
+CERTIFICATE_HINT = (
+    "Give the server's CA in the URL (rediss://host:port/0?ssl_ca_certs=/path/ca.crt), "
+    "and check that the certificate names the host or IP of the URL and has not expired."
+)
+
+
 def unavailable(
     exc: BaseException, client: redis.Redis | redis.asyncio.Redis | None = None
 ) -> RedisUnavailable | None:
@@ -444,6 +467,12 @@ def unavailable(
             "Redis URL (redis://user:password@host:port/db)"
         )
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError | ClusterDownError):
+        refused = certificate_refused(exc)
+        if refused is not None:
+            return RedisUnavailable(
+                f"{where} is unreachable: its TLS certificate was refused "
+                f"({refused.verify_message}). {CERTIFICATE_HINT}"
+            )
         return RedisUnavailable(f"{where} is unreachable: {exc}")
     if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):
         return RedisUnavailable(f"{where}: the master was demoted: {exc}")

@@ -9,6 +9,8 @@ and a real ``manage.py check --deploy`` (started together to save time):
 - a wrong password (``WRONGPASS``): the worker fails fast with rqueue.E011
   and Redis's reason; so does the deploy check.
 - a user without ``+@scripting`` (``NOPERM``): rqueue.E012 with the grant to add.
+- a TLS certificate the client cannot verify: rqueue.E014 with the URL option to
+  add, at once (a configuration error, not an outage to wait out).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.redis_server import RedisServer, password_protected
+from tests.support.tls import TlsRedis
 
 from .harness import STARTUP, Faults
 
@@ -118,3 +121,27 @@ def test_user_without_scripting_rights_fails_fast_and_clearly(faults: Faults) ->
         assert "NOPERM" in stderr or "no permissions" in stderr
         assert "+@scripting" in stderr  # the hint says what to grant
         assert "serving" not in stderr and "Traceback" not in stderr
+
+
+def test_a_refused_tls_certificate_fails_fast_and_clearly(faults: Faults) -> None:
+    with TlsRedis() as tls:
+        untrusted = tls.url(trusted=False)  # the server's CA is not given: verification fails
+        started = time.monotonic()
+        worker = faults.worker("--queues", "default", "--concurrency", "1", redis_url=untrusted)
+        check = faults.command("rqueue_info", "--check", redis_url=untrusted)
+
+        assert worker.wait(timeout=STARTUP) != 0  # not waiting for it as for an outage
+        print(f"worker gave up on the certificate in {time.monotonic() - started:.1f} s")
+        stderr = worker.stderr()
+        assert "rqueue.E014" in stderr and "TLS certificate was refused" in stderr, stderr
+        assert "ssl_ca_certs=" in stderr  # the hint says what to fix
+        assert "serving" not in stderr and "Traceback" not in stderr
+
+        assert check.wait(timeout=STARTUP) == 2  # CRITICAL
+        assert "CRITICAL" in check.stdout() and "rqueue.E014" in check.stdout(), check.stdout()
+
+        trusted = faults.worker(
+            "--queues", "default", "--concurrency", "1", redis_url=tls.url(trusted=True)
+        )
+        faults.wait_ready(trusted)
+        assert "rqueue.E01" not in trusted.stderr()

@@ -55,7 +55,7 @@ class RedisServerError(RuntimeError):
     """The redis-server process could not be started."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -83,7 +83,7 @@ class RedisServer:
         self.extra_args: list[str] = list(extra_args)
         self.startup_timeout = startup_timeout
         #: Returns a free port to try (a cluster node needs its bus port, +10000, free too).
-        self.port_picker = port_picker or _free_port
+        self.port_picker = port_picker or free_port
         self.dir = Path(tempfile.mkdtemp(prefix="rqueue-redis-"))
         self.logfile = self.dir / "redis.log"
         self.port: int = 0
