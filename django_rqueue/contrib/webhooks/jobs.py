@@ -20,9 +20,11 @@ callable gets each ``httpx.Response``; ``True`` retries, ``False`` accepts a
 Each request carries ``Content-Type: application/json``, ``User-Agent:
 django-rqueue``, ``X-Rqueue-Delivery`` (the job id, the same on every attempt,
 for the receiver to drop duplicates: delivery is at least once) and
-``X-Rqueue-Attempt`` (from 1); with ``secret``, ``X-Rqueue-Signature``
-(:mod:`.signing`). The ``secret`` travels in the job's arguments, so whoever
-reads the job in Redis or in the admin reads it too.
+``X-Rqueue-Attempt`` (from 1). The body is the payload as JSON; with ``secret``
+it is the envelope ``{"id": <delivery id>, "attempt": <from 1>, "data": <payload>}``
+signed in ``X-Rqueue-Signature`` (:mod:`.signing`), so the delivery id and the attempt
+are covered by the signature. The ``secret`` travels in the job's arguments, so
+whoever reads the job in Redis or in the admin reads it too.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from ...backoff import BackoffPolicy
 from ...decorators import ContextJobFunction, job
 from ...exceptions import Reject, Retry, RqueueError
 from ...job import Job, JobContext
-from .signing import SIGNATURE_HEADER, signature
+from .signing import SIGNATURE_HEADER, sign
 
 #: Seconds: the longest ``Retry-After`` honoured (a longer one waits this long).
 MAX_RETRY_AFTER = 3600.0
@@ -111,7 +113,8 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
 
     Raises:
         InvalidDeliveryError: naming the argument: ``url`` not an absolute http(s) URL,
-            ``headers`` not a mapping of str to str, ``secret`` not a non-empty str,
+            ``headers`` not a mapping of str to str, ``secret`` not a non-empty str or a
+            non-empty list of them (several while a secret is rotated),
             ``timeout`` not a number > 0 (seconds), ``method`` not POST/PUT/PATCH,
             or an unknown keyword.
         TypeError: the arguments do not fit ``(url, payload)``.
@@ -136,8 +139,15 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     ):
         raise InvalidDeliveryError(f"headers must map str to str, got {headers!r}")
     secret = kwargs.get("secret")
-    if secret is not None and (not isinstance(secret, str) or not secret):
-        raise InvalidDeliveryError("secret must be a non-empty str")
+    if secret is not None and not (
+        (isinstance(secret, str) and secret)
+        or (
+            isinstance(secret, list | tuple)
+            and secret
+            and all(isinstance(each, str) and each for each in secret)
+        )
+    ):
+        raise InvalidDeliveryError("secret must be a non-empty str or a list of them")
     timeout = kwargs.get("timeout", 10.0)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise InvalidDeliveryError(f"timeout must be a number of seconds > 0, got {timeout!r}")
@@ -208,12 +218,17 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
         payload: Any,
         *,
         headers: Mapping[str, str] | None = None,
-        secret: str | None = None,
+        secret: str | Sequence[str] | None = None,
         timeout: float = 10.0,
         method: Method = "POST",
     ) -> Delivered:
         """Send ``payload`` as JSON to ``url``; see :mod:`django_rqueue.contrib.webhooks.jobs`."""
-        body = json.dumps(payload, separators=(",", ":")).encode()
+        sent_payload = (
+            payload
+            if secret is None
+            else {"id": context.job.id, "attempt": context.attempt, "data": payload}
+        )
+        body = json.dumps(sent_payload, separators=(",", ":")).encode()
         sent = {
             "Content-Type": "application/json",
             "User-Agent": "django-rqueue",
@@ -222,7 +237,7 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
             **(headers or {}),
         }
         if secret is not None:
-            sent[SIGNATURE_HEADER] = signature(body, secret)
+            sent[SIGNATURE_HEADER] = sign(body, secret)
         try:
             response = _http().request(method, url, content=body, headers=sent, timeout=timeout)
         except httpx.HTTPError as exc:  # connection refused, DNS, TLS, timeouts

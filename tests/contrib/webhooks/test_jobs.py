@@ -15,7 +15,7 @@ from django_rqueue.contrib.webhooks import (
     DeliveryError,
     InvalidDeliveryError,
     deliver,
-    verify,
+    verify_signature,
     webhook_job,
 )
 from django_rqueue.job import Job
@@ -84,12 +84,18 @@ def test_url_and_payload_may_be_keyword_arguments(server_ok: ScriptedServer) -> 
     assert run_until_done(queued).status is JobStatus.SUCCEEDED
 
 
-def test_with_a_secret_every_attempt_is_signed(server_ok: ScriptedServer) -> None:
-    done = run_until_done(deliver.delay(server_ok.url, [1, "two"], secret="s3cret"))
+def test_with_a_secret_every_attempt_is_signed_with_its_id_and_attempt_in_the_body() -> None:
+    with http_server([(500, {}), (200, {})]) as server:
+        queued = quick_deliver.delay(server.url, [1, "two"], secret=["s3cret", "old"])
+        done = run_until_done(queued)
 
     assert done.status is JobStatus.SUCCEEDED
-    [received] = server_ok.requests
-    assert verify(received.body, "s3cret", received.headers["X-Rqueue-Signature"])
+    for attempt, received in enumerate(server.requests, start=1):
+        header = received.headers["X-Rqueue-Signature"]
+        assert verify_signature("s3cret", received.body, header) > 0
+        assert verify_signature("old", received.body, header) > 0
+        envelope = {"id": queued.id, "attempt": attempt, "data": [1, "two"]}
+        assert json.loads(received.body) == envelope
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502])
