@@ -20,6 +20,8 @@ class Received:
     path: str
     headers: Mapping[str, str]
     body: bytes
+    #: Every header line as sent, in order (a name sent twice is here twice).
+    raw_headers: Sequence[tuple[str, str]] = ()
 
 
 @dataclass
@@ -45,7 +47,11 @@ def http_server(script: Sequence[tuple[int, Mapping[str, str]]]) -> Iterator[Scr
         def handle_method(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             received = Received(
-                self.command, self.path, dict(self.headers.items()), self.rfile.read(length)
+                self.command,
+                self.path,
+                dict(self.headers.items()),
+                self.rfile.read(length),
+                list(self.headers.items()),
             )
             status, headers = holder[0].answer(received)
             self.send_response(status)

@@ -23,8 +23,10 @@ for the receiver to drop duplicates: delivery is at least once) and
 ``X-Rqueue-Attempt`` (from 1). The body is the payload as JSON; with ``secret``
 it is the envelope ``{"id": <delivery id>, "attempt": <from 1>, "data": <payload>}``
 signed in ``X-Rqueue-Signature`` (:mod:`.signing`), so the delivery id and the attempt
-are covered by the signature. The ``secret`` travels in the job's arguments, so
-whoever reads the job in Redis or in the admin reads it too.
+are covered by the signature. The caller's ``headers`` add to these and cannot
+replace them (:func:`check_headers` refuses their names at ``.delay()``). The
+``secret`` travels in the job's arguments, so whoever reads the job in Redis or in
+the admin reads it too.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import functools
 import inspect
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NotRequired, TypedDict, Unpack
 from urllib.parse import urlsplit
@@ -60,6 +63,29 @@ Method = Literal["POST", "PUT", "PATCH"]
 METHODS: frozenset[str] = frozenset({"POST", "PUT", "PATCH"})
 
 RetryCondition = Callable[[httpx.Response], bool]
+
+#: Header names a delivery sets itself or that belong to the HTTP framing (lower case);
+#: any ``X-Rqueue-*`` name is reserved as well. A caller's ``headers`` may not use them.
+RESERVED_HEADERS = frozenset(
+    {
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "accept-encoding",
+        "connection",
+        "host",
+        "te",
+        "upgrade",
+        "user-agent",
+    }
+)
+RESERVED_PREFIX = "x-rqueue-"
+#: A header name: an RFC 9110 §5.1 token.
+HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+#: A character a header value may not hold: RFC 9110 §5.5 allows visible characters,
+#: spaces and horizontal tabs only (no CR, LF, NUL or other control character).
+HEADER_VALUE_FORBIDDEN_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class DeliveryError(RqueueError):
@@ -113,8 +139,8 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
 
     Raises:
         InvalidDeliveryError: naming the argument: ``url`` not an absolute http(s) URL,
-            ``headers`` not a mapping of str to str, ``secret`` not a non-empty str or a
-            non-empty list of them (several while a secret is rotated),
+            ``headers`` refused by :func:`check_headers`, ``secret`` not a non-empty str
+            or a non-empty list of them (several while a secret is rotated),
             ``timeout`` not a number > 0 (seconds), ``method`` not POST/PUT/PATCH,
             or an unknown keyword.
         TypeError: the arguments do not fit ``(url, payload)``.
@@ -132,12 +158,7 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidDeliveryError(f"url must be an absolute http(s) URL, got {url!r}")
-    headers = kwargs.get("headers")
-    if headers is not None and (
-        not isinstance(headers, Mapping)
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
-    ):
-        raise InvalidDeliveryError(f"headers must map str to str, got {headers!r}")
+    check_headers(kwargs.get("headers"))
     secret = kwargs.get("secret")
     if secret is not None and not (
         (isinstance(secret, str) and secret)
@@ -156,6 +177,41 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         raise InvalidDeliveryError(
             f"method must be one of {', '.join(sorted(METHODS))}, got {method!r}"
         )
+
+
+def _reserved(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_PREFIX)
+
+
+def check_headers(headers: object) -> None:
+    """Validate a delivery's extra ``headers`` (``None`` or a mapping of str to str).
+
+    Raises:
+        InvalidDeliveryError: naming the header: not a mapping of str to str; a name that
+            is not an RFC 9110 token; a value with a CR, LF, NUL or other control character
+            (a tab is allowed); a name the delivery sets itself or that belongs to the HTTP
+            framing (:data:`RESERVED_HEADERS`, any ``X-Rqueue-*``; compared case-insensitively).
+    """
+    if headers is None:
+        return
+    if not isinstance(headers, Mapping):
+        raise InvalidDeliveryError(f"headers must map str to str, got {headers!r}")
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidDeliveryError(
+                f"headers must map str to str, got {name!r}: {type(value).__name__}"
+            )
+        if not HEADER_NAME_RE.match(name):
+            raise InvalidDeliveryError(f"header name {name!r} is not a valid HTTP token")
+        if HEADER_VALUE_FORBIDDEN_RE.search(value):
+            raise InvalidDeliveryError(
+                f"header {name!r}: its value holds a control character (CR, LF, NUL...)"
+            )
+        if _reserved(name):
+            raise InvalidDeliveryError(
+                f"header {name!r} is set by the delivery itself and cannot be given"
+            )
 
 
 class WebhookJob(ContextJobFunction[..., Delivered]):
@@ -229,13 +285,17 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
             else {"id": context.job.id, "attempt": context.attempt, "data": payload}
         )
         body = json.dumps(sent_payload, separators=(",", ":")).encode()
-        sent = {
-            "Content-Type": "application/json",
-            "User-Agent": "django-rqueue",
-            "X-Rqueue-Delivery": context.job.id,
-            "X-Rqueue-Attempt": str(context.attempt),
-            **(headers or {}),
-        }
+        # The caller's headers first, without any reserved name (a job enqueued before they
+        # were refused at .delay()); the delivery's own then replace any case variant.
+        sent = httpx.Headers({k: v for k, v in (headers or {}).items() if not _reserved(k)})
+        sent.update(
+            {
+                "Content-Type": "application/json",
+                "User-Agent": "django-rqueue",
+                "X-Rqueue-Delivery": context.job.id,
+                "X-Rqueue-Attempt": str(context.attempt),
+            }
+        )
         if secret is not None:
             sent[SIGNATURE_HEADER] = sign(body, secret)
         try:

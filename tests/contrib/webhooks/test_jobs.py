@@ -18,6 +18,7 @@ from django_rqueue.contrib.webhooks import (
     verify_signature,
     webhook_job,
 )
+from django_rqueue.decorators import ContextJobFunction
 from django_rqueue.job import Job
 from tests.conftest import Event
 from tests.jobs_app.jobs import busy_deliver, quick_deliver
@@ -161,6 +162,19 @@ def test_a_retry_condition_on_the_response_replaces_the_status_rule() -> None:
         (("/relative", {}), {}, "absolute http"),
         ((42, {}), {}, "absolute http"),
         (("http://example.com", {}), {"headers": {"X": 1}}, "headers"),
+        (("http://example.com", {}), {"headers": ["X"]}, "headers"),
+        (("http://example.com", {}), {"headers": {"X": "v\r\nX-Injected: 1"}}, "header 'X'"),
+        (("http://example.com", {}), {"headers": {"X": "v\n"}}, "header 'X'"),
+        (("http://example.com", {}), {"headers": {"X": "v\x00"}}, "header 'X'"),
+        (("http://example.com", {}), {"headers": {"Bad Name": "v"}}, "'Bad Name' is not"),
+        (("http://example.com", {}), {"headers": {"X:Y": "v"}}, "'X:Y' is not"),
+        (("http://example.com", {}), {"headers": {"": "v"}}, "'' is not"),
+        (("http://example.com", {}), {"headers": {"X-Rqueue-Delivery": "f"}}, "by the delivery"),
+        (("http://example.com", {}), {"headers": {"x-rqueue-signature": "f"}}, "by the delivery"),
+        (("http://example.com", {}), {"headers": {"X-RQUEUE-whatever": "f"}}, "by the delivery"),
+        (("http://example.com", {}), {"headers": {"content-type": "text/plain"}}, "by the"),
+        (("http://example.com", {}), {"headers": {"Host": "internal"}}, "by the delivery"),
+        (("http://example.com", {}), {"headers": {"User-Agent": "x"}}, "by the delivery"),
         (("http://example.com", {}), {"secret": ""}, "secret"),
         (("http://example.com", {}), {"timeout": 0}, "timeout"),
         (("http://example.com", {}), {"timeout": True}, "timeout"),
@@ -178,6 +192,36 @@ def test_bad_deliveries_are_refused_before_anything_is_written(
     with pytest.raises(TypeError, match="takes \\(url, payload\\)"):
         deliver.delay("http://example.com")
     assert rqueue_redis.dbsize() == 0
+
+
+def test_a_tab_in_a_header_value_is_allowed(server_ok: ScriptedServer) -> None:
+    done = run_until_done(deliver.delay(server_ok.url, {}, headers={"X-Tabbed": "a\tb"}))
+    assert done.status is JobStatus.SUCCEEDED
+    assert server_ok.requests[0].headers["X-Tabbed"] == "a\tb"
+
+
+def test_the_delivery_s_headers_win_over_reserved_ones_of_a_job_enqueued_unchecked(
+    server_ok: ScriptedServer,
+) -> None:
+    forged = {
+        "X-Rqueue-Delivery": "forged-id",
+        "X-Rqueue-Attempt": "99",
+        "Content-Type": "text/plain",
+        "x-rqueue-signature": "t=1,v1=forged",
+        "X-Shop": "eu",
+    }
+    # as a job written before .delay() refused these names (or by hand in Redis)
+    queued = ContextJobFunction.delay(deliver, server_ok.url, {}, headers=forged, secret="k")
+    assert run_until_done(queued).status is JobStatus.SUCCEEDED
+
+    [received] = server_ok.requests
+    names = [name.lower() for name, _ in received.raw_headers]
+    assert len(names) == len(set(names))  # no header twice, whatever its case
+    assert received.headers["X-Rqueue-Delivery"] == queued.id
+    assert received.headers["X-Rqueue-Attempt"] == "1"
+    assert received.headers["Content-Type"] == "application/json"
+    assert received.headers["X-Shop"] == "eu"
+    assert verify_signature("k", received.body, received.headers["X-Rqueue-Signature"]) > 0
 
 
 def test_webhook_job_checks_its_options() -> None:
