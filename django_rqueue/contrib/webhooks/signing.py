@@ -52,9 +52,9 @@ class InvalidSignature(ValueError):  # noqa: N818 - named as the receiver reads 
         super().__init__(f"{problem}: {detail}")
 
 
-def _secrets(secret: str | Sequence[str]) -> list[bytes]:
+def _secrets(secret: object) -> list[bytes]:
     """The secrets as bytes, checked: a non-empty str or a non-empty sequence of them."""
-    secrets = [secret] if isinstance(secret, str) else secret
+    secrets: object = [secret] if isinstance(secret, str) else secret
     if isinstance(secrets, bytes | bytearray) or not isinstance(secrets, Sequence):
         raise TypeError(f"secret must be a str or a list of str, got {type(secret).__name__}")
     if not secrets:
