@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .jobs import DeliveryError, InvalidDeliveryError, WebhookJob, deliver, webhook_job
+    from .network import DestinationRefused, Refusal
     from .signing import (
         SIGNATURE_HEADER,
         InvalidSignature,
@@ -37,6 +38,8 @@ __all__ = [
     "WebhookJob",
     "InvalidDeliveryError",
     "DeliveryError",
+    "DestinationRefused",
+    "Refusal",
     "deliver",
     "sign",
     "verify_signature",
@@ -52,6 +55,8 @@ _HOMES = {
     "WebhookJob": "jobs",
     "InvalidDeliveryError": "jobs",
     "DeliveryError": "jobs",
+    "DestinationRefused": "network",
+    "Refusal": "network",
     "deliver": "jobs",
     "webhook_job": "jobs",
 }

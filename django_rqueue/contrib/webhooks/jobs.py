@@ -11,7 +11,11 @@ webhook senders and of RFC 9110):
   job goes to the failed store;
 - any other ``4xx``: the receiver refuses this request, so the job fails at
   once (:class:`~django_rqueue.Reject`), no retries;
-- ``2xx`` (redirects are not followed: ``3xx`` fails at once too): delivered.
+- ``2xx`` (redirects are not followed: ``3xx`` fails at once too): delivered;
+- a destination that is not a public address, unless allowed by
+  ``RQUEUE["WEBHOOKS"]["ALLOWED_HOSTS"]``: the job fails at once
+  (:class:`~.network.DestinationRefused`, checked on every address the host resolves to,
+  at connect time: :mod:`.network`).
 
 A job declared with :func:`webhook_job` and ``retry_if`` decides instead: its
 callable gets each ``httpx.Response``; ``True`` retries, ``False`` accepts a
@@ -49,6 +53,8 @@ from ...backoff import BackoffPolicy
 from ...decorators import ContextJobFunction, job
 from ...exceptions import Reject, Retry, RqueueError
 from ...job import Job, JobContext
+from .conf import WebhookSettings, webhook_settings
+from .network import guarded_client
 from .signing import SIGNATURE_HEADER, sign
 
 #: Seconds: the longest ``Retry-After`` honoured (a longer one waits this long).
@@ -115,16 +121,18 @@ class JobOptions(TypedDict):
     result_ttl: NotRequired[int | None]
 
 
-_client: tuple[int, httpx.Client] | None = None
+_client: tuple[int, WebhookSettings, httpx.Client] | None = None
 
 
-def _http() -> httpx.Client:
-    """This process's client (connections reused between deliveries; a forked child
-    makes its own)."""
+def _http(settings: WebhookSettings) -> httpx.Client:
+    """This process's client for these settings (connections reused between deliveries;
+    a forked child, or a change of the settings, makes a new one)."""
     global _client
-    if _client is None or _client[0] != os.getpid():
-        _client = (os.getpid(), httpx.Client(follow_redirects=False))
-    return _client[1]
+    if _client is None or _client[:2] != (os.getpid(), settings):
+        if _client is not None and _client[0] == os.getpid():
+            _client[2].close()
+        _client = (os.getpid(), settings, guarded_client(settings))
+    return _client[2]
 
 
 @functools.cache
@@ -158,6 +166,10 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidDeliveryError(f"url must be an absolute http(s) URL, got {url!r}")
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise InvalidDeliveryError(f"url {url!r} is not a valid URL: {exc}") from None
     check_headers(kwargs.get("headers"))
     secret = kwargs.get("secret")
     if secret is not None and not (
@@ -299,7 +311,9 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
         if secret is not None:
             sent[SIGNATURE_HEADER] = sign(body, secret)
         try:
-            response = _http().request(method, url, content=body, headers=sent, timeout=timeout)
+            response = _http(webhook_settings()).request(
+                method, url, content=body, headers=sent, timeout=timeout
+            )
         except httpx.HTTPError as exc:  # connection refused, DNS, TLS, timeouts
             raise DeliveryError(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
         status = response.status_code
