@@ -17,8 +17,15 @@ webhook senders and of RFC 9110):
   (:class:`~.network.DestinationRefused`, checked on every address the host resolves to,
   at connect time: :mod:`.network`).
 
+``timeout`` (seconds) bounds the whole attempt, wall-clock: resolving the name, connecting,
+sending and reading the reply (a reply still arriving then is a timeout, and retries).
+Only the first ``RQUEUE["WEBHOOKS"]["MAX_RESPONSE_BYTES"]`` bytes of a reply's body are
+read (64 KiB by default, :mod:`.conf`); the rest is never read, so a huge reply cannot
+fill the worker's memory.
+
 A job declared with :func:`webhook_job` and ``retry_if`` decides instead: its
-callable gets each ``httpx.Response``; ``True`` retries, ``False`` accepts a
+callable gets each ``httpx.Response`` (with at most ``MAX_RESPONSE_BYTES`` of its body,
+as received); ``True`` retries, ``False`` accepts a
 ``2xx`` and fails any other status at once. Connection errors always retry.
 
 Each request carries ``Content-Type: application/json``, ``User-Agent:
@@ -42,6 +49,7 @@ import inspect
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NotRequired, TypedDict, Unpack
 from urllib.parse import urlsplit
@@ -54,7 +62,7 @@ from ...decorators import ContextJobFunction, job
 from ...exceptions import Reject, Retry, RqueueError
 from ...job import Job, JobContext
 from .conf import WebhookSettings, webhook_settings
-from .network import guarded_client
+from .network import deadline, guarded_client
 from .signing import SIGNATURE_HEADER, sign
 
 #: Seconds: the longest ``Retry-After`` honoured (a longer one waits this long).
@@ -272,6 +280,28 @@ def _retry_after(response: httpx.Response) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
+def _bounded(response: httpx.Response, limit: int) -> httpx.Response:
+    """``response`` with at most ``limit`` bytes of its body, as received (not decoded:
+    deliveries ask for ``Accept-Encoding: identity``, and its ``Content-Encoding`` header is
+    dropped); the rest of the body is never read (the connection is closed, not reused)."""
+    kept = bytearray()
+    if limit > 0:
+        for chunk in response.iter_raw():
+            kept += chunk
+            if len(kept) >= limit:
+                break
+    return httpx.Response(
+        response.status_code,
+        headers=[
+            (name, value)
+            for name, value in response.headers.multi_items()
+            if name.lower() != "content-encoding"
+        ],
+        content=bytes(kept[:limit]),
+        request=response.request,
+    )
+
+
 def default_retry_condition(response: httpx.Response) -> bool:
     """``True`` for ``408``, ``429`` and ``5xx`` (module docstring)."""
     return response.status_code in RETRY_STATUSES or response.status_code >= 500
@@ -306,16 +336,29 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
                 "User-Agent": "django-rqueue",
                 "X-Rqueue-Delivery": context.job.id,
                 "X-Rqueue-Attempt": str(context.attempt),
+                "Accept-Encoding": "identity",
             }
         )
         if secret is not None:
             sent[SIGNATURE_HEADER] = sign(body, secret)
+        settings = webhook_settings()
+        started = time.monotonic()
         try:
-            response = _http(webhook_settings()).request(
-                method, url, content=body, headers=sent, timeout=timeout
-            )
-        except httpx.HTTPError as exc:  # connection refused, DNS, TLS, timeouts
+            with (
+                deadline(timeout),
+                _http(settings).stream(
+                    method, url, content=body, headers=sent, timeout=timeout
+                ) as streamed,
+            ):
+                response = _bounded(streamed, settings.max_response_bytes)
+        except httpx.TimeoutException as exc:
+            raise DeliveryError(
+                f"{method} {url}: no complete response within the total timeout of "
+                f"{timeout:g} s ({type(exc).__name__})"
+            ) from exc
+        except httpx.HTTPError as exc:  # connection refused, DNS, TLS
             raise DeliveryError(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+        elapsed = time.monotonic() - started
         status = response.status_code
         if should_retry(response):
             delay = _retry_after(response) if status in RETRY_AFTER_STATUSES else None
@@ -324,7 +367,7 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
             raise DeliveryError(f"{method} {url}: HTTP {status}")
         if not 200 <= status < 300:
             raise Reject(f"{method} {url}: HTTP {status}, not retried")
-        return {"status": status, "elapsed_ms": response.elapsed.total_seconds() * 1000}
+        return {"status": status, "elapsed_ms": elapsed * 1000}
 
     return deliver
 

@@ -21,15 +21,24 @@ judged by that IPv4 address too. This is the approach of SSRF filters such as ``
 
 Redirects are never followed (a ``3xx`` fails the delivery), proxies from the environment
 are not used (``trust_env=False``: a proxy would connect to the destination unvetted).
+
+The backend's streams also enforce the delivery's total deadline (:func:`deadline`): every
+name resolution, connect, TLS handshake, write and read gets at most the time left, so a
+server that sends one byte a second cannot stretch a delivery past its ``timeout``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ipaddress
 import os
 import socket
-from collections.abc import Iterable
+import ssl
+import time
+import typing
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from enum import StrEnum
 
 import httpcore
@@ -116,6 +125,62 @@ def refusal(address: Address) -> Refusal | None:
     return None
 
 
+# --- the deadline -----------------------------------------------------------------------------
+
+#: ``time.monotonic()`` by which the current delivery must be done (``None``: no deadline).
+_deadline: ContextVar[float | None] = ContextVar("rqueue_webhook_deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Within the block, the connections of :class:`GuardedBackend` finish every step by
+    ``seconds`` from now (wall-clock, monotonic) or raise httpcore's timeout of that step."""
+    token = _deadline.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def _time_left(timeout: float | None, error: type[httpcore.TimeoutException]) -> float | None:
+    """``timeout`` cut to the time left before the deadline; ``error`` once it has passed."""
+    end = _deadline.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise error("the delivery's total timeout has passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class DeadlineStream(httpcore.NetworkStream):
+    """A stream whose every read, write and TLS handshake ends by the deadline."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _time_left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _time_left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        left = _time_left(timeout, httpcore.ConnectTimeout)
+        return DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, left))
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        return self._stream.get_extra_info(info)
+
+
 # --- resolving and connecting -----------------------------------------------------------------
 
 _resolver: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
@@ -182,16 +247,22 @@ class GuardedBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
-        addresses = resolve(host, port, timeout)
+        addresses = resolve(host, port, _time_left(timeout, httpcore.ConnectTimeout))
         self.vet(host, addresses)
         failure: httpcore.ConnectError | None = None
         for address in addresses:  # as socket.create_connection: the first that answers
             try:
-                return self._backend.connect_tcp(
-                    str(address), port, timeout, local_address, socket_options
+                stream = self._backend.connect_tcp(
+                    str(address),
+                    port,
+                    _time_left(timeout, httpcore.ConnectTimeout),
+                    local_address,
+                    socket_options,
                 )
             except httpcore.ConnectError as exc:
                 failure = exc
+                continue
+            return DeadlineStream(stream)
         assert failure is not None  # noqa: S101 - resolve() returns at least one address
         raise failure
 
