@@ -52,7 +52,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NotRequired, TypedDict, Unpack
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -280,6 +280,15 @@ def _retry_after(response: httpx.Response) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
+def _without_userinfo(url: str) -> str:
+    """``url`` without a user name and password (``https://user:pw@host/`` gives
+    ``https://host/``)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 def _bounded(response: httpx.Response, limit: int) -> httpx.Response:
     """``response`` with at most ``limit`` bytes of its body, as received (not decoded:
     deliveries ask for ``Accept-Encoding: identity``, and its ``Content-Encoding`` header is
@@ -342,6 +351,7 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
         if secret is not None:
             sent[SIGNATURE_HEADER] = sign(body, secret)
         settings = webhook_settings()
+        where = f"{method} {_without_userinfo(url)}"  # for messages, kept in the failed store
         started = time.monotonic()
         try:
             with (
@@ -353,20 +363,20 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
                 response = _bounded(streamed, settings.max_response_bytes)
         except httpx.TimeoutException as exc:
             raise DeliveryError(
-                f"{method} {url}: no complete response within the total timeout of "
+                f"{where}: no complete response within the total timeout of "
                 f"{timeout:g} s ({type(exc).__name__})"
             ) from exc
         except httpx.HTTPError as exc:  # connection refused, DNS, TLS
-            raise DeliveryError(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+            raise DeliveryError(f"{where}: {type(exc).__name__}: {exc}") from exc
         elapsed = time.monotonic() - started
         status = response.status_code
         if should_retry(response):
             delay = _retry_after(response) if status in RETRY_AFTER_STATUSES else None
             if delay is not None:
-                raise Retry(delay=delay, reason=f"{method} {url}: HTTP {status}")
-            raise DeliveryError(f"{method} {url}: HTTP {status}")
+                raise Retry(delay=delay, reason=f"{where}: HTTP {status}")
+            raise DeliveryError(f"{where}: HTTP {status}")
         if not 200 <= status < 300:
-            raise Reject(f"{method} {url}: HTTP {status}, not retried")
+            raise Reject(f"{where}: HTTP {status}, not retried")
         return {"status": status, "elapsed_ms": elapsed * 1000}
 
     return deliver

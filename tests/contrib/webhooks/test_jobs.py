@@ -127,6 +127,16 @@ def test_all_attempts_failing_ends_in_the_failed_store() -> None:
     assert "HTTP 500" in done.error["message"]
 
 
+def test_a_password_in_the_url_stays_out_of_the_error() -> None:
+    with http_server([(500, {})]) as server:
+        url = server.url.replace("http://", "http://user:pa55word@") + "/hooks?x=1"
+        after = run_once(deliver.delay(url, {}))
+    assert after.status is JobStatus.SCHEDULED and after.error is not None
+    assert f"POST {server.url}/hooks?x=1: HTTP 500" in after.error["message"]
+    assert "pa55word" not in after.error["message"] and "user" not in after.error["message"]
+    assert server.requests[0].headers["Authorization"].startswith("Basic ")
+
+
 def test_a_connection_error_retries(unused_url: str) -> None:
     after = run_once(deliver.delay(unused_url, {}))
     assert after.status is JobStatus.SCHEDULED and after.attempts == 1
