@@ -364,7 +364,7 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
         except httpx.TimeoutException as exc:
             raise DeliveryError(
                 f"{where}: no complete response within the total timeout of "
-                f"{timeout:g} s ({type(exc).__name__})"
+                f"{timeout:g} s ({type(exc).__name__}: {exc})"
             ) from exc
         except httpx.HTTPError as exc:  # connection refused, DNS, TLS
             raise DeliveryError(f"{where}: {type(exc).__name__}: {exc}") from exc

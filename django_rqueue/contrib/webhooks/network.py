@@ -29,17 +29,16 @@ server that sends one byte a second cannot stretch a delivery past its ``timeout
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import ipaddress
-import os
 import socket
 import ssl
+import threading
 import time
-import typing
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from enum import StrEnum
+from typing import Any
 
 import httpcore
 import httpx
@@ -53,8 +52,6 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b::/96")
 #: Shared Address Space for carrier-grade NAT (RFC 6598).
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")
-#: Threads resolving host names for deliveries, per process.
-RESOLVER_THREADS = 4
 
 
 class Refusal(StrEnum):
@@ -177,40 +174,42 @@ class DeadlineStream(httpcore.NetworkStream):
         left = _time_left(timeout, httpcore.ConnectTimeout)
         return DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, left))
 
-    def get_extra_info(self, info: str) -> typing.Any:
+    def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
 
 
 # --- resolving and connecting -----------------------------------------------------------------
 
-_resolver: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
-
-
-def _resolver_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """This process's resolver threads (a forked child makes its own)."""
-    global _resolver
-    if _resolver is None or _resolver[0] != os.getpid():
-        pool = concurrent.futures.ThreadPoolExecutor(RESOLVER_THREADS, "rqueue-webhook-dns")
-        _resolver = (os.getpid(), pool)
-    return _resolver[1]
-
 
 def resolve(host: str, port: int, timeout: float | None) -> list[Address]:
     """The addresses ``host`` resolves to for TCP, in the resolver's order, without duplicates.
+
+    ``getaddrinfo`` cannot be interrupted, so it runs in a daemon thread that is left behind
+    if it outlasts ``timeout`` (it cannot hold up the process's exit).
 
     Raises:
         httpcore.ConnectError: the name does not resolve.
         httpcore.ConnectTimeout: not resolved within ``timeout`` seconds.
     """
-    future = _resolver_pool().submit(
-        socket.getaddrinfo, host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-    )
-    try:
-        infos = future.result(timeout)
-    except concurrent.futures.TimeoutError:
-        raise httpcore.ConnectTimeout(f"resolving {host!r} took too long") from None
-    except OSError as exc:
-        raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
+    outcome: list[list[tuple[Any, ...]] | OSError] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append(
+                socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+            )
+        except OSError as exc:
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="rqueue-webhook-dns", daemon=True).start()
+    if not done.wait(timeout):
+        raise httpcore.ConnectTimeout(f"resolving {host!r} took too long")
+    infos = outcome[0]
+    if isinstance(infos, OSError):
+        raise httpcore.ConnectError(f"cannot resolve {host!r}: {infos}") from infos
     addresses: list[Address] = []
     for _, _, _, _, sockaddr in infos:
         if not isinstance(sockaddr[0], str):  # not an IP socket address
