@@ -4,9 +4,15 @@ in-process worker to a real server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import shutil
 import socket
+import ssl
+import subprocess
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,6 +134,48 @@ def test_the_address_connected_to_is_the_one_vetted(
     assert done.status is JobStatus.SUCCEEDED, done.error
     assert asked == ["rebind.test"]
     assert server.requests[0].headers["Host"] == f"rebind.test:{port(server)}"
+
+
+def test_https_keeps_the_host_name_for_sni_and_the_certificate_check(
+    tmp_path: Path, settings: SettingsFixture
+) -> None:
+    """The socket connects to the vetted address, yet TLS sends the URL's host name (SNI) and
+    checks the certificate: a real TLS server with a self-signed one sees ``localhost`` and
+    the delivery refuses its certificate (a retrying error)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+        + ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost"]
+        + ["-addext", "subjectAltName=DNS:localhost"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    names: list[str | None] = []
+    context.sni_callback = lambda sock, name, ctx: names.append(name)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+
+    def serve() -> None:
+        with listener, contextlib.suppress(OSError):
+            connection, _ = listener.accept()
+            with connection, contextlib.suppress(OSError):
+                context.wrap_socket(connection, server_side=True)
+
+    thread = threading.Thread(target=serve, name="test-tls", daemon=True)
+    thread.start()
+    allow(settings, "localhost")
+    done = run(deliver.delay(f"https://localhost:{listener.getsockname()[1]}/hook", {}))
+    thread.join(30)
+
+    assert names == ["localhost"]
+    assert done.status is JobStatus.SCHEDULED and done.error is not None
+    assert "CERTIFICATE_VERIFY_FAILED" in done.error["message"]
 
 
 def test_a_name_is_refused_if_any_of_its_addresses_is(
