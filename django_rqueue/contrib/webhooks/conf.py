@@ -96,7 +96,8 @@ def problems(raw: object) -> list[CheckMessage]:
 
     Ids: E100 ``WEBHOOKS`` is not a dict or has an unknown key; E101 ``ALLOWED_HOSTS`` is not
     a list of host names and networks (naming the bad entry); E102 ``MAX_RESPONSE_BYTES`` is
-    not an integer >= 0.
+    not an integer >= 0; W100 an ``ALLOWED_HOSTS`` network holds every address of its
+    family (``0.0.0.0/0``, ``::/0``), which turns the destination policy off for it.
     """
     if not isinstance(raw, Mapping) or "WEBHOOKS" not in raw:
         return []
@@ -134,12 +135,23 @@ def problems(raw: object) -> list[CheckMessage]:
     else:
         for entry in hosts:
             problem = _entry_problem(entry)
+            network = None if problem or not isinstance(entry, str) else _network(entry)
             if problem:
                 found.append(
                     checks.Error(
                         f"RQUEUE['WEBHOOKS']['ALLOWED_HOSTS'] entry {entry!r}: {problem}.",
                         hint=hint,
                         id="rqueue.E101",
+                    )
+                )
+            elif network is not None and network.prefixlen == 0:
+                found.append(
+                    checks.Warning(
+                        f"RQUEUE['WEBHOOKS']['ALLOWED_HOSTS'] entry {entry!r} allows every "
+                        f"IPv{network.version} address: deliveries may reach loopback, "
+                        "private and cloud metadata addresses.",
+                        hint="List only the networks or host names of your internal receivers.",
+                        id="rqueue.W100",
                     )
                 )
     size = options.get("MAX_RESPONSE_BYTES", DEFAULT_MAX_RESPONSE_BYTES)
@@ -177,7 +189,7 @@ def webhook_settings() -> WebhookSettings:
             check`` lists them all).
     """
     raw = raw_setting()
-    errors = problems(raw)
+    errors = [p for p in problems(raw) if p.is_serious()]
     if errors:
         raise ImproperlyConfigured(f"{errors[0].id}: {errors[0].msg}")
     options: Mapping[str, Any] = raw.get("WEBHOOKS", {}) if isinstance(raw, Mapping) else {}
