@@ -336,9 +336,16 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
             else {"id": context.job.id, "attempt": context.attempt, "data": payload}
         )
         body = json.dumps(sent_payload, separators=(",", ":")).encode()
+        where = f"{method} {_without_userinfo(url)}"  # for messages, kept in the failed store
         # The caller's headers first, without any reserved name (a job enqueued before they
-        # were refused at .delay()); the delivery's own then replace any case variant.
-        sent = httpx.Headers({k: v for k, v in (headers or {}).items() if not _reserved(k)})
+        # were refused at .delay(), or written to Redis by hand); the delivery's own then
+        # replace any case variant. A header that could never be sent fails at once.
+        extra = {k: v for k, v in (headers or {}).items() if not _reserved(k)}
+        try:
+            check_headers(extra)
+        except InvalidDeliveryError as exc:
+            raise Reject(f"{where}: {exc}, not retried") from None
+        sent = httpx.Headers(extra)
         sent.update(
             {
                 "Content-Type": "application/json",
@@ -351,7 +358,6 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
         if secret is not None:
             sent[SIGNATURE_HEADER] = sign(body, secret)
         settings = webhook_settings()
-        where = f"{method} {_without_userinfo(url)}"  # for messages, kept in the failed store
         started = time.monotonic()
         try:
             with (

@@ -234,6 +234,17 @@ def test_the_delivery_s_headers_win_over_reserved_ones_of_a_job_enqueued_uncheck
     assert verify_signature("k", received.body, received.headers["X-Rqueue-Signature"]) > 0
 
 
+def test_a_job_enqueued_unchecked_with_a_broken_header_fails_at_once(
+    server_ok: ScriptedServer,
+) -> None:
+    headers = {"X-Shop": "v\r\nX-Injected: 1"}
+    queued = ContextJobFunction.delay(deliver, server_ok.url, {}, headers=headers)
+    done = run_once(queued)
+    assert done.status is JobStatus.FAILED and done.attempts == 1 and done.error is not None
+    assert "header 'X-Shop': its value holds a control character" in done.error["message"]
+    assert server_ok.requests == []
+
+
 def test_webhook_job_checks_its_options() -> None:
     with pytest.raises(ValueError, match="retry_if must be a callable"):
         webhook_job(name="tests.bad", retry_if="status >= 500")  # type: ignore[arg-type]
