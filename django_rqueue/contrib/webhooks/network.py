@@ -16,8 +16,9 @@ Every connection a delivery opens goes through :class:`GuardedBackend`:
 Every form of an IPv4 address that resolvers accept (``2130706433``, ``0x7f.1``...) resolves
 to the address it stands for, so it is vetted as that address; an IPv6 address that embeds
 an IPv4 one (IPv4-mapped ``::ffff:a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) is
-judged by that IPv4 address too. This is the approach of SSRF filters such as ``advocate``
-(for requests): vet at connect time, the address actually connected to.
+judged by that IPv4 address, since that is where the packets end up. This is the approach
+of SSRF filters such as ``advocate`` (for requests): vet at connect time, the address
+actually connected to.
 
 Redirects are never followed (a ``3xx`` fails the delivery), proxies from the environment
 are not used (``trust_env=False``: a proxy would connect to the destination unvetted).
