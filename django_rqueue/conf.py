@@ -68,6 +68,7 @@ TOP_LEVEL_KEYS = frozenset(
         "EAGER_PROPAGATE",
         "ASYNC_CONCURRENCY",
         "SCHEDULE",
+        "WEBHOOKS",
         "SENTINELS",
         "SENTINEL_KWARGS",
         "MIN_REPLICAS_ACK",

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from django_rqueue import JobContext, Reject, Retry, job, signals
 from django_rqueue.contrib.webhooks.jobs import webhook_job
 from django_rqueue.exceptions import JobCancelled, JobTimeout
@@ -474,3 +476,14 @@ busy_deliver = webhook_job(
     name=f"{__name__}.busy_deliver",
     retry_if=lambda response: response.headers.get("X-Status") == "busy",
 )
+#: The body length of each reply its retry condition saw (the worker runs in the test process).
+sized_replies: list[int] = []
+
+
+def _record_size(response: httpx.Response) -> bool:
+    sized_replies.append(len(response.content))
+    return False
+
+
+#: Records how much of each reply's body a retry condition gets.
+sized_deliver = webhook_job(name=f"{__name__}.sized_deliver", retry_if=_record_size)

@@ -8,8 +8,8 @@ job) and install the extra ``django-rqueue[webhooks]`` (httpx). Then::
     deliver.delay("https://example.com/hooks/order", {"order": 42}, secret=signing_key)
 
 :func:`webhook_job` declares a delivery job of your own, with its own retry
-condition on the response, queue or attempts. :func:`signature` and
-:func:`verify` compute and check the ``X-Rqueue-Signature`` header.
+condition on the response, queue or attempts. A receiver checks the
+``X-Rqueue-Signature`` header with :func:`verify_signature` (:mod:`.signing`).
 
 The names are loaded on first use (PEP 562), so listing the app in
 ``INSTALLED_APPS`` imports nothing before Django's app registry is ready.
@@ -22,26 +22,41 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .jobs import DeliveryError, InvalidDeliveryError, WebhookJob, deliver, webhook_job
-    from .signing import SIGNATURE_HEADER, signature, verify
+    from .network import DestinationRefused, Refusal
+    from .signing import (
+        SIGNATURE_HEADER,
+        InvalidSignature,
+        SignatureProblem,
+        sign,
+        verify_signature,
+    )
 
 __all__ = [
     "SIGNATURE_HEADER",
+    "InvalidSignature",
+    "SignatureProblem",
     "WebhookJob",
     "InvalidDeliveryError",
     "DeliveryError",
+    "DestinationRefused",
+    "Refusal",
     "deliver",
-    "signature",
-    "verify",
+    "sign",
+    "verify_signature",
     "webhook_job",
 ]
 
 _HOMES = {
     "SIGNATURE_HEADER": "signing",
-    "signature": "signing",
-    "verify": "signing",
+    "InvalidSignature": "signing",
+    "SignatureProblem": "signing",
+    "sign": "signing",
+    "verify_signature": "signing",
     "WebhookJob": "jobs",
     "InvalidDeliveryError": "jobs",
     "DeliveryError": "jobs",
+    "DestinationRefused": "network",
+    "Refusal": "network",
     "deliver": "jobs",
     "webhook_job": "jobs",
 }

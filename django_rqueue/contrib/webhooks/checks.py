@@ -1,4 +1,5 @@
-"""System check of the webhooks app: its HTTP client must be installed."""
+"""System checks of the webhooks app: its HTTP client must be installed (E050) and
+``RQUEUE["WEBHOOKS"]`` must be valid (E100-E102, W100: :func:`.conf.problems`)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,12 @@ def check_httpx(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMess
             id="rqueue.E050",
         )
     ]
+
+
+@checks.register()
+def check_webhook_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``rqueue.E100``-``E102``, ``W100``: ``RQUEUE["WEBHOOKS"]`` (:func:`.conf.problems`)."""
+    from ...conf import raw_setting
+    from .conf import problems
+
+    return problems(raw_setting())

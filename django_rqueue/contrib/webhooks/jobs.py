@@ -11,18 +11,33 @@ webhook senders and of RFC 9110):
   job goes to the failed store;
 - any other ``4xx``: the receiver refuses this request, so the job fails at
   once (:class:`~django_rqueue.Reject`), no retries;
-- ``2xx`` (redirects are not followed: ``3xx`` fails at once too): delivered.
+- ``2xx`` (redirects are not followed: ``3xx`` fails at once too): delivered;
+- a destination that is not a public address, unless allowed by
+  ``RQUEUE["WEBHOOKS"]["ALLOWED_HOSTS"]``: the job fails at once
+  (:class:`~.network.DestinationRefused`, checked on every address the host resolves to,
+  at connect time: :mod:`.network`).
+
+``timeout`` (seconds) bounds the whole attempt, wall-clock: resolving the name, connecting,
+sending and reading the reply (a reply still arriving then is a timeout, and retries).
+Only the first ``RQUEUE["WEBHOOKS"]["MAX_RESPONSE_BYTES"]`` bytes of a reply's body are
+read (64 KiB by default, :mod:`.conf`); the rest is never read, so a huge reply cannot
+fill the worker's memory.
 
 A job declared with :func:`webhook_job` and ``retry_if`` decides instead: its
-callable gets each ``httpx.Response``; ``True`` retries, ``False`` accepts a
+callable gets each ``httpx.Response`` (with at most ``MAX_RESPONSE_BYTES`` of its body,
+as received); ``True`` retries, ``False`` accepts a
 ``2xx`` and fails any other status at once. Connection errors always retry.
 
 Each request carries ``Content-Type: application/json``, ``User-Agent:
 django-rqueue``, ``X-Rqueue-Delivery`` (the job id, the same on every attempt,
 for the receiver to drop duplicates: delivery is at least once) and
-``X-Rqueue-Attempt`` (from 1); with ``secret``, ``X-Rqueue-Signature``
-(:mod:`.signing`). The ``secret`` travels in the job's arguments, so whoever
-reads the job in Redis or in the admin reads it too.
+``X-Rqueue-Attempt`` (from 1). The body is the payload as JSON; with ``secret``
+it is the envelope ``{"id": <delivery id>, "attempt": <from 1>, "data": <payload>}``
+signed in ``X-Rqueue-Signature`` (:mod:`.signing`), so the delivery id and the attempt
+are covered by the signature. The caller's ``headers`` add to these and cannot
+replace them (:func:`check_headers` refuses their names at ``.delay()``). The
+``secret`` travels in the job's arguments, so whoever reads the job in Redis or in
+the admin reads it too.
 """
 
 from __future__ import annotations
@@ -33,9 +48,11 @@ import functools
 import inspect
 import json
 import os
+import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, NotRequired, TypedDict, Unpack
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -44,7 +61,9 @@ from ...backoff import BackoffPolicy
 from ...decorators import ContextJobFunction, job
 from ...exceptions import Reject, Retry, RqueueError
 from ...job import Job, JobContext
-from .signing import SIGNATURE_HEADER, signature
+from .conf import WebhookSettings, webhook_settings
+from .network import deadline, guarded_client
+from .signing import SIGNATURE_HEADER, sign
 
 #: Seconds: the longest ``Retry-After`` honoured (a longer one waits this long).
 MAX_RETRY_AFTER = 3600.0
@@ -58,6 +77,29 @@ Method = Literal["POST", "PUT", "PATCH"]
 METHODS: frozenset[str] = frozenset({"POST", "PUT", "PATCH"})
 
 RetryCondition = Callable[[httpx.Response], bool]
+
+#: Header names a delivery sets itself or that belong to the HTTP framing (lower case);
+#: any ``X-Rqueue-*`` name is reserved as well. A caller's ``headers`` may not use them.
+RESERVED_HEADERS = frozenset(
+    {
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "accept-encoding",
+        "connection",
+        "host",
+        "te",
+        "upgrade",
+        "user-agent",
+    }
+)
+RESERVED_PREFIX = "x-rqueue-"
+#: A header name: an RFC 9110 §5.1 token.
+HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+#: A character a header value may not hold: RFC 9110 §5.5 allows visible characters,
+#: spaces and horizontal tabs only (no CR, LF, NUL or other control character).
+HEADER_VALUE_FORBIDDEN_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class DeliveryError(RqueueError):
@@ -87,16 +129,18 @@ class JobOptions(TypedDict):
     result_ttl: NotRequired[int | None]
 
 
-_client: tuple[int, httpx.Client] | None = None
+_client: tuple[int, WebhookSettings, httpx.Client] | None = None
 
 
-def _http() -> httpx.Client:
-    """This process's client (connections reused between deliveries; a forked child
-    makes its own)."""
+def _http(settings: WebhookSettings) -> httpx.Client:
+    """This process's client for these settings (connections reused between deliveries;
+    a forked child, or a change of the settings, makes a new one)."""
     global _client
-    if _client is None or _client[0] != os.getpid():
-        _client = (os.getpid(), httpx.Client(follow_redirects=False))
-    return _client[1]
+    if _client is None or _client[:2] != (os.getpid(), settings):
+        if _client is not None and _client[0] == os.getpid():
+            _client[2].close()
+        _client = (os.getpid(), settings, guarded_client(settings))
+    return _client[2]
 
 
 @functools.cache
@@ -111,7 +155,8 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
 
     Raises:
         InvalidDeliveryError: naming the argument: ``url`` not an absolute http(s) URL,
-            ``headers`` not a mapping of str to str, ``secret`` not a non-empty str,
+            ``headers`` refused by :func:`check_headers`, ``secret`` not a non-empty str
+            or a non-empty list of them (several while a secret is rotated),
             ``timeout`` not a number > 0 (seconds), ``method`` not POST/PUT/PATCH,
             or an unknown keyword.
         TypeError: the arguments do not fit ``(url, payload)``.
@@ -129,15 +174,21 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidDeliveryError(f"url must be an absolute http(s) URL, got {url!r}")
-    headers = kwargs.get("headers")
-    if headers is not None and (
-        not isinstance(headers, Mapping)
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
-    ):
-        raise InvalidDeliveryError(f"headers must map str to str, got {headers!r}")
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise InvalidDeliveryError(f"url {url!r} is not a valid URL: {exc}") from None
+    check_headers(kwargs.get("headers"))
     secret = kwargs.get("secret")
-    if secret is not None and (not isinstance(secret, str) or not secret):
-        raise InvalidDeliveryError("secret must be a non-empty str")
+    if secret is not None and not (
+        (isinstance(secret, str) and secret)
+        or (
+            isinstance(secret, list | tuple)
+            and secret
+            and all(isinstance(each, str) and each for each in secret)
+        )
+    ):
+        raise InvalidDeliveryError("secret must be a non-empty str or a list of them")
     timeout = kwargs.get("timeout", 10.0)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise InvalidDeliveryError(f"timeout must be a number of seconds > 0, got {timeout!r}")
@@ -146,6 +197,41 @@ def check_delivery(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         raise InvalidDeliveryError(
             f"method must be one of {', '.join(sorted(METHODS))}, got {method!r}"
         )
+
+
+def _reserved(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in RESERVED_HEADERS or lowered.startswith(RESERVED_PREFIX)
+
+
+def check_headers(headers: object) -> None:
+    """Validate a delivery's extra ``headers`` (``None`` or a mapping of str to str).
+
+    Raises:
+        InvalidDeliveryError: naming the header: not a mapping of str to str; a name that
+            is not an RFC 9110 token; a value with a CR, LF, NUL or other control character
+            (a tab is allowed); a name the delivery sets itself or that belongs to the HTTP
+            framing (:data:`RESERVED_HEADERS`, any ``X-Rqueue-*``; compared case-insensitively).
+    """
+    if headers is None:
+        return
+    if not isinstance(headers, Mapping):
+        raise InvalidDeliveryError(f"headers must map str to str, got {headers!r}")
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidDeliveryError(
+                f"headers must map str to str, got {name!r}: {type(value).__name__}"
+            )
+        if not HEADER_NAME_RE.match(name):
+            raise InvalidDeliveryError(f"header name {name!r} is not a valid HTTP token")
+        if HEADER_VALUE_FORBIDDEN_RE.search(value):
+            raise InvalidDeliveryError(
+                f"header {name!r}: its value holds a control character (CR, LF, NUL...)"
+            )
+        if _reserved(name):
+            raise InvalidDeliveryError(
+                f"header {name!r} is set by the delivery itself and cannot be given"
+            )
 
 
 class WebhookJob(ContextJobFunction[..., Delivered]):
@@ -194,6 +280,37 @@ def _retry_after(response: httpx.Response) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
+def _without_userinfo(url: str) -> str:
+    """``url`` without a user name and password (``https://user:pw@host/`` gives
+    ``https://host/``)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def _bounded(response: httpx.Response, limit: int) -> httpx.Response:
+    """``response`` with at most ``limit`` bytes of its body, as received (not decoded:
+    deliveries ask for ``Accept-Encoding: identity``, and its ``Content-Encoding`` header is
+    dropped); the rest of the body is never read (the connection is closed, not reused)."""
+    kept = bytearray()
+    if limit > 0:
+        for chunk in response.iter_raw():
+            kept += chunk
+            if len(kept) >= limit:
+                break
+    return httpx.Response(
+        response.status_code,
+        headers=[
+            (name, value)
+            for name, value in response.headers.multi_items()
+            if name.lower() != "content-encoding"
+        ],
+        content=bytes(kept[:limit]),
+        request=response.request,
+    )
+
+
 def default_retry_condition(response: httpx.Response) -> bool:
     """``True`` for ``408``, ``429`` and ``5xx`` (module docstring)."""
     return response.status_code in RETRY_STATUSES or response.status_code >= 500
@@ -208,34 +325,65 @@ def _make(retry_if: RetryCondition | None) -> Callable[..., Delivered]:
         payload: Any,
         *,
         headers: Mapping[str, str] | None = None,
-        secret: str | None = None,
+        secret: str | Sequence[str] | None = None,
         timeout: float = 10.0,
         method: Method = "POST",
     ) -> Delivered:
         """Send ``payload`` as JSON to ``url``; see :mod:`django_rqueue.contrib.webhooks.jobs`."""
-        body = json.dumps(payload, separators=(",", ":")).encode()
-        sent = {
-            "Content-Type": "application/json",
-            "User-Agent": "django-rqueue",
-            "X-Rqueue-Delivery": context.job.id,
-            "X-Rqueue-Attempt": str(context.attempt),
-            **(headers or {}),
-        }
-        if secret is not None:
-            sent[SIGNATURE_HEADER] = signature(body, secret)
+        sent_payload = (
+            payload
+            if secret is None
+            else {"id": context.job.id, "attempt": context.attempt, "data": payload}
+        )
+        body = json.dumps(sent_payload, separators=(",", ":")).encode()
+        where = f"{method} {_without_userinfo(url)}"  # for messages, kept in the failed store
+        # The caller's headers first, without any reserved name (a job enqueued before they
+        # were refused at .delay(), or written to Redis by hand); the delivery's own then
+        # replace any case variant. A header that could never be sent fails at once.
+        extra = {k: v for k, v in (headers or {}).items() if not _reserved(k)}
         try:
-            response = _http().request(method, url, content=body, headers=sent, timeout=timeout)
-        except httpx.HTTPError as exc:  # connection refused, DNS, TLS, timeouts
-            raise DeliveryError(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+            check_headers(extra)
+        except InvalidDeliveryError as exc:
+            raise Reject(f"{where}: {exc}, not retried") from None
+        sent = httpx.Headers(extra)
+        sent.update(
+            {
+                "Content-Type": "application/json",
+                "User-Agent": "django-rqueue",
+                "X-Rqueue-Delivery": context.job.id,
+                "X-Rqueue-Attempt": str(context.attempt),
+                "Accept-Encoding": "identity",
+            }
+        )
+        if secret is not None:
+            sent[SIGNATURE_HEADER] = sign(body, secret)
+        settings = webhook_settings()
+        started = time.monotonic()
+        try:
+            with (
+                deadline(timeout),
+                _http(settings).stream(
+                    method, url, content=body, headers=sent, timeout=timeout
+                ) as streamed,
+            ):
+                response = _bounded(streamed, settings.max_response_bytes)
+        except httpx.TimeoutException as exc:
+            raise DeliveryError(
+                f"{where}: no complete response within the total timeout of "
+                f"{timeout:g} s ({type(exc).__name__}: {exc})"
+            ) from exc
+        except httpx.HTTPError as exc:  # connection refused, DNS, TLS
+            raise DeliveryError(f"{where}: {type(exc).__name__}: {exc}") from exc
+        elapsed = time.monotonic() - started
         status = response.status_code
         if should_retry(response):
             delay = _retry_after(response) if status in RETRY_AFTER_STATUSES else None
             if delay is not None:
-                raise Retry(delay=delay, reason=f"{method} {url}: HTTP {status}")
-            raise DeliveryError(f"{method} {url}: HTTP {status}")
+                raise Retry(delay=delay, reason=f"{where}: HTTP {status}")
+            raise DeliveryError(f"{where}: HTTP {status}")
         if not 200 <= status < 300:
-            raise Reject(f"{method} {url}: HTTP {status}, not retried")
-        return {"status": status, "elapsed_ms": response.elapsed.total_seconds() * 1000}
+            raise Reject(f"{where}: HTTP {status}, not retried")
+        return {"status": status, "elapsed_ms": elapsed * 1000}
 
     return deliver
 

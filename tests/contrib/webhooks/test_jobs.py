@@ -15,9 +15,10 @@ from django_rqueue.contrib.webhooks import (
     DeliveryError,
     InvalidDeliveryError,
     deliver,
-    verify,
+    verify_signature,
     webhook_job,
 )
+from django_rqueue.decorators import ContextJobFunction
 from django_rqueue.job import Job
 from tests.conftest import Event
 from tests.jobs_app.jobs import busy_deliver, quick_deliver
@@ -84,12 +85,18 @@ def test_url_and_payload_may_be_keyword_arguments(server_ok: ScriptedServer) -> 
     assert run_until_done(queued).status is JobStatus.SUCCEEDED
 
 
-def test_with_a_secret_every_attempt_is_signed(server_ok: ScriptedServer) -> None:
-    done = run_until_done(deliver.delay(server_ok.url, [1, "two"], secret="s3cret"))
+def test_with_a_secret_every_attempt_is_signed_with_its_id_and_attempt_in_the_body() -> None:
+    with http_server([(500, {}), (200, {})]) as server:
+        queued = quick_deliver.delay(server.url, [1, "two"], secret=["s3cret", "old"])
+        done = run_until_done(queued)
 
     assert done.status is JobStatus.SUCCEEDED
-    [received] = server_ok.requests
-    assert verify(received.body, "s3cret", received.headers["X-Rqueue-Signature"])
+    for attempt, received in enumerate(server.requests, start=1):
+        header = received.headers["X-Rqueue-Signature"]
+        assert verify_signature("s3cret", received.body, header) > 0
+        assert verify_signature("old", received.body, header) > 0
+        envelope = {"id": queued.id, "attempt": attempt, "data": [1, "two"]}
+        assert json.loads(received.body) == envelope
 
 
 @pytest.mark.parametrize("status", [408, 429, 500, 502])
@@ -118,6 +125,16 @@ def test_all_attempts_failing_ends_in_the_failed_store() -> None:
     assert done.error is not None
     assert done.error["type"] == DeliveryError.__module__ + ".DeliveryError"
     assert "HTTP 500" in done.error["message"]
+
+
+def test_a_password_in_the_url_stays_out_of_the_error() -> None:
+    with http_server([(500, {})]) as server:
+        url = server.url.replace("http://", "http://user:pa55word@") + "/hooks?x=1"
+        after = run_once(deliver.delay(url, {}))
+    assert after.status is JobStatus.SCHEDULED and after.error is not None
+    assert f"POST {server.url}/hooks?x=1: HTTP 500" in after.error["message"]
+    assert "pa55word" not in after.error["message"] and "user" not in after.error["message"]
+    assert server.requests[0].headers["Authorization"].startswith("Basic ")
 
 
 def test_a_connection_error_retries(unused_url: str) -> None:
@@ -155,6 +172,19 @@ def test_a_retry_condition_on_the_response_replaces_the_status_rule() -> None:
         (("/relative", {}), {}, "absolute http"),
         ((42, {}), {}, "absolute http"),
         (("http://example.com", {}), {"headers": {"X": 1}}, "headers"),
+        (("http://example.com", {}), {"headers": ["X"]}, "headers"),
+        (("http://example.com", {}), {"headers": {"X": "v\r\nX-Injected: 1"}}, "header 'X'"),
+        (("http://example.com", {}), {"headers": {"X": "v\n"}}, "header 'X'"),
+        (("http://example.com", {}), {"headers": {"X": "v\x00"}}, "header 'X'"),
+        (("http://example.com", {}), {"headers": {"Bad Name": "v"}}, "'Bad Name' is not"),
+        (("http://example.com", {}), {"headers": {"X:Y": "v"}}, "'X:Y' is not"),
+        (("http://example.com", {}), {"headers": {"": "v"}}, "'' is not"),
+        (("http://example.com", {}), {"headers": {"X-Rqueue-Delivery": "f"}}, "by the delivery"),
+        (("http://example.com", {}), {"headers": {"x-rqueue-signature": "f"}}, "by the delivery"),
+        (("http://example.com", {}), {"headers": {"X-RQUEUE-whatever": "f"}}, "by the delivery"),
+        (("http://example.com", {}), {"headers": {"content-type": "text/plain"}}, "by the"),
+        (("http://example.com", {}), {"headers": {"Host": "internal"}}, "by the delivery"),
+        (("http://example.com", {}), {"headers": {"User-Agent": "x"}}, "by the delivery"),
         (("http://example.com", {}), {"secret": ""}, "secret"),
         (("http://example.com", {}), {"timeout": 0}, "timeout"),
         (("http://example.com", {}), {"timeout": True}, "timeout"),
@@ -172,6 +202,47 @@ def test_bad_deliveries_are_refused_before_anything_is_written(
     with pytest.raises(TypeError, match="takes \\(url, payload\\)"):
         deliver.delay("http://example.com")
     assert rqueue_redis.dbsize() == 0
+
+
+def test_a_tab_in_a_header_value_is_allowed(server_ok: ScriptedServer) -> None:
+    done = run_until_done(deliver.delay(server_ok.url, {}, headers={"X-Tabbed": "a\tb"}))
+    assert done.status is JobStatus.SUCCEEDED
+    assert server_ok.requests[0].headers["X-Tabbed"] == "a\tb"
+
+
+def test_the_delivery_s_headers_win_over_reserved_ones_of_a_job_enqueued_unchecked(
+    server_ok: ScriptedServer,
+) -> None:
+    forged = {
+        "X-Rqueue-Delivery": "forged-id",
+        "X-Rqueue-Attempt": "99",
+        "Content-Type": "text/plain",
+        "x-rqueue-signature": "t=1,v1=forged",
+        "X-Shop": "eu",
+    }
+    # as a job written before .delay() refused these names (or by hand in Redis)
+    queued = ContextJobFunction.delay(deliver, server_ok.url, {}, headers=forged, secret="k")
+    assert run_until_done(queued).status is JobStatus.SUCCEEDED
+
+    [received] = server_ok.requests
+    names = [name.lower() for name, _ in received.raw_headers]
+    assert len(names) == len(set(names))  # no header twice, whatever its case
+    assert received.headers["X-Rqueue-Delivery"] == queued.id
+    assert received.headers["X-Rqueue-Attempt"] == "1"
+    assert received.headers["Content-Type"] == "application/json"
+    assert received.headers["X-Shop"] == "eu"
+    assert verify_signature("k", received.body, received.headers["X-Rqueue-Signature"]) > 0
+
+
+def test_a_job_enqueued_unchecked_with_a_broken_header_fails_at_once(
+    server_ok: ScriptedServer,
+) -> None:
+    headers = {"X-Shop": "v\r\nX-Injected: 1"}
+    queued = ContextJobFunction.delay(deliver, server_ok.url, {}, headers=headers)
+    done = run_once(queued)
+    assert done.status is JobStatus.FAILED and done.attempts == 1 and done.error is not None
+    assert "header 'X-Shop': its value holds a control character" in done.error["message"]
+    assert server_ok.requests == []
 
 
 def test_webhook_job_checks_its_options() -> None:
