@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from django_rqueue.contrib.webhooks.network import refusal
 from django_rqueue.job import Job
 from tests.support.http_server import ScriptedServer, http_server
 from tests.support.inprocess import run_worker
+from tests.support.tls import make_certificates
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
@@ -140,20 +139,10 @@ def test_https_keeps_the_host_name_for_sni_and_the_certificate_check(
     tmp_path: Path, settings: SettingsFixture
 ) -> None:
     """The socket connects to the vetted address, yet TLS sends the URL's host name (SNI) and
-    checks the certificate: a real TLS server with a self-signed one sees ``localhost`` and
+    checks the certificate: a real TLS server with one of an unknown CA sees ``localhost`` and
     the delivery refuses its certificate (a retrying error)."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("needs the openssl command to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
-        + ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost"]
-        + ["-addext", "subjectAltName=DNS:localhost"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    make_certificates(tmp_path)  # a server certificate from a CA the client does not know
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     names: list[str | None] = []
