@@ -324,6 +324,8 @@ class Plan:
         ):
             if value != RECORD_DEFAULTS[name]:
                 record[name] = value
+        if job_function.sensitive is not None:
+            record[JobFields.SENSITIVE] = job_function.sensitive.field()
         if expires_at is not None:
             record[JobFields.EXPIRES] = int(expires_at.timestamp() * 1000)
         elif expires_in_ms >= 0:
@@ -398,6 +400,7 @@ class Plan:
             unique_key=unique_key,
             run_at=self.run_at,
             expires_at=self.expires_at,
+            sensitive=self.job_function.sensitive,
         )
 
 

@@ -15,9 +15,10 @@ with :func:`conclude`: the outcome signal (``job_succeeded``,
 A success is logged at INFO; a failed attempt that will be retried at WARNING
 with ``error='<type>: <message>'``; a final failure at ERROR with the same
 and the exception's traceback (so log alerting and Sentry's logging
-integration see it); a :class:`~..exceptions.WorkerLost` or
-:class:`~..exceptions.UnknownJob` attempt at ERROR, whatever comes next,
-with what to do about it.
+integration see it; when the message or traceback quoted a sensitive argument,
+``@job(sensitive=...)``, the traceback is the text with it hidden, in the message);
+a :class:`~..exceptions.WorkerLost` or :class:`~..exceptions.UnknownJob` attempt at
+ERROR, whatever comes next, with what to do about it.
 Every report is fenced by the job's token: one whose lease was lost changes
 nothing and reads as :attr:`AttemptOutcome.DISCARDED`.
 """
@@ -339,7 +340,10 @@ def _log_line(
         else:
             level = logging.ERROR
         if reported is AttemptOutcome.FAILED and reason is None:  # else: no traceback to show
-            exc_info = exception
+            if attempt.scrubbed:  # the exception's own traceback would show the secret
+                extra += "\n" + attempt.traceback.rstrip()
+            else:
+                exc_info = exception
     logger.log(
         level,
         "%s %s queue=%s attempt=%d/%d outcome=%s %s",
