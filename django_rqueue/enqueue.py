@@ -51,6 +51,7 @@ from django.utils import timezone
 
 from . import signals
 from .conf import Config, get_config
+from .encryption import seal
 from .engine import calls, transitions
 from .engine.calls import NewJob, ScriptCall
 from .engine.connection import (
@@ -375,6 +376,7 @@ class Plan:
                 f"more than RQUEUE['MAX_PAYLOAD_BYTES'] ({self.max_payload}): store the data "
                 "elsewhere and pass its key"
             )
+        payload = seal(payload)  # with RQUEUE["ENCRYPTION_KEYS"]: encrypted
         unique_key = self.unique_key
         if callable(unique_key):
             unique_key = unique_key(*args, **kwargs)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .conf import get_config
+from .encryption import open_fields
 from .engine import transitions, waiting
 from .engine.calls import CancelMode
 from .engine.connection import (
@@ -157,6 +158,7 @@ class Job[R]:
         else:
             f = {as_text(k): v for k, v in fields.items()}
         problems: list[str] = []
+        f = open_fields(f, problems)  # decrypts, with RQUEUE["ENCRYPTION_KEYS"]
         state = as_text(f.get(JobFields.STATE))
         status = STATUSES.get(state)
         if status is None:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .. import registry
 from ..conf import get_config
 from ..display import printable
+from ..encryption import seal
 from ..engine import transitions
 from ..engine.calls import Retention
 from ..engine.connection import get_client
@@ -121,7 +122,7 @@ def deliver_failure(
 
     def deliver() -> AttemptOutcome:
         client = get_client(queue)
-        error = outcome.error_json(job.worker)
+        error = seal(outcome.error_json(job.worker))
         result, _ = transitions.fail(
             client, keys, job.id, job.token, error, delay_ms, retention=retention
         )
@@ -136,7 +137,7 @@ def deliver_outcome(
     """:func:`deliver_ack` a success or :func:`deliver_failure` a failure of ``job``'s attempt."""
     if outcome.ok:
         keys = QueueKeys.of(get_config().key_prefix, queue)
-        result = outcome.result_json or "null"
+        result = seal(outcome.result_json or "null")
         return deliver_ack(PendingAck(queue, keys, job.id, job.token, result, job.result_ttl))
     return deliver_failure(queue, job, outcome, delay)
 
@@ -217,7 +218,7 @@ def fail_lost_attempt(
             keys,
             job.id,
             job.token,
-            attempt.error_json(job.worker),
+            seal(attempt.error_json(job.worker)),
             -1 if delay is None else int(delay * 1000),
             retention=Retention.of(config.queue(queue)),
         )
