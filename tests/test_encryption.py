@@ -16,10 +16,11 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue import JobStatus, get_job
 from django_rqueue.encryption import PREFIX
+from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.serialization import join_payload
 from tests.jobs_app.jobs import fail_always, read_ledger, record
-from tests.support.inprocess import run_worker
+from tests.support.inprocess import poller_thread, run_worker
 from tests.support.processes import Processes, command_env
 from tests.support.waiting import wait_until
 
@@ -222,3 +223,29 @@ def test_an_error_record_no_key_decrypts_reads_as_unreadable(
     assert read is not None and read.error is not None
     assert read.error["message"].startswith("(unreadable: its errors are encrypted with a key")
     assert SECRET not in json.dumps(read.errors)
+
+
+@pytest.mark.usefixtures("encrypted")
+def test_a_lost_lease_s_plain_error_sits_beside_encrypted_data(
+    ledger: str, redis_client: redis.Redis
+):
+    enqueued = record.using(max_attempts=2).delay(ledger, SECRET)
+    reserved = transitions.reserve(redis_client, KEYS, lease_ms=1, worker_id="lost-worker")
+    assert reserved is not None and reserved[0] == enqueued.id  # its worker never reports
+
+    with poller_thread():  # reclaim.lua records the lease's error (plain) and requeues it
+
+        def requeued() -> bool:
+            found = get_job(enqueued.id)
+            return found is not None and found.status is JobStatus.QUEUED
+
+        wait_until(requeued, timeout=10, message="the lost job was not requeued")
+    run_worker(burst=True)
+
+    done = get_job(enqueued.id)
+    assert done is not None and not done.problems
+    assert done.status is JobStatus.SUCCEEDED and done.result == SECRET
+    assert [(e["message"], e.get("worker")) for e in done.errors] == [
+        ("lease expired", "lost-worker")
+    ]
+    assert SECRET.encode() not in everything_in(redis_client)
