@@ -130,9 +130,12 @@ def open_fields(fields: dict[str, bytes | str], problems: list[str]) -> dict[str
     prefix checks).
 
     The payload's parts (``p``, ``p:2``, ...) are joined and decrypted into ``p``. A
-    value that cannot be decrypted is replaced by a harmless plain one (no arguments,
-    no result, an error record saying it is unreadable) and the reason is appended to
-    ``problems``, once per kind. Never raises for a value no key decrypts.
+    value that cannot be decrypted is replaced by a harmless plain one: no arguments
+    or no result, with the reason appended to ``problems`` (once per kind; a worker
+    then fails the job with it rather than run it without its arguments), or, for an
+    error record, one whose message says it is unreadable and why (not a problem: a
+    past attempt's error does not stop the job from running). Never raises for a
+    value no key decrypts.
     """
     errors = JobFields.ERROR in fields or JobFields.ERROR_COUNT in fields
     if not (
@@ -155,15 +158,17 @@ def open_fields(fields: dict[str, bytes | str], problems: list[str]) -> dict[str
         for name in names:
             value = opened[name]
             if sealed(value):
-                opened[name] = _open(value, "errors", None, problems)
+                opened[name] = _open(value, "errors", None, None)
     return opened
 
 
-def _open(value: bytes | str, what: str, fallback: str | None, problems: list[str]) -> bytes | str:
+def _open(
+    value: bytes | str, what: str, fallback: str | None, problems: list[str] | None
+) -> bytes | str:
     try:
         return unseal(value)
     except ValueError as exc:
         why = str(exc).format(what=what)
-        if why not in problems:
+        if problems is not None and why not in problems:
             problems.append(why)
         return _unreadable_error(why) if fallback is None else fallback

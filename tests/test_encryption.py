@@ -19,7 +19,7 @@ from django_rqueue.encryption import PREFIX
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.serialization import join_payload
-from tests.jobs_app.jobs import fail_always, read_ledger, record
+from tests.jobs_app.jobs import fail_always, fail_then_succeed, read_ledger, record
 from tests.support.inprocess import poller_thread, run_worker
 from tests.support.processes import Processes, command_env
 from tests.support.waiting import wait_until
@@ -210,19 +210,24 @@ def test_records_written_before_the_keys_were_set_still_read_and_run(
     assert decrypt_with(KEY_A, redis_client.hget(KEYS.job(plain.id), "result") or b"") == "plain"
 
 
-def test_an_error_record_no_key_decrypts_reads_as_unreadable(
-    settings: Settings, ledger: str, redis_client: redis.Redis
+def test_an_error_record_no_key_decrypts_reads_as_unreadable_and_the_job_still_runs(
+    settings: Settings, ledger: str
 ):
     use_keys(settings, KEY_A)
-    failing = fail_always.using(max_attempts=1).delay(ledger, SECRET)
-    run_worker(burst=True)
-    use_keys(settings, KEY_B)
+    failing = fail_then_succeed.using(max_attempts=1).delay(ledger, SECRET, 1)
+    use_keys(settings, KEY_B, KEY_A)
+    run_worker(burst=True)  # fails once: its error is encrypted with B
+    use_keys(settings, KEY_A)  # B is gone; the arguments are still under A
+    get_job(failing.id).retry()  # type: ignore[union-attr]
 
     read = get_job(failing.id)
-
-    assert read is not None and read.error is not None
+    assert read is not None and read.error is not None and not read.problems
     assert read.error["message"].startswith("(unreadable: its errors are encrypted with a key")
     assert SECRET not in json.dumps(read.errors)
+    run_worker(burst=True)
+
+    done = get_job(failing.id)
+    assert done is not None and done.status is JobStatus.SUCCEEDED and done.result == 2
 
 
 @pytest.mark.usefixtures("encrypted")
