@@ -4,6 +4,7 @@ in-process worker and a real ``rqueue_work`` process."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 from pathlib import Path
@@ -254,3 +255,15 @@ def test_a_lost_lease_s_plain_error_sits_beside_encrypted_data(
         ("lease expired", "lost-worker")
     ]
     assert SECRET.encode() not in everything_in(redis_client)
+
+
+@pytest.mark.usefixtures("encrypted")
+def test_every_enqueue_path_writes_encrypted_arguments(ledger: str, redis_client: redis.Redis):
+    many = record.delay_many([((ledger, f"{SECRET}-{n}"), {}) for n in range(3)])
+    from_async = asyncio.run(record.adelay(ledger, f"{SECRET}-async"))
+    scheduled = record.using(delay=3600).delay(ledger, f"{SECRET}-later")
+
+    assert SECRET.encode() not in everything_in(redis_client)
+    for enqueued in (*many, from_async, scheduled):
+        read = get_job(enqueued.id)
+        assert read is not None and not read.problems and read.args[1].startswith(SECRET)
