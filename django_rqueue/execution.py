@@ -107,7 +107,8 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
     :meth:`~django_rqueue.decorators.JobFunction.arguments` (a
     ``takes_context`` function gets a :class:`JobContext` first). An
     ``async def`` function runs to completion on an event loop of its own
-    (:func:`run_coroutine`).
+    (:func:`run_coroutine`). A failure's message and traceback have the job's
+    sensitive values hidden (:func:`hide_secrets`).
     """
     if job_function.is_async:
         return run_coroutine(arun_attempt(job_function, job))
