@@ -76,6 +76,7 @@ TOP_LEVEL_KEYS = frozenset(
         "REDIS_CLUSTER",
         "MAX_PAYLOAD_BYTES",
         "TASK_MODULES",
+        "ENCRYPTION_KEYS",
     }
 )
 OPTION_KEYS = frozenset(BUILTIN_DEFAULTS)
@@ -232,6 +233,9 @@ class Config:
     #: ``RQUEUE["TASK_MODULES"]``: modules (and their submodules) outside the installed apps
     #: whose ``django.tasks`` tasks a worker may import.
     task_modules: tuple[str, ...] = ()
+    #: ``RQUEUE["ENCRYPTION_KEYS"]``: Fernet keys (URL-safe base64 text), the first one
+    #: encrypting; empty: job data is stored plain (:mod:`django_rqueue.encryption`).
+    encryption_keys: tuple[str, ...] = ()
 
     def queues_named(self, names: Iterable[str]) -> list[str]:
         """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""
@@ -423,7 +427,8 @@ def problems(raw: object) -> list[CheckMessage]:
     ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`); E030 a bad ``rate_limit``; E040 a
     bad ``failed_ttl`` or ``failed_max`` (the failed store's retention: an integer >= 1, or
     ``None``); E060 a queue's ``group_concurrency`` is not an integer >= 1 or None; E070-E075
-    Redis Sentinel and durable enqueue (:func:`_replication_problems`). W001 no
+    Redis Sentinel and durable enqueue (:func:`_replication_problems`); E110-E112 a bad
+    ``ENCRYPTION_KEYS`` (:func:`_encryption_problems`). W001 no
     ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used); W070 ``SENTINEL_KWARGS``
     without ``SENTINELS``.
     """
@@ -445,7 +450,64 @@ def problems(raw: object) -> list[CheckMessage]:
         *_schedule_problems(raw),
         *_replication_problems(raw),
         *_cluster_problems(raw),
+        *_encryption_problems(raw),
     ]
+
+
+def _encryption_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
+    """``ENCRYPTION_KEYS`` (:mod:`django_rqueue.encryption`); no message ever shows a key.
+
+    Ids: E110 it is not a list of keys (``str`` or ``bytes``); E111 a key is not a Fernet
+    key (32 bytes in URL-safe base64, as ``Fernet.generate_key()`` makes; named by its
+    position); E112 keys are set but the ``cryptography`` package is not installed.
+    """
+    keys = raw.get("ENCRYPTION_KEYS")
+    if keys is None:
+        return []
+    hint = (
+        "A list of Fernet keys, the current one first, e.g. [os.environ['RQUEUE_KEY']]; make "
+        "one with: python -c 'from cryptography.fernet import Fernet; "
+        "print(Fernet.generate_key().decode())'"
+    )
+    if not isinstance(keys, list | tuple) or not all(isinstance(k, str | bytes) for k in keys):
+        return [
+            checks.Error(
+                "RQUEUE['ENCRYPTION_KEYS'] must be a list of keys (str or bytes), got "
+                + (
+                    "an item of another type."
+                    if isinstance(keys, list | tuple)
+                    else f"a {type(keys).__name__}."
+                ),
+                hint=hint,
+                id="rqueue.E110",
+            )
+        ]
+    if not keys:
+        return []
+    try:
+        from cryptography.fernet import Fernet
+    except ImportError:
+        return [
+            checks.Error(
+                "RQUEUE['ENCRYPTION_KEYS'] is set but the cryptography package is not installed.",
+                hint="pip install 'django-rqueue[encryption]'",
+                id="rqueue.E112",
+            )
+        ]
+    found: list[CheckMessage] = []
+    for index, key in enumerate(keys):
+        try:
+            Fernet(key)
+        except (ValueError, TypeError):
+            found.append(
+                checks.Error(
+                    f"RQUEUE['ENCRYPTION_KEYS'][{index}] is not a Fernet key (32 bytes in "
+                    "URL-safe base64).",
+                    hint=hint,
+                    id="rqueue.E111",
+                )
+            )
+    return found
 
 
 def _cluster_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
@@ -869,4 +931,8 @@ def parse(raw: Mapping[str, Any]) -> Config:
         redis_cluster=raw.get("REDIS_CLUSTER", False) is True,
         max_payload_bytes=raw.get("MAX_PAYLOAD_BYTES", DEFAULT_MAX_PAYLOAD_BYTES),
         task_modules=tuple(raw.get("TASK_MODULES", ())),
+        encryption_keys=tuple(
+            k.decode("ascii") if isinstance(k, bytes) else k
+            for k in raw.get("ENCRYPTION_KEYS") or ()
+        ),
     )

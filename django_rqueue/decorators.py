@@ -18,6 +18,7 @@ from .backoff import BackoffPolicy
 from .conf import BACKOFF_NAMES, Config
 from .engine.keys import ID_PART_RE
 from .job import Job, JobContext
+from .sensitive import Sensitive
 
 #: ``priority`` bounds, as in ``django.tasks``: higher runs first.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
@@ -250,6 +251,8 @@ class JobFunction[**P, R]:
     #: The enqueue plan last resolved for this function: ``(config, options, plan)``
     #: (``django_rqueue.enqueue.Plan.of``), reused while both are the same objects.
     plan_cache: tuple[Config, JobOptions, enqueue.Plan] | None = None
+    #: The arguments hidden from people (``@job(sensitive=...)``); ``None``: none.
+    sensitive: Sensitive | None = None
 
     def __init__(self, func: Callable[..., R], name: str, options: JobOptions) -> None:
         self.func: Callable[..., R] = func
@@ -504,6 +507,7 @@ def job[**P, R](
     unique_key: str | Callable[..., str] | None = None,
     unique_ttl: int | None = None,
     expires: float | datetime.timedelta | datetime.datetime | None = None,
+    sensitive: Iterable[str] = (),
 ) -> _ContextDecorator: ...
 
 
@@ -521,6 +525,7 @@ def job[**P, R](
     unique_key: str | Callable[..., str] | None = None,
     unique_ttl: int | None = None,
     expires: float | datetime.timedelta | datetime.datetime | None = None,
+    sensitive: Iterable[str] = (),
 ) -> _Decorator: ...
 
 
@@ -539,6 +544,7 @@ def job(
     unique_key: str | Callable[..., str] | None = None,
     unique_ttl: int | None = None,
     expires: float | datetime.timedelta | datetime.datetime | None = None,
+    sensitive: Iterable[str] = (),
 ) -> JobFunction[Any, Any] | Callable[[Callable[..., Any]], JobFunction[Any, Any]]:
     """Decorate a function as a job, bare (``@job``) or with options (``@job(queue=...)``).
 
@@ -552,10 +558,16 @@ def job(
     ``.delay()``, when settings are read.
     ``takes_context=True`` passes a :class:`JobContext` as the first argument
     when the job runs (``.delay()`` takes the arguments after it).
+    ``sensitive``: names of parameters whose values people never see: the admin,
+    ``rqueue_failed`` and the logs show ``"********"`` instead, whether the value
+    was passed by keyword or by position (:mod:`django_rqueue.sensitive`); the job,
+    signal receivers and ``get_job()`` get the real values.
 
     Raises:
-        ValueError: an option is out of range or of the wrong type, or
-            ``name`` starts with ``"task:"`` (the names of ``django.tasks`` tasks).
+        ValueError: an option is out of range or of the wrong type,
+            ``name`` starts with ``"task:"`` (the names of ``django.tasks`` tasks), or
+            a ``sensitive`` name is not a parameter of the function (at decoration).
+        TypeError: ``sensitive`` is a single string, not a list or tuple of names.
     """
     if name is not None and name.startswith(registry.TASK_PREFIX):
         raise ValueError(f"job names starting with {registry.TASK_PREFIX!r} are for django.tasks")
@@ -582,6 +594,7 @@ def job(
         else:
             kind = ContextJobFunction if takes_context else JobFunction
         job_function = kind(f, name or f"{f.__module__}.{f.__qualname__}", options)
+        job_function.sensitive = Sensitive.of(f, sensitive, skip=int(takes_context))
         registry.register(job_function)
         return job_function
 

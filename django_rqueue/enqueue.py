@@ -51,6 +51,7 @@ from django.utils import timezone
 
 from . import signals
 from .conf import Config, get_config
+from .encryption import seal
 from .engine import calls, transitions
 from .engine.calls import NewJob, ScriptCall
 from .engine.connection import (
@@ -324,6 +325,8 @@ class Plan:
         ):
             if value != RECORD_DEFAULTS[name]:
                 record[name] = value
+        if job_function.sensitive is not None:
+            record[JobFields.SENSITIVE] = job_function.sensitive.field()
         if expires_at is not None:
             record[JobFields.EXPIRES] = int(expires_at.timestamp() * 1000)
         elif expires_in_ms >= 0:
@@ -373,6 +376,7 @@ class Plan:
                 f"more than RQUEUE['MAX_PAYLOAD_BYTES'] ({self.max_payload}): store the data "
                 "elsewhere and pass its key"
             )
+        payload = seal(payload)  # with RQUEUE["ENCRYPTION_KEYS"]: encrypted
         unique_key = self.unique_key
         if callable(unique_key):
             unique_key = unique_key(*args, **kwargs)
@@ -398,6 +402,7 @@ class Plan:
             unique_key=unique_key,
             run_at=self.run_at,
             expires_at=self.expires_at,
+            sensitive=self.job_function.sensitive,
         )
 
 

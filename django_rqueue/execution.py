@@ -29,6 +29,7 @@ from .backoff import retry_delay
 from .conf import get_config
 from .exceptions import JobTimeout, Reject, Retry
 from .job import Job, JobStatus
+from .sensitive import scrub
 from .serialization import dumps, encode_result, loads
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ class Outcome:
     traceback: str = ""
     #: Replaces ``str(exception)`` as the stored error's message when set.
     message: str | None = None
+    #: Whether :attr:`message` and :attr:`traceback` had sensitive values hidden
+    #: (:func:`hide_secrets`): the exception object itself still holds them.
+    scrubbed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -103,10 +107,36 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
     :meth:`~django_rqueue.decorators.JobFunction.arguments` (a
     ``takes_context`` function gets a :class:`JobContext` first). An
     ``async def`` function runs to completion on an event loop of its own
-    (:func:`run_coroutine`).
+    (:func:`run_coroutine`). A failure's message and traceback have the job's
+    sensitive values hidden (:func:`hide_secrets`).
     """
     if job_function.is_async:
         return run_coroutine(arun_attempt(job_function, job))
+    return hide_secrets(job_function, job, _run_sync_attempt(job_function, job))
+
+
+def hide_secrets(job_function: JobFunction[Any, Any], job: Job[Any], outcome: Outcome) -> Outcome:
+    """Replace the values of ``job``'s sensitive arguments (``@job(sensitive=...)``) that a
+    failed attempt's message or traceback quotes by the mask (:func:`~.sensitive.scrub`).
+
+    Sets :attr:`Outcome.message` and :attr:`Outcome.traceback` (and
+    :attr:`Outcome.scrubbed`) only when one of them quoted a value; returns ``outcome``.
+    """
+    sensitive = job_function.sensitive
+    if outcome.exception is None or sensitive is None:
+        return outcome
+    values = sensitive.values(job.args, job.kwargs)
+    if not values:
+        return outcome
+    message = str(outcome.exception) if outcome.message is None else outcome.message
+    hidden_message, hidden_traceback = scrub(message, values), scrub(outcome.traceback, values)
+    if hidden_message != message or hidden_traceback != outcome.traceback:
+        outcome.message, outcome.traceback = hidden_message, hidden_traceback
+        outcome.scrubbed = True
+    return outcome
+
+
+def _run_sync_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
     signals.send(signals.job_started, job_function, job=job)
     try:
         args, kwargs = job_function.arguments(job)
@@ -143,6 +173,13 @@ async def arun_attempt(
     is a failure like any other; a cancellation of the task running this
     propagates.
     """
+    outcome = await _arun_attempt(job_function, job, timeout)
+    return hide_secrets(job_function, job, outcome)
+
+
+async def _arun_attempt(
+    job_function: JobFunction[Any, Any], job: Job[Any], timeout: float | None
+) -> Outcome:
     await signals.asend(signals.job_started, job_function, job=job)
     deadline = asyncio.timeout(timeout)
     try:
@@ -193,8 +230,9 @@ def next_delay(
         return None
     if job.attempts >= job.max_attempts:
         if isinstance(exc, Retry):
+            said = exc if outcome.message is None else outcome.message  # maybe scrubbed
             outcome.message = (
-                f"{exc} but no attempt is left "
+                f"{said} but no attempt is left "
                 f"(attempt {job.attempts} of {job.max_attempts}); not retried"
             )
         return None

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .conf import get_config
+from .encryption import open_fields
 from .engine import transitions, waiting
 from .engine.calls import CancelMode
 from .engine.connection import (
@@ -21,6 +22,7 @@ from .engine.connection import (
     redis_errors,
 )
 from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, queue_of
+from .sensitive import Sensitive
 from .serialization import decode_arguments, join_payload, loads
 
 
@@ -138,6 +140,9 @@ class Job[R]:
     #: The ``run_after`` of a deferred ``django.tasks`` task, as it was enqueued
     #: (``run_at`` moves with retries); ``None`` for every other job.
     task_run_after: datetime.datetime | None = None
+    #: The arguments hidden from people (``@job(sensitive=...)``), as the record names
+    #: them; ``None``: none. :attr:`args` and :attr:`kwargs` keep the real values.
+    sensitive: Sensitive | None = None
     problems: list[str] = field(default_factory=list)
 
     @classmethod
@@ -153,6 +158,7 @@ class Job[R]:
         else:
             f = {as_text(k): v for k, v in fields.items()}
         problems: list[str] = []
+        f = open_fields(f, problems)  # decrypts, with RQUEUE["ENCRYPTION_KEYS"]
         state = as_text(f.get(JobFields.STATE))
         status = STATUSES.get(state)
         if status is None:
@@ -206,6 +212,8 @@ class Job[R]:
                 problems.append("undecodable task run_after")
         if JobFields.ERROR in f:
             job.error = _decode_error(f[JobFields.ERROR], problems)
+        if JobFields.SENSITIVE in f:
+            job.sensitive = Sensitive.parse(f[JobFields.SENSITIVE])
         if JobFields.CANCEL_REASON in f:
             reason = as_text(f[JobFields.CANCEL_REASON])
             try:

@@ -103,6 +103,10 @@ if os.environ.get("RQUEUE_TEST_QUEUE_OPTIONS"):
     for _queue, _options in json.loads(os.environ["RQUEUE_TEST_QUEUE_OPTIONS"]).items():
         RQUEUE["QUEUES"].setdefault(_queue, {}).update(_options)
 
+# Encryption tests (tests/test_encryption.py) hand their worker subprocesses the keys (a JSON list).
+if os.environ.get("RQUEUE_TEST_ENCRYPTION_KEYS"):
+    RQUEUE["ENCRYPTION_KEYS"] = json.loads(os.environ["RQUEUE_TEST_ENCRYPTION_KEYS"])
+
 # django.tasks: the tasks of tests/jobs_app/tasks.py run as rqueue jobs. "default"
 # may use every RQUEUE queue; "emails_only" only the "emails" queue; "immediate" is
 # Django's, for a task a worker must refuse to run.

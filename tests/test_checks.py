@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ from django_rqueue.checks import check_settings
 from django_rqueue.conf import without_password
 
 URL = "redis://127.0.0.1:6379/0"
+#: A valid Fernet key (``Fernet.generate_key()``), for tests only.
+FERNET_KEY = "q6m6R2bh0dI6oBqJ3QMyIY4A8nH8xq2b6Jb1hm0uQ-s="
 
 
 def _ids(rqueue: Any) -> list[str]:
@@ -115,6 +118,11 @@ def test_a_complete_valid_setting_is_clean():
         # E091: TASK_MODULES not a list of module paths
         ({"REDIS_URL": URL, "TASK_MODULES": "myproject.tasks"}, "rqueue.E091"),
         ({"REDIS_URL": URL, "TASK_MODULES": ["my project"]}, "rqueue.E091"),
+        # E110: ENCRYPTION_KEYS not a list of keys; E111: not a Fernet key
+        ({"REDIS_URL": URL, "ENCRYPTION_KEYS": "a-single-key"}, "rqueue.E110"),
+        ({"REDIS_URL": URL, "ENCRYPTION_KEYS": [1]}, "rqueue.E110"),
+        ({"REDIS_URL": URL, "ENCRYPTION_KEYS": ["too-short"]}, "rqueue.E111"),
+        ({"REDIS_URL": URL, "ENCRYPTION_KEYS": [FERNET_KEY, "x" * 44]}, "rqueue.E111"),
         # E007: unusable Redis location
         ({"REDIS_URL": "http://localhost:6379"}, "rqueue.E007"),
         ({"REDIS_URL": 6379}, "rqueue.E007"),
@@ -423,6 +431,24 @@ def test_without_password_leaves_out_the_password_and_nothing_else():
         "redis://svc/0": "redis://svc/0",
     }
     assert {url: without_password(url) for url in cases} == cases
+
+
+def test_valid_encryption_keys_are_clean_and_a_message_never_shows_a_key():
+    assert _ids({"REDIS_URL": URL, "ENCRYPTION_KEYS": [FERNET_KEY, FERNET_KEY.encode()]}) == []
+    assert _ids({"REDIS_URL": URL, "ENCRYPTION_KEYS": []}) == []
+    almost = FERNET_KEY[:-2] + "!="  # one character off: a typo must not be printed either
+    with override_settings(RQUEUE={"REDIS_URL": URL, "ENCRYPTION_KEYS": [FERNET_KEY, almost]}):
+        (message,) = checks.run_checks(tags=["rqueue"])
+    assert message.id == "rqueue.E111"
+    assert "RQUEUE['ENCRYPTION_KEYS'][1] is not a Fernet key" in message.msg
+    assert FERNET_KEY[:10] not in f"{message.msg} {message.hint}"
+
+
+def test_encryption_keys_without_the_cryptography_package_is_e112(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.setitem(sys.modules, "cryptography.fernet", None)  # import raises ImportError
+    assert _ids({"REDIS_URL": URL, "ENCRYPTION_KEYS": [FERNET_KEY]}) == ["rqueue.E112"]
 
 
 def test_a_bad_rate_limit_names_the_queue_and_the_value():

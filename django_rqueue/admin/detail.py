@@ -15,11 +15,13 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from .. import queries
 from ..conf import get_config
+from ..display import hidden, shown_arguments
 from ..engine.connection import get_client, ms_to_datetime
 from ..engine.keys import JobFields, queue_of
 from ..engine.transitions import read_job
 from ..job import CancelReason, Job, JobStatus
 from ..operations import ACTIONS
+from ..sensitive import MASK
 from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_url, url
 from .lists import duration, list_title
 
@@ -99,6 +101,18 @@ def load(job_id: str) -> tuple[Job[Any], dict[str, str]]:
     return Job.from_fields(job_id, raw), text
 
 
+def shown_raw(job: Job[Any], raw: dict[str, str]) -> list[tuple[str, str]]:
+    """The raw hash of a job whose record has problems, sorted, as people may see it: the
+    payload's fields hidden when the job has sensitive arguments (``@job(sensitive=...)``)."""
+    if hidden(job) is None:
+        return sorted(raw.items())
+    payload = JobFields.PAYLOAD
+    return sorted(
+        (name, MASK if name == payload or name.startswith(f"{payload}:") else value)
+        for name, value in raw.items()
+    )
+
+
 def pretty(value: Any) -> str:  # any JSON value
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
 
@@ -107,6 +121,7 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
     """Show one job (404 when it does not exist)."""
     job_id = unquote(job_id)
     job, raw = load(job_id)
+    args, kwargs = shown_arguments(job)
     list_url = (
         url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
         if job.status.value in queries.STATES
@@ -133,11 +148,11 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             queue=job.queue,
             state=job.status.value,
             list_url=list_url,
-            args=pretty(job.args),
-            kwargs=pretty(job.kwargs),
+            args=pretty(args),
+            kwargs=pretty(kwargs),
             result=pretty(job.result) if JobFields.RESULT in raw else None,
             options=options(job, timezone.now()),
-            raw=sorted(raw.items()) if job.problems else None,
+            raw=shown_raw(job, raw) if job.problems else None,
             errors=list(enumerate(attempt_errors(job, raw), 1)),
             actions=actions,
             cancel_reason=CANCEL_REASONS.get(job.cancel_reason, "") if job.cancel_reason else "",

@@ -189,6 +189,10 @@ class JobFields:
     #: and the transition pushes nothing). Short like the enqueue-time names; only awaited
     #: jobs carry it.
     AWAITED = "w"
+    #: The arguments hidden from people (``@job(sensitive=...)``): JSON ``{"k": [names],
+    #: "a": [positions]}`` (:meth:`django_rqueue.sensitive.Sensitive.field`), written at
+    #: enqueue; only jobs that declare some carry it.
+    SENSITIVE = "sens"
 
     @staticmethod
     def payload_part(n: int) -> str:

@@ -72,6 +72,7 @@ from django.db import close_old_connections
 from .. import registry, signals
 from ..conf import get_config
 from ..decorators import JobFunction
+from ..encryption import seal
 from ..engine import calls, transitions
 from ..engine.calls import ScriptCall
 from ..engine.connection import Location, get_client, location_of, redis_errors
@@ -625,7 +626,7 @@ class Worker:
         """
         config = get_config()
         keys = QueueKeys.of(config.key_prefix, queue)
-        result = outcome.result_json or "null"
+        result = seal(outcome.result_json or "null")  # RQUEUE["ENCRYPTION_KEYS"]
         ack = PendingAck(queue, keys, job.id, job.token, result, job.result_ttl)
         if prefetch and self._prefetched and self._quiet[queue] and self.hooks is not None:
             client = get_client(queue)

@@ -15,9 +15,10 @@ with :func:`conclude`: the outcome signal (``job_succeeded``,
 A success is logged at INFO; a failed attempt that will be retried at WARNING
 with ``error='<type>: <message>'``; a final failure at ERROR with the same
 and the exception's traceback (so log alerting and Sentry's logging
-integration see it); a :class:`~..exceptions.WorkerLost` or
-:class:`~..exceptions.UnknownJob` attempt at ERROR, whatever comes next,
-with what to do about it.
+integration see it; when the message or traceback quoted a sensitive argument,
+``@job(sensitive=...)``, the traceback is the text with it hidden, in the message);
+a :class:`~..exceptions.WorkerLost` or :class:`~..exceptions.UnknownJob` attempt at
+ERROR, whatever comes next, with what to do about it.
 Every report is fenced by the job's token: one whose lease was lost changes
 nothing and reads as :attr:`AttemptOutcome.DISCARDED`.
 """
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from .. import registry
 from ..conf import get_config
 from ..display import printable
+from ..encryption import seal
 from ..engine import transitions
 from ..engine.calls import Retention
 from ..engine.connection import get_client
@@ -120,7 +122,7 @@ def deliver_failure(
 
     def deliver() -> AttemptOutcome:
         client = get_client(queue)
-        error = outcome.error_json(job.worker)
+        error = seal(outcome.error_json(job.worker))
         result, _ = transitions.fail(
             client, keys, job.id, job.token, error, delay_ms, retention=retention
         )
@@ -135,7 +137,7 @@ def deliver_outcome(
     """:func:`deliver_ack` a success or :func:`deliver_failure` a failure of ``job``'s attempt."""
     if outcome.ok:
         keys = QueueKeys.of(get_config().key_prefix, queue)
-        result = outcome.result_json or "null"
+        result = seal(outcome.result_json or "null")
         return deliver_ack(PendingAck(queue, keys, job.id, job.token, result, job.result_ttl))
     return deliver_failure(queue, job, outcome, delay)
 
@@ -216,7 +218,7 @@ def fail_lost_attempt(
             keys,
             job.id,
             job.token,
-            attempt.error_json(job.worker),
+            seal(attempt.error_json(job.worker)),
             -1 if delay is None else int(delay * 1000),
             retention=Retention.of(config.queue(queue)),
         )
@@ -339,7 +341,10 @@ def _log_line(
         else:
             level = logging.ERROR
         if reported is AttemptOutcome.FAILED and reason is None:  # else: no traceback to show
-            exc_info = exception
+            if attempt.scrubbed:  # the exception's own traceback would show the secret
+                extra += "\n" + attempt.traceback.rstrip()
+            else:
+                exc_info = exception
     logger.log(
         level,
         "%s %s queue=%s attempt=%d/%d outcome=%s %s",

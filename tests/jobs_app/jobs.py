@@ -68,6 +68,16 @@ def record(ledger: str, tag: str) -> str:
     return tag
 
 
+@job(max_attempts=1, sensitive=("password",))
+def log_in(ledger: str, user: str, password: str) -> str:
+    """Write ``run`` with the password it received; return ``"welcome <user>"`` for the
+    password ``"right"``, else raise ``PermissionError`` quoting the password given."""
+    write_ledger(ledger, user, "run", password=password)
+    if password != "right":
+        raise PermissionError(f"wrong password {password!r} for {user}")
+    return f"welcome {user}"
+
+
 @job(expires=600)
 def perishable(ledger: str, tag: str) -> str:
     """:func:`record`, but each run expires 10 minutes after its enqueue if not started."""

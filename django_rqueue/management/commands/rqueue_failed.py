@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue import operations, queries
 from django_rqueue.conf import get_config
-from django_rqueue.display import printable
+from django_rqueue.display import printable, shown_arguments
 from django_rqueue.engine.calls import FailedBatchMode
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job, JobStatus, get_job
@@ -24,6 +24,7 @@ def _error(job: Job[Any] | None) -> str:
 
 
 def _job_dict(job: Job[Any]) -> dict[str, Any]:
+    args, kwargs = shown_arguments(job)  # sensitive values hidden
     return {
         "id": job.id,
         "name": job.name,
@@ -33,8 +34,8 @@ def _job_dict(job: Job[Any]) -> dict[str, Any]:
         "group": job.group,
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
-        "args": job.args,
-        "kwargs": job.kwargs,
+        "args": args,
+        "kwargs": kwargs,
         "enqueued_at": job.enqueued_at,
         "finished_at": job.finished_at,
         "error": job.error,
@@ -141,8 +142,9 @@ class Command(BaseCommand):
             self.stdout.write(f"{job.id}  {printable(job.name)}  status={job.status.value}")
             self.stdout.write(f"  queue={job.queue} priority={job.priority} group={job.group!r}")
             self.stdout.write(f"  attempts={job.attempts}/{job.max_attempts}")
-            self.stdout.write(f"  args={json.dumps(job.args, default=str)}")
-            self.stdout.write(f"  kwargs={json.dumps(job.kwargs, default=str)}")
+            args, kwargs = shown_arguments(job)  # sensitive values hidden
+            self.stdout.write(f"  args={json.dumps(args, default=str)}")
+            self.stdout.write(f"  kwargs={json.dumps(kwargs, default=str)}")
             for problem in job.problems:
                 self.stdout.write(f"  PROBLEM: {printable(problem)}")
             for n, error in enumerate(job.errors, 1):

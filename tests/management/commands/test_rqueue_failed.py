@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from django_rqueue.sensitive import MASK
+from tests.jobs_app.jobs import log_in
+from tests.support.inprocess import run_worker
 from tests.support.jobs_in_state import Jobs
 
 
@@ -116,3 +120,25 @@ def test_job_data_cannot_drive_the_terminal(jobs: Jobs):
         assert "\x1b" not in out and "\x07" not in out, out
         assert "\\x1b[2Jevil" in out and "\\x1b]0;owned\\x07 boom" in out
     assert "app.jobs.\\x1b[2Jevil\\nname  status=failed" in shown
+
+
+@pytest.mark.usefixtures("worker_may_close_db_connections")
+def test_sensitive_arguments_are_masked_in_every_output(tmp_path: Path):
+    secret = "hunter2-SECRET"
+    by_keyword = log_in.delay(str(tmp_path / "ledger"), "alice", password=secret)
+    by_position = log_in.delay(str(tmp_path / "ledger"), "bob", secret)
+    run_worker(burst=True)
+
+    outputs = {
+        "list": run("list"),
+        "list --json": run("list", "--json"),
+        "show": run("show", by_keyword.id, by_position.id),
+        "show --json": run("show", "--json", by_keyword.id, by_position.id),
+    }
+
+    for how, out in outputs.items():
+        assert secret not in out, how
+        assert MASK in out, how
+    shown = {j["id"]: (j["args"], j["kwargs"]) for j in json.loads(outputs["show --json"])}
+    assert shown[by_keyword.id][1] == {"password": MASK}
+    assert shown[by_position.id][0][1:] == ["bob", MASK]

@@ -12,7 +12,7 @@ import socket
 import redis
 
 from django_rqueue import JobStatus, get_job, job
-from tests.jobs_app.jobs import fail_always, fault_suicide, record
+from tests.jobs_app.jobs import fail_always, fault_suicide, log_in, read_ledger, record
 from tests.support.jobs_in_state import enqueue_raw
 from tests.support.processes import CommandProcess, command_env
 from tests.support.waiting import wait_until
@@ -155,3 +155,25 @@ def test_a_job_name_with_a_newline_cannot_forge_a_log_line(
     assert f"app.jobs.evil\\n{forged}" in line, line  # escaped, on the job's own line
     assert not any(text.startswith(forged) for text in worker.stderr().splitlines())
     _stop(worker)
+
+
+def test_a_sensitive_argument_quoted_by_the_error_is_masked_in_the_log_lines(
+    manage: Manage, ledger: str, rqueue_redis: redis.Redis
+) -> None:
+    secret = "hunter2-SECRET"
+    worker = manage("rqueue_work", "--queues", "default")
+    wait_serving(worker, rqueue_redis)
+
+    failing = log_in.delay(ledger, "alice", password=secret)  # raises quoting the password
+    wait_until(lambda: _ended(failing.id), timeout=10, message="the job did not fail")
+    (line,) = wait_until(lambda: job_lines(worker.stderr(), failing.id), timeout=5)
+    _stop(worker)
+
+    log = worker.stderr()
+    assert [e["password"] for e in read_ledger(ledger)] == [secret]  # the job got it
+    assert " ERROR django_rqueue.worker: " in line, line
+    assert "error=\"PermissionError: wrong password '********' for alice\"" in line, line
+    after = log.split(line, 1)[1].splitlines()
+    assert after[1] == "Traceback (most recent call last):", after[:3]
+    assert "PermissionError: wrong password '********' for alice" in after[1:20]
+    assert secret not in log
