@@ -36,8 +36,9 @@ it is the envelope ``{"id": <delivery id>, "attempt": <from 1>, "data": <payload
 signed in ``X-Rqueue-Signature`` (:mod:`.signing`), so the delivery id and the attempt
 are covered by the signature. The caller's ``headers`` add to these and cannot
 replace them (:func:`check_headers` refuses their names at ``.delay()``). The
-``secret`` travels in the job's arguments, so whoever reads the job in Redis or in
-the admin reads it too.
+``secret`` and ``headers`` travel in the job's arguments, declared sensitive: the
+admin, ``rqueue_failed`` and the logs show ``********`` in their place; whoever reads
+Redis reads them unless ``RQUEUE["ENCRYPTION_KEYS"]`` is set.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ class JobOptions(TypedDict):
     max_attempts: NotRequired[int | None]
     backoff: NotRequired[BackoffPolicy | None]
     result_ttl: NotRequired[int | None]
+    sensitive: NotRequired[Iterable[str]]
 
 
 _client: tuple[int, WebhookSettings, httpx.Client] | None = None
@@ -393,7 +395,8 @@ def webhook_job(
 ) -> WebhookJob:
     """Declare a delivery job named ``name`` (put it in one of your apps' ``jobs`` modules,
     so workers register it); ``options`` are ``@job``'s (defaults: ``backoff="odd_minutes"``,
-    ``max_attempts=10``).
+    ``max_attempts=10``, ``sensitive=("headers", "secret")``: people see neither in the
+    admin, ``rqueue_failed`` or the logs).
 
     ``retry_if(response) -> bool`` replaces the default retry rule (module docstring);
     it runs in the worker, is never stored in Redis, and an exception it raises fails
@@ -406,8 +409,10 @@ def webhook_job(
         raise ValueError(f"retry_if must be a callable (response) -> bool, got {retry_if!r}")
     options.setdefault("backoff", "odd_minutes")
     options.setdefault("max_attempts", 10)
+    options.setdefault("sensitive", ("headers", "secret"))
     declared = job(takes_context=True, name=name, **options)(_make(retry_if))
     delivery = WebhookJob(declared.func, declared.name, declared.options)
+    delivery.sensitive = declared.sensitive
     registry.register(delivery)
     return delivery
 

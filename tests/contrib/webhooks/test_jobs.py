@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from io import StringIO
 from typing import Any
 
 import pytest
 import redis
+from django.core.management import call_command
 
 from django_rqueue import JobStatus, get_job
 from django_rqueue.contrib.webhooks import (
@@ -263,3 +265,21 @@ def unused_url() -> str:
     with http_server([(200, {})]) as server:
         url = server.url
     return url  # nothing listens there any more
+
+
+def test_a_delivery_s_secret_and_headers_are_hidden_from_people() -> None:
+    with http_server([(400, {})]) as server:  # a 4xx: failed at once
+        queued = deliver.delay(
+            f"{server.url}/hooks",
+            {"order": 1},
+            headers={"Authorization": "Bearer t0ken-x"},
+            secret="s3cret-value",
+        )
+        done = run_once(queued)
+    assert done.status is JobStatus.FAILED
+    assert server.requests[0].headers["Authorization"] == "Bearer t0ken-x"  # the job got them
+    out = StringIO()
+    call_command("rqueue_failed", "show", done.id, stdout=out)
+    shown = out.getvalue()
+    assert "********" in shown
+    assert "s3cret-value" not in shown and "t0ken-x" not in shown, shown
