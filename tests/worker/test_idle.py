@@ -17,6 +17,7 @@ from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.worker.idle import IdleWaiter, Woken
 from tests.faults.support import blocked_clients
+from tests.support import redis_acl
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
@@ -149,7 +150,8 @@ def test_a_wait_whose_only_server_is_down_raises_redis_unavailable(
         assert isinstance(found, RedisUnavailable)
         assert not idle.outages.usable(location_of("emails"))
     # The error and the log line name the server, as its URL (without a password).
-    server = f"Redis at redis://127.0.0.1:{other_redis_server.port}/0"
+    user = f"{redis_acl.USER}@" if redis_acl.enabled() else ""
+    server = f"Redis at redis://{user}127.0.0.1:{other_redis_server.port}/0"
     assert str(found).startswith(f"{server} is unreachable: ")
     [line] = [r.getMessage() for r in caplog.records if "is unreachable" in r.getMessage()]
     assert line.startswith(f"{server} (of {notify('emails')}) is unreachable (")
@@ -197,18 +199,18 @@ class WaitingThen:
 def test_a_command_sent_behind_the_blpop_runs_once_it_returns_and_answers_with_it(
     rqueue_redis: redis.Redis,
 ) -> None:
-    command = ["RPUSH", "probe", "ran"]
+    command = ["RPUSH", "rqueue:probe", "ran"]
     with waiter() as idle:
         waiting = WaitingThen(idle, ["default"], command)
         wait_until(lambda: blocked_clients(rqueue_redis) == 1)
-        assert rqueue_redis.llen("probe") == 0  # queued behind the blocked BLPOP
+        assert rqueue_redis.llen("rqueue:probe") == 0  # queued behind the blocked BLPOP
 
         rqueue_redis.rpush(notify("default"), "1")
         assert waiting.join() == Woken(woke=True, sent=True, reply=1)
 
         # A BLPOP that times out is followed by the command too.
         assert WaitingThen(idle, ["default"], command, 0.05).join() == Woken(False, True, 2)
-    assert rqueue_redis.lrange("probe", 0, -1) == [b"ran", b"ran"]
+    assert rqueue_redis.lrange("rqueue:probe", 0, -1) == [b"ran", b"ran"]
 
 
 def test_an_error_reply_behind_the_blpop_is_returned_and_the_connection_stays_usable(
@@ -227,9 +229,9 @@ def test_no_command_goes_behind_a_wait_on_several_servers(
 ) -> None:
     other = other_redis_server.client()
     with waiter() as idle:
-        waiting = WaitingThen(idle, ["default", "emails"], ["RPUSH", "probe", "ran"])
+        waiting = WaitingThen(idle, ["default", "emails"], ["RPUSH", "rqueue:probe", "ran"])
         wait_until(lambda: blocked_clients(rqueue_redis) == 1 and blocked_clients(other) == 1)
         other.rpush(notify("emails"), "1")
 
         assert waiting.join() == Woken(woke=True, sent=False)
-    assert rqueue_redis.llen("probe") == other.llen("probe") == 0
+    assert rqueue_redis.llen("rqueue:probe") == other.llen("rqueue:probe") == 0
