@@ -149,8 +149,8 @@ def missing(client: redis.Redis, keys: Sequence[str], commands: Iterable[str]) -
     ``client`` is a client of one server (a cluster's node: Redis checks the ACL before it
     redirects, so a node answers for keys of any slot). Changes nothing (module docstring).
     A reply other than ``NOPERM`` (a command this server does not have, a redirect) is not
-    a refusal. Without ``MULTI`` nothing else is probed (it would run): only ``multi`` is
-    reported then.
+    a refusal. Without ``MULTI`` nothing else is probed (it would run): only ``multi`` (and
+    ``exec``) can be reported then.
 
     Raises redis-py's errors of the connection (unreachable, credentials).
     """
@@ -161,7 +161,7 @@ def missing(client: redis.Redis, keys: Sequence[str], commands: Iterable[str]) -
     connection: Any = client.connection_pool.get_connection()
     try:
         for name in ("exec", "multi"):  # EXEC first: outside a transaction it runs nothing
-            connection.send_command(name.upper())
+            connection.send_command(name.upper(), check_health=False)
             try:
                 connection.read_response()
             except NoPermissionError:
@@ -169,7 +169,7 @@ def missing(client: redis.Redis, keys: Sequence[str], commands: Iterable[str]) -
             except redis.ResponseError:
                 pass  # "EXEC without MULTI": allowed
         if "multi" in refused:
-            return Missing(("multi",))
+            return Missing(tuple(c for c in probes if c in refused))
         queued: list[tuple[str, str | None]] = []
         for name in wanted:
             probe = probes[name]
@@ -177,7 +177,9 @@ def missing(client: redis.Redis, keys: Sequence[str], commands: Iterable[str]) -
                 continue
             for key in keys if KEY in probe else [None]:
                 queued.append((name, key))
-                connection.send_command(*(key if arg is KEY else arg for arg in probe))
+                args = (key if arg is KEY else arg for arg in probe)
+                # No health check: its PING would be queued too, and answered QUEUED.
+                connection.send_command(*args, check_health=False)
         for name, key in queued:
             try:
                 connection.read_response()
