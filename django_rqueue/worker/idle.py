@@ -102,6 +102,12 @@ def unblock_refused(server: Hashable, where: str, *, report: bool = True) -> Non
         )
 
 
+def forget_unblock_refusals() -> None:
+    """Forget every :func:`unblock_refused` of this process (its waits use ``CLIENT
+    UNBLOCK`` again): for tests, which reuse servers under users of different rights."""
+    _no_unblock.clear()
+
+
 def can_unblock(server: Hashable) -> bool:
     """Whether ``server`` has not refused ``CLIENT UNBLOCK`` (:func:`unblock_refused`)."""
     return server not in _no_unblock

@@ -10,12 +10,14 @@ from contextlib import contextmanager
 
 import pytest
 import redis
+from pytest_django.fixtures import Settings as SettingsFixture
 from redis.exceptions import NoScriptError
 
-from django_rqueue.engine.connection import location_of
+from django_rqueue.engine.connection import location_of, reset_clients
 from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.engine.permissions import acl_rules
 from django_rqueue.exceptions import RedisUnavailable
-from django_rqueue.worker.idle import IdleWaiter, Woken
+from django_rqueue.worker.idle import IdleWaiter, Woken, forget_unblock_refusals
 from tests.faults.support import blocked_clients
 from tests.support import redis_acl
 from tests.support.redis_cluster import LocalCluster
@@ -235,3 +237,59 @@ def test_no_command_goes_behind_a_wait_on_several_servers(
 
         assert waiting.join() == Woken(woke=True, sent=False)
     assert rqueue_redis.llen("rqueue:probe") == other.llen("rqueue:probe") == 0
+
+
+@pytest.fixture
+def no_unblock_user(
+    redis_server: RedisServer, other_redis_server: RedisServer, settings: SettingsFixture
+) -> Iterator[list[redis.Redis]]:
+    """``default`` and ``emails`` reached as a user of the README's rules without
+    ``CLIENT UNBLOCK``; yields admin clients of both servers (ACL logs reset)."""
+    admins = [redis_server.client(), other_redis_server.client()]
+    for admin in admins:
+        admin.execute_command(
+            "ACL", "SETUSER", "nounblock", "reset", "on", ">pw", *acl_rules("rqueue")
+        )
+        admin.execute_command("ACL", "SETUSER", "nounblock", "-client|unblock")
+        admin.acl_log_reset()
+    url, other = (
+        f"redis://nounblock:pw@127.0.0.1:{s.port}/0" for s in (redis_server, other_redis_server)
+    )
+    queues = {**settings.RQUEUE["QUEUES"], "emails": {"REDIS_URL": other}}
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": url, "QUEUES": queues}
+    reset_clients()
+    try:
+        yield admins
+    finally:
+        reset_clients()
+        forget_unblock_refusals()
+        for admin in admins:
+            admin.acl_deluser("nounblock")
+            admin.close()
+
+
+def test_a_refused_client_unblock_is_logged_once_and_later_waits_stay_prompt_without_it(
+    no_unblock_user: list[redis.Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    admins = no_unblock_user
+    took = []
+    with waiter() as idle:
+        for n in range(6):
+            waiting = Waiting(idle, ["default", "emails"])
+            wait_until(lambda: sum(blocked_clients(a) for a in admins) >= 1)
+            queue, admin = [("default", admins[0]), ("emails", admins[1])][n % 2]
+            took.append(woken_by(functools.partial(admin.rpush, notify(queue), "1"), waiting))
+
+    # The wait that met the refusal gave its other call SLACK (0.5 s) to come back; later
+    # ones wake within a slice of 0.1 s (Redis ends a call at its next ~0.1 s tick).
+    assert took[0] < 1.0 and max(took[1:]) < 0.4, took
+    warned = [r for r in caplog.records if "refused CLIENT UNBLOCK" in r.getMessage()]
+    # Once per server, at its first refusal; later waits send it none.
+    servers = sorted(r.getMessage().split(" refused")[0] for r in warned)
+    ports = [a.connection_pool.connection_kwargs["port"] for a in admins]
+    assert servers == sorted(f"Redis at redis://nounblock@127.0.0.1:{p}/0" for p in ports)
+    assert all(r.levelname == "WARNING" and "late" in r.getMessage() for r in warned)
+    refused = [
+        int(e["count"]) for a in admins for e in a.acl_log() if e["object"] == "client|unblock"
+    ]
+    assert refused == [1, 1], refused
