@@ -35,6 +35,19 @@ class RedisAuthenticationFailed(RedisUnavailable):
     """
 
 
+class RedisPermissionDenied(RedisUnavailable):
+    """Redis refused a command or a key to the user django-rqueue connects as (``NOPERM``):
+    its ACL lacks a command django-rqueue sends, or its key patterns do not cover
+    ``RQUEUE["KEY_PREFIX"]``.
+
+    A :class:`RedisUnavailable`, as :class:`RedisAuthenticationFailed`: callers that
+    handle an outage handle it (the admin and the metrics view show the server as
+    unavailable, workers back off and retry), and it is raised at once. The message
+    names the server and Redis's reason; the fix is the user's ACL (the README's
+    "Redis user (ACL)" gives the rules django-rqueue needs).
+    """
+
+
 class NotReplicated(RqueueError):  # noqa: N818 - reads like the condition it names
     """Fewer than ``RQUEUE["MIN_REPLICAS_ACK"]`` replicas confirmed an enqueued job in time.
 

@@ -8,6 +8,11 @@ without scripting rights fail fast with the fix.
 No persistence is only a warning: it is a deployment choice, but a Redis
 restart then loses every job.
 
+A user whose ACL lacks a command django-rqueue sends, or whose key patterns
+do not cover ``KEY_PREFIX``, is refused too, naming what is missing
+(:mod:`~.engine.permissions` probes without changing anything); a refused
+``CLIENT UNBLOCK`` is only a warning: workers fall back to short blocking calls.
+
 The same checks run in ``manage.py check --deploy`` (``rqueue.E010``…).
 On a Redis Cluster every master is checked, and named in the messages
 (``Redis node 10.0.0.5:7001: ...``): each holds some of the queues.
@@ -15,43 +20,80 @@ On a Redis Cluster every master is checked, and named in the messages
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import redis
 from django.core import checks
 from django.core.checks import CheckMessage
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
 from .conf import get_config
+from .engine import permissions
 from .engine.connection import (
     CERTIFICATE_HINT,
     Location,
     certificate_refused,
     get_client,
+    is_cluster,
     location_of,
     servers,
 )
+from .engine.keys import QueueKeys, permission_probe_key
 from .engine.scripts import load
 from .exceptions import RedisUnavailable
 
+#: Check ids of the permission checks.
+MISSING_COMMANDS = "rqueue.E120"
+MISSING_KEYS = "rqueue.E121"
+NO_UNBLOCK = "rqueue.W120"
 
-def redis_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
+
+def probe_keys(queues: Sequence[str], *, shared: bool) -> list[str]:
+    """The keys the permission check probes for ``queues`` (all on one Redis): one under
+    each queue's hash tag and, with ``shared`` (the default Redis, which holds the keys
+    shared by every queue), one among those. None of them is ever written."""
+    prefix = get_config().key_prefix
+    found = [QueueKeys.of(prefix, queue).permission_probe for queue in queues]
+    return found + [permission_probe_key(prefix)] if shared else found
+
+
+def redis_problems(client: redis.Redis, where: str, keys: Sequence[str] = ()) -> list[CheckMessage]:
     """Return what is wrong with the Redis behind ``client`` (named ``where`` in messages):
     with a cluster client, with each of its masters (``"<where> node <host:port>"``).
 
-    Each problem is a ``checks.Error`` or a ``checks.Warning``.
+    Each problem is a ``checks.Error`` or a ``checks.Warning``. ``keys``: the keys to
+    check the user's key patterns with (:func:`probe_keys`); none: commands only.
 
     Ids: E010 maxmemory-policy is not noeviction; E011 authentication failed
-    (WRONGPASS / NOAUTH); E012 the user may not run scripts (NOPERM); E013
+    (WRONGPASS / NOAUTH); E012 the user may not run INFO or scripts (NOPERM); E013
     Redis unreachable; E014 its TLS certificate failed verification (a
     configuration error: a worker refuses to start, it does not wait as for an
-    outage); W010 neither AOF nor RDB snapshots are on.
+    outage); W010 neither AOF nor RDB snapshots are on; E120 the user's ACL
+    lacks commands django-rqueue sends; E121 its key patterns do not cover those
+    ``keys``; W120 it may not run ``CLIENT UNBLOCK`` (idle waits fall back to short
+    blocking calls, :mod:`~.worker.idle`).
     """
     found: list[CheckMessage] = []
+    commands = needed_commands(cluster=is_cluster(client))
     for node, server in servers(client):
-        found += _server_problems(server, f"{where} node {node}" if node else where)
+        label = f"{where} node {node}" if node else where
+        found += _server_problems(server, label, keys, commands)
     return found
 
 
-def _server_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
+def needed_commands(*, cluster: bool = False) -> list[str]:
+    """The commands of :data:`~.engine.permissions.COMMANDS` the current settings use:
+    ``WAIT`` only with ``MIN_REPLICAS_ACK``; ``SELECT`` is left to the connection (it
+    fails on its own when the URL's database needs it); with ``cluster``, the cluster
+    client's too."""
+    skip = {"select"} | (set() if get_config().min_replicas_ack else {"wait"})
+    names = [*permissions.COMMANDS, *(permissions.CLUSTER_COMMANDS if cluster else ())]
+    return [name for name in names if name not in skip]
+
+
+def _server_problems(
+    client: redis.Redis, where: str, keys: Sequence[str], commands: Sequence[str]
+) -> list[CheckMessage]:
     """:func:`redis_problems` of one server."""
     try:
         memory = client.info("memory")
@@ -65,8 +107,16 @@ def _server_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
             )
         ]
     except NoPermissionError as exc:
+        command = permissions.refused_command(exc)
+        if command not in (None, "info"):  # the connection's own (SELECT of the URL's db)
+            return [_missing_commands(where, [command])]
         return [
-            checks.Error(f"{where}: the Redis user may not run INFO ({exc}).", id="rqueue.E012")
+            checks.Error(
+                f"{where}: the Redis user may not run INFO ({exc}).",
+                hint="Grant +info to the user in its ACL (the checks read the eviction "
+                "policy and persistence with it).",
+                id="rqueue.E012",
+            )
         ]
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         refused = certificate_refused(exc)
@@ -79,7 +129,7 @@ def _server_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
                 )
             ]
         return [checks.Error(f"{where} is unreachable ({exc}).", id="rqueue.E013")]
-    found: list[CheckMessage] = []
+    found = _permission_problems(client, where, keys, commands)
     policy = memory.get("maxmemory_policy", "noeviction")
     if policy != "noeviction":
         found.append(
@@ -112,6 +162,52 @@ def _server_problems(client: redis.Redis, where: str) -> list[CheckMessage]:
     return found
 
 
+def _permission_problems(
+    client: redis.Redis, where: str, keys: Sequence[str], commands: Sequence[str]
+) -> list[CheckMessage]:
+    """E120, E121 and W120 of one server (:func:`redis_problems`)."""
+    try:
+        missing = permissions.missing(client, keys, commands)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        return [checks.Error(f"{where} is unreachable ({exc}).", id="rqueue.E013")]
+    found: list[CheckMessage] = []
+    required = [c for c in missing.commands if c not in permissions.OPTIONAL]
+    if required:
+        found.append(_missing_commands(where, required))
+    if missing.keys:
+        prefix = get_config().key_prefix
+        found.append(
+            checks.Error(
+                f"{where}: the Redis user may not use django-rqueue's keys "
+                f"(refused: {', '.join(missing.keys)}).",
+                hint=f"Add the key pattern ~{prefix}:* to the user's ACL "
+                f"(RQUEUE['KEY_PREFIX'] is {prefix!r}).",
+                id=MISSING_KEYS,
+            )
+        )
+    if "client|unblock" in missing.commands:
+        found.append(
+            checks.Warning(
+                f"{where}: the Redis user may not run CLIENT UNBLOCK, so a worker cannot end "
+                "its other blocking calls when one returns: idle waits fall back to short "
+                "blocking calls, and a job can start up to about 0.2 s late when a worker "
+                "waits on several servers (or runs async jobs).",
+                hint="Grant +client|unblock to the user in its ACL.",
+                id=NO_UNBLOCK,
+            )
+        )
+    return found
+
+
+def _missing_commands(where: str, commands: Sequence[str]) -> CheckMessage:
+    return checks.Error(
+        f"{where}: the Redis user may not run {', '.join(commands)} (NOPERM).",
+        hint=f"Grant {' '.join('+' + c for c in commands)} to the user in its ACL "
+        "(the README's 'Redis user (ACL)' gives every rule django-rqueue needs).",
+        id=MISSING_COMMANDS,
+    )
+
+
 def _snapshots_on(client: redis.Redis) -> bool:
     try:
         save = client.config_get("save").get("save", "")
@@ -142,6 +238,7 @@ def problems_by_server(queues: list[str]) -> dict[Location, list[CheckMessage]]:
     A cluster none of whose nodes answers is one E013 (no client can be made).
     """
     found: dict[Location, list[CheckMessage]] = {}
+    shared = location_of(None)
     for queue in queues:
         server = location_of(queue)
         if server in found:
@@ -152,5 +249,7 @@ def problems_by_server(queues: list[str]) -> dict[Location, list[CheckMessage]]:
         except RedisUnavailable as exc:
             found[server] = [checks.Error(f"{where}: {exc}.", id="rqueue.E013")]
             continue
-        found[server] = redis_problems(client, where)
+        on_it = [q for q in queues if location_of(q) == server]
+        keys = probe_keys(on_it, shared=server == shared)
+        found[server] = redis_problems(client, where, keys)
     return found

@@ -11,11 +11,14 @@ CRITICAL   a Redis cannot be reached, or its TLS certificate is refused
            (``rqueue.E013``/``E014``; its queues are not looked at);
            its ``maxmemory-policy`` is not ``noeviction`` (jobs can be
            evicted: ``rqueue.E010``); wrong credentials or no scripting
-           rights (``rqueue.E011``/``E012``)
+           rights (``rqueue.E011``/``E012``); the user's ACL lacks a
+           command or a key pattern django-rqueue needs (``rqueue.E120``/
+           ``E121``; that server's queues are not looked at)
 WARNING    a Redis has no persistence (neither AOF nor RDB snapshots, so a
            restart loses every job: ``rqueue.W010``, as plain ``rqueue_info``
-           warns); no worker has published a heartbeat; no poller recorded a
-           round within :data:`~django_rqueue.worker.poller.POLLER_SEEN` s; a
+           warns); the user may not run ``CLIENT UNBLOCK`` (``rqueue.W120``);
+           no worker has published a heartbeat; no poller recorded a round
+           within :data:`~django_rqueue.worker.poller.POLLER_SEEN` s; a
            scheduled job is over :data:`~django_rqueue.queries.OVERDUE` s
            late (nobody promotes); more failed jobs than ``max_failed``; the
            oldest queued job waited longer than ``max_age`` s
@@ -37,6 +40,12 @@ from .engine.keys import pollers_key
 from .exceptions import RedisUnavailable
 from .worker.heartbeat import list_workers
 from .worker.poller import POLLER_SEEN
+
+#: Problems of a Redis that leave its queues unread: unreachable, or the user may not
+#: run the commands or use the keys the queries need.
+UNUSABLE = frozenset(
+    {"rqueue.E013", "rqueue.E014", health.MISSING_COMMANDS, health.MISSING_KEYS}
+)
 
 
 class Status(IntEnum):
@@ -77,14 +86,17 @@ def assess(*, max_failed: int | None = None, max_age: float | None = None) -> li
     problems: list[Problem] = []
     down: set[int] = set()
     seen: set[int] = set()
+    shared = id(get_client())
     for queue in config.queues:
         client = get_client(queue)
         if id(client) in seen:
             continue
         seen.add(id(client))
         where = health.server_label(queue)
-        for found in health.redis_problems(client, where):
-            if found.id in ("rqueue.E013", "rqueue.E014"):  # not answering, or not trusted
+        on_it = [q for q in config.queues if get_client(q) is client]
+        keys = health.probe_keys(on_it, shared=id(client) == shared)
+        for found in health.redis_problems(client, where, keys):
+            if found.id in UNUSABLE:
                 down.add(id(client))
             status = Status.CRITICAL if found.is_serious() else Status.WARNING
             problems.append(Problem(status, f"{found.msg} ({found.id})"))

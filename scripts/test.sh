@@ -8,6 +8,8 @@
 #   3. mypy (strict, config in pyproject.toml)
 #   4. manage.py check + makemigrations --check (with tests.settings)
 #   5. pytest                 (Django 6.1 / Python 3.13)
+#      + the worker tests again as the README's least-privilege Redis user
+#        (RQUEUE_TEST_ACL=1, ~1 minute)
 #   6. bootstrap .venv-dj60  (Python 3.12 if present, Django 6.0.x) + pytest
 #   7. bootstrap .venv-dj52  (Python 3.12 if present, Django 5.2.x LTS with the
 #      django-tasks backport, the "tasks" extra) + pytest
@@ -59,6 +61,13 @@ run_pytest() {  # run_pytest VENV CELL_NAME [ARGS...]
         --junitxml="$artifacts/junit-$cell.xml" --durations=10 "$@"
 }
 
+as_acl_user() {  # as_acl_user CMD...: run CMD with RQUEUE_TEST_ACL=1 (functions too)
+    (
+        export RQUEUE_TEST_ACL=1
+        "$@"
+    )
+}
+
 # --- cell 1: Python 3.13 (if present) + Django 6.1 ---------------------------
 section "bootstrap .venv (Django 6.1)"
 py_main="$(scripts/find_python.sh 3.13)"
@@ -80,6 +89,15 @@ run_step "makemigrations --check" env DJANGO_SETTINGS_MODULE=tests.settings \
 
 section "pytest: Django 6.1 / $(.venv/bin/python -V)"
 run_step "pytest dj61" run_pytest .venv dj61 "$@"
+
+# The README's ACL line is what django-rqueue needs: workers (sync, async, several
+# servers, a cluster) and Job.wait run as that user, and a test fails if Redis refused
+# it anything (tests/support/redis_acl.py).
+section "pytest: worker tests as the least-privilege Redis user (RQUEUE_TEST_ACL=1)"
+run_step "pytest dj61 acl" as_acl_user run_pytest .venv dj61-acl \
+    tests/worker tests/faults/test_several_servers.py tests/faults/test_async_jobs.py \
+    tests/faults/test_idle_pickup.py tests/faults/test_redis_cluster.py \
+    tests/test_job_wait.py tests/engine/test_permissions.py "$@"
 
 # --- cells 2 and 3: Python 3.12 (if present) + Django 6.0, then Django 5.2 ----
 if [[ "$quick" == "1" ]]; then

@@ -1,6 +1,9 @@
 """Shared fixtures: one private redis-server per test session, flushed before every test.
 
-The helpers behind them live in ``tests/support/``.
+The helpers behind them live in ``tests/support/``. With ``RQUEUE_TEST_ACL=1``,
+django-rqueue (in the test process and in worker subprocesses) connects as a
+least-privilege ACL user and a test fails if Redis refused that user anything
+(:mod:`tests.support.redis_acl`).
 """
 
 from collections.abc import Iterator
@@ -14,6 +17,7 @@ from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import signals
 from django_rqueue.engine.connection import reset_clients
+from tests.support import redis_acl
 from tests.support.jobs_in_state import Jobs
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_sentinel import SentinelSet
@@ -26,7 +30,7 @@ type Event = tuple[str, object, dict[str, Any]]
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """A private redis-server on a free 127.0.0.1 port for the whole session."""
-    server = RedisServer().start()
+    server = RedisServer(redis_acl.server_args()).start()
     try:
         yield server
     finally:
@@ -36,7 +40,7 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def other_redis_server_session() -> Iterator[RedisServer]:
     """A second private redis-server for the whole session (started on first use)."""
-    server = RedisServer().start()
+    server = RedisServer(redis_acl.server_args()).start()
     try:
         yield server
     finally:
@@ -51,10 +55,14 @@ def other_redis_server(
     ``emails`` on it (its own ``REDIS_URL``); ``default`` stays on the session server."""
     if not other_redis_server_session.ping():  # a previous test stopped it
         other_redis_server_session.restart()
+    url = other_redis_server_session.url
     with other_redis_server_session.client() as client:
         client.flushall()
+        if redis_acl.enabled():
+            redis_acl.create_user(client)
+            url = redis_acl.as_acl_user(url)
     queues = dict(settings.RQUEUE.get("QUEUES", {}))
-    queues["emails"] = {**queues.get("emails", {}), "REDIS_URL": other_redis_server_session.url}
+    queues["emails"] = {**queues.get("emails", {}), "REDIS_URL": url}
     settings.RQUEUE = {**settings.RQUEUE, "QUEUES": queues}
     return other_redis_server_session
 
@@ -82,8 +90,13 @@ def redis_cluster(
     """
     redis_cluster_session.flush()
     url = redis_cluster_session.url
+    if redis_acl.enabled():
+        for node in redis_cluster_session.nodes:
+            with node.client() as client:
+                redis_acl.create_user(client, cluster=True)
+        url = redis_acl.as_acl_user(url)
     settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": url, "REDIS_CLUSTER": True}
-    monkeypatch.setenv("RQUEUE_TEST_REDIS_URL", redis_cluster_session.url)
+    monkeypatch.setenv("RQUEUE_TEST_REDIS_URL", url)
     monkeypatch.setenv("RQUEUE_TEST_REDIS_CLUSTER", "1")
     reset_clients()
     try:
@@ -117,10 +130,17 @@ def rqueue_redis(
         redis_server.restart()
     client = redis_server.client()
     client.flushall()
-    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": redis_server.url}
-    monkeypatch.setenv("RQUEUE_TEST_REDIS_URL", redis_server.url)
+    url = redis_server.url
+    if redis_acl.enabled():
+        redis_acl.create_user(client)
+        url = redis_acl.as_acl_user(url)
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": url}
+    monkeypatch.setenv("RQUEUE_TEST_REDIS_URL", url)
     try:
         yield client
+        if redis_acl.enabled() and redis_server.ping():
+            refused = redis_acl.refusals(client)
+            assert not refused, f"Redis refused the least-privilege user: {refused}"
     finally:
         client.close()
 

@@ -281,6 +281,22 @@ def test_with_every_redis_down_only_up_0_is_exposed(
     assert {s.name for s in scrape.samples} == {"rqueue_redis_up"}
 
 
+def test_a_user_whose_key_pattern_misses_the_prefix_reads_up_0_not_a_500(
+    client: Client, settings: SettingsFixture, rqueue_redis: redis.Redis
+) -> None:
+    rqueue_redis.execute_command(
+        "ACL", "SETUSER", "elsewhere", "reset", "on", ">s3cret", "~other:*", "+@all"
+    )
+    host = settings.RQUEUE["REDIS_URL"].rsplit("@", 1)[-1].removeprefix("redis://")
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": f"redis://elsewhere:s3cret@{host}"}
+    try:
+        scrape = Scrape(client)
+    finally:
+        rqueue_redis.acl_deluser("elsewhere")
+
+    assert scrape.per_queue("rqueue_redis_up") == dict.fromkeys(QUEUES, 0.0)
+
+
 # -- cost ---------------------------------------------------------------------------------
 
 

@@ -51,11 +51,11 @@ import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.connection import parse_url
-from redis.exceptions import ClusterDownError, RedisClusterException
+from redis.exceptions import ClusterDownError, NoPermissionError, RedisClusterException
 from redis.retry import Retry
 
 from ..conf import Config, get_config, without_password
-from ..exceptions import RedisAuthenticationFailed, RedisUnavailable
+from ..exceptions import RedisAuthenticationFailed, RedisPermissionDenied, RedisUnavailable
 
 #: Seconds to wait for a TCP connect before retrying.
 CONNECT_TIMEOUT = 0.5
@@ -474,6 +474,11 @@ def unavailable(
                 f"({refused.verify_message}). {CERTIFICATE_HINT}"
             )
         return RedisUnavailable(f"{where} is unreachable: {exc}")
+    if isinstance(exc, NoPermissionError):
+        return RedisPermissionDenied(
+            f"{where} refused a command to the Redis user ({exc}): give the user the ACL "
+            f"rules django-rqueue needs, with the key pattern ~{get_config().key_prefix}:*"
+        )
     if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):
         return RedisUnavailable(f"{where}: the master was demoted: {exc}")
     return None
@@ -485,8 +490,9 @@ _REDIS_ERRORS = _RedisErrors()
 def redis_errors(
     client: redis.Redis | redis.asyncio.Redis | None = None,
 ) -> AbstractContextManager[None]:
-    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`, and a
-    refused user or password into :class:`RedisAuthenticationFailed`.
+    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`, a
+    refused user or password into :class:`RedisAuthenticationFailed`, and a command or
+    key the user's ACL refuses (``NOPERM``) into :class:`RedisPermissionDenied`.
 
     So is the error of a blocking command cut short because its master was
     demoted (:data:`DEMOTED`): the master is moving, as during a failover; and

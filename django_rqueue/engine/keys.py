@@ -51,6 +51,10 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:parked:<group>         set     priorities at which a group at its cap
                                                       has queued jobs, held out of the rings
                                                       until one of its running jobs ends
+    <prefix>:{<queue>}:permission-probe       -       never written: the permission check
+                                                      queues every command on it in a
+                                                      ``MULTI`` that is never executed
+                                                      (:mod:`~.permissions`)
 
 Keys shared by every queue (on the default connection, outside any hash tag; no
 script and no ``MULTI`` touches two of them, so in a Redis Cluster each may live
@@ -62,6 +66,7 @@ in any slot)::
     <prefix>:pollers                          zset    poller id -> Redis time (ms) of its latest
                                                       round (every poller: a worker's and
                                                       ``rqueue_poller``; ``rqueue_info --check``)
+    <prefix>:permission-probe                 -       never written, as the queues' one
 
 Scripts whose keys depend on what they find (reserve picks a priority, a
 group and a job; promote, reclaim and the failed store's retention walk many
@@ -103,6 +108,8 @@ NOTIFY = "notify"
 GROUPRUN = "grouprun"
 GROUPFULL = "groupfull"
 PARKED = "parked:"
+#: A key name no command ever runs on (:attr:`QueueKeys.permission_probe`); Lua never uses it.
+PERMISSION_PROBE = "permission-probe"
 
 
 class JobFields:
@@ -424,6 +431,12 @@ class QueueKeys:
         return f"{self.base}{PAUSED}"
 
     @property
+    def permission_probe(self) -> str:
+        """A key under the queue's hash tag that is never written: the permission check
+        (:mod:`~.permissions`) names it in commands it queues and never executes."""
+        return f"{self.base}{PERMISSION_PROBE}"
+
+    @property
     def rate(self) -> str:
         """A rate-limited queue's GCRA state: the theoretical arrival time (ms) of its next job."""
         return f"{self.base}{RATE}"
@@ -442,6 +455,11 @@ def worker_key(key_prefix: str, worker_id: str) -> str:
 def pollers_key(key_prefix: str) -> str:
     """The zset of pollers (poller id -> Redis time in ms of its latest round)."""
     return f"{key_prefix}:pollers"
+
+
+def permission_probe_key(key_prefix: str) -> str:
+    """A key among the shared ones that is never written (:attr:`QueueKeys.permission_probe`)."""
+    return f"{key_prefix}:{PERMISSION_PROBE}"
 
 
 def restart_key(key_prefix: str) -> str:

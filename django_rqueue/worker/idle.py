@@ -27,6 +27,17 @@ round trip from token to job instead of two, as Huey's consumer gets its job
 from its one ``BRPOP``. A wait on several targets or a cluster slot does not
 send it (the caller reserves afterwards, as before).
 
+A Redis user without ``CLIENT UNBLOCK`` (a ``-@dangerous`` ACL) cannot end the
+other calls. The first refusal is logged once, as a warning, per server and
+process (the worker's master checks at startup, :mod:`~django_rqueue.health`
+``rqueue.W120``, and its children inherit what it found); from then on a wait
+that would need it (several targets, or one that :meth:`IdleWaiter.interrupt`
+may end) blocks in slices of :data:`FALLBACK_SLICE` seconds and lets its
+other calls return by themselves, sending no ``CLIENT UNBLOCK``. A job so
+starts at most about 0.2 s after its wake-up (Redis ends a blocking call
+only at its ~0.1 s timer ticks, ``hz 10``), and an idle waiter costs Redis
+about ten ``BLPOP`` a second per server instead of one per wait.
+
 A target whose server fails (connection refused, timeout) is noted down in
 the shared :class:`~.outages.Outages` and left out until its retry time,
 while the others keep blocking; the wait raises ``RedisUnavailable`` only
@@ -46,7 +57,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import redis
-from redis.exceptions import AskError, ClusterDownError, TryAgainError
+from redis.exceptions import AskError, ClusterDownError, NoPermissionError, TryAgainError
 
 from ..engine.connection import get_client, is_cluster, location_of, server_name, unavailable
 from ..exceptions import RedisUnavailable
@@ -65,6 +76,41 @@ Arg = str | int | float | bytes
 SLACK = 0.5
 #: Seconds between two ``CLIENT UNBLOCK`` of a call that was not blocked yet when asked.
 UNBLOCK_EVERY = 0.005
+#: Seconds each blocking call of a wait lasts on a server that refuses ``CLIENT UNBLOCK``
+#: (module docstring): Redis ends it at its next timer tick, within ~0.1-0.2 s.
+FALLBACK_SLICE = 0.1
+
+#: The servers (as :class:`Target.server`) whose user may not run ``CLIENT UNBLOCK``, in
+#: this process: kept across a fork, so a worker's children know what its master found.
+_no_unblock: set[Hashable] = set()
+
+
+def unblock_refused(server: Hashable, where: str, *, report: bool = True) -> None:
+    """Note that ``server`` (named ``where``, a URL without password) refuses ``CLIENT
+    UNBLOCK``: waits there fall back to short blocking calls (module docstring). With
+    ``report``, a warning is logged the first time, naming the consequence."""
+    if server in _no_unblock:
+        return
+    _no_unblock.add(server)
+    if report:
+        logger.warning(
+            "Redis at %s refused CLIENT UNBLOCK to its user: idle waits there now block "
+            "in %.1f s slices, so a job may start up to about 0.2 s late (grant "
+            "+client|unblock to the user in its ACL)",
+            where,
+            FALLBACK_SLICE,
+        )
+
+
+def forget_unblock_refusals() -> None:
+    """Forget every :func:`unblock_refused` of this process (its waits use ``CLIENT
+    UNBLOCK`` again): for tests, which reuse servers under users of different rights."""
+    _no_unblock.clear()
+
+
+def can_unblock(server: Hashable) -> bool:
+    """Whether ``server`` has not refused ``CLIENT UNBLOCK`` (:func:`unblock_refused`)."""
+    return server not in _no_unblock
 
 
 class Woken(NamedTuple):
@@ -115,8 +161,10 @@ def targets_of(lists: Sequence[tuple[str, str]]) -> list[Target]:
 class Blocker:
     """One connection of a server kept for blocking on it, with its ``CLIENT ID``."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, server: Hashable = None) -> None:
         self.client = client
+        #: The server as :class:`Target.server` (:func:`can_unblock`).
+        self.server = server
         self.connection: Any = None
         self.client_id: int | None = None
 
@@ -169,11 +217,17 @@ class Blocker:
         self.client_id = int(self.connection.read_response())
 
     def unblock(self) -> None:
-        """End a blocked ``BLPOP`` from another connection of the server (errors ignored)."""
-        if self.client_id is None:
+        """End a blocked ``BLPOP`` from another connection of the server (errors ignored).
+
+        Sends nothing to a server that refused it before; a first refusal is noted
+        (:func:`unblock_refused`).
+        """
+        if self.client_id is None or not can_unblock(self.server):
             return
         try:
             self.client.client_unblock(self.client_id)
+        except NoPermissionError:
+            unblock_refused(self.server, server_name(self.client))
         except redis.RedisError:
             pass
 
@@ -297,17 +351,43 @@ class IdleWaiter:
         self._busy = blockers
         if cancel is not None and cancel.is_set():
             return Woken(False)
+        if (len(targets) > 1 or cancel is not None) and not all(
+            can_unblock(t.server) for t in targets
+        ):
+            return Woken(self._sliced(targets, blockers, seconds, cancel))
         if len(targets) == 1:
             if command is not None and targets[0].slot_key is None:
                 return self._one_then(targets[0], blockers[0], seconds, command)
             return Woken(self._one(targets[0], blockers[0], seconds))
         return Woken(self._many(targets, blockers, seconds))
 
+    def _sliced(
+        self,
+        targets: list[Target],
+        blockers: list[Blocker],
+        seconds: float,
+        cancel: threading.Event | None,
+    ) -> bool:
+        """The wait without ``CLIENT UNBLOCK``: slices of :data:`FALLBACK_SLICE` seconds,
+        each ending by itself on every target (module docstring)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or (cancel is not None and cancel.is_set()):
+                return False
+            slice_ = min(left, FALLBACK_SLICE)
+            if len(targets) == 1:
+                woke = self._one(targets[0], blockers[0], slice_)
+            else:
+                woke = self._many(targets, blockers, slice_)
+            if woke:
+                return True
+
     def _blocker(self, target: Target) -> Blocker:
         key = (id(target.client), target.slot_key)
         blocker = self._blockers.get(key)
         if blocker is None or blocker.client is not target.client:
-            blocker = self._blockers[key] = Blocker(target.client)
+            blocker = self._blockers[key] = Blocker(target.client, target.server)
         return blocker
 
     def _one(self, target: Target, blocker: Blocker, seconds: float) -> bool:

@@ -63,10 +63,11 @@ from ..exceptions import (
     StartupError,
     WorkerLost,
 )
-from ..health import problems_by_server
+from ..health import NO_UNBLOCK, problems_by_server
 from ..job import Job
 from . import cancelling, heartbeat
 from .children import Child, ChildKind, KillReason, Running, run_child
+from .idle import unblock_refused
 from .outages import Outages
 from .process import kill_group, new_worker_id, send_signal
 from .reconnect import Reconnect
@@ -167,7 +168,7 @@ class Supervisor:
 
         Raises:
             StartupError: an error-level problem of a Redis that answers (eviction
-                policy, credentials, scripting permission).
+                policy, credentials, a command or key pattern its user's ACL lacks).
         """
         errors = []
         reconnect = Reconnect()
@@ -192,6 +193,9 @@ class Supervisor:
             return  # stopped before any Redis answered: nothing was started
         if down_since is not None and not all(_unreachable(p) for p in found.values()):
             self._redis_recovered(time.monotonic() - down_since)
+        for server, problems in found.items():
+            if any(p.id == NO_UNBLOCK for p in problems):  # warned below; children inherit it
+                unblock_refused(server, server.display, report=False)
         for problem in (p for problems in found.values() for p in problems):
             if problem.id == UNREACHABLE:
                 logger.warning(

@@ -9,6 +9,7 @@ from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 import pytest
+import redis
 from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
 
@@ -441,6 +442,27 @@ def test_refused_credentials_are_shown_as_such_naming_the_server(
         "(invalid username-password pair or user is disabled.): fix the user/password in the "
         "Redis URL (redis://user:password@host:port/db)"
     }
+    assert "s3cret" not in response.text
+
+
+def test_a_user_whose_key_pattern_misses_the_prefix_is_shown_as_refused_not_a_500(
+    admin_client_rq: Client, settings: Any, redis_client: redis.Redis
+):
+    redis_client.execute_command(
+        "ACL", "SETUSER", "elsewhere", "reset", "on", ">s3cret", "~other:*", "+@all"
+    )
+    url = settings.RQUEUE["REDIS_URL"]
+    host = url.rsplit("@", 1)[-1].removeprefix("redis://")
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": f"redis://elsewhere:s3cret@{host}"}
+    try:
+        response = admin_client_rq.get(BASE)
+    finally:
+        redis_client.acl_deluser("elsewhere")
+
+    assert response.status_code == 200
+    errors = [c.counts.error for c in response.context["cards"]]
+    refused = f"Redis at redis://elsewhere@{host} refused a command to the Redis user"
+    assert errors and all(e and e.startswith(refused) and "~rqueue:*" in e for e in errors)
     assert "s3cret" not in response.text
 
 

@@ -10,13 +10,16 @@ from contextlib import contextmanager
 
 import pytest
 import redis
+from pytest_django.fixtures import Settings as SettingsFixture
 from redis.exceptions import NoScriptError
 
-from django_rqueue.engine.connection import location_of
+from django_rqueue.engine.connection import location_of, reset_clients
 from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.engine.permissions import acl_rules
 from django_rqueue.exceptions import RedisUnavailable
-from django_rqueue.worker.idle import IdleWaiter, Woken
+from django_rqueue.worker.idle import IdleWaiter, Woken, forget_unblock_refusals
 from tests.faults.support import blocked_clients
+from tests.support import redis_acl
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
@@ -149,7 +152,8 @@ def test_a_wait_whose_only_server_is_down_raises_redis_unavailable(
         assert isinstance(found, RedisUnavailable)
         assert not idle.outages.usable(location_of("emails"))
     # The error and the log line name the server, as its URL (without a password).
-    server = f"Redis at redis://127.0.0.1:{other_redis_server.port}/0"
+    user = f"{redis_acl.USER}@" if redis_acl.enabled() else ""
+    server = f"Redis at redis://{user}127.0.0.1:{other_redis_server.port}/0"
     assert str(found).startswith(f"{server} is unreachable: ")
     [line] = [r.getMessage() for r in caplog.records if "is unreachable" in r.getMessage()]
     assert line.startswith(f"{server} (of {notify('emails')}) is unreachable (")
@@ -197,18 +201,18 @@ class WaitingThen:
 def test_a_command_sent_behind_the_blpop_runs_once_it_returns_and_answers_with_it(
     rqueue_redis: redis.Redis,
 ) -> None:
-    command = ["RPUSH", "probe", "ran"]
+    command = ["RPUSH", "rqueue:probe", "ran"]
     with waiter() as idle:
         waiting = WaitingThen(idle, ["default"], command)
         wait_until(lambda: blocked_clients(rqueue_redis) == 1)
-        assert rqueue_redis.llen("probe") == 0  # queued behind the blocked BLPOP
+        assert rqueue_redis.llen("rqueue:probe") == 0  # queued behind the blocked BLPOP
 
         rqueue_redis.rpush(notify("default"), "1")
         assert waiting.join() == Woken(woke=True, sent=True, reply=1)
 
         # A BLPOP that times out is followed by the command too.
         assert WaitingThen(idle, ["default"], command, 0.05).join() == Woken(False, True, 2)
-    assert rqueue_redis.lrange("probe", 0, -1) == [b"ran", b"ran"]
+    assert rqueue_redis.lrange("rqueue:probe", 0, -1) == [b"ran", b"ran"]
 
 
 def test_an_error_reply_behind_the_blpop_is_returned_and_the_connection_stays_usable(
@@ -227,9 +231,63 @@ def test_no_command_goes_behind_a_wait_on_several_servers(
 ) -> None:
     other = other_redis_server.client()
     with waiter() as idle:
-        waiting = WaitingThen(idle, ["default", "emails"], ["RPUSH", "probe", "ran"])
+        waiting = WaitingThen(idle, ["default", "emails"], ["RPUSH", "rqueue:probe", "ran"])
         wait_until(lambda: blocked_clients(rqueue_redis) == 1 and blocked_clients(other) == 1)
         other.rpush(notify("emails"), "1")
 
         assert waiting.join() == Woken(woke=True, sent=False)
-    assert rqueue_redis.llen("probe") == other.llen("probe") == 0
+    assert rqueue_redis.llen("rqueue:probe") == other.llen("rqueue:probe") == 0
+
+
+@pytest.fixture
+def no_unblock_user(
+    redis_server: RedisServer, other_redis_server: RedisServer, settings: SettingsFixture
+) -> Iterator[list[redis.Redis]]:
+    """``default`` and ``emails`` reached as a user of the README's rules without
+    ``CLIENT UNBLOCK``; yields admin clients of both servers (ACL logs reset)."""
+    admins = [redis_server.client(), other_redis_server.client()]
+    for admin in admins:
+        admin.execute_command(
+            "ACL", "SETUSER", "nounblock", "reset", "on", ">pw", *acl_rules("rqueue")
+        )
+        admin.execute_command("ACL", "SETUSER", "nounblock", "-client|unblock")
+        admin.acl_log_reset()
+    url, other = (
+        f"redis://nounblock:pw@127.0.0.1:{s.port}/0" for s in (redis_server, other_redis_server)
+    )
+    queues = {**settings.RQUEUE["QUEUES"], "emails": {"REDIS_URL": other}}
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": url, "QUEUES": queues}
+    reset_clients()
+    try:
+        yield admins
+    finally:
+        reset_clients()
+        forget_unblock_refusals()
+        for admin in admins:
+            admin.acl_deluser("nounblock")
+            admin.close()
+
+
+def test_a_refused_client_unblock_is_logged_once_and_later_waits_stay_prompt_without_it(
+    no_unblock_user: list[redis.Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    admins = no_unblock_user
+    took = []
+    with waiter() as idle:
+        for n in range(6):
+            waiting = Waiting(idle, ["default", "emails"])
+            wait_until(lambda: sum(blocked_clients(a) for a in admins) >= 1)
+            queue, admin = [("default", admins[0]), ("emails", admins[1])][n % 2]
+            took.append(woken_by(functools.partial(admin.rpush, notify(queue), "1"), waiting))
+
+    # The wait that met the refusal gave its other call SLACK (0.5 s) to come back; later
+    # ones wake within a slice of 0.1 s (Redis ends a call at its next ~0.1 s tick).
+    assert took[0] < 1.0 and max(took[1:]) < 0.4, took
+    warned = [r for r in caplog.records if "refused CLIENT UNBLOCK" in r.getMessage()]
+    # Once per server, at its first refusal; later waits send it none.
+    servers = sorted(r.getMessage().split(" refused")[0] for r in warned)
+    ports = [a.connection_pool.connection_kwargs["port"] for a in admins]
+    assert servers == sorted(f"Redis at redis://nounblock@127.0.0.1:{p}/0" for p in ports)
+    assert all(r.levelname == "WARNING" and "late" in r.getMessage() for r in warned)
+    refused = [e["count"] for a in admins for e in a.acl_log() if e["object"] == "client|unblock"]
+    assert refused == [1, 1], refused

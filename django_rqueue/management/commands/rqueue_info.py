@@ -102,6 +102,8 @@ class Command(BaseCommand):
             problems = monitoring.assess(max_failed=max_failed, max_age=max_age)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        except RedisUnavailable as exc:  # a cluster none of whose nodes answers, ...
+            problems = [monitoring.Problem(monitoring.Status.CRITICAL, str(exc))]
         status = monitoring.worst(problems)
         queues = len(get_config().queues)
         summary = f"{len(problems)} problem(s)" if problems else f"{queues} queue(s) healthy"
@@ -124,7 +126,10 @@ class Command(BaseCommand):
                 looked_at.add(where)
                 for node, server in connection_servers(client):
                     servers[f"{where} node {node}" if node else where] = redis_facts(server)
-                warnings += [f"{p.id}: {p.msg}" for p in health.redis_problems(client, where)]
+                on_it = [q for q in config.queues if get_client(q) is client]
+                keys = health.probe_keys(on_it, shared=client is get_client())
+                problems = health.redis_problems(client, where, keys)
+                warnings += [f"{p.id}: {p.msg}" for p in problems]
             counts = queries.queue_counts(queue)
             rates = queries.throughput(queue)
             qconf = config.queue(queue)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from io import StringIO
+from typing import Any
 
 import pytest
 import redis
 from django.core.management import CommandError, call_command
 
+from django_rqueue.engine.permissions import acl_rules
 from django_rqueue.monitoring import Status
 from django_rqueue.worker import heartbeat
 from django_rqueue.worker.poller import Poller
@@ -149,3 +151,39 @@ def test_redis_down_is_critical_and_exits_2_from_a_real_process(
     lines = process.stdout().splitlines()
     assert lines[0] == "RQUEUE CRITICAL: 1 problem(s)"
     assert lines[1].startswith("CRITICAL: ") and "unreachable" in lines[1].lower()
+
+
+@pytest.mark.parametrize(
+    ("changes", "status", "says"),
+    [
+        ((), Status.OK, ""),  # the README's user: nothing to report
+        (("-client|unblock",), Status.WARNING, "rqueue.W120"),
+        (("-zadd",), Status.CRITICAL, "may not run zadd (NOPERM). (rqueue.E120)"),
+        (("resetkeys", "~other:*"), Status.CRITICAL, "(rqueue.E121)"),
+    ],
+    ids=["readme-user", "no-client-unblock", "no-zadd", "other-keys"],
+)
+@pytest.mark.usefixtures("live")
+def test_the_users_acl_is_checked(
+    rqueue_redis: redis.Redis,
+    settings: Any,
+    changes: tuple[str, ...],
+    status: Status,
+    says: str,
+) -> None:
+    rules = acl_rules("rqueue")
+    rqueue_redis.execute_command("ACL", "SETUSER", "checked", "reset", "on", ">pw", *rules)
+    if changes:
+        rqueue_redis.execute_command("ACL", "SETUSER", "checked", *changes)
+    host = settings.RQUEUE["REDIS_URL"].rsplit("@", 1)[-1].removeprefix("redis://")
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": f"redis://checked:pw@{host}"}
+    try:
+        code, lines = check()
+    finally:
+        rqueue_redis.acl_deluser("checked")
+
+    assert code == status, lines
+    assert lines[0].startswith(f"RQUEUE {status.name}: ")
+    if says:
+        [line] = [line for line in lines[1:] if says in line]
+        assert line.startswith(f"{status.name}: Redis at redis://checked@{host}: ")
