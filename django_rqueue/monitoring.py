@@ -43,9 +43,7 @@ from .worker.poller import POLLER_SEEN
 
 #: Problems of a Redis that leave its queues unread: unreachable, or the user may not
 #: run the commands or use the keys the queries need.
-UNUSABLE = frozenset(
-    {"rqueue.E013", "rqueue.E014", health.MISSING_COMMANDS, health.MISSING_KEYS}
-)
+UNUSABLE = frozenset({"rqueue.E013", "rqueue.E014", health.MISSING_COMMANDS, health.MISSING_KEYS})
 
 
 class Status(IntEnum):
