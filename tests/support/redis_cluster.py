@@ -6,6 +6,7 @@ Usage::
         client = cluster.client()          # redis.cluster.RedisCluster
         cluster.url                        # "redis://127.0.0.1:<port of node 0>/0"
         cluster.move_slot(slot, 2)         # live resharding of one slot to node 2
+        cluster.reshard(1, 2)              # redis-cli --cluster reshard, its defaults: slot moved
         cluster.flush()                    # FLUSHALL on every master
         cluster.restore_slots()            # every slot moved back where it started
 
@@ -52,6 +53,10 @@ def cluster_port() -> int:
             continue
         return port
     raise RedisServerError("no free port pair for a cluster node")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class LocalCluster:
@@ -151,6 +156,40 @@ class LocalCluster:
                 with node.client() as conn:
                     conn.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
         return moved
+
+    def slots_of(self, node: int) -> list[int]:
+        """The slots master ``node`` (an index in :attr:`nodes`) serves, lowest first."""
+        port = self.nodes[node].port
+        with self.nodes[0].client() as conn:
+            ranges = conn.execute_command("CLUSTER SLOTS")
+        return sorted(
+            slot
+            for start, end, master, *_ in ranges
+            if int(master[1]) == port
+            for slot in range(start, end + 1)
+        )
+
+    def reshard(self, source: int, target: int) -> int:
+        """Move one slot from master ``source`` to master ``target`` with ``redis-cli --cluster
+        reshard ... --cluster-slots 1 --cluster-yes`` and its defaults (``MIGRATE`` in batches
+        of 10 keys, ``--cluster-pipeline``'s default); it moves the lowest slot of ``source``,
+        which is returned (:meth:`restore_slots` moves it back)."""
+        slot = self.slots_of(source)[0]
+        self._homes.setdefault(slot, source)
+        with self.nodes[source].client() as s, self.nodes[target].client() as d:
+            src_id, dst_id = s.execute_command("CLUSTER MYID"), d.execute_command("CLUSTER MYID")
+        cli = shutil.which("redis-cli") or "redis-cli"
+        subprocess.run(
+            [
+                cli, "--cluster", "reshard", f"127.0.0.1:{self.nodes[source].port}",
+                "--cluster-from", _text(src_id), "--cluster-to", _text(dst_id),
+                "--cluster-slots", "1", "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+        return slot
 
     def restore_slots(self) -> None:
         """Move every slot :meth:`move_slot` moved back to its first master (a session
