@@ -50,7 +50,14 @@ import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.connection import parse_url
-from redis.exceptions import ClusterDownError, RedisClusterException
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from ..conf import Config, get_config, without_password
@@ -405,6 +412,18 @@ def server_name(client: redis.Redis | redis.asyncio.Redis) -> str:
     return f"{scheme}://{where}{options.get('host', 'localhost')}:{options.get('port', 6379)}/{db}"
 
 
+#: A Redis Cluster's replies while a slot moves or a master fails over, and redis-py's
+#: cluster client giving up on them: the command did not run, and runs once the slot has
+#: settled. ``TRYAGAIN`` (a script whose keys are split between the two masters of a moving
+#: slot: every script of django-rqueue names the queue's base key, which no command
+#: creates, so each gets it until the slot's last key has moved), ``ASK``/``MOVED``
+#: (:class:`~redis.exceptions.MovedError` is an ``AskError``) read outside the cluster
+#: client's own redirection, ``ClusterError: TTL exhausted`` (the cluster client's 16
+#: tries, about 0.4 s, all redirected or refused), a slot without a master
+#: (``SlotNotCoveredError``). ``CLUSTERDOWN`` is :class:`ClusterDownError`.
+CLUSTER_IN_FLUX = (TryAgainError, AskError, ClusterError, SlotNotCoveredError)
+
+
 class _RedisErrors:
     """The context manager of :func:`redis_errors`: a class, as a generator-based one costs
     a generator and three calls per use, on the path of every script call."""
@@ -445,6 +464,11 @@ def unavailable(
         )
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError | ClusterDownError):
         return RedisUnavailable(f"{where} is unreachable: {exc}")
+    if isinstance(exc, CLUSTER_IN_FLUX):
+        return RedisUnavailable(
+            f"{where}: a slot is moving between masters or failing over "
+            f"({type(exc).__name__}: {exc}); the command did not run"
+        )
     if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):
         return RedisUnavailable(f"{where}: the master was demoted: {exc}")
     return None
@@ -462,7 +486,11 @@ def redis_errors(
     So is the error of a blocking command cut short because its master was
     demoted (:data:`DEMOTED`): the master is moving, as during a failover; and
     a Redis Cluster's ``CLUSTERDOWN`` (a slot has no master until a replica is
-    promoted). With ``client``, the message names its server (:func:`server_name`).
+    promoted), and the other replies of a cluster whose slot is moving
+    (:data:`CLUSTER_IN_FLUX`: ``TRYAGAIN``, ``ASK``/``MOVED``, ``TTL exhausted``):
+    transient, so that every caller that retries an unreachable Redis with
+    its backoff also waits out a reshard. With ``client``, the message names its
+    server (:func:`server_name`).
     """
     return _REDIS_ERRORS if client is None else _RedisErrors(client)
 
