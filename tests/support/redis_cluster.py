@@ -7,6 +7,8 @@ Usage::
         cluster.url                        # "redis://127.0.0.1:<port of node 0>/0"
         cluster.move_slot(slot, 2)         # live resharding of one slot to node 2
         cluster.reshard(1, 2)              # redis-cli --cluster reshard, its defaults: slot moved
+        with cluster.half_moved(slot, 2):  # IMPORTING/MIGRATING, 10 keys moved, until the end
+            ...
         cluster.flush()                    # FLUSHALL on every master
         cluster.restore_slots()            # every slot moved back where it started
 
@@ -23,6 +25,8 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Self
 
 import redis
@@ -156,6 +160,33 @@ class LocalCluster:
                 with node.client() as conn:
                     conn.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
         return moved
+
+    @contextmanager
+    def half_moved(self, slot: int, target: int, batch: int = 10) -> Iterator[None]:
+        """Keep ``slot`` half moved to node ``target`` while the block runs: ``IMPORTING`` and
+        ``MIGRATING`` set and one ``MIGRATE`` of ``batch`` keys done (as a reshard that is
+        under way); then the rest of its keys moved and the slot given to ``target``."""
+        source = self.node_of(slot)
+        if source == target:
+            raise ValueError(f"slot {slot} is on node {target} already")
+        self._homes.setdefault(slot, source)
+        src, dst = self.nodes[source], self.nodes[target]
+        with src.client() as s, dst.client() as d:
+            src_id, dst_id = s.execute_command("CLUSTER MYID"), d.execute_command("CLUSTER MYID")
+            d.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
+            s.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
+            count = batch
+            try:
+                if keys := s.execute_command("CLUSTER GETKEYSINSLOT", slot, count):
+                    s.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+                yield
+            finally:
+                count = 1000
+                while keys := s.execute_command("CLUSTER GETKEYSINSLOT", slot, count):
+                    s.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+                for node in self.nodes:
+                    with node.client() as conn:
+                        conn.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
 
     def slots_of(self, node: int) -> list[int]:
         """The slots master ``node`` (an index in :attr:`nodes`) serves, lowest first."""
