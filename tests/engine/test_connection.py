@@ -19,6 +19,7 @@ from django_rqueue.engine.connection import (
     reset_clients,
     service_of,
 )
+from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.health import problems_for
 from tests.support.redis_cluster import LocalCluster
@@ -219,6 +220,37 @@ def test_the_asyncio_cluster_client_reaches_the_cluster(redis_cluster: LocalClus
             await close_async_clients()
 
     assert asyncio.run(main()) == b"cached"
+
+
+def test_a_script_on_a_half_moved_slot_is_refused_as_redis_unavailable(
+    redis_cluster: LocalCluster,
+) -> None:
+    """A script naming two keys of a slot being moved gets ``TRYAGAIN`` until the move ends;
+    the cluster clients give up (``ClusterError: TTL exhausted``), which is transient."""
+    keys = QueueKeys.of("rqueue", "default")
+    client = get_client("default")
+    client.hset(keys.stats, "enqueued", 1)
+    slot = client.keyslot(keys.stats)
+    target = (redis_cluster.node_of(slot) + 1) % len(redis_cluster.nodes)
+
+    async def call_async() -> None:
+        cached = get_async_client("default")
+        assert cached is not None
+        try:
+            with redis_errors(cached):
+                await cached.eval("return 1", 2, keys.base, keys.stats)
+        finally:
+            await close_async_clients()
+
+    with redis_cluster.half_moved(slot, target):
+        with pytest.raises(RedisUnavailable, match="slot is moving") as caught:
+            with redis_errors(client):
+                client.eval("return 1", 2, keys.base, keys.stats)
+        assert isinstance(caught.value.__cause__, redis.exceptions.ClusterError)
+        with pytest.raises(RedisUnavailable, match="slot is moving"):
+            asyncio.run(call_async())
+    with redis_errors(client):
+        assert client.eval("return 1", 2, keys.base, keys.stats) == 1
 
 
 def test_a_unix_socket_redis_url_serves_sync_and_asyncio_calls(settings: Settings, tmp_path):
