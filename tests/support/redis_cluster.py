@@ -136,8 +136,8 @@ class LocalCluster:
         then ``SETSLOT NODE`` everywhere); clients meanwhile get ``ASK``/``MOVED``. ``pause``
         seconds are slept between batches to widen the window. ``batch=None`` moves every
         key of the slot in one ``MIGRATE`` (``redis-cli --cluster reshard
-        --cluster-pipeline N`` with N above the slot's key count), which django-rqueue's
-        queues need (README, "Deploying on Redis Cluster"). Returns the number of keys moved."""
+        --cluster-pipeline N`` with N above the slot's key count). Returns the number of
+        keys moved."""
         source = self.node_of(slot)
         if source == target:
             return 0
