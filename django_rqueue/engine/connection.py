@@ -55,7 +55,6 @@ from redis.exceptions import (
     ClusterDownError,
     ClusterError,
     RedisClusterException,
-    SlotNotCoveredError,
     TryAgainError,
 )
 from redis.retry import Retry
@@ -419,9 +418,13 @@ def server_name(client: redis.Redis | redis.asyncio.Redis) -> str:
 #: creates, so each gets it until the slot's last key has moved), ``ASK``/``MOVED``
 #: (:class:`~redis.exceptions.MovedError` is an ``AskError``) read outside the cluster
 #: client's own redirection, ``ClusterError: TTL exhausted`` (the cluster client's 16
-#: tries, about 0.4 s, all redirected or refused), a slot without a master
-#: (``SlotNotCoveredError``). ``CLUSTERDOWN`` is :class:`ClusterDownError`.
-CLUSTER_IN_FLUX = (TryAgainError, AskError, ClusterError, SlotNotCoveredError)
+#: tries, about 0.4 s, all redirected or refused; ``CLUSTERDOWN``'s
+#: :class:`ClusterDownError` is a ``ClusterError`` too), and
+#: :class:`~redis.exceptions.RedisClusterException`, which redis-py raises when it cannot
+#: read the slot map again (the nodes disagree mid-reshard, no node answers, a slot has
+#: no master: ``SlotNotCoveredError``), and also for a command it cannot route, which
+#: django-rqueue does not send.
+CLUSTER_IN_FLUX = (TryAgainError, AskError, ClusterError, RedisClusterException)
 
 
 class _RedisErrors:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import redis
 import redis.asyncio
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisClusterException
 
 from ..conf import RateLimit
 from ..exceptions import JobStateError, LeaseLost
@@ -45,7 +45,7 @@ def _run(
     """Run ``call`` and return its reply (``RedisUnavailable``: Redis unreachable)."""
     try:  # as redis_errors(client), without making a context manager on every call
         return load(call.script)(client, call.keys, call.args, meanwhile)
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         found = unavailable(exc, client)
         if found is None:
             raise
@@ -56,7 +56,7 @@ async def _arun(client: redis.asyncio.Redis, call: ScriptCall) -> Any:  # a Lua 
     """:func:`_run` on an asyncio client."""
     try:
         return await load(call.script).acall(client, call.keys, call.args)
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         found = unavailable(exc, client)
         if found is None:
             raise
