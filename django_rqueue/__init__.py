@@ -18,6 +18,7 @@ from .decorators import (
     job,
 )
 from .exceptions import (
+    EnqueueIncomplete,
     JobCancelled,
     JobStateError,
     JobTimeout,
@@ -37,6 +38,7 @@ __all__ = [
     "AsyncJobFunction",
     "CancelReason",
     "ContextJobFunction",
+    "EnqueueIncomplete",
     "Job",
     "JobCancelled",
     "JobContext",

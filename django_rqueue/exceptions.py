@@ -23,8 +23,11 @@ class RedisUnavailable(RqueueError):  # noqa: N818 - reads like the condition it
     """Redis could not be reached after a short bounded retry (about 2 s in all).
 
     Raised by ``.delay()``, ``get_job()`` and every call that must talk to
-    Redis. Nothing was written when it is raised by an enqueue: the caller
-    decides whether to retry, fail the request, or fall back.
+    Redis; also while a Redis Cluster slot of the queue is moving between
+    masters (``TRYAGAIN``, ``TTL exhausted``: the command did not run).
+    Nothing was written when it is raised by ``.delay()``: the caller decides
+    whether to retry, fail the request, or fall back. ``.delay_many()``
+    raises its subclass :class:`EnqueueIncomplete`, which says what was written.
     """
 
 
