@@ -82,7 +82,8 @@ if TYPE_CHECKING:
 #: failure (Redis unreachable for a moment, a Redis Cluster slot moving) before it raises
 #: :class:`~.exceptions.EnqueueIncomplete`: what a web request can wait, and the time a
 #: slot of a few hundred thousand keys takes to move with ``redis-cli --cluster reshard``'s
-#: defaults (10 keys per ``MIGRATE``) on a local network (20 000 keys: 0.3 s in the tests).
+#: defaults (10 keys per ``MIGRATE``) on a local network (20 000 keys moved in 0.3 s on the
+#: test host).
 ENQUEUE_PATIENCE = 5.0
 #: Longest pause in seconds between two of those tries (redis-py's ``EqualJitterBackoff``:
 #: the n-th pause is uniform in [d/2, d], d = min(this, this / 8 * 2**n)).

@@ -8,6 +8,7 @@ import redis
 import redis.asyncio.sentinel
 import redis.sentinel
 from pytest_django.fixtures import Settings
+from redis.crc import key_slot
 
 from django_rqueue.engine.connection import (
     close_async_clients,
@@ -254,7 +255,7 @@ def test_a_script_on_a_half_moved_slot_is_refused_as_redis_unavailable(
     keys = QueueKeys.of("rqueue", "default")
     client = get_client("default")
     client.hset(keys.stats, "enqueued", 1)
-    slot = client.keyslot(keys.stats)
+    slot = key_slot(keys.stats.encode())
     target = (redis_cluster.node_of(slot) + 1) % len(redis_cluster.nodes)
 
     async def call_async() -> None:
