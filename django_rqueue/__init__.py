@@ -29,6 +29,7 @@ from .exceptions import (
     Reject,
     Retry,
     RqueueError,
+    SlotMoving,
     UnknownJob,
 )
 from .job import CancelReason, Job, JobContext, JobStatus, aget_job, get_job
@@ -53,6 +54,7 @@ __all__ = [
     "Reject",
     "Retry",
     "RqueueError",
+    "SlotMoving",
     "UnknownJob",
     "aget_job",
     "get_job",

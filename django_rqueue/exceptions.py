@@ -31,6 +31,17 @@ class RedisUnavailable(RqueueError):  # noqa: N818 - reads like the condition it
     """
 
 
+class SlotMoving(RedisUnavailable):
+    """A Redis Cluster refused a command because the slot of its keys (a queue's) is moving
+    between masters, or has no master for the moment (``TRYAGAIN``, ``ASK``/``MOVED``
+    replies redis-py's cluster client gave up following: ``ClusterError: TTL exhausted``;
+    an uncovered slot). The command did not run; it runs once the slot has settled.
+
+    A :class:`RedisUnavailable` that concerns one queue: the other queues of the cluster
+    are served meanwhile (a worker leaves only that queue out until its retry time).
+    """
+
+
 class RedisAuthenticationFailed(RedisUnavailable):
     """Redis answered but refused the credentials: a wrong or missing password or
     user (``WRONGPASS``, ``NOAUTH``).

@@ -55,12 +55,13 @@ from redis.exceptions import (
     ClusterDownError,
     ClusterError,
     RedisClusterException,
+    SlotNotCoveredError,
     TryAgainError,
 )
 from redis.retry import Retry
 
 from ..conf import Config, get_config, without_password
-from ..exceptions import RedisAuthenticationFailed, RedisUnavailable
+from ..exceptions import RedisAuthenticationFailed, RedisUnavailable, SlotMoving
 
 #: Seconds to wait for a TCP connect before retrying.
 CONNECT_TIMEOUT = 0.5
@@ -425,6 +426,9 @@ def server_name(client: redis.Redis | redis.asyncio.Redis) -> str:
 #: no master: ``SlotNotCoveredError``), and also for a command it cannot route, which
 #: django-rqueue does not send.
 CLUSTER_IN_FLUX = (TryAgainError, AskError, ClusterError, RedisClusterException)
+#: Those of :data:`CLUSTER_IN_FLUX` that concern one slot (:class:`SlotMoving`); the others
+#: (the slot map cannot be read) concern the whole cluster.
+SLOT_IN_FLUX = (TryAgainError, AskError, ClusterError, SlotNotCoveredError)
 
 
 class _RedisErrors:
@@ -468,7 +472,8 @@ def unavailable(
     if isinstance(exc, redis.ConnectionError | redis.TimeoutError | ClusterDownError):
         return RedisUnavailable(f"{where} is unreachable: {exc}")
     if isinstance(exc, CLUSTER_IN_FLUX):
-        return RedisUnavailable(
+        kind = SlotMoving if isinstance(exc, SLOT_IN_FLUX) else RedisUnavailable
+        return kind(
             f"{where}: a slot is moving between masters or failing over "
             f"({type(exc).__name__}: {exc}); the command did not run"
         )
