@@ -22,7 +22,7 @@ from django_rqueue.engine.connection import (
     unavailable,
 )
 from django_rqueue.engine.keys import QueueKeys
-from django_rqueue.exceptions import RedisUnavailable
+from django_rqueue.exceptions import RedisUnavailable, SlotMoving
 from django_rqueue.health import problems_for
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_sentinel import SERVICE, SentinelSet, sentinel_settings
@@ -241,6 +241,10 @@ def test_a_clusters_replies_while_a_slot_moves_are_redis_unavailable(error: Exce
     found = unavailable(error)
     assert isinstance(found, RedisUnavailable)
     assert str(error) in str(found)
+    # One slot (that queue alone), or the whole cluster (its slot map cannot be read).
+    whole = (redis.exceptions.ClusterDownError, redis.exceptions.RedisClusterException)
+    one_slot = type(error) not in whole
+    assert isinstance(found, SlotMoving) == one_slot
 
 
 def test_other_error_replies_are_not_redis_unavailable() -> None:
@@ -268,7 +272,7 @@ def test_a_script_on_a_half_moved_slot_is_refused_as_redis_unavailable(
             await close_async_clients()
 
     with redis_cluster.half_moved(slot, target):
-        with pytest.raises(RedisUnavailable, match="slot is moving") as caught:
+        with pytest.raises(SlotMoving, match="slot is moving") as caught:
             with redis_errors(client):
                 client.eval("return 1", 2, keys.base, keys.stats)
         assert isinstance(caught.value.__cause__, redis.exceptions.ClusterError)

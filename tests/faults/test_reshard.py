@@ -170,6 +170,22 @@ def test_a_busy_queues_slot_resharded_with_redis_cli_defaults_kills_no_process(
             assert sign not in process.stderr(), process.report()
 
 
+def test_a_moving_slot_pauses_its_queue_alone(faults: Faults, busy_queue: LocalCluster) -> None:
+    """The worker serves :data:`QUEUE` first; while its slot is half moved, a job of another
+    queue of the cluster (another slot) still starts at once, and :data:`QUEUE`'s once the
+    move is over."""
+    worker = faults.worker("--queues", f"{QUEUE},emails", "--concurrency", "1", env=ENV)
+    faults.wait_ready(worker)
+    slot = key_slot(QUEUE.encode())
+    with busy_queue.half_moved(slot, (busy_queue.node_of(slot) + 1) % len(busy_queue.nodes)):
+        fault_noop.using(queue="emails").delay(faults.ledger, "other-slot")
+        faults.wait_event("acked", tag="other-slot", timeout=5)
+        assert "slot is moving" in worker.stderr()  # it met the move on its way
+    fault_noop.using(queue=QUEUE).delay(faults.ledger, "moved-slot")
+    faults.wait_event("acked", tag="moved-slot", timeout=10)
+    assert worker.alive(), worker.report()
+
+
 def _calls(count: int) -> list[tuple[tuple[str, str], dict[str, Any]]]:
     return [(("unused-ledger", f"c{n}"), {}) for n in range(count)]
 
