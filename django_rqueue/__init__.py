@@ -18,6 +18,7 @@ from .decorators import (
     job,
 )
 from .exceptions import (
+    EnqueueIncomplete,
     JobCancelled,
     JobStateError,
     JobTimeout,
@@ -29,6 +30,7 @@ from .exceptions import (
     Reject,
     Retry,
     RqueueError,
+    SlotMoving,
     UnknownJob,
 )
 from .job import CancelReason, Job, JobContext, JobStatus, aget_job, get_job
@@ -38,6 +40,7 @@ __all__ = [
     "AsyncJobFunction",
     "CancelReason",
     "ContextJobFunction",
+    "EnqueueIncomplete",
     "Job",
     "JobCancelled",
     "JobContext",
@@ -53,6 +56,7 @@ __all__ = [
     "Reject",
     "Retry",
     "RqueueError",
+    "SlotMoving",
     "UnknownJob",
     "aget_job",
     "get_job",

@@ -404,7 +404,12 @@ class JobFunction[**P, R]:
                 JSON; the message names the call's index
                 (nothing written).
             ValueError: the queue is not declared.
-            RedisUnavailable: Redis cannot be reached (batches already sent stay written).
+            EnqueueIncomplete: Redis could not be reached, or (Redis Cluster) the
+                queue's slot kept moving, for longer than the batches not yet written
+                are sent again (``django_rqueue.enqueue.ENQUEUE_PATIENCE``, 5 s); a
+                ``RedisUnavailable`` whose ``written``, ``not_written`` and
+                ``unknown`` list the Jobs by what Redis holds (a batch resent after a
+                lost reply is not written twice).
             NotReplicated: with ``RQUEUE["MIN_REPLICAS_ACK"]`` (batches are then
                 written one at a time, each followed by a ``WAIT``), a batch was
                 not confirmed in time: its jobs were written to the master and

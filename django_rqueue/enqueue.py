@@ -39,15 +39,18 @@ import datetime
 import functools
 import math
 import sys
+import time
 import types
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import redis
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
+from redis.backoff import EqualJitterBackoff
 
 from . import signals
 from .conf import Config, get_config
@@ -63,13 +66,29 @@ from .engine.connection import (
 )
 from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, new_job_id
 from .engine.transitions import EnqueueOutcome, ReplicaWait
-from .exceptions import NotReplicated
+from .exceptions import (
+    EnqueueIncomplete,
+    NotReplicated,
+    RedisAuthenticationFailed,
+    RedisUnavailable,
+)
 from .execution import arun_eager, run_eager
 from .job import STATUSES, Job, JobStatus, aget_job, get_job
 from .serialization import encode_arguments
 
 if TYPE_CHECKING:
     from .decorators import JobFunction, JobOptions
+
+#: Seconds ``delay_many`` keeps sending the batches it could not write through a transient
+#: failure (Redis unreachable for a moment, a Redis Cluster slot moving) before it raises
+#: :class:`~.exceptions.EnqueueIncomplete`: what a web request can wait, and the time a
+#: slot of a few hundred thousand keys takes to move with ``redis-cli --cluster reshard``'s
+#: defaults (10 keys per ``MIGRATE``) on a local network (20 000 keys moved in 0.3 s on the
+#: test host).
+ENQUEUE_PATIENCE = 5.0
+#: Longest pause in seconds between two of those tries (redis-py's ``EqualJitterBackoff``:
+#: the n-th pause is uniform in [d/2, d], d = min(this, this / 8 * 2**n)).
+ENQUEUE_RETRY = 1.0
 
 #: No extra job-hash fields (the default of :attr:`Submission.extra`).
 _NO_FIELDS: Mapping[str, str] = types.MappingProxyType({})
@@ -569,12 +588,41 @@ class BatchSubmission:
         self.to_write = keep
 
     def __call__(self) -> list[Job[Any]]:
-        """Write the jobs; under ``MIN_REPLICAS_ACK`` one batch at a time, each followed by a
-        ``WAIT``, raising ``NotReplicated`` for the first batch not confirmed (later ones are
-        not written)."""
+        """Write the jobs (see :meth:`_write`), sending the batches not known to be written
+        again through a transient failure for up to :data:`ENQUEUE_PATIENCE` seconds.
+
+        Raises:
+            EnqueueIncomplete: the failure lasted longer; it says which jobs were written.
+            NotReplicated: under ``MIN_REPLICAS_ACK``, a batch was not confirmed in time
+                (later ones are not written).
+        """
         if not self.to_write:
             return self.jobs
-        first = self.to_write[0]
+        client, keys = get_client(self.to_write[0].plan.queue), self.to_write[0].plan.keys
+        pending = self.to_write  # not known to be written, in call order
+        backoff = EqualJitterBackoff(cap=ENQUEUE_RETRY, base=ENQUEUE_RETRY / 8)
+        deadline = time.monotonic() + ENQUEUE_PATIENCE
+        failures = 0
+        while True:
+            try:
+                for done in self._write(client, pending):
+                    pending = pending[done:]
+                return self.jobs
+            except RedisUnavailable as exc:
+                delay = backoff.compute(failures)
+                failures += 1
+                if isinstance(exc, RedisAuthenticationFailed) or (
+                    time.monotonic() + delay > deadline
+                ):
+                    raise self._incomplete(client, keys, pending, exc) from exc
+                time.sleep(delay)
+
+    def _write(self, client: redis.Redis, pending: list[Submission]) -> Iterator[int]:
+        """Write ``pending`` batch after batch, yielding how many of its first submissions
+        each batch wrote (their Jobs updated); under ``MIN_REPLICAS_ACK`` one batch at a
+        time, each followed by a ``WAIT``, raising ``NotReplicated`` for the first batch
+        not confirmed."""
+        first = pending[0]
         fields = first.fields()
         del fields[JobFields.PAYLOAD]  # every other field is the same for the whole batch
         options: dict[str, Any] = {
@@ -585,24 +633,49 @@ class BatchSubmission:
             "unique_ttl": first.plan.unique_ttl,
             "fields": fields,
         }
-        client, keys = get_client(first.plan.queue), first.plan.keys
+        keys = first.plan.keys
         wait = replica_wait(get_config())
         if wait is None:
-            items = [self._item(s) for s in self.to_write]
-            replies = transitions.enqueue_batch(
+            items = [self._item(s) for s in pending]
+            start = 0
+            for replies in transitions.enqueue_batches(
                 client, keys, items, batch_size=self.batch_size, **options
-            )
-            self._apply(self.to_write, replies)
-            return self.jobs
-        for start in range(0, len(self.to_write), self.batch_size):
-            batch = self.to_write[start : start + self.batch_size]
+            ):
+                self._apply(pending[start : start + len(replies)], replies)
+                start += len(replies)
+                yield len(replies)
+            return
+        for start in range(0, len(pending), self.batch_size):
+            batch = pending[start : start + self.batch_size]
             replies, acked = transitions.enqueue_batch_and_wait(
                 client, keys, [self._item(s) for s in batch], wait, **options
             )
             self._apply(batch, replies)
+            yield len(batch)
             wrote = [job_id for outcome, job_id, _ in replies if outcome in WROTE]
             _check_replicated(wait, wrote, acked)
-        return self.jobs
+
+    def _incomplete(
+        self, client: redis.Redis, keys: QueueKeys, pending: list[Submission], cause: Exception
+    ) -> EnqueueIncomplete:
+        """The :class:`EnqueueIncomplete` of a write that stopped with ``pending`` not known to
+        be written: the batches that may have been sent (two, pipelined) are looked up."""
+        sent = pending[: 2 * self.batch_size]
+        not_written = {id(s.job) for s in pending[len(sent) :]}
+        unknown: set[int] = set()
+        try:
+            found = transitions.existing_jobs(client, keys, [s.job.id for s in sent])
+        except RedisUnavailable:
+            unknown = {id(s.job) for s in sent}
+        else:
+            not_written |= {id(s.job) for s, there in zip(sent, found, strict=True) if not there}
+        return EnqueueIncomplete(
+            self.jobs,
+            written=[j for j in self.jobs if id(j) not in not_written | unknown],
+            not_written=[j for j in self.jobs if id(j) in not_written],
+            unknown=[j for j in self.jobs if id(j) in unknown],
+            cause=cause,
+        )
 
     @staticmethod
     def _item(submission: Submission) -> transitions.BatchItem:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .job import Job
 
 
 class RqueueError(Exception):
@@ -19,8 +23,22 @@ class RedisUnavailable(RqueueError):  # noqa: N818 - reads like the condition it
     """Redis could not be reached after a short bounded retry (about 2 s in all).
 
     Raised by ``.delay()``, ``get_job()`` and every call that must talk to
-    Redis. Nothing was written when it is raised by an enqueue: the caller
-    decides whether to retry, fail the request, or fall back.
+    Redis; also while a Redis Cluster slot of the queue is moving between
+    masters (``TRYAGAIN``, ``TTL exhausted``: the command did not run).
+    Nothing was written when it is raised by ``.delay()``: the caller decides
+    whether to retry, fail the request, or fall back. ``.delay_many()``
+    raises its subclass :class:`EnqueueIncomplete`, which says what was written.
+    """
+
+
+class SlotMoving(RedisUnavailable):
+    """A Redis Cluster refused a command because the slot of its keys (a queue's) is moving
+    between masters, or has no master for the moment (``TRYAGAIN``, ``ASK``/``MOVED``
+    replies redis-py's cluster client gave up following: ``ClusterError: TTL exhausted``;
+    an uncovered slot). The command did not run; it runs once the slot has settled.
+
+    A :class:`RedisUnavailable` that concerns one queue: the other queues of the cluster
+    are served meanwhile (a worker leaves only that queue out until its retry time).
     """
 
 
@@ -46,6 +64,51 @@ class RedisPermissionDenied(RedisUnavailable):
     names the server and Redis's reason; the fix is the user's ACL (the README's
     "Redis user (ACL)" gives the rules django-rqueue needs).
     """
+
+
+class EnqueueIncomplete(RedisUnavailable):
+    """``.delay_many()`` wrote part of its jobs and could not write the rest.
+
+    ``delay_many`` writes its jobs in batches, each atomically, and sends a
+    batch again through a transient failure (Redis unreachable for a moment,
+    a Redis Cluster slot moving: :class:`RedisUnavailable`) with the same job
+    ids, which Redis does not write twice. When the failure outlasts that
+    retry (:data:`django_rqueue.enqueue.ENQUEUE_PATIENCE` seconds), or cannot
+    heal (refused credentials), it raises this, with the jobs of the call split
+    by what Redis holds, each list in call order (a call whose unique key an
+    earlier call of the same ``delay_many`` holds appears with that job):
+
+    - ``written``: in Redis; they run as any job.
+    - ``not_written``: not in Redis; enqueue them again (``delay_many`` of their calls).
+    - ``unknown``: sent, but Redis could not be asked afterwards whether they were
+      written (empty unless Redis became unreachable): look them up with
+      ``get_job(job.id)`` once Redis answers.
+
+    ``jobs`` is every Job of the call, in call order. The cause (a
+    :class:`RedisUnavailable`) is chained as ``__cause__``. A
+    :class:`RedisUnavailable`, so existing ``except RedisUnavailable``
+    clauses still catch it; ``.delay_many()`` raises it for every such failure of
+    its write (``written`` may be empty). Inside ``transaction.atomic()`` it is
+    raised by the on-commit write, after the commit.
+    """
+
+    def __init__(
+        self,
+        jobs: Sequence[Job[Any]],
+        written: Sequence[Job[Any]],
+        not_written: Sequence[Job[Any]],
+        unknown: Sequence[Job[Any]],
+        cause: BaseException,
+    ) -> None:
+        self.jobs = list(jobs)
+        self.written = list(written)
+        self.not_written = list(not_written)
+        self.unknown = list(unknown)
+        maybe = f", {len(self.unknown)} unknown" if self.unknown else ""
+        super().__init__(
+            f"delay_many wrote {len(self.written)} of its {len(self.jobs)} job(s) "
+            f"({len(self.not_written)} not written{maybe}): {cause}"
+        )
 
 
 class NotReplicated(RqueueError):  # noqa: N818 - reads like the condition it names

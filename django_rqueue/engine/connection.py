@@ -51,11 +51,24 @@ import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.connection import parse_url
-from redis.exceptions import ClusterDownError, NoPermissionError, RedisClusterException
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    NoPermissionError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from ..conf import Config, get_config, without_password
-from ..exceptions import RedisAuthenticationFailed, RedisPermissionDenied, RedisUnavailable
+from ..exceptions import (
+    RedisAuthenticationFailed,
+    RedisPermissionDenied,
+    RedisUnavailable,
+    SlotMoving,
+)
 
 #: Seconds to wait for a TCP connect before retrying.
 CONNECT_TIMEOUT = 0.5
@@ -406,6 +419,25 @@ def server_name(client: redis.Redis | redis.asyncio.Redis) -> str:
     return f"{scheme}://{where}{options.get('host', 'localhost')}:{options.get('port', 6379)}/{db}"
 
 
+#: A Redis Cluster's replies while a slot moves or a master fails over, and redis-py's
+#: cluster client giving up on them: the command did not run, and runs once the slot has
+#: settled. ``TRYAGAIN`` (a script whose keys are split between the two masters of a moving
+#: slot: every script of django-rqueue names the queue's base key, which no command
+#: creates, so each gets it until the slot's last key has moved), ``ASK``/``MOVED``
+#: (:class:`~redis.exceptions.MovedError` is an ``AskError``) read outside the cluster
+#: client's own redirection, ``ClusterError: TTL exhausted`` (the cluster client's 16
+#: tries, about 0.4 s, all redirected or refused; ``CLUSTERDOWN``'s
+#: :class:`ClusterDownError` is a ``ClusterError`` too), and
+#: :class:`~redis.exceptions.RedisClusterException`, which redis-py raises when it cannot
+#: read the slot map again (the nodes disagree mid-reshard, no node answers, a slot has
+#: no master: ``SlotNotCoveredError``), and also for a command it cannot route, which
+#: django-rqueue does not send.
+CLUSTER_IN_FLUX = (TryAgainError, AskError, ClusterError, RedisClusterException)
+#: Those of :data:`CLUSTER_IN_FLUX` that concern one slot (:class:`SlotMoving`); the others
+#: (the slot map cannot be read) concern the whole cluster.
+SLOT_IN_FLUX = (TryAgainError, AskError, ClusterError, SlotNotCoveredError)
+
+
 class _RedisErrors:
     """The context manager of :func:`redis_errors`: a class, as a generator-based one costs
     a generator and three calls per use, on the path of every script call."""
@@ -479,6 +511,12 @@ def unavailable(
             f"{where} refused a command to the Redis user ({exc}): give the user the ACL "
             f"rules django-rqueue needs, with the key pattern ~{get_config().key_prefix}:*"
         )
+    if isinstance(exc, CLUSTER_IN_FLUX):
+        kind = SlotMoving if isinstance(exc, SLOT_IN_FLUX) else RedisUnavailable
+        return kind(
+            f"{where}: a slot is moving between masters or failing over "
+            f"({type(exc).__name__}: {exc}); the command did not run"
+        )
     if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):
         return RedisUnavailable(f"{where}: the master was demoted: {exc}")
     return None
@@ -497,7 +535,11 @@ def redis_errors(
     So is the error of a blocking command cut short because its master was
     demoted (:data:`DEMOTED`): the master is moving, as during a failover; and
     a Redis Cluster's ``CLUSTERDOWN`` (a slot has no master until a replica is
-    promoted). With ``client``, the message names its server (:func:`server_name`).
+    promoted), and the other replies of a cluster whose slot is moving
+    (:data:`CLUSTER_IN_FLUX`: ``TRYAGAIN``, ``ASK``/``MOVED``, ``TTL exhausted``):
+    transient, so that every caller that retries an unreachable Redis with
+    its backoff also waits out a reshard. With ``client``, the message names its
+    server (:func:`server_name`).
     """
     return _REDIS_ERRORS if client is None else _RedisErrors(client)
 

@@ -40,7 +40,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.exceptions import AskError, ClusterDownError, NoScriptError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    NoScriptError,
+    RedisClusterException,
+    TryAgainError,
+)
 
 from ..exceptions import LeaseLost
 from . import calls
@@ -79,7 +85,8 @@ class InFlight:
         self.generation = 0
 
     def send(self, script: LuaScript, keys: list[str], args: list[Arg]) -> bool:
-        """Send a call of ``script`` (``EVALSHA``); ``False`` when the connection dropped."""
+        """Send a call of ``script`` (``EVALSHA``); ``False`` when the connection dropped, or
+        a cluster's slot map has no master for the call's slot."""
         try:
             if self.connection is None:
                 self.pool = self._pool(keys[0])
@@ -91,7 +98,9 @@ class InFlight:
                 # shows when the replies are read, and those calls are resent).
                 check_health=False,
             )
-        except (redis.ConnectionError, redis.TimeoutError):
+        except (redis.ConnectionError, redis.TimeoutError, RedisClusterException):
+            # Lost, or (a cluster) no master serves the slot for now: the call is made
+            # again through the client, which waits for the cluster or says it is down.
             self.drop()
             return False
         return True

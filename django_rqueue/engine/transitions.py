@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import redis
 import redis.asyncio
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisClusterException
 
 from ..conf import RateLimit
 from ..exceptions import JobStateError, LeaseLost
@@ -45,7 +45,7 @@ def _run(
     """Run ``call`` and return its reply (``RedisUnavailable``: Redis unreachable)."""
     try:  # as redis_errors(client), without making a context manager on every call
         return load(call.script)(client, call.keys, call.args, meanwhile)
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         found = unavailable(exc, client)
         if found is None:
             raise
@@ -56,7 +56,7 @@ async def _arun(client: redis.asyncio.Redis, call: ScriptCall) -> Any:  # a Lua 
     """:func:`_run` on an asyncio client."""
     try:
         return await load(call.script).acall(client, call.keys, call.args)
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         found = unavailable(exc, client)
         if found is None:
             raise
@@ -224,7 +224,7 @@ class BatchItem(NamedTuple):
     payload: str
 
 
-def enqueue_batch(
+def enqueue_batches(
     client: redis.Redis,
     keys: QueueKeys,
     items: Sequence[BatchItem],
@@ -236,21 +236,24 @@ def enqueue_batch(
     unique_ttl: int,
     fields: Mapping[str, str | int],
     batch_size: int = 500,
-) -> list[Enqueued]:
-    """Create many jobs that share their options (``enqueue_batch.lua``, one call per batch).
+) -> Iterator[list[Enqueued]]:
+    """Create many jobs that share their options (``enqueue_batch.lua``, one call per batch),
+    yielding each batch's outcome as it is known: one ``(outcome, job id, state)`` per item
+    of the batch, as :func:`enqueue`, batch after batch in the order of ``items``.
 
     ``fields`` (name, options) are written into every job hash, each item's
     payload as its ``payload`` field; the other arguments mean what they mean
-    for :func:`enqueue`. Returns one ``(outcome, job id, state)`` per item, as
-    :func:`enqueue`. Batches of ``batch_size`` items are written in order,
+    for :func:`enqueue`. Batches of ``batch_size`` items are written in order,
     each atomically, pipelined two deep on one connection
     (:func:`~.pipelining.pipelined`: the next batch is encoded while Redis
-    writes the one before); a batch already written stays written if a later
-    one fails, and a resent batch is a no-op for the items it already wrote
-    (they report ``"exists"``).
+    writes the one before). A batch yielded is written; when the generator
+    raises, the batch after the last one yielded may or may not have been
+    written, and so may the one after it (it was sent, two deep); later ones
+    were not. A resent batch is a no-op for the items it already wrote (they
+    report ``"exists"``), so sending the rest again is safe.
 
     Raises:
-        RedisUnavailable: Redis cannot be reached (earlier batches stay written).
+        RedisUnavailable: Redis cannot be reached, or (a cluster) the queue's slot is moving.
         redis.ResponseError: the script refused its arguments (nothing of that batch written).
     """
     with_unique = any(item.unique_key for item in items)
@@ -273,12 +276,55 @@ def enqueue_batch(
                 ),
             )
 
-    replies: list[Enqueued] = []
     with redis_errors(client):
         written = pipelined(client, load("enqueue_batch"), ((c.keys, c.args) for c in batches()))
         for start, reply in zip(starts, written, strict=True):
-            replies += _batch_enqueued(items[start : start + batch_size], reply)
-    return replies
+            yield _batch_enqueued(items[start : start + batch_size], reply)
+
+
+def enqueue_batch(
+    client: redis.Redis,
+    keys: QueueKeys,
+    items: Sequence[BatchItem],
+    *,
+    priority: int,
+    group: str,
+    delay_ms: int,
+    run_at_ms: int,
+    unique_ttl: int,
+    fields: Mapping[str, str | int],
+    batch_size: int = 500,
+) -> list[Enqueued]:
+    """:func:`enqueue_batches`, the outcomes of every batch in one list (in item order).
+
+    Raises what :func:`enqueue_batches` raises; the batches written before stay written.
+    """
+    batches = enqueue_batches(
+        client,
+        keys,
+        items,
+        priority=priority,
+        group=group,
+        delay_ms=delay_ms,
+        run_at_ms=run_at_ms,
+        unique_ttl=unique_ttl,
+        fields=fields,
+        batch_size=batch_size,
+    )
+    return [enqueued for batch in batches for enqueued in batch]
+
+
+def existing_jobs(client: redis.Redis, keys: QueueKeys, job_ids: Sequence[str]) -> list[bool]:
+    """Whether the record of each of ``job_ids`` exists (one pipelined ``EXISTS`` each).
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached.
+    """
+    with redis_errors(client):
+        pipe = client.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.exists(keys.job(job_id))
+        return [bool(found) for found in pipe.execute()]
 
 
 def enqueue_batch_and_wait(

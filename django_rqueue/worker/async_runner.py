@@ -228,7 +228,9 @@ class AsyncRunner:
                 continue
             server = location_of(queue)
             # As if empty: until its next slot (a rate limit), or its Redis's retry time.
-            if self.worker.next_slots.limited(queue) or not self.worker.outages.usable(server):
+            if self.worker.next_slots.limited(queue) or not self.worker.outages.usable(
+                server, queue
+            ):
                 spare = want
                 continue
             reserved_at = time.monotonic()  # before the request (see prefetch.py)
@@ -236,11 +238,13 @@ class AsyncRunner:
                 reserved = await self._reserve(queue, want)
             except RedisUnavailable as exc:
                 self.worker.server_failed(queue, server, exc)
-                if all(not self.worker.outages.usable(location_of(q)) for q in self.worker.queues):
+                if all(
+                    not self.worker.outages.usable(location_of(q), q) for q in self.worker.queues
+                ):
                     raise  # every server is down: the session backs off
                 spare = want
                 continue
-            self.worker.outages.recovered(server)
+            self.worker.outages.recovered(server, queue)
             jobs = [Job.from_fields(*r) for r in reserved]
             spare, more = want - len(jobs), more or len(jobs) == want
             if not fresh(reserved_at):  # a late reply: are they still ours? (see prefetch.py)

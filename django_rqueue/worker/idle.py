@@ -59,7 +59,14 @@ from typing import Any, NamedTuple
 import redis
 from redis.exceptions import AskError, ClusterDownError, NoPermissionError, TryAgainError
 
-from ..engine.connection import get_client, is_cluster, location_of, server_name, unavailable
+from ..engine.connection import (
+    get_client,
+    is_cluster,
+    location_of,
+    redis_errors,
+    server_name,
+    unavailable,
+)
 from ..exceptions import RedisUnavailable
 from .outages import Outages
 
@@ -142,7 +149,8 @@ def targets_of(lists: Sequence[tuple[str, str]]) -> list[Target]:
     """Group ``(queue, list key)`` pairs into :class:`Target` s (see the module docstring).
 
     Raises:
-        RedisUnavailable: a cluster client could not be made (no node answers).
+        RedisUnavailable: a cluster client could not be made (no node answers), or a
+            slot has no master for now.
     """
     by_server: dict[Hashable, tuple[redis.Redis, list[str]]] = {}
     found: list[Target] = []
@@ -150,7 +158,8 @@ def targets_of(lists: Sequence[tuple[str, str]]) -> list[Target]:
         server, client = location_of(queue), get_client(queue)
         if is_cluster(client):
             cluster: Any = client  # a redis.cluster.RedisCluster
-            node = cluster.get_redis_connection(cluster.get_node_from_key(key))
+            with redis_errors(client):  # SlotNotCoveredError: the slot has no master now
+                node = cluster.get_redis_connection(cluster.get_node_from_key(key))
             found.append(Target(server, node, (key,), key))
         else:
             by_server.setdefault(server, (client, []))[1].append(key)

@@ -422,7 +422,7 @@ class Worker:
                 if self.next_slots.limited(queue):  # as if empty until its next slot
                     continue
                 server = location_of(queue)
-                if not self.outages.usable(server):  # down: its queues wait for its retry
+                if not self.outages.usable(server, queue):  # down: wait for its retry time
                     continue
                 keys = QueueKeys.of(config.key_prefix, queue)
                 count = 1
@@ -444,12 +444,12 @@ class Worker:
                     failed = exc
                     self.server_failed(queue, server, exc)
                     continue
-                if self.outages.recovered(server):
+                if self.outages.recovered(server, queue):
                     logger.info("worker %s: queue %s: Redis reachable again", self.worker_id, queue)
                 if self._start(queue, reserved, reserved_at):
                     return True
             if failed is not None and all(
-                not self.outages.usable(location_of(q)) for q in self.queues
+                not self.outages.usable(location_of(q), q) for q in self.queues
             ):
                 raise failed  # every server is down: the caller backs off
             return False
@@ -483,7 +483,7 @@ class Worker:
         except RedisUnavailable as exc:
             self.server_failed(queue, location_of(queue), exc)
             raise
-        if self.outages.recovered(location_of(queue)):
+        if self.outages.recovered(location_of(queue), queue):
             logger.info("worker %s: queue %s: Redis reachable again", self.worker_id, queue)
         self._pickup = None
         return queue, reserved, pickup.sent_at
@@ -520,8 +520,10 @@ class Worker:
         return True
 
     def server_failed(self, queue: str, server: Location, exc: RedisUnavailable) -> None:
-        """A call to ``queue``'s Redis failed: leave its queues out until its retry time."""
-        delay = self.outages.failed(server)
+        """A call to ``queue``'s Redis failed: leave its queues out until its retry time
+        (``queue`` alone when its cluster slot is moving:
+        :class:`~django_rqueue.exceptions.SlotMoving`)."""
+        delay = self.outages.failed(server, queue=queue, error=exc)
         logger.error(
             "worker %s: queue %s: %s; leaving its Redis out for %.1f s",
             self.worker_id,

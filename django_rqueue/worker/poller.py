@@ -91,20 +91,22 @@ class Poller:
         failed: RedisUnavailable | None = None
         for queue in self.queues:
             server = location_of(queue)
-            if not self.outages.usable(server):  # down: its queues wait for its retry time
+            if not self.outages.usable(server, queue):  # down: wait for its retry time
                 continue
             try:
                 sleep = min(sleep, self._round(queue, prefix))
             except RedisUnavailable as exc:
                 failed = exc
-                delay = self.outages.failed(server)
+                delay = self.outages.failed(server, queue=queue, error=exc)
                 logger.error(
                     "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
                 )
                 continue
-            if self.outages.recovered(server):
+            if self.outages.recovered(server, queue):
                 logger.info("poller: queue %s: Redis reachable again", queue)
-        if failed is not None and all(not self.outages.usable(location_of(q)) for q in self.queues):
+        if failed is not None and all(
+            not self.outages.usable(location_of(q), q) for q in self.queues
+        ):
             raise failed  # every server is down: run() backs off
         try:
             next_tick = self.scheduler.run_once()
@@ -177,12 +179,12 @@ class Poller:
             if retention.ttl is None and retention.max_jobs is None:
                 continue
             server = location_of(queue)
-            if not self.outages.usable(server):
+            if not self.outages.usable(server, queue):
                 continue
             try:
                 deleted, left = transitions.trim_failed(get_client(queue), keys, retention)
             except RedisUnavailable as exc:
-                delay = self.outages.failed(server)
+                delay = self.outages.failed(server, queue=queue, error=exc)
                 logger.error(
                     "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
                 )

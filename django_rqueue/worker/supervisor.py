@@ -548,8 +548,8 @@ class Supervisor:
 
     def _renew_leases(self, now: float) -> None:
         """Renew every lease due, server by server: a server that fails is left out until
-        its retry time (:mod:`~.outages`) and the others' renewals go on; the first
-        failure is raised at the end."""
+        its retry time (:mod:`~.outages`; a queue whose cluster slot is moving, alone) and
+        the others' renewals go on; the first failure is raised at the end."""
         lease = get_config().lease
         prefix = get_config().key_prefix
         failed: RedisUnavailable | None = None
@@ -562,15 +562,15 @@ class Supervisor:
                 if not child.holds(running):
                     continue  # ended or started meanwhile (a refusal above read the pipe)
                 server = location_of(running.queue)
-                if not self.outages.usable(server):
+                if not self.outages.usable(server, running.queue):
                     continue
                 try:
                     self._renew(child, running, now, lease, prefix)
                 except RedisUnavailable as exc:
-                    self.outages.failed(server)
+                    self.outages.failed(server, queue=running.queue, error=exc)
                     failed = failed or exc
                 else:
-                    self.outages.recovered(server)
+                    self.outages.recovered(server, running.queue)
         if failed is not None:
             raise failed
 

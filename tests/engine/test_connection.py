@@ -8,6 +8,7 @@ import redis
 import redis.asyncio.sentinel
 import redis.sentinel
 from pytest_django.fixtures import Settings
+from redis.crc import key_slot
 
 from django_rqueue.engine.connection import (
     close_async_clients,
@@ -18,8 +19,10 @@ from django_rqueue.engine.connection import (
     redis_errors,
     reset_clients,
     service_of,
+    unavailable,
 )
-from django_rqueue.exceptions import RedisUnavailable
+from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.exceptions import RedisUnavailable, SlotMoving
 from django_rqueue.health import problems_for
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_sentinel import SERVICE, SentinelSet, sentinel_settings
@@ -219,6 +222,64 @@ def test_the_asyncio_cluster_client_reaches_the_cluster(redis_cluster: LocalClus
             await close_async_clients()
 
     assert asyncio.run(main()) == b"cached"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        redis.exceptions.TryAgainError("Multiple keys request during rehashing of slot"),
+        redis.exceptions.AskError("11958 127.0.0.1:7001"),
+        redis.exceptions.MovedError("11958 127.0.0.1:7001"),
+        redis.exceptions.ClusterError("TTL exhausted."),
+        redis.exceptions.ClusterDownError("The cluster is down"),
+        redis.exceptions.SlotNotCoveredError("Slot 11958 not covered by the cluster."),
+        redis.exceptions.RedisClusterException("startup_nodes could not agree on a valid slots"),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+def test_a_clusters_replies_while_a_slot_moves_are_redis_unavailable(error: Exception) -> None:
+    found = unavailable(error)
+    assert isinstance(found, RedisUnavailable)
+    assert str(error) in str(found)
+    # One slot (that queue alone), or the whole cluster (its slot map cannot be read).
+    whole = (redis.exceptions.ClusterDownError, redis.exceptions.RedisClusterException)
+    one_slot = type(error) not in whole
+    assert isinstance(found, SlotMoving) == one_slot
+
+
+def test_other_error_replies_are_not_redis_unavailable() -> None:
+    assert unavailable(redis.ResponseError("ERR rqueue enqueue: bad priority 101")) is None
+
+
+def test_a_script_on_a_half_moved_slot_is_refused_as_redis_unavailable(
+    redis_cluster: LocalCluster,
+) -> None:
+    """A script naming two keys of a slot being moved gets ``TRYAGAIN`` until the move ends;
+    the cluster clients give up (``ClusterError: TTL exhausted``), which is transient."""
+    keys = QueueKeys.of("rqueue", "default")
+    client = get_client("default")
+    client.hset(keys.stats, "enqueued", 1)
+    slot = key_slot(keys.stats.encode())
+    target = (redis_cluster.node_of(slot) + 1) % len(redis_cluster.nodes)
+
+    async def call_async() -> None:
+        cached = get_async_client("default")
+        assert cached is not None
+        try:
+            with redis_errors(cached):
+                await cached.eval("return 1", 2, keys.base, keys.stats)
+        finally:
+            await close_async_clients()
+
+    with redis_cluster.half_moved(slot, target):
+        with pytest.raises(SlotMoving, match="slot is moving") as caught:
+            with redis_errors(client):
+                client.eval("return 1", 2, keys.base, keys.stats)
+        assert isinstance(caught.value.__cause__, redis.exceptions.ClusterError)
+        with pytest.raises(RedisUnavailable, match="slot is moving"):
+            asyncio.run(call_async())
+    with redis_errors(client):
+        assert client.eval("return 1", 2, keys.base, keys.stats) == 1
 
 
 def test_a_unix_socket_redis_url_serves_sync_and_asyncio_calls(settings: Settings, tmp_path):

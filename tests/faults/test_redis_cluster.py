@@ -3,8 +3,8 @@
 The queues ``default``, ``emails`` and ``low`` hash to slots on the three
 different masters. A worker drains all three and wakes for a job on any of
 them within a second; a busy queue's slot moved to another master (in one
-``MIGRATE``, as the README asks of operators) while two workers drain it
-loses no job and runs none twice.
+``MIGRATE``; ``test_reshard.py`` moves one with ``redis-cli``'s defaults) while
+two workers drain it loses no job and runs none twice.
 """
 
 from __future__ import annotations

@@ -6,16 +6,25 @@ restarted on the same port and data dir once a worker has noticed (logged)
 the outage. Every job must end succeeded or
 failed, none lost, each completed once by the holder of its final token;
 re-runs (the allowed at-least-once duplicates) are counted and printed.
+
+A ``delay_many`` cut short by the kill raises ``EnqueueIncomplete``: the jobs it
+lists as written are in Redis after the restart, those not written are not, and
+only those it lists as unknown (sent, reply lost) may be either.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pytest_django.fixtures import Settings as SettingsFixture
 
+from django_rqueue import enqueue, signals
+from django_rqueue.conf import get_config
+from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.exceptions import EnqueueIncomplete
 from tests.jobs_app.jobs import fault_noop
 from tests.support.redis_server import RedisServer
 
@@ -80,3 +89,38 @@ def outage_logged(log: str) -> bool:
         " ERROR " in line or (" WARNING " in line and "rqueue.W010" not in line)
         for line in log.splitlines()
     )
+
+
+def test_delay_many_cut_by_a_redis_crash_lists_the_jobs_written_not_written_and_unknown(
+    aof_faults: tuple[Faults, RedisServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    faults, server = aof_faults
+    monkeypatch.setattr(enqueue, "ENQUEUE_PATIENCE", 0.5)
+    killed = threading.Event()
+
+    def kill_after_first_batch(**kwargs: object) -> None:
+        if not killed.is_set():
+            killed.set()
+            server.kill9()
+
+    signals.job_enqueued.connect(kill_after_first_batch, weak=False, dispatch_uid="test-kill")
+    try:
+        with pytest.raises(EnqueueIncomplete) as caught:
+            fault_noop.delay_many(
+                (((faults.ledger, str(n)), {}) for n in range(2000)), batch_size=100
+            )
+    finally:
+        signals.job_enqueued.disconnect(dispatch_uid="test-kill")
+    exc = caught.value
+    server.restart()
+
+    keys = QueueKeys.of(get_config().key_prefix, "default")
+    pipe = faults.client.pipeline(transaction=False)
+    for job in exc.jobs:
+        pipe.exists(keys.job(job.id))
+    in_redis = [job for job, found in zip(exc.jobs, pipe.execute(), strict=True) if found]
+    assert exc.written == exc.jobs[:100]  # the batch whose reply was read before the kill
+    assert exc.unknown  # the batches sent with it: their replies were lost
+    assert exc.written + exc.unknown + exc.not_written == exc.jobs
+    assert in_redis[: len(exc.written)] == exc.written
+    assert all(job in exc.unknown for job in in_redis[len(exc.written) :])

@@ -6,6 +6,9 @@ Usage::
         client = cluster.client()          # redis.cluster.RedisCluster
         cluster.url                        # "redis://127.0.0.1:<port of node 0>/0"
         cluster.move_slot(slot, 2)         # live resharding of one slot to node 2
+        cluster.reshard(1, 2)              # redis-cli --cluster reshard, its defaults: slot moved
+        with cluster.half_moved(slot, 2):  # IMPORTING/MIGRATING, 10 keys moved, until the end
+            ...
         cluster.flush()                    # FLUSHALL on every master
         cluster.restore_slots()            # every slot moved back where it started
 
@@ -22,6 +25,8 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Self
 
 import redis
@@ -52,6 +57,10 @@ def cluster_port() -> int:
             continue
         return port
     raise RedisServerError("no free port pair for a cluster node")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 class LocalCluster:
@@ -127,8 +136,8 @@ class LocalCluster:
         then ``SETSLOT NODE`` everywhere); clients meanwhile get ``ASK``/``MOVED``. ``pause``
         seconds are slept between batches to widen the window. ``batch=None`` moves every
         key of the slot in one ``MIGRATE`` (``redis-cli --cluster reshard
-        --cluster-pipeline N`` with N above the slot's key count), which django-rqueue's
-        queues need (README, "Deploying on Redis Cluster"). Returns the number of keys moved."""
+        --cluster-pipeline N`` with N above the slot's key count). Returns the number of
+        keys moved."""
         source = self.node_of(slot)
         if source == target:
             return 0
@@ -151,6 +160,67 @@ class LocalCluster:
                 with node.client() as conn:
                     conn.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
         return moved
+
+    @contextmanager
+    def half_moved(self, slot: int, target: int, batch: int = 10) -> Iterator[None]:
+        """Keep ``slot`` half moved to node ``target`` while the block runs: ``IMPORTING`` and
+        ``MIGRATING`` set and one ``MIGRATE`` of ``batch`` keys done (as a reshard that is
+        under way); then the rest of its keys moved and the slot given to ``target``."""
+        source = self.node_of(slot)
+        if source == target:
+            raise ValueError(f"slot {slot} is on node {target} already")
+        self._homes.setdefault(slot, source)
+        src, dst = self.nodes[source], self.nodes[target]
+        with src.client() as s, dst.client() as d:
+            src_id, dst_id = s.execute_command("CLUSTER MYID"), d.execute_command("CLUSTER MYID")
+            d.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", src_id)
+            s.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", dst_id)
+            count = batch
+            try:
+                if keys := s.execute_command("CLUSTER GETKEYSINSLOT", slot, count):
+                    s.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+                yield
+            finally:
+                count = 1000
+                while keys := s.execute_command("CLUSTER GETKEYSINSLOT", slot, count):
+                    s.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+                for node in self.nodes:
+                    with node.client() as conn:
+                        conn.execute_command("CLUSTER SETSLOT", slot, "NODE", dst_id)
+
+    def slots_of(self, node: int) -> list[int]:
+        """The slots master ``node`` (an index in :attr:`nodes`) serves, lowest first."""
+        port = self.nodes[node].port
+        with self.nodes[0].client() as conn:
+            ranges = conn.execute_command("CLUSTER SLOTS")
+        return sorted(
+            slot
+            for start, end, master, *_ in ranges
+            if int(master[1]) == port
+            for slot in range(start, end + 1)
+        )
+
+    def reshard(self, source: int, target: int) -> int:
+        """Move one slot from master ``source`` to master ``target`` with ``redis-cli --cluster
+        reshard ... --cluster-slots 1 --cluster-yes`` and its defaults (``MIGRATE`` in batches
+        of 10 keys, ``--cluster-pipeline``'s default); it moves the lowest slot of ``source``,
+        which is returned (:meth:`restore_slots` moves it back)."""
+        slot = self.slots_of(source)[0]
+        self._homes.setdefault(slot, source)
+        with self.nodes[source].client() as s, self.nodes[target].client() as d:
+            src_id, dst_id = s.execute_command("CLUSTER MYID"), d.execute_command("CLUSTER MYID")
+        cli = shutil.which("redis-cli") or "redis-cli"
+        subprocess.run(
+            [
+                cli, "--cluster", "reshard", f"127.0.0.1:{self.nodes[source].port}",
+                "--cluster-from", _text(src_id), "--cluster-to", _text(dst_id),
+                "--cluster-slots", "1", "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+        return slot
 
     def restore_slots(self) -> None:
         """Move every slot :meth:`move_slot` moved back to its first master (a session
