@@ -326,3 +326,35 @@ def test_enqueue_over_a_corrupt_record_is_refused_before_writing(engine: Engine)
     with pytest.raises(redis.ResponseError, match="job record default:mine is corrupt: it is a"):
         engine.enqueue(job_id="default:mine")
     assert engine.snapshot() == before
+
+
+# -- periodic entries -------------------------------------------------------------------
+
+FIELDS: dict[str, str | int] = {"n": "tests.noop", "p": "[]"}
+
+
+def test_a_corrupt_schedule_state_neither_loses_a_tick_nor_stops_the_entry(engine: Engine):
+    transitions.schedule_sync(engine.client, engine.keys, [("a", "every:1", 5_000)])
+    engine.client.delete(engine.keys.schedule_entry("a"))
+    engine.client.set(engine.keys.schedule_entry("a"), "garbage")
+    job = calls.NewJob("default:tick", 0, "", "", 0, FIELDS)
+    reply = transitions.schedule_claim(
+        engine.client, engine.keys, job, entry="a", tick_ms=5_000, next_tick_ms=6_000
+    )
+    assert reply[0] == "created"
+    assert engine.zset(engine.keys.schedule) == {"a": 6_000}
+    assert engine.job_like(engine.keys.schedule_entry("a")) == {"last": "5000", "job": job.job_id}
+
+
+def test_schedule_run_now_and_sync_mend_corrupt_schedule_keys(engine: Engine):
+    engine.client.set(engine.keys.schedule_entry("a"), "garbage")
+    engine.client.set(engine.keys.schedule, "garbage")
+    job = calls.NewJob("default:now", 0, "", "", 0, FIELDS)
+    assert transitions.schedule_run_now(engine.client, engine.keys, job, entry="a")[0] == "created"
+    engine.client.set(engine.keys.schedule_entry("a"), "garbage")
+    assert transitions.schedule_sync(engine.client, engine.keys, [("a", "every:1", 5_000)]) == (
+        1,
+        0,
+    )
+    assert engine.zset(engine.keys.schedule) == {"a": 5_000}
+    assert engine.job_like(engine.keys.schedule_entry("a")) == {"spec": "every:1"}
