@@ -18,7 +18,8 @@
 -- back (include/group_slot_free.lua). The jobs reclaimed (requeued or failed) are
 -- counted in the stats hash's 'reclaimed', with one HINCRBY for the call.
 -- A record that is not a hash or has no state goes to the failed store
--- (include/fail_corrupt.lua; counted as failed); attempts that are not a whole number
+-- (include/fail_corrupt.lua; counted as failed; a hash gives its group slot back, a record
+-- of another type cannot say which group it held one of); attempts that are not a whole number
 -- count as used up, a 'max' that is not one as the default.
 -- Returns {requeued count, failed count, ms until the next lease deadline or
 -- -1 when nothing is reserved; 0 when the batch was full}.
@@ -67,6 +68,9 @@ for _, id in ipairs(expired) do
     problem = record_problem(jkey)
   end
   if problem then
+    if not job.err then  -- a hash without its state may still hold its group slot
+      group_slot_free(base, jkey)
+    end
     fail_corrupt(base, jkey, stats, id, now, problem)
     failed_count = failed_count + 1
   elseif job[1] == 'running' then

@@ -182,6 +182,18 @@ def test_reclaim_fails_a_corrupt_record_whose_lease_expired(engine: Engine, kind
     engine.check_invariants()
 
 
+def test_reclaim_of_a_record_without_state_gives_its_group_slot_back(engine: Engine):
+    victim = engine.add(group="g")
+    waiting = engine.add(group="g")
+    assert engine.reserve_id(lease_ms=1, cap=1) == victim
+    spoil(engine, victim, "stateless")
+    engine.client.zadd(engine.keys.reserved, {victim: 1})
+    assert engine.reclaim()[:2] == (0, 1)
+    assert engine.running_per_group() == {}
+    engine.check_invariants()
+    assert engine.reserve_id(cap=1) == waiting
+
+
 def test_reclaim_and_fail_read_counters_that_are_not_numbers_with_fallbacks(engine: Engine):
     first, second = engine.add(max_attempts=5), engine.add(max_attempts=5)
     engine.reserve_id(lease_ms=1)
