@@ -20,6 +20,7 @@
 -- group list that is not a list is deleted.
 -- Returns {deleted, dropped (stale ids), more (1 when queued jobs are left)}.
 
+--@include add_count.lua
 --@include release_unique.lua
 --@include wake_waiters.lua
 
@@ -56,7 +57,7 @@ local function drain(gkey)
   budget = budget - #ids
   if #ids > 0 then
     redis.call('LTRIM', gkey, #ids, -1)
-    redis.call('HINCRBY', stats, 'queued', -#ids)
+    add_count(stats, 'queued', -#ids)
   end
   return redis.call('LLEN', gkey) == 0
 end

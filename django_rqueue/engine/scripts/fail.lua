@@ -22,6 +22,7 @@
 -- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token} (state
 -- 'corrupt' when the record is not a hash; nothing changed).
 
+--@include add_count.lua
 --@include add_delayed.lua
 --@include check_token.lua
 --@include group_slot_free.lua
@@ -58,7 +59,7 @@ if delay >= 0 and whole(counts[1], max) < max then
   local run_at = now + delay
   redis.call('HSET', jkey, 's', 'scheduled', 'due', run_at)
   redis.call('HDEL', jkey, 'worker')
-  redis.call('HINCRBY', stats, 'retried', 1)
+  add_count(stats, 'retried', 1)
   add_delayed(delayed, wake, id, run_at)
   return {'retrying', run_at}
 end

@@ -24,6 +24,7 @@
 -- Returns {requeued count, failed count, ms until the next lease deadline or
 -- -1 when nothing is reserved; 0 when the batch was full}.
 
+--@include add_count.lua
 --@include fail_corrupt.lua
 --@include group_slot_free.lua
 --@include move_to_failed.lua
@@ -91,7 +92,7 @@ for _, id in ipairs(expired) do
   end
 end
 if requeued + failed_count > 0 then
-  redis.call('HINCRBY', stats, 'reclaimed', requeued + failed_count)
+  add_count(stats, 'reclaimed', requeued + failed_count)
 end
 if failed_count > 0 then
   trim_failed(base, failed, stats, now, ttl, cap, trim_limit)

@@ -127,6 +127,21 @@ def test_a_group_list_or_ring_of_the_wrong_type_is_dropped_and_the_queue_goes_on
     assert engine.state(high) == "queued"
 
 
+@pytest.mark.parametrize("stats", ["field", "key"])
+def test_a_corrupt_stats_counter_strands_nothing(engine: Engine, stats: str):
+    ids = [engine.add(group="g") for _ in range(2)]
+    if stats == "field":
+        engine.client.hset(engine.keys.stats, "queued", "lots")
+    else:
+        engine.client.delete(engine.keys.stats)
+        engine.client.set(engine.keys.stats, "garbage")
+    assert engine.drain() == ids
+    late = engine.add(group="g")  # an enqueue counts it again
+    assert engine.drain() == [late]
+    engine.ack(late)
+    assert engine.stats()["succeeded"] == 1
+
+
 def test_counters_that_are_not_numbers_are_reset_by_the_reserve(engine: Engine):
     job_id = engine.add()
     engine.client.hset(engine.keys.job(job_id), mapping={"token": "abc", "attempts": "nan"})

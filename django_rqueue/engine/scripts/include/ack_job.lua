@@ -14,6 +14,7 @@
 -- counted (include/observe_duration.lua).
 -- Derived keys: base .. 'succeeded', base .. 'throughput', base .. 'unique:' .. key,
 -- base .. 'done:' .. id, base .. 'durations', and those of include/group_slot_free.lua.
+--@include add_count.lua
 --@include count_duration.lua
 --@include count_finished.lua
 --@include group_slot_free.lua
@@ -46,7 +47,7 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   if job[8] then
     redis.call('HDEL', jkey, 'error')
   end
-  redis.call('HINCRBY', stats, 'succeeded', 1)
+  add_count(stats, 'succeeded', 1)
   if job[6] then
     release_unique(base, jkey, id)
   end

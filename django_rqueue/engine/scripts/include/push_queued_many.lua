@@ -17,6 +17,7 @@
 -- at its default): priority '0', the default group ''. A `prio` that is not an integer
 -- from -100 to 100 (a corrupt record re-queued by promote, reclaim, retry ...) is taken
 -- as '0' too: ZADD would refuse it after the group list and ring were written.
+--@include add_count.lua
 --@include park_group.lua
 --@include push_tokens.lua
 local PUSH_CHUNK = 1000
@@ -44,7 +45,7 @@ local function push_queued_many(base, prios, stats, notify, ids, prio, group)
       redis.call('ZADD', prios, prio, prio)
     end
   end
-  redis.call('HINCRBY', stats, 'queued', n)
+  add_count(stats, 'queued', n)
   -- The token list is read first: while it is full (no worker took a token: a backlog),
   -- no other read is needed (two commands fewer per enqueue then).
   local room = NOTIFY_TOKENS - redis.call('LLEN', notify)

@@ -36,6 +36,7 @@
 -- Derived keys: base .. 'ring:' .. prio, base .. 'group:' .. prio .. ':' .. group,
 -- base .. 'job:' .. id (which group and job is only known once popped), and with a
 -- cap base .. 'grouprun', base .. 'groupfull', base .. 'parked:' .. group.
+--@include add_count.lua
 --@include expire_if_due.lua
 --@include fail_corrupt.lua
 --@include group_slot_take.lua
@@ -72,7 +73,7 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
       end
       local reply, full = nil, false
       if id then
-        redis.call('HINCRBY', stats, 'queued', -1)
+        add_count(stats, 'queued', -1)
         local jkey = base .. 'job:' .. id
         local now = now_ms()
         -- One read and one write (not HGET, HGET, HINCRBY x2, HSET): every job passes here.

@@ -13,6 +13,7 @@
 -- Returns the number of records deleted and the number of ids taken off `failed`
 -- (`limit` when more may be due).
 -- Derived keys: base .. 'job:' .. id, base .. 'done:' .. id.
+--@include add_count.lua
 local function trim_failed(base, failed, stats, now, ttl, cap, limit)
   local n = 0
   if cap >= 0 then
@@ -36,7 +37,7 @@ local function trim_failed(base, failed, stats, now, ttl, cap, limit)
   end
   redis.call('ZREMRANGEBYRANK', failed, 0, n - 1)
   if deleted > 0 then
-    redis.call('HINCRBY', stats, 'trimmed', deleted)
+    add_count(stats, 'trimmed', deleted)
   end
   return deleted, n
 end
