@@ -142,6 +142,17 @@ def test_a_corrupt_stats_counter_strands_nothing(engine: Engine, stats: str):
     assert engine.stats()["succeeded"] == 1
 
 
+def test_a_lease_set_of_the_wrong_type_fails_the_reserve_before_any_change(engine: Engine):
+    first, second = engine.add(group="g"), engine.add(group="h")
+    engine.client.set(engine.keys.reserved, "garbage")
+    before = engine.snapshot()
+    with pytest.raises(redis.ResponseError, match=r"reserved is a string, not a zset"):
+        engine.reserve()
+    assert engine.snapshot() == before
+    engine.client.delete(engine.keys.reserved)
+    assert engine.drain() == [first, second]
+
+
 def test_counters_that_are_not_numbers_are_reset_by_the_reserve(engine: Engine):
     job_id = engine.add()
     engine.client.hset(engine.keys.job(job_id), mapping={"token": "abc", "attempts": "nan"})

@@ -27,7 +27,8 @@
 -- ended in the failed store (include/fail_corrupt.lua) and the next job is taken; a ring
 -- or a group list that is not a list is deleted (the groups or ids it held, if any, are
 -- lost to reserves: enqueues make new ones). Records are read with redis.pcall, so a
--- healthy job costs no extra command.
+-- healthy job costs no extra command. A `reserved` that is not a zset fails the call
+-- with an error naming it, after putting back the group and job it popped.
 --
 -- At most RESERVE_TRIES groups are popped per job (those skipped: parked ones, ids
 -- whose job hash vanished behind our back, expired jobs); when they run out,
@@ -86,9 +87,16 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
           fail_corrupt(base, jkey, stats, id, now, problem)
         elseif job[1] == 'queued'
             and not (job[2] and expire_if_due(base, jkey, stats, id, now)) then
+          if type(redis.pcall('ZADD', reserved, now + lease, id)) == 'table' then
+            -- `reserved` is not a zset: no lease can be taken. Undo the pops and fail.
+            redis.call('LPUSH', gkey, id)
+            redis.call('LPUSH', ring, group)
+            add_count(stats, 'queued', 1)
+            error(redis.error_reply('ERR rqueue reserve: ' .. reserved .. ' is a '
+                                    .. redis.call('TYPE', reserved)['ok'] .. ', not a zset'))
+          end
           redis.call('HSET', jkey, 's', 'running', 'started_at', now, 'worker', worker,
                      'token', whole(job[3], 0) + 1, 'attempts', whole(job[4], 0) + 1)
-          redis.call('ZADD', reserved, now + lease, id)
           if cap > 0 then
             full = group_slot_take(base, jkey, group, cap)
           end
