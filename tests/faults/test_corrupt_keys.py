@@ -197,3 +197,26 @@ def test_a_delayed_key_that_is_not_a_zset_is_logged_and_the_other_queues_go_on(
     assert "queue emails: could not promote due jobs" in poller.stderr()
     assert "Traceback" not in poller.stderr(), poller.report()
     assert_nothing_died(worker, children)
+
+
+def test_a_lease_set_that_is_not_a_zset_pauses_its_queue_and_kills_no_child(
+    faults: Faults,
+) -> None:
+    emails = QueueKeys.of("rqueue", "emails")
+    stuck = fault_noop.using(queue="emails").delay(faults.ledger, "stuck").id
+    faults.client.set(emails.reserved, "garbage")
+    healthy = [fault_noop.delay(faults.ledger, f"h{n}").id for n in range(3)]
+
+    worker = faults.worker(
+        "--queues", "emails,default", "--concurrency", "1", "--without-poller", lease=1, grace=1
+    )
+    children = faults.wait_ready(worker)
+    report = faults.wait_and_check(healthy, timeout=20)
+
+    assert all(report.states[job_id] == "succeeded" for job_id in healthy)
+    assert "queue emails: Redis refused to hand out jobs" in worker.stderr()
+    assert job_hash(faults.client, stuck, "emails")["s"] == "queued"  # put back, not stranded
+    # Once the key is mended, the queue is served again.
+    faults.client.delete(emails.reserved)
+    assert faults.wait_and_check([stuck], timeout=20).states[stuck] == "succeeded"
+    assert_nothing_died(worker, children)
