@@ -446,9 +446,19 @@ def mark_awaited(keys: QueueKeys, job_id: str) -> ScriptCall:
     return ScriptCall("mark_awaited", [keys.job(job_id)], [])
 
 
+#: The state a script reports for a job whose record in Redis is not a hash (a foreign
+#: write put a string, list ... there) or has no state: ``scripts/include/record_problem.lua``.
+CORRUPT_STATE = "corrupt"
+
+
 def stale_lease(job_id: str, reply: list[Any]) -> LeaseLost:
     """The :class:`LeaseLost` for a ``{'stale', state, current token}`` script reply."""
     state, token = as_text(reply[1]) or "missing", as_text(reply[2])
+    if state == CORRUPT_STATE:  # then the third item says what is wrong with the record
+        return LeaseLost(
+            f"job {job_id}: its record in Redis is corrupt ({token}); the job goes to the "
+            "failed store when its lease expires"
+        )
     return LeaseLost(f"job {job_id}: stale fencing token (job is {state}, token {token})")
 
 

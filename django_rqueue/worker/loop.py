@@ -115,6 +115,16 @@ BATCH_BUDGET = 0.05
 #: 50 rather than 20: the bench's no-op drain with two processes on two cores went from
 #: 7 891 to 9 747 jobs/s, one run each in one minute.
 MAX_BATCH = 50
+#: Seconds a worker leaves a queue alone after Redis refused to reserve from it (an error
+#: reply such as WRONGTYPE: a structure of that queue is corrupt), serving its other queues.
+REFUSED_PAUSE = 5.0
+#: The error replies that are not about the queue's data: a Redis Cluster moving slots.
+_TRANSIENT = (
+    redis.exceptions.TryAgainError,
+    redis.exceptions.MovedError,
+    redis.exceptions.AskError,
+    redis.exceptions.ClusterDownError,
+)
 
 
 class IdleWait(NamedTuple):
@@ -415,7 +425,15 @@ class Worker:
                 self._run(*waiting)
                 return True
             if self._pickup is not None:
-                queue, reserved, reserved_at = self._take_pickup(self._pickup)
+                pickup = self._pickup
+                try:
+                    queue, reserved, reserved_at = self._take_pickup(pickup)
+                except redis.ResponseError as exc:
+                    if isinstance(exc, _TRANSIENT):
+                        raise
+                    self._pickup = None  # refused: the script reserved nothing
+                    self._refused(pickup.queue, exc)
+                    return False
                 return self._start(queue, reserved, reserved_at)
             failed: RedisUnavailable | None = None
             for n, queue in enumerate(self.order.order()):
@@ -444,6 +462,11 @@ class Worker:
                     failed = exc
                     self.server_failed(queue, server, exc)
                     continue
+                except redis.ResponseError as exc:
+                    if isinstance(exc, _TRANSIENT):
+                        raise
+                    self._refused(queue, exc)
+                    continue
                 if self.outages.recovered(server, queue):
                     logger.info("worker %s: queue %s: Redis reachable again", self.worker_id, queue)
                 if self._start(queue, reserved, reserved_at):
@@ -455,6 +478,20 @@ class Worker:
             return False
         finally:
             self.busy = False
+
+    def _refused(self, queue: str, exc: redis.ResponseError) -> None:
+        """Redis refused to reserve from ``queue`` (an error reply such as ``WRONGTYPE``:
+        a structure of that queue is corrupt, which the scripts report before changing
+        anything): log it and leave the queue alone for :data:`REFUSED_PAUSE` seconds, as
+        a rate-limited one, so the worker serves its other queues and does not die."""
+        logger.error(
+            "worker %s: queue %s: Redis refused to hand out jobs (%s); trying again in %.0f s",
+            self.worker_id,
+            queue,
+            exc,
+            REFUSED_PAUSE,
+        )
+        self.next_slots.note(queue, int(REFUSED_PAUSE * 1000))
 
     def _take_pickup(self, pickup: Pickup) -> tuple[str, transitions.Reserved, float]:
         """The reservation of the reserve sent behind the idle ``BLPOP``: its reply, or, unread,

@@ -23,6 +23,8 @@ import threading
 import time
 from collections.abc import Sequence
 
+import redis
+
 from ..conf import get_config
 from ..engine import transitions
 from ..engine.calls import Retention
@@ -110,7 +112,9 @@ class Poller:
             raise failed  # every server is down: run() backs off
         try:
             next_tick = self.scheduler.run_once()
-        except RedisUnavailable as exc:  # one server of the schedule's queues is down
+        except (RedisUnavailable, redis.ResponseError) as exc:
+            # One server of the schedule's queues is down, or a structure of the schedule is
+            # corrupt (the next round stores the entries again: schedule_sync.lua mends it).
             logger.error("poller: periodic entries: %s", exc)
             self.scheduler.resync()
             next_tick = None
@@ -125,18 +129,34 @@ class Poller:
         return sleep
 
     def _round(self, queue: str, prefix: str) -> float:
-        """Promote and reclaim on ``queue``; return the seconds until its next due time."""
+        """Promote and reclaim on ``queue``; return the seconds until its next due time.
+
+        A script that Redis refuses (``redis.ResponseError``: a structure of the queue is
+        corrupt, such as ``delayed`` holding a string, which the scripts cannot mend by
+        themselves) is logged and the round goes on, so the poller never dies of it.
+
+        Raises:
+            RedisUnavailable: Redis cannot be reached.
+        """
         config = get_config()
         sleep = MAX_SLEEP
         client, keys = get_client(queue), QueueKeys.of(prefix, queue)
-        promoted, next_due = transitions.promote_due(client, keys, self.batch)
-        requeued, failed, next_deadline = transitions.reclaim_expired(
-            client,
-            keys,
-            self.batch,
-            self._lease_error,
-            retention=Retention.of(config.queue(queue)),
-        )
+        promoted, next_due = 0, -1
+        try:
+            promoted, next_due = transitions.promote_due(client, keys, self.batch)
+        except redis.ResponseError as exc:
+            logger.error("queue %s: could not promote due jobs: %s", queue, exc)
+        requeued, failed, next_deadline = 0, 0, -1
+        try:
+            requeued, failed, next_deadline = transitions.reclaim_expired(
+                client,
+                keys,
+                self.batch,
+                self._lease_error,
+                retention=Retention.of(config.queue(queue)),
+            )
+        except redis.ResponseError as exc:
+            logger.error("queue %s: could not reclaim expired leases: %s", queue, exc)
         if requeued or failed:
             logger.warning(
                 "queue %s: reclaimed %d expired lease(s), %d job(s) re-queued, %d failed",
@@ -183,6 +203,9 @@ class Poller:
                 continue
             try:
                 deleted, left = transitions.trim_failed(get_client(queue), keys, retention)
+            except redis.ResponseError as exc:  # a corrupt failed store: logged, not fatal
+                logger.error("queue %s: could not apply the failed-store retention: %s", queue, exc)
+                continue
             except RedisUnavailable as exc:
                 delay = self.outages.failed(server, queue=queue, error=exc)
                 logger.error(

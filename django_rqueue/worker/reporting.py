@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from .. import registry
 from ..conf import get_config
 from ..display import printable
@@ -160,6 +162,29 @@ def deliver_cancel(queue: str, job: Job[Any]) -> AttemptOutcome:
     return retry_while_unreachable(job.id, deliver)
 
 
+def read_record(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes] | None:
+    """The record of a job whose run the master ends (:func:`.transitions.read_job`;
+    ``{}`` when it is gone), or ``None`` when it is not a hash: a foreign write replaced it
+    (``WRONGTYPE``). There is nothing to report on such a record; the poller's reclaim of
+    its lease puts the job in the failed store with an error saying so.
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached.
+        redis.ResponseError: any other error reply.
+    """
+    try:
+        return transitions.read_job(client, keys, job_id)
+    except redis.ResponseError as exc:
+        if not str(exc).startswith("WRONGTYPE"):
+            raise
+        logger.warning(
+            "%s: its record in Redis is corrupt (not a hash); it goes to the failed store "
+            "when its lease expires",
+            job_id,
+        )
+        return None
+
+
 def cancel_lost_attempt(queue: str, job_id: str, token: int, reason: str) -> AttemptOutcome | None:
     """The master's hard stop: end as cancelled the job whose child it killed (or lost)
     after its cancel was asked, and log its line with ``reason=``. ``None`` when there is
@@ -170,7 +195,7 @@ def cancel_lost_attempt(queue: str, job_id: str, token: int, reason: str) -> Att
     """
     keys = QueueKeys.of(get_config().key_prefix, queue)
     client = get_client(queue)
-    fields = transitions.read_job(client, keys, job_id)
+    fields = read_record(client, keys, job_id)
     if not fields:
         return None
     job = Job.from_fields(job_id, fields)
@@ -200,7 +225,7 @@ def fail_lost_attempt(
     config = get_config()
     keys = QueueKeys.of(config.key_prefix, queue)
     client = get_client(queue)
-    fields = transitions.read_job(client, keys, job_id)
+    fields = read_record(client, keys, job_id)
     if not fields:
         return None
     job = Job.from_fields(job_id, fields)

@@ -71,7 +71,13 @@ from .idle import unblock_refused
 from .outages import Outages
 from .process import kill_group, new_worker_id, send_signal
 from .reconnect import Reconnect
-from .reporting import AttemptOutcome, cancel_lost_attempt, fail_lost_attempt, hand_back
+from .reporting import (
+    AttemptOutcome,
+    cancel_lost_attempt,
+    fail_lost_attempt,
+    hand_back,
+    read_record,
+)
 from .weights import QueueOrder
 
 logger = logging.getLogger("django_rqueue.supervisor")
@@ -618,8 +624,11 @@ class Supervisor:
             logger.debug("%s (the child has finished that job)", exc)
             return
         keys = QueueKeys.of(get_config().key_prefix, running.queue)
-        fields = transitions.read_job(get_client(running.queue), keys, running.job_id)
-        if not fields or Job.from_fields(running.job_id, fields).token == running.token:
+        fields = read_record(get_client(running.queue), keys, running.job_id)
+        # None: the record is corrupt (not a hash), the job no longer ours: stop the run.
+        if fields is not None and (
+            not fields or Job.from_fields(running.job_id, fields).token == running.token
+        ):
             logger.debug("%s", exc)  # it finished (record kept or deleted)
             return
         logger.warning(

@@ -14,8 +14,13 @@
 -- of the first request; a repeated request keeps it) and returns {'requested',
 -- 'running'}: its worker's master sees the field, stops the job, and ends it with
 -- cancel_running.lua.
+-- A record that is not a hash or has no state (include/record_problem.lua) cannot be
+-- cancelled ({'state', 'corrupt'}); mode delete deletes it (and its id from `delayed`
+-- and `failed`; an id left in a group list is skipped by reserves) and returns
+-- {'ok', 'corrupt'}.
 
 --@include now_ms.lua
+--@include record_problem.lua
 --@include release_unique.lua
 --@include unlink_queued.lua
 --@include wake_waiters.lua
@@ -25,8 +30,18 @@ local id, mode, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if (mode ~= 'cancel' and mode ~= 'delete') or not ttl or ttl <= 0 then
   return redis.error_reply('ERR rqueue cancel: bad mode or TTL')
 end
-local job = redis.call('HMGET', jkey, 's', 'prio', 'group')
+local job = redis.pcall('HMGET', jkey, 's', 'prio', 'group')
 local st = job[1]
+if (job.err or not st) and record_problem(jkey) then
+  st = CORRUPT_STATE
+  if mode == 'cancel' then
+    return {'state', st}
+  end
+  redis.call('ZREM', delayed, id)
+  redis.call('ZREM', failed, id)
+  redis.call('DEL', jkey)
+  return {'ok', st}
+end
 if st == 'running' and mode == 'cancel' then
   redis.call('HSETNX', jkey, 'cx', now_ms())
   return {'requested', st}

@@ -10,6 +10,7 @@
 -- retried whatever attempts remain. Counted in stats 'cancelled'.
 -- Returns {'ok'} or {'stale', state, current token} (nothing changed).
 
+--@include add_count.lua
 --@include check_token.lua
 --@include group_slot_free.lua
 --@include now_ms.lua
@@ -28,7 +29,7 @@ end
 redis.call('ZREM', reserved, id)
 group_slot_free(base, jkey)
 redis.call('HSET', jkey, 's', 'cancelled', 'finished_at', now_ms())
-redis.call('HINCRBY', stats, 'cancelled', 1)
+add_count(stats, 'cancelled', 1)
 release_unique(base, jkey, id)
 wake_waiters(base, jkey, id)
 if ttl > 0 then

@@ -15,8 +15,12 @@
 -- empty leaves its ring (or its parked priorities), a ring left empty leaves
 -- `prios`, as include/unlink_queued.lua does. Scheduled, running and failed jobs
 -- are not touched: a scheduled job (or a retry) is queued when due, as usual.
+-- Corrupt data (include/record_problem.lua) does not stop it half-way: a queued id
+-- whose record is not a hash has that record deleted (counted as deleted); a ring or
+-- group list that is not a list is deleted.
 -- Returns {deleted, dropped (stale ids), more (1 when queued jobs are left)}.
 
+--@include add_count.lua
 --@include release_unique.lua
 --@include wake_waiters.lua
 
@@ -30,10 +34,18 @@ local deleted, dropped, budget = 0, 0, limit
 -- Delete up to `budget` jobs from the head of the group list `gkey`; returns
 -- whether the list is now empty.
 local function drain(gkey)
-  local ids = redis.call('LRANGE', gkey, 0, budget - 1)
+  local ids = redis.pcall('LRANGE', gkey, 0, budget - 1)
+  if ids.err then
+    redis.call('DEL', gkey)
+    return true
+  end
   for _, id in ipairs(ids) do
     local jkey = base .. 'job:' .. id
-    if redis.call('HGET', jkey, 's') == 'queued' then
+    local state = redis.pcall('HGET', jkey, 's')
+    if type(state) == 'table' then
+      redis.call('DEL', jkey)
+      deleted = deleted + 1
+    elseif state == 'queued' then
       release_unique(base, jkey, id)
       wake_waiters(base, jkey, id)
       redis.call('DEL', jkey)
@@ -45,7 +57,7 @@ local function drain(gkey)
   budget = budget - #ids
   if #ids > 0 then
     redis.call('LTRIM', gkey, #ids, -1)
-    redis.call('HINCRBY', stats, 'queued', -#ids)
+    add_count(stats, 'queued', -#ids)
   end
   return redis.call('LLEN', gkey) == 0
 end
@@ -58,8 +70,11 @@ while budget > 0 do
   end
   local prio = top[1]
   local ring = base .. 'ring:' .. prio
-  local group = redis.call('LINDEX', ring, 0)
-  if not group then
+  local group = redis.pcall('LINDEX', ring, 0)
+  if type(group) == 'table' then  -- not a list
+    redis.call('DEL', ring)
+    redis.call('ZREM', prios, prio)
+  elseif not group then
     redis.call('ZREM', prios, prio)  -- an empty ring: nothing queued at this priority
   elseif drain(base .. 'group:' .. prio .. ':' .. group) then
     redis.call('LREM', ring, 1, group)

@@ -17,8 +17,12 @@
 -- (ARGV[5..7], include/trim_failed.lua) is applied.
 -- Either way the job's group slot is given back (include/group_slot_free.lua) and
 -- the attempt's duration is counted (include/observe_duration.lua).
--- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token}.
+-- Attempts that are not a whole number count as used up, a 'max' that is not one as
+-- the default.
+-- Returns {'retrying', run-at ms}, {'failed'}, or {'stale', state, token} (state
+-- 'corrupt' when the record is not a hash; nothing changed).
 
+--@include add_count.lua
 --@include add_delayed.lua
 --@include check_token.lua
 --@include group_slot_free.lua
@@ -28,6 +32,7 @@
 --@include record_error.lua
 --@include stored_default.lua
 --@include trim_failed.lua
+--@include whole.lua
 
 local base, jkey, reserved, delayed, failed, stats, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
@@ -49,11 +54,12 @@ redis.call('ZREM', reserved, id)
 group_slot_free(base, jkey)
 record_error(jkey, ARGV[3], now)
 local counts = redis.call('HMGET', jkey, 'attempts', 'max')
-if delay >= 0 and tonumber(counts[1]) < tonumber(stored_default('max', counts[2])) then
+local max = whole(stored_default('max', counts[2]), RECORD_DEFAULTS.max)
+if delay >= 0 and whole(counts[1], max) < max then
   local run_at = now + delay
   redis.call('HSET', jkey, 's', 'scheduled', 'due', run_at)
   redis.call('HDEL', jkey, 'worker')
-  redis.call('HINCRBY', stats, 'retried', 1)
+  add_count(stats, 'retried', 1)
   add_delayed(delayed, wake, id, run_at)
   return {'retrying', run_at}
 end

@@ -14,12 +14,17 @@
 -- ARGV[5] job name filter ('' = every job)
 --
 -- Walks `failed` oldest first. An id whose record is gone, or not in state
--- failed, is dropped from `failed` (counted as stale).
+-- failed, is dropped from `failed` (counted as stale). A record that is not a hash
+-- (include/record_problem.lua) is deleted in mode delete (counted as done); in mode
+-- retry it is made a failed record saying so (include/fail_corrupt.lua; its failed-at
+-- becomes now, after ARGV[4], so later batches pass over it) and counted as stale.
 -- Returns {done, skipped (name did not match), stale, scanned}; the caller
 -- stops when scanned < limit and adds skipped to its next offset.
 
+--@include fail_corrupt.lua
 --@include now_ms.lua
 --@include push_queued.lua
+--@include record_problem.lua
 --@include release_unique.lua
 --@include wake_waiters.lua
 
@@ -35,8 +40,15 @@ local done, skipped, stale = 0, 0, 0
 local now = now_ms()
 for _, id in ipairs(ids) do
   local jkey = base .. 'job:' .. id
-  local job = redis.call('HMGET', jkey, 's', 'prio', 'group', 'n')
-  if job[1] ~= 'failed' then
+  local job = redis.pcall('HMGET', jkey, 's', 'prio', 'group', 'n')
+  if job.err and mode == 'delete' then
+    redis.call('ZREM', failed, id)
+    redis.call('DEL', jkey)
+    done = done + 1
+  elseif job.err then
+    fail_corrupt(base, jkey, stats, id, now, record_problem(jkey))
+    stale = stale + 1
+  elseif job[1] ~= 'failed' then
     redis.call('ZREM', failed, id)
     stale = stale + 1
   elseif name ~= '' and job[4] ~= name then

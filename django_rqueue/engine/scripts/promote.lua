@@ -7,14 +7,18 @@
 -- ARGV[1] batch limit (> 0): at most this many jobs per call
 --
 -- A due job whose expiry has come is ended instead of queued (include/expire_if_due.lua).
+-- A due job whose record is not a hash or has no state goes to the failed store
+-- (include/fail_corrupt.lua); an id without a record is dropped. The other due jobs go on.
 -- Clears `wake` (the caller is awake and is about to sleep on the reply).
 -- Returns {promoted count, ms until the next due job or -1 when none; 0 when
 -- the batch was full and more may be due}. Safe to run from any number of
 -- pollers at once: each due id is removed from `delayed` exactly once.
 
 --@include expire_if_due.lua
+--@include fail_corrupt.lua
 --@include now_ms.lua
 --@include push_queued.lua
+--@include record_problem.lua
 
 local base, delayed, prios, stats, notify, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -28,8 +32,14 @@ local promoted = 0
 for _, id in ipairs(due) do
   redis.call('ZREM', delayed, id)
   local jkey = base .. 'job:' .. id
-  local job = redis.call('HMGET', jkey, 's', 'prio', 'group')
-  if job[1] == 'scheduled' and not expire_if_due(base, jkey, stats, id, now) then
+  local job = redis.pcall('HMGET', jkey, 's', 'prio', 'group')
+  local problem = nil
+  if job.err or not job[1] then
+    problem = record_problem(jkey)
+  end
+  if problem then
+    fail_corrupt(base, jkey, stats, id, now, problem)
+  elseif job[1] == 'scheduled' and not expire_if_due(base, jkey, stats, id, now) then
     redis.call('HSET', jkey, 's', 'queued')
     push_queued(base, prios, stats, notify, id, job[2], job[3])
     promoted = promoted + 1

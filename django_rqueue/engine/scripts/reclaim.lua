@@ -17,16 +17,24 @@
 -- applied once for the call. Either way the lost attempt's group slot is given
 -- back (include/group_slot_free.lua). The jobs reclaimed (requeued or failed) are
 -- counted in the stats hash's 'reclaimed', with one HINCRBY for the call.
+-- A record that is not a hash or has no state goes to the failed store
+-- (include/fail_corrupt.lua; counted as failed; a hash gives its group slot back, a record
+-- of another type cannot say which group it held one of); attempts that are not a whole number
+-- count as used up, a 'max' that is not one as the default.
 -- Returns {requeued count, failed count, ms until the next lease deadline or
 -- -1 when nothing is reserved; 0 when the batch was full}.
 
+--@include add_count.lua
+--@include fail_corrupt.lua
 --@include group_slot_free.lua
 --@include move_to_failed.lua
 --@include now_ms.lua
 --@include push_queued.lua
 --@include record_error.lua
+--@include record_problem.lua
 --@include stored_default.lua
 --@include trim_failed.lua
+--@include whole.lua
 
 -- The lost attempt's error record names the worker that held it, as the
 -- records made in Python do (django_rqueue.execution.error_record).
@@ -55,13 +63,24 @@ local requeued, failed_count = 0, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', reserved, id)
   local jkey = base .. 'job:' .. id
-  local job = redis.call('HMGET', jkey, 's', 'attempts', 'max', 'prio', 'group', 'worker')
-  if job[1] == 'running' then
+  local job = redis.pcall('HMGET', jkey, 's', 'attempts', 'max', 'prio', 'group', 'worker', 'token')
+  local problem = nil
+  if job.err or not job[1] then
+    problem = record_problem(jkey)
+  end
+  if problem then
+    if not job.err then  -- a hash without its state may still hold its group slot
+      group_slot_free(base, jkey)
+    end
+    fail_corrupt(base, jkey, stats, id, now, problem)
+    failed_count = failed_count + 1
+  elseif job[1] == 'running' then
     -- Fence off the lost holder: its renew/ack/fail now carry a stale token.
-    redis.call('HINCRBY', jkey, 'token', 1)
+    redis.call('HSET', jkey, 'token', whole(job[7], 0) + 1)
     group_slot_free(base, jkey)
     record_error(jkey, with_worker(ARGV[2], job[6]), now)
-    if tonumber(job[2]) >= tonumber(stored_default('max', job[3])) then
+    local max = whole(stored_default('max', job[3]), RECORD_DEFAULTS.max)
+    if whole(job[2], max) >= max then
       move_to_failed(base, jkey, failed, stats, id, now)
       failed_count = failed_count + 1
     else
@@ -73,7 +92,7 @@ for _, id in ipairs(expired) do
   end
 end
 if requeued + failed_count > 0 then
-  redis.call('HINCRBY', stats, 'reclaimed', requeued + failed_count)
+  add_count(stats, 'reclaimed', requeued + failed_count)
 end
 if failed_count > 0 then
   trim_failed(base, failed, stats, now, ttl, cap, trim_limit)

@@ -4,15 +4,21 @@
 -- KEYS[3] delayed zset   KEYS[4] prios zset   KEYS[5] stats hash   KEYS[6] notify list
 -- ARGV[1] job id
 --
--- Returns {'ok'} or {'state', current state ('' when the job does not exist)};
+-- Returns {'ok'} or {'state', current state ('' when the job does not exist, 'corrupt'
+-- when its record is not a hash or has no state: include/record_problem.lua)};
 -- only a job in state scheduled is changed ('due' becomes now).
 
 --@include now_ms.lua
 --@include push_queued.lua
+--@include record_problem.lua
 
 local base, jkey, delayed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
-local job = redis.call('HMGET', jkey, 's', 'prio', 'group')
+local job = redis.pcall('HMGET', jkey, 's', 'prio', 'group')
+if job.err or not job[1] then
+  local st = record_problem(jkey) and CORRUPT_STATE or ''
+  return {'state', st}
+end
 if job[1] ~= 'scheduled' then
   return {'state', job[1] or ''}
 end

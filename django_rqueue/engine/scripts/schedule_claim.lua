@@ -24,6 +24,9 @@
 -- of include/enqueue_job.lua {outcome, job id, state}; the entry's 'last' becomes
 -- the tick and its 'job' the job id (the holder's for a 'duplicate').
 -- Writes: schedule zset, the state hash; the job as enqueue.lua does.
+-- A state hash that is not a hash (corrupt: include/record_problem.lua) is deleted
+-- before anything is written, and the entry counts as not paused; its spec is set
+-- again by the next schedule_sync.lua.
 
 --@include enqueue_job.lua
 
@@ -43,12 +46,16 @@ local score = redis.call('ZSCORE', schedule, entry)
 if not score or tonumber(score) ~= tick then
   return {'taken'}
 end
+local paused = redis.pcall('HGET', state, 'paused')
+if type(paused) == 'table' then
+  redis.call('DEL', state)
+end
 if next_tick >= 0 then
   redis.call('ZADD', schedule, next_tick, entry)
 else
   redis.call('ZREM', schedule, entry)
 end
-if redis.call('HGET', state, 'paused') == '1' then
+if paused == '1' then
   return {'paused'}
 end
 local reply = enqueue_job(KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9],

@@ -13,6 +13,7 @@
 --
 -- Runs even while the entry is paused; its next tick is left as it is. The entry's
 -- 'last' becomes the Redis time and its 'job' the job id (the holder's for a 'duplicate').
+-- A state hash that is not a hash (corrupt) is deleted first.
 -- Returns the reply of include/enqueue_job.lua {outcome, job id, state}.
 
 --@include enqueue_job.lua
@@ -24,6 +25,10 @@ if not prio or prio ~= math.floor(prio) or prio < -100 or prio > 100 then
 end
 if not unique_ttl or unique_ttl < 0 or (#ARGV - 5) % 2 ~= 0 then
   return redis.error_reply('ERR rqueue schedule_run_now: bad unique TTL or fields')
+end
+local kind = redis.call('TYPE', KEYS[2])['ok']
+if kind ~= 'hash' and kind ~= 'none' then
+  redis.call('DEL', KEYS[2])
 end
 local reply = enqueue_job(KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
                           KEYS[9], ARGV[1], tostring(prio), ARGV[3], 0, -1, ARGV[4],

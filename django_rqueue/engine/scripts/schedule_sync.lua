@@ -11,12 +11,18 @@
 -- same spec keeps its next tick, its last run and its pause. Entries of the zset
 -- that are not listed (removed from the settings, or moved to another queue) are
 -- removed with their state hash.
+-- A schedule zset that is not a zset, or an entry's state that is not a hash (corrupt
+-- data), is deleted first and set again as new.
 -- Returns {entries (re)set, entries removed}. O(entries): run when a poller starts
 -- or reconnects, never per poll.
 
 local base, schedule = KEYS[1], KEYS[2]
 if #ARGV % 3 ~= 0 then
   return redis.error_reply('ERR rqueue schedule_sync: arguments are not triples')
+end
+local kind = redis.call('TYPE', schedule)['ok']
+if kind ~= 'zset' and kind ~= 'none' then
+  redis.call('DEL', schedule)
 end
 local listed, set, removed = {}, 0, 0
 for i = 1, #ARGV, 3 do
@@ -26,7 +32,11 @@ for i = 1, #ARGV, 3 do
   end
   listed[entry] = true
   local state = base .. 'schedule:' .. entry
-  if redis.call('HGET', state, 'spec') ~= spec then
+  local stored = redis.pcall('HGET', state, 'spec')
+  if type(stored) == 'table' then
+    redis.call('DEL', state)
+  end
+  if stored ~= spec then
     redis.call('HSET', state, 'spec', spec)
     redis.call('ZADD', schedule, first, entry)
     set = set + 1

@@ -1,6 +1,7 @@
 -- ack_job(base, jkey, reserved, stats, id, token, result, ttl): record that
 -- the running job `id` succeeded under `token`; nil on success, else the
--- reply {'stale', state, current token} (nothing changed).
+-- reply {'stale', state, current token} (nothing changed; {'stale', 'corrupt', what is
+-- wrong} when the record is not a hash).
 --
 -- Stores `result`, clears `error` (the history err:1.. stays) and keeps
 -- `worker` (the id of the worker whose attempt succeeded), counts the
@@ -13,10 +14,12 @@
 -- counted (include/observe_duration.lua).
 -- Derived keys: base .. 'succeeded', base .. 'throughput', base .. 'unique:' .. key,
 -- base .. 'done:' .. id, base .. 'durations', and those of include/group_slot_free.lua.
+--@include add_count.lua
 --@include count_duration.lua
 --@include count_finished.lua
 --@include group_slot_free.lua
 --@include now_ms.lua
+--@include record_problem.lua
 --@include release_unique.lua
 --@include token_mismatch.lua
 --@include wake_waiters.lua
@@ -24,7 +27,12 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   -- One read for the token check, the duration and the fields the helpers below start
   -- with ('gc' group slot, 'uk' unique key, 'w' awaited, 'error'): most jobs have none of
   -- the last four, and every job passes here (each redis.call costs more than its command).
-  local job = redis.call('HMGET', jkey, 's', 'token', 'n', 'started_at', 'gc', 'uk', 'w', 'error')
+  -- A record that is not a hash is stale to its holder (include/record_problem.lua): the
+  -- reclaim of its lease puts it in the failed store.
+  local job = redis.pcall('HMGET', jkey, 's', 'token', 'n', 'started_at', 'gc', 'uk', 'w', 'error')
+  if job.err then
+    return {'stale', CORRUPT_STATE, record_problem(jkey) or job.err}
+  end
   local stale = token_mismatch(job[1], job[2], token)
   if stale then
     return stale
@@ -39,7 +47,7 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   if job[8] then
     redis.call('HDEL', jkey, 'error')
   end
-  redis.call('HINCRBY', stats, 'succeeded', 1)
+  add_count(stats, 'succeeded', 1)
   if job[6] then
     release_unique(base, jkey, id)
   end

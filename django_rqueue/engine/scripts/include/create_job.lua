@@ -28,18 +28,28 @@
 -- bench's 69-byte payload then fits a 127-byte listpack, in jemalloc's 128-byte size
 -- class instead of the 160-byte one. Larger payloads are stored whole
 -- (the overhead is small next to them).
+-- A key of another type at `jkey` (a caller-chosen id over a corrupt record:
+-- include/record_problem.lua) fails the script with the error 'ERR rqueue enqueue: job
+-- record <id> is corrupt: it is a <type>, not a hash' before anything is written (only
+-- single enqueues choose ids); a unique key's holder whose record is not a hash does
+-- not hold it.
 -- Derived key: base .. 'job:' .. <holder id> (the unique key's holder).
+--@include record_problem.lua
 local PAYLOAD_WHOLE, PAYLOAD_PART, PAYLOAD_PARTS = 64, 63, 17
 local function create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, state, prio,
                           group, fields, first, last)
-  local existing = redis.call('HGET', jkey, 's')
+  local existing = redis.pcall('HGET', jkey, 's')
+  if type(existing) == 'table' then
+    error(redis.error_reply('ERR rqueue enqueue: job record ' .. id .. ' is corrupt: '
+                            .. (record_problem(jkey) or 'unreadable')))
+  end
   if existing then
     return {'exists', id, existing}
   end
   if unique ~= '' then
     local holder = redis.call('GET', ukey)
     if holder then
-      local st = redis.call('HGET', base .. 'job:' .. holder, 's')
+      local st = redis.pcall('HGET', base .. 'job:' .. holder, 's')
       if st == 'scheduled' or st == 'queued' or st == 'running' then
         return {'duplicate', holder, st}
       end

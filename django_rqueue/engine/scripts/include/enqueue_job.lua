@@ -6,6 +6,7 @@
 -- -> {outcome, id, state[, enqueued at]}: create_job, then link the one job; outcome
 -- 'created' (with the time it was enqueued, ms, as its record holds it) or a refusal.
 -- A created job is counted in `stats` field 'enqueued'.
+--@include add_count.lua
 --@include add_delayed.lua
 --@include create_job.lua
 --@include now_ms.lua
@@ -20,7 +21,7 @@ local function enqueue_job(base, jkey, prios, delayed, stats, notify, wake, ukey
   if refused then
     return refused
   end
-  redis.call('HINCRBY', stats, 'enqueued', 1)
+  add_count(stats, 'enqueued', 1)
   if state == 'scheduled' then
     add_delayed(delayed, wake, id, due)
   else

@@ -8,6 +8,7 @@
 -- recorded and the attempts are left as they are. The caller has already taken
 -- the job out of the structure it was in (its group list, `delayed`).
 -- Derived keys: base .. 'unique:' .. <'uk' field>, base .. 'done:' .. id.
+--@include add_count.lua
 --@include release_unique.lua
 --@include stored_default.lua
 --@include wake_waiters.lua
@@ -17,7 +18,7 @@ local function expire_if_due(base, jkey, stats, id, now)
     return false
   end
   redis.call('HSET', jkey, 's', 'cancelled', 'cancel_reason', 'expired', 'finished_at', now)
-  redis.call('HINCRBY', stats, 'expired', 1)
+  add_count(stats, 'expired', 1)
   release_unique(base, jkey, id)
   wake_waiters(base, jkey, id)
   local ttl = tonumber(stored_default('ttl', redis.call('HGET', jkey, 'ttl'))) or 0

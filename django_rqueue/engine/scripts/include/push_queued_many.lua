@@ -14,7 +14,10 @@
 -- Derived keys: base .. 'group:' .. prio .. ':' .. group, base .. 'ring:' .. prio,
 -- base .. 'paused', base .. 'groupfull', base .. 'parked:' .. group
 -- `prio` and `group` may be false (HMGET of a field the job hash leaves out
--- at its default): priority '0', the default group ''.
+-- at its default): priority '0', the default group ''. A `prio` that is not an integer
+-- from -100 to 100 (a corrupt record re-queued by promote, reclaim, retry ...) is taken
+-- as '0' too: ZADD would refuse it after the group list and ring were written.
+--@include add_count.lua
 --@include park_group.lua
 --@include push_tokens.lua
 local PUSH_CHUNK = 1000
@@ -24,6 +27,10 @@ local function push_queued_many(base, prios, stats, notify, ids, prio, group)
     return
   end
   prio, group = prio or '0', group or ''
+  local level = tonumber(prio)
+  if not level or level ~= level or level % 1 ~= 0 or level < -100 or level > 100 then
+    prio = '0'
+  end
   local gkey = base .. 'group:' .. prio .. ':' .. group
   local length = 0
   for i = 1, n, PUSH_CHUNK do  -- unpack() is bounded by Lua's C stack
@@ -38,7 +45,7 @@ local function push_queued_many(base, prios, stats, notify, ids, prio, group)
       redis.call('ZADD', prios, prio, prio)
     end
   end
-  redis.call('HINCRBY', stats, 'queued', n)
+  add_count(stats, 'queued', n)
   -- The token list is read first: while it is full (no worker took a token: a backlog),
   -- no other read is needed (two commands fewer per enqueue then).
   local room = NOTIFY_TOKENS - redis.call('LLEN', notify)

@@ -36,7 +36,10 @@ local function reserve_batch(base, prios, reserved, stats, notify, lease, worker
     local prior = redis.call('GET', rkey)
     if prior then
       for id in string.gmatch(prior, '%S+') do
-        local job = redis.call('HGETALL', base .. 'job:' .. id)
+        local job = redis.pcall('HGETALL', base .. 'job:' .. id)
+        if job.err then  -- no longer a hash (include/record_problem.lua): not ours to run
+          job = {}
+        end
         local fields = {}
         for i = 1, #job, 2 do
           fields[job[i]] = job[i + 1]

@@ -22,6 +22,14 @@
 -- A job whose expiry has come is ended instead (include/expire_if_due.lua) and the
 -- next one is taken.
 --
+-- Corrupt data never stops the script half-way (Redis would keep the group popped from
+-- its ring and strand its jobs): a job whose record is not a hash, or has no state, is
+-- ended in the failed store (include/fail_corrupt.lua) and the next job is taken; a ring
+-- or a group list that is not a list is deleted (the groups or ids it held, if any, are
+-- lost to reserves: enqueues make new ones). Records are read with redis.pcall, so a
+-- healthy job costs no extra command. A `reserved` that is not a zset fails the call
+-- with an error naming it, after putting back the group and job it popped.
+--
 -- At most RESERVE_TRIES groups are popped per job (those skipped: parked ones, ids
 -- whose job hash vanished behind our back, expired jobs); when they run out,
 -- false is returned with a wake-up token left on `notify`, so the caller (or an
@@ -29,10 +37,14 @@
 -- Derived keys: base .. 'ring:' .. prio, base .. 'group:' .. prio .. ':' .. group,
 -- base .. 'job:' .. id (which group and job is only known once popped), and with a
 -- cap base .. 'grouprun', base .. 'groupfull', base .. 'parked:' .. group.
+--@include add_count.lua
 --@include expire_if_due.lua
+--@include fail_corrupt.lua
 --@include group_slot_take.lua
 --@include now_ms.lua
 --@include park_group.lua
+--@include record_problem.lua
+--@include whole.lua
 local RESERVE_TRIES, NOTIFY_MAX = 100, 64
 local function reserve_next(base, prios, reserved, stats, notify, lease, worker, cap)
   for _ = 1, RESERVE_TRIES do
@@ -42,8 +54,11 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
       return false
     end
     local ring = base .. 'ring:' .. top
-    local group = redis.call('LPOP', ring)
-    if not group then
+    local group = redis.pcall('LPOP', ring)
+    if type(group) == 'table' then  -- the ring is not a list
+      redis.call('DEL', ring)
+      redis.call('ZREM', prios, top)
+    elseif not group then
       redis.call('ZREM', prios, top)
     elseif cap > 0 and tonumber(redis.call('HGET', base .. 'grouprun', group) or '0') >= cap then
       park_group(base, group, top)
@@ -52,20 +67,36 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
       end
     else
       local gkey = base .. 'group:' .. top .. ':' .. group
-      local id = redis.call('LPOP', gkey)
+      local id = redis.pcall('LPOP', gkey)
+      if type(id) == 'table' then  -- the group list is not a list
+        redis.call('DEL', gkey)
+        id = false
+      end
       local reply, full = nil, false
       if id then
-        redis.call('HINCRBY', stats, 'queued', -1)
+        add_count(stats, 'queued', -1)
         local jkey = base .. 'job:' .. id
         local now = now_ms()
         -- One read and one write (not HGET, HGET, HINCRBY x2, HSET): every job passes here.
-        local job = redis.call('HMGET', jkey, 's', 'exp', 'token', 'attempts')
-        if job[1] == 'queued'
+        local job = redis.pcall('HMGET', jkey, 's', 'exp', 'token', 'attempts')
+        local problem = nil
+        if job.err or not job[1] then
+          problem = record_problem(jkey)
+        end
+        if problem then
+          fail_corrupt(base, jkey, stats, id, now, problem)
+        elseif job[1] == 'queued'
             and not (job[2] and expire_if_due(base, jkey, stats, id, now)) then
+          if type(redis.pcall('ZADD', reserved, now + lease, id)) == 'table' then
+            -- `reserved` is not a zset: no lease can be taken. Undo the pops and fail.
+            redis.call('LPUSH', gkey, id)
+            redis.call('LPUSH', ring, group)
+            add_count(stats, 'queued', 1)
+            error(redis.error_reply('ERR rqueue reserve: ' .. reserved .. ' is a '
+                                    .. redis.call('TYPE', reserved)['ok'] .. ', not a zset'))
+          end
           redis.call('HSET', jkey, 's', 'running', 'started_at', now, 'worker', worker,
-                     'token', (tonumber(job[3]) or 0) + 1,
-                     'attempts', (tonumber(job[4]) or 0) + 1)
-          redis.call('ZADD', reserved, now + lease, id)
+                     'token', whole(job[3], 0) + 1, 'attempts', whole(job[4], 0) + 1)
           if cap > 0 then
             full = group_slot_take(base, jkey, group, cap)
           end

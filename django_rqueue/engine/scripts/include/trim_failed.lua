@@ -8,10 +8,12 @@
 -- A deleted job's record goes (its error history err:1.. is in the same hash) with
 -- its Job.wait wake-up list; ids of `failed` whose record is not in state failed
 -- (stale: gone, or moved on) are dropped from `failed` too, without deleting
--- anything else. The deleted jobs are counted in `stats` field 'trimmed'.
+-- anything else. A record that is not a hash (include/record_problem.lua) is deleted
+-- as a failed one is. The deleted jobs are counted in `stats` field 'trimmed'.
 -- Returns the number of records deleted and the number of ids taken off `failed`
 -- (`limit` when more may be due).
 -- Derived keys: base .. 'job:' .. id, base .. 'done:' .. id.
+--@include add_count.lua
 local function trim_failed(base, failed, stats, now, ttl, cap, limit)
   local n = 0
   if cap >= 0 then
@@ -27,14 +29,15 @@ local function trim_failed(base, failed, stats, now, ttl, cap, limit)
   local deleted = 0
   for _, id in ipairs(redis.call('ZRANGE', failed, 0, n - 1)) do
     local jkey = base .. 'job:' .. id
-    if redis.call('HGET', jkey, 's') == 'failed' then
+    local state = redis.pcall('HGET', jkey, 's')
+    if state == 'failed' or type(state) == 'table' then
       redis.call('DEL', jkey, base .. 'done:' .. id)
       deleted = deleted + 1
     end
   end
   redis.call('ZREMRANGEBYRANK', failed, 0, n - 1)
   if deleted > 0 then
-    redis.call('HINCRBY', stats, 'trimmed', deleted)
+    add_count(stats, 'trimmed', deleted)
   end
   return deleted, n
 end

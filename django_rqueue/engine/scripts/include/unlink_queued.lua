@@ -5,13 +5,14 @@
 -- "group_concurrency" cap, include/park_group.lua), its parked priorities.
 -- Derived keys: base .. 'group:' .. prio .. ':' .. group, base .. 'ring:' .. prio,
 -- base .. 'parked:' .. group
+--@include add_count.lua
 local function unlink_queued(base, prios, stats, id, prio, group)
   prio, group = prio or '0', group or ''
   local gkey = base .. 'group:' .. prio .. ':' .. group
   if redis.call('LREM', gkey, 1, id) == 0 then
     return
   end
-  redis.call('HINCRBY', stats, 'queued', -1)
+  add_count(stats, 'queued', -1)
   if redis.call('LLEN', gkey) == 0 then
     if redis.call('SREM', base .. 'parked:' .. group, prio) == 1 then
       return
