@@ -65,6 +65,7 @@ COMMANDS: dict[str, tuple[Any, ...]] = {
     "pexpire": ("PEXPIRE", KEY, 60_000),
     "persist": ("PERSIST", KEY),
     "get": ("GET", KEY),
+    "type": ("TYPE", KEY),  # the scripts say what is wrong with a corrupt record
     "set": ("SET", KEY, "x"),
     "hdel": ("HDEL", KEY, "f"),
     "hexists": ("HEXISTS", KEY, "f"),
@@ -76,6 +77,7 @@ COMMANDS: dict[str, tuple[Any, ...]] = {
     "hsetnx": ("HSETNX", KEY, "f", "x"),
     "blpop": ("BLPOP", KEY, 1),
     "lindex": ("LINDEX", KEY, 0),
+    "lpush": ("LPUSH", KEY, "x"),
     "llen": ("LLEN", KEY),
     "lpop": ("LPOP", KEY),
     "lrange": ("LRANGE", KEY, 0, 0),
