@@ -304,8 +304,15 @@ def join_payload(fields: Mapping[str, bytes | str]) -> bytes:
 
 
 def encode_result(value: object) -> str:
-    """Encode a job's return value; ``TypeError`` names the offending type."""
+    """Encode a job's return value; ``TypeError`` names the offending type, or says the
+    JSON is longer than the :data:`MAX_JSON_BYTES` a reader decodes."""
     try:
-        return dumps(value)
+        text = dumps(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"job return value cannot be stored as JSON: {exc}") from exc
+    if len(text) > MAX_JSON_BYTES:
+        raise TypeError(
+            f"job return value cannot be stored as JSON: it takes {len(text)} bytes, more "
+            f"than the {MAX_JSON_BYTES} bytes django-rqueue decodes"
+        )
+    return text

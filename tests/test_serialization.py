@@ -205,6 +205,9 @@ def test_json_longer_than_the_limit_is_a_value_error_before_decoding():
     text = '"' + "x" * MAX_JSON_BYTES + '"'
     with pytest.raises(ValueError, match=f"longer than the {MAX_JSON_BYTES} bytes"):
         loads(text)
+    # What no reader would decode is not stored either.
+    with pytest.raises(TypeError, match=f"more than the {MAX_JSON_BYTES} bytes"):
+        encode_result("x" * MAX_JSON_BYTES)
 
 
 def test_a_tagged_value_that_does_not_parse_is_a_value_error():
