@@ -20,7 +20,14 @@ import redis
 from django.utils import timezone
 
 from .conf import get_config
-from .engine.connection import as_text, get_client, is_cluster, ms_to_datetime, redis_errors
+from .engine.connection import (
+    as_text,
+    get_client,
+    is_cluster,
+    ms_to_datetime,
+    redis_errors,
+    wrong_type,
+)
 from .engine.keys import JobFields, QueueKeys, queue_of
 from .exceptions import RedisUnavailable
 from .job import Job, JobStatus
@@ -294,7 +301,8 @@ class Row:
 
 
 def read_jobs(queue: str, ids: Sequence[str]) -> list[Job[Any] | None]:
-    """Read the hashes of ``ids`` in one pipeline (``None`` for a missing one)."""
+    """Read the hashes of ``ids`` in one pipeline (``None`` for a missing one; a key that
+    is not a hash reads as :meth:`Job.unreadable <django_rqueue.job.Job.unreadable>`)."""
     if not ids:
         return []
     keys = keys_of(queue)
@@ -303,8 +311,16 @@ def read_jobs(queue: str, ids: Sequence[str]) -> list[Job[Any] | None]:
         pipe = client.pipeline(transaction=False)
         for job_id in ids:
             pipe.hgetall(keys.job(job_id))
-        hashes = pipe.execute()
-    return [Job.from_fields(i, h) if h else None for i, h in zip(ids, hashes, strict=True)]
+        hashes = pipe.execute(raise_on_error=False)
+        return [_job_of(i, h) for i, h in zip(ids, hashes, strict=True)]
+
+
+def _job_of(job_id: str, reply: Any) -> Job[Any] | None:  # an HGETALL reply, or its error
+    if isinstance(reply, Exception):
+        if wrong_type(reply):
+            return Job.unreadable(job_id, str(reply))
+        raise reply
+    return Job.from_fields(job_id, reply) if reply else None
 
 
 @dataclass
