@@ -237,6 +237,8 @@ class WarningKind(StrEnum):
     NO_WORKER = "no_worker"
     #: Workers are live, but every one runs with ``--without-poller``.
     NO_POLLER = "no_poller"
+    #: A worker's entry in the registry is corrupt (``worker``; ``detail`` says how).
+    CORRUPT_WORKER = "corrupt_worker"
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,10 @@ class QueueWarning:
     queue: str = ""
     #: Whole seconds the earliest scheduled job is late (``OVERDUE`` only).
     late: int = 0
+    #: The worker id (``CORRUPT_WORKER`` only).
+    worker: str = ""
+    #: What is wrong (``CORRUPT_WORKER`` only).
+    detail: str = ""
 
 
 def queue_warnings(
@@ -268,16 +274,28 @@ class _Worker(Protocol):
     """What :func:`worker_warnings` reads of a worker's heartbeat info (``WorkerInfo``)."""
 
     @property
+    def id(self) -> str: ...
+
+    @property
     def poller(self) -> bool: ...
+
+    @property
+    def problems(self) -> tuple[str, ...]: ...
 
 
 def worker_warnings(workers: Sequence[_Worker]) -> list[QueueWarning]:
-    """``NO_WORKER`` when no worker is live, ``NO_POLLER`` when none of them runs a poller."""
+    """``NO_WORKER`` when no worker is live, ``NO_POLLER`` when none of them runs a poller;
+    ``CORRUPT_WORKER`` for each worker whose registry entry is corrupt."""
     if not workers:
         return [QueueWarning(WarningKind.NO_WORKER)]
+    found = [
+        QueueWarning(WarningKind.CORRUPT_WORKER, worker=w.id, detail="; ".join(w.problems))
+        for w in workers
+        if w.problems
+    ]
     if not any(w.poller for w in workers):
-        return [QueueWarning(WarningKind.NO_POLLER)]
-    return []
+        found.insert(0, QueueWarning(WarningKind.NO_POLLER))
+    return found
 
 
 def job_exists(job_id: str) -> bool:
