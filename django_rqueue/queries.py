@@ -183,9 +183,16 @@ def _oldest_queued(
         for job_id in heads:
             # The run-at is left out while it equals the enqueue time (enqueue_job.lua).
             pipe.hmget(keys.job(job_id), JobFields.RUN_AT, JobFields.ENQUEUED_AT)
-        found = [run_at or enqueued_at for run_at, enqueued_at in pipe.execute()]
-        times = [int(t) for t in found if t and as_text(t).isdigit()]
-    return ms_to_datetime(min(times)) if times else None
+        replies = pipe.execute(raise_on_error=False)
+    found = []
+    for reply in replies:
+        if isinstance(reply, Exception):
+            if not wrong_type(reply):
+                raise reply
+            continue  # a head that is not a job hash: no time to show
+        found.append(ms_to_datetime(reply[0] or reply[1]))
+    times = [t for t in found if t is not None]
+    return min(times) if times else None
 
 
 def hash_and_time(client: redis.Redis, key: str) -> tuple[int, dict[bytes | str, bytes | str]]:
@@ -494,8 +501,12 @@ def filtered_page(source: JobSource, name: str, cursor: int, size: int) -> Filte
             pipe = client.pipeline(transaction=False)
             for job_id in ids:
                 pipe.hget(keys.job(job_id), JobFields.NAME)
-            names = pipe.execute()
+            names = pipe.execute(raise_on_error=False)
         for offset, (job_id, score, found) in enumerate(zip(ids, scores, names, strict=True)):
+            if isinstance(found, Exception):
+                if not wrong_type(found):
+                    raise found
+                continue  # not a job hash: it has no name to match
             if found is not None and as_text(found) == name:
                 matches.append((job_id, score))
                 if len(matches) == size:
