@@ -118,7 +118,7 @@ def queue_counts(queue: str) -> QueueCounts:
         pipe.zrevrange(keys.prios, 0, OLDEST_PRIOS - 1)
         pipe.get(keys.paused)
         stats, delayed, reserved, failed, head, prios, paused = pipe.execute()
-    totals = dict(zip(_STATS_FIELDS, (int(v or 0) for v in stats), strict=True))
+    totals = dict(zip(_STATS_FIELDS, map(counter, stats), strict=True))
     counts = QueueCounts(
         queue,
         queued=totals["queued"],
@@ -152,13 +152,22 @@ class FailedRetention:
     trimmed: int
 
 
+def counter(value: bytes | str | None) -> int:
+    """A counter as Redis stores it (``HINCRBY``); 0 when absent or corrupt (not an integer,
+    or longer than the 4 300 digits ``int()`` reads)."""
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
 def failed_retention(queue: str) -> FailedRetention:
     """The retention of ``queue``'s failed store, with its deletion count (one ``HGET``)."""
     qconf = get_config().queue(queue)
     client = get_client(queue)
     with redis_errors(client):
         trimmed = client.hget(keys_of(queue).stats, "trimmed")
-    return FailedRetention(qconf.failed_ttl, qconf.failed_max, int(trimmed or 0))
+    return FailedRetention(qconf.failed_ttl, qconf.failed_max, counter(trimmed))
 
 
 def _oldest_queued(
@@ -219,7 +228,7 @@ def throughput(queue: str) -> list[tuple[datetime.datetime, int, int]]:
     client = get_client(queue)
     now_ms, raw = hash_and_time(client, keys.throughput)
     seconds = now_ms // 1000
-    fields = {as_text(k): int(v) for k, v in raw.items() if as_text(v).lstrip("-").isdigit()}
+    fields = {as_text(k): counter(v) for k, v in raw.items()}
     now_minute = int(seconds) // 60
     rows = []
     for minute in range(now_minute - 59, now_minute + 1):

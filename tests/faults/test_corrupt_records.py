@@ -335,3 +335,26 @@ def test_an_error_count_is_bounded_by_the_fields_present() -> None:
     job = Job.from_fields("default:abc", fields)
     assert time.monotonic() - started < 0.1
     assert [e["message"] for e in job.errors] == ["m"]
+
+
+# -- counters ------------------------------------------------------------------------------
+
+
+def test_every_reader_survives_corrupt_counters(
+    jobs: Jobs, rqueue_redis: redis.Redis, admin_client: Client
+) -> None:
+    jobs.failed()
+    huge = "9" * 5000  # more digits than int() reads
+    rqueue_redis.hset(keys().stats, mapping={"queued": "abc", "trimmed": huge, "failed": "²"})
+    rqueue_redis.hset(keys().throughput, mapping={"s0": huge, "m0": "x"})
+    durations = {"sum:tests.x": huge, "inf:tests.x": "²", f"{huge}:tests.x": "1", "50:tests.x": "2"}
+    rqueue_redis.hset(keys().durations, mapping=durations)
+
+    assert admin_client.get(BASE).status_code == 200
+    assert admin_client.get(f"{BASE}queues/default/failed/").status_code == 200
+    assert "default" in out_of("rqueue_info")
+    scrape = admin_client.get("/metrics/")
+    assert scrape.status_code == 200
+    assert 'rqueue_job_duration_seconds_bucket{job="tests.x",le="0.05",queue="default"} 2.0' in (
+        scrape.text
+    )
