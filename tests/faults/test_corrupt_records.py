@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable
 from io import StringIO
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -46,7 +46,7 @@ def keys() -> QueueKeys:
 
 def hset(**fields: str | bytes | int) -> Corrupt:
     def corrupt(client: redis.Redis, job_id: str) -> None:
-        client.hset(keys().job(job_id), mapping=dict(fields))
+        client.hset(keys().job(job_id), mapping=cast(Any, fields))  # redis-py's key type
 
     return corrupt
 
@@ -194,7 +194,7 @@ def test_a_filtered_list_takes_any_cursor(jobs: Jobs, admin_client: Client, curs
 # -- the worker registry -------------------------------------------------------------------
 
 #: name -> (how to corrupt a published worker hash, what the warning says)
-REGISTRY: dict[str, tuple[Callable[[redis.Redis, str], None], str]] = {
+REGISTRY: dict[str, tuple[Callable[[redis.Redis, str], object], str]] = {
     "pid not a number": (
         lambda c, key: c.hset(key, "jobs", json.dumps([{"id": "default:x", "pid": "abc"}])),
         "pid is not an integer: 'abc'",
@@ -348,7 +348,7 @@ def test_every_reader_survives_corrupt_counters(
     rqueue_redis.hset(keys().stats, mapping={"queued": "abc", "trimmed": huge, "failed": "²"})
     rqueue_redis.hset(keys().throughput, mapping={"s0": huge, "m0": "x"})
     durations = {"sum:tests.x": huge, "inf:tests.x": "²", f"{huge}:tests.x": "1", "50:tests.x": "2"}
-    rqueue_redis.hset(keys().durations, mapping=durations)
+    rqueue_redis.hset(keys().durations, mapping=cast(Any, durations))
 
     assert admin_client.get(BASE).status_code == 200
     assert admin_client.get(f"{BASE}queues/default/failed/").status_code == 200
