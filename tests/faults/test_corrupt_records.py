@@ -10,6 +10,7 @@ and a real ``rqueue_work`` subprocess for the worker child.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from django.test import Client
 from django.utils.html import escape
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import get_job
+from django_rqueue import aget_job, get_job
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys, restart_key, worker_key, workers_key
 from django_rqueue.job import MAX_TIMEOUT, Job
@@ -128,6 +129,14 @@ def test_get_job_reads_a_corrupt_record_and_says_what_is_wrong(
         assert len(job.errors) == 1  # the one error the record holds
     if case == "huge timeout":
         assert job.timeout == MAX_TIMEOUT
+
+
+def test_aget_job_reads_a_record_that_is_not_a_hash(jobs: Jobs, rqueue_redis: redis.Redis) -> None:
+    job_id = jobs.failed()
+    not_a_hash(rqueue_redis, job_id)
+    job = asyncio.run(aget_job(job_id))
+    assert job is not None and job.corrupt
+    assert job.problems[0].startswith("unreadable record: WRONGTYPE")
 
 
 @pytest.mark.parametrize("case", list(RECORDS))
