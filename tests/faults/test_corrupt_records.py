@@ -59,6 +59,10 @@ def hdel(*names: str) -> Corrupt:
     return corrupt
 
 
+def odd_field_name(client: redis.Redis, job_id: str) -> None:
+    client.hset(keys().job(job_id), b"\xff\xfe", "x")
+
+
 def not_a_hash(client: redis.Redis, job_id: str) -> None:
     client.delete(keys().job(job_id))
     client.set(keys().job(job_id), "x")
@@ -78,6 +82,7 @@ RECORDS: dict[str, tuple[Corrupt, str]] = {
     "max not a number": (hset(max="x"), "field 'max' is not a number: 'x'"),
     "missing fields": (hdel("n", "p", "s"), "no job name"),
     "not utf-8": (hset(p=b'["\xff\xfe"]', n=b"\xff"), "undecodable payload"),
+    "field name not utf-8": (odd_field_name, ""),
     "bad tagged value": (
         hset(p='[{"__rqueue__":"decimal","v":"abc"}]'),
         "undecodable payload: undecodable decimal 'abc'",
