@@ -30,6 +30,7 @@ from . import backoff as backoffs
 from . import schedule
 from .engine.keys import RECORD_DEFAULTS, JobFields
 from .schedule import ScheduleEntry
+from .serialization import MAX_JSON_BYTES
 
 #: Backoff names accepted in ``DEFAULTS``/``QUEUES``/``@job(backoff=...)``.
 BACKOFF_NAMES = frozenset(backoffs.NAMED)
@@ -228,7 +229,7 @@ class Config:
     #: the clients are redis-py's cluster clients (:mod:`django_rqueue.engine.connection`).
     redis_cluster: bool = False
     #: ``RQUEUE["MAX_PAYLOAD_BYTES"]``: the largest JSON of a job's arguments, in bytes;
-    #: ``None``: no limit.
+    #: ``None``: no limit but the 64 MiB a worker decodes (``serialization.MAX_JSON_BYTES``).
     max_payload_bytes: int | None = DEFAULT_MAX_PAYLOAD_BYTES
     #: ``RQUEUE["TASK_MODULES"]``: modules (and their submodules) outside the installed apps
     #: whose ``django.tasks`` tasks a worker may import.
@@ -806,7 +807,7 @@ def _default_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
 
 
 def _timing_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
-    """``LEASE``, ``TIMEOUT_GRACE``, ``MAX_PAYLOAD_BYTES`` (E090), ``TASK_MODULES`` (E091) and
+    """``LEASE``, ``TIMEOUT_GRACE``, ``MAX_PAYLOAD_BYTES`` (E090, E135), ``TASK_MODULES`` (E091) and
     ``ASYNC_CONCURRENCY``."""
     found: list[CheckMessage] = []
     lease = raw.get("LEASE", 30)
@@ -827,8 +828,18 @@ def _timing_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
             checks.Error(
                 f"RQUEUE['MAX_PAYLOAD_BYTES'] must be an integer >= 1 or None, got {limit!r}.",
                 hint="The largest JSON of a job's arguments, in bytes (default 1048576; "
-                "None: no limit).",
+                f"None: up to the {MAX_JSON_BYTES} bytes a worker decodes).",
                 id="rqueue.E090",
+            )
+        )
+    elif limit is not None and limit > MAX_JSON_BYTES:
+        found.append(
+            checks.Error(
+                f"RQUEUE['MAX_PAYLOAD_BYTES'] is {limit}, more than the {MAX_JSON_BYTES} bytes "
+                "of JSON a worker decodes: larger arguments would be accepted, then refused "
+                "as corrupt by the worker.",
+                hint=f"Use at most {MAX_JSON_BYTES}, or None (the same limit).",
+                id="rqueue.E135",
             )
         )
     modules = raw.get("TASK_MODULES", ())

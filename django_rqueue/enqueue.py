@@ -38,7 +38,6 @@ import dataclasses
 import datetime
 import functools
 import math
-import sys
 import time
 import types
 import weakref
@@ -74,7 +73,7 @@ from .exceptions import (
 )
 from .execution import arun_eager, run_eager
 from .job import STATUSES, Job, JobStatus, aget_job, get_job
-from .serialization import encode_arguments
+from .serialization import MAX_JSON_BYTES, encode_arguments
 
 if TYPE_CHECKING:
     from .decorators import JobFunction, JobOptions
@@ -287,7 +286,8 @@ class Plan:
     record: Mapping[str, str | int]
     #: What every ``enqueue.lua`` call of the plan shares (``record`` among its field pairs).
     shared: calls.EnqueueShared
-    #: ``RQUEUE["MAX_PAYLOAD_BYTES"]`` (``sys.maxsize``: no limit).
+    #: ``RQUEUE["MAX_PAYLOAD_BYTES"]`` (for ``None``, the most a worker decodes:
+    #: :data:`~django_rqueue.serialization.MAX_JSON_BYTES`).
     max_payload: int
     #: A caller-chosen id, ``"<queue>:<using(job_id=...)>"``; ``None``: a new random one each call.
     job_id: str | None
@@ -373,7 +373,7 @@ class Plan:
             shared=calls.EnqueueShared(
                 keys, (priority, group, delay_ms, run_at_ms), unique_ttl, tuple(calls.pairs(record))
             ),
-            max_payload=config.max_payload_bytes or sys.maxsize,
+            max_payload=config.max_payload_bytes or MAX_JSON_BYTES,
             job_id=None if o.job_id is None else f"{queue}:{o.job_id}",
         )
 

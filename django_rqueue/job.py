@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import redis
+
 from .conf import get_config
 from .encryption import open_fields
 from .engine import transitions, waiting
@@ -20,6 +22,7 @@ from .engine.connection import (
     ms_to_datetime,
     new_async_client,
     redis_errors,
+    wrong_type,
 )
 from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, queue_of
 from .sensitive import Sensitive
@@ -79,11 +82,51 @@ _DEFAULT_TIMEOUT_MS = RECORD_DEFAULTS[JobFields.TIMEOUT_MS]
 _DEFAULT_RESULT_TTL = RECORD_DEFAULTS[JobFields.RESULT_TTL]
 
 
+#: The longest ``timeout`` a job is read with, in seconds (about 3 years): a record's
+#: ``tmo`` above it (a corrupt record, or a huge ``@job(timeout=...)``) reads as this. The
+#: worker arms ``setitimer`` with it, which refuses values not far above (``OverflowError``
+#: from 10^12 s on Linux x86-64), and it stays below 2^31 s for a 32-bit ``time_t``.
+MAX_TIMEOUT = 100_000_000
+_MAX_TIMEOUT_MS = MAX_TIMEOUT * 1000
+
+
 def _int(value: bytes | str | None, default: int = 0) -> int:
     try:
         return int(value) if value is not None else default
     except ValueError:
         return default
+
+
+def _number(f: dict[str, bytes | str], name: str, default: int, problems: list[str]) -> int:
+    """The number field ``name`` of a job hash: an integer (a finite float is truncated);
+    ``default`` when absent or empty, and when not a number (noted in ``problems``)."""
+    value = f.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    if value in (b"", ""):
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if math.isfinite(number):
+        return int(number)
+    problems.append(f"field {name!r} is not a number: {as_text(value)[:40]!r}")
+    return default
+
+
+def _time(f: dict[str, bytes | str], name: str, problems: list[str]) -> datetime.datetime | None:
+    """The time field ``name`` (ms since the epoch); ``None`` when absent or not a time
+    (then noted in ``problems``)."""
+    value = f.get(name)
+    when = ms_to_datetime(value)
+    if when is None and value:
+        problems.append(f"field {name!r} is not a time: {as_text(value)[:40]!r}")
+    return when
 
 
 @dataclass
@@ -96,7 +139,8 @@ class Job[R]:
     plus ``"worker"``, the id of the worker that ran that attempt, when the
     record names one; ``errors`` holds one such dict per failed attempt, oldest first.
     ``problems`` lists what could not be decoded from a corrupt record (the
-    rest is still filled in).
+    rest is still filled in; :attr:`corrupt` tells whether there is any): a
+    worker fails such a job at once, without retrying it.
     """
 
     id: str
@@ -109,7 +153,7 @@ class Job[R]:
     group: str = ""
     attempts: int = 0
     max_attempts: int = 1
-    #: Hard limit of one attempt, in seconds.
+    #: Hard limit of one attempt, in seconds (at most :data:`MAX_TIMEOUT`).
     timeout: float = 0.0
     #: Seconds the finished record is kept.
     result_ttl: int = 0
@@ -145,9 +189,30 @@ class Job[R]:
     sensitive: Sensitive | None = None
     problems: list[str] = field(default_factory=list)
 
+    @property
+    def corrupt(self) -> bool:
+        """Whether the record was corrupt: :attr:`problems` says what."""
+        return bool(self.problems)
+
+    @classmethod
+    def unreadable(cls, job_id: str, reason: str) -> Job[Any]:
+        """The Job of a record Redis cannot read as a job hash (a key of another type
+        where the hash should be): status ``failed``, ``reason`` in :attr:`problems`."""
+        job = cls.from_fields(job_id, {})
+        job.problems = [f"unreadable record: {reason}"]
+        return job
+
     @classmethod
     def from_fields(cls, job_id: str, fields: dict[bytes, bytes] | dict[str, str]) -> Job[Any]:
-        """Build a Job from a job hash (``HGETALL``); never raises on corrupt data."""
+        """Build a Job from a job hash (``HGETALL``); never raises on corrupt data.
+
+        A field that cannot be decoded (a number or time that is not one, JSON that is
+        invalid, nested deeper than ``serialization.MAX_JSON_DEPTH`` or longer than
+        ``serialization.MAX_JSON_BYTES``, bytes that are not UTF-8, an unknown state)
+        is left at its default and described in :attr:`problems`. A ``timeout`` above
+        :data:`MAX_TIMEOUT` reads as :data:`MAX_TIMEOUT`; the error history reads at most
+        as many ``err:<n>`` fields as the hash has fields, whatever its count says.
+        """
         f: dict[str, bytes | str]
         if fields and type(next(iter(fields))) is bytes:
             # A worker builds one Job per job it runs: a lookup of the known names costs
@@ -164,28 +229,32 @@ class Job[R]:
         if status is None:
             problems.append(f"unknown state {state!r}")
             status = JobStatus.FAILED
+        name = as_text(f.get(JobFields.NAME))
+        if not name:
+            problems.append("no job name")
+        timeout_ms = _number(f, JobFields.TIMEOUT_MS, _DEFAULT_TIMEOUT_MS, problems)
         job = cls(
             id=job_id,
-            name=as_text(f.get(JobFields.NAME)),
+            name=name,
             queue=queue_of(job_id) or "",
             status=status,
-            priority=_int(f.get(JobFields.PRIORITY)),
+            priority=_number(f, JobFields.PRIORITY, 0, problems),
             group=as_text(f.get(JobFields.GROUP)),
-            attempts=_int(f.get(JobFields.ATTEMPTS)),
+            attempts=_number(f, JobFields.ATTEMPTS, 0, problems),
             # Absent at their defaults (RECORD_DEFAULTS).
-            max_attempts=_int(f.get(JobFields.MAX_ATTEMPTS), _DEFAULT_MAX_ATTEMPTS),
-            timeout=float(_int(f.get(JobFields.TIMEOUT_MS), _DEFAULT_TIMEOUT_MS)) / 1000,
-            result_ttl=_int(f.get(JobFields.RESULT_TTL), _DEFAULT_RESULT_TTL),
-            enqueued_at=ms_to_datetime(f.get(JobFields.ENQUEUED_AT)),
+            max_attempts=_number(f, JobFields.MAX_ATTEMPTS, _DEFAULT_MAX_ATTEMPTS, problems),
+            timeout=min(timeout_ms, _MAX_TIMEOUT_MS) / 1000,
+            result_ttl=_number(f, JobFields.RESULT_TTL, _DEFAULT_RESULT_TTL, problems),
+            enqueued_at=_time(f, JobFields.ENQUEUED_AT, problems),
             # Left out of the hash while it equals the enqueue time (enqueue_job.lua).
             run_at=ms_to_datetime(f.get(JobFields.RUN_AT) or f.get(JobFields.ENQUEUED_AT)),
-            started_at=ms_to_datetime(f.get(JobFields.STARTED_AT)),
-            finished_at=ms_to_datetime(f.get(JobFields.FINISHED_AT)),
-            token=_int(f.get(JobFields.TOKEN)),
+            started_at=_time(f, JobFields.STARTED_AT, problems),
+            finished_at=_time(f, JobFields.FINISHED_AT, problems),
+            token=_number(f, JobFields.TOKEN, 0, problems),
             worker=as_text(f.get(JobFields.WORKER)),
             unique_key=as_text(f.get(JobFields.UNIQUE_KEY)),
-            expires_at=ms_to_datetime(f.get(JobFields.EXPIRES)),
-            cancel_requested_at=ms_to_datetime(f.get(JobFields.CANCEL_REQUESTED)),
+            expires_at=_time(f, JobFields.EXPIRES, problems),
+            cancel_requested_at=_time(f, JobFields.CANCEL_REQUESTED, problems),
             problems=problems,
         )
         try:
@@ -198,7 +267,8 @@ class Job[R]:
             except ValueError as exc:
                 problems.append(f"undecodable result: {exc}")
         errors = []
-        for n in range(1, _int(f.get(JobFields.ERROR_COUNT)) + 1):
+        # Bounded by the fields present: a corrupt count (10**9) costs nothing.
+        for n in range(1, min(_int(f.get(JobFields.ERROR_COUNT)), len(f)) + 1):
             raw = f.get(JobFields.error_part(n))
             if raw is not None:
                 errors.append(_decode_error(raw, problems))
@@ -394,7 +464,8 @@ def get_job(job_id: str) -> Job[Any] | None:
 
     The queue is read from the id itself (``"<queue>:<random part>"``), so one
     ``HGETALL`` suffices. An id of the wrong shape, or of a queue that is not
-    declared any more, returns ``None``.
+    declared any more, returns ``None``; a corrupt record returns a Job whose
+    :attr:`~Job.problems` say what is wrong (:meth:`Job.from_fields`, :meth:`Job.unreadable`).
 
     Raises:
         RedisUnavailable: Redis cannot be reached.
@@ -403,7 +474,12 @@ def get_job(job_id: str) -> Job[Any] | None:
     if queue is None:
         return None
     keys = QueueKeys.of(get_config().key_prefix, queue)
-    fields = transitions.read_job(get_client(queue), keys, job_id)
+    try:
+        fields = transitions.read_job(get_client(queue), keys, job_id)
+    except redis.ResponseError as exc:
+        if not wrong_type(exc):
+            raise
+        return Job.unreadable(job_id, str(exc))
     return Job.from_fields(job_id, fields) if fields else None
 
 
@@ -426,7 +502,12 @@ async def aget_job(job_id: str) -> Job[Any] | None:
 
         return await sync_to_async(get_job, thread_sensitive=False)(job_id)
     keys = QueueKeys.of(get_config().key_prefix, queue)
-    fields = await transitions.aread_job(client, keys, job_id)
+    try:
+        fields = await transitions.aread_job(client, keys, job_id)
+    except redis.ResponseError as exc:
+        if not wrong_type(exc):
+            raise
+        return Job.unreadable(job_id, str(exc))
     return Job.from_fields(job_id, fields) if fields else None
 
 

@@ -132,24 +132,29 @@ class Histogram:
         return found
 
 
+#: The longest count a ``durations`` field is read with (a 64-bit counter has 19 digits);
+#: a longer one is corrupt, and ``int()`` refuses more than 4 300 digits.
+_MAX_DIGITS = 20
+
+
 def histograms(raw: Mapping[bytes | str, bytes | str]) -> dict[str, Histogram]:
     """Read a queue's ``durations`` hash: job name -> :class:`Histogram`.
 
     A bound that is not one of ``BUCKETS_MS`` (written with other bounds) is
-    counted in the first bucket at or above it; fields of another shape are
-    left out.
+    counted in the first bucket at or above it; fields of another shape, and
+    corrupt counts (not a whole number, over 20 digits), are left out.
     """
     found: dict[str, Histogram] = {}
     for raw_field, raw_value in raw.items():
         kind, name = DurationFields.parse(as_text(raw_field))
         value = as_text(raw_value)
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()) or len(value) > _MAX_DIGITS:
             continue
         if kind == DurationFields.SUM:
             found.setdefault(name, Histogram()).sum_ms += int(value)
         elif kind == DurationFields.INF:
             found.setdefault(name, Histogram()).counts[-1] += int(value)
-        elif kind.isdigit():
+        elif kind.isascii() and kind.isdigit() and len(kind) <= _MAX_DIGITS:
             index = bisect.bisect_left(DurationFields.BUCKETS_MS, int(kind))
             found.setdefault(name, Histogram()).counts[index] += int(value)
     return found

@@ -35,6 +35,7 @@ from django.utils import timezone
 
 from . import health, queries
 from .conf import get_config
+from .display import printable
 from .engine.connection import get_client, redis_errors, redis_time_ms
 from .engine.keys import pollers_key
 from .exceptions import RedisUnavailable
@@ -139,8 +140,13 @@ def _queue_problems(
 
 def _process_problems() -> list[Problem]:
     found = []
-    if not list_workers():
+    workers = list_workers()
+    if not workers:
         found.append(Problem(Status.WARNING, "no worker seen (no live heartbeat)"))
+    for worker in workers:
+        if worker.problems:
+            what = printable("; ".join(worker.problems))
+            found.append(Problem(Status.WARNING, f"worker {worker.id}: corrupt entry ({what})"))
     client = get_client()
     since = redis_time_ms(client) - int(POLLER_SEEN * 1000)
     with redis_errors(client):

@@ -22,7 +22,7 @@ from . import registry, signals
 from .conf import Config, get_config
 from .decorators import JobFunction, JobOptions
 from .engine import transitions
-from .engine.connection import as_text, get_client, ms_to_datetime, redis_errors
+from .engine.connection import as_text, get_client, ms_to_datetime, redis_errors, wrong_type
 from .engine.keys import EntryFields, QueueKeys
 from .enqueue import Plan, Submission
 from .exceptions import UnknownEntry, UnknownJob
@@ -149,7 +149,8 @@ class EntryState:
     entry: ScheduleEntry
     #: The queue its runs go to (``None`` when :attr:`error` says why it cannot run).
     queue: str | None
-    #: Why the entry cannot run (its job is unknown, ...), or ``""``.
+    #: Why the entry cannot run (its job is unknown, its state in Redis is unreadable...),
+    #: or ``""``.
     error: str
     #: The next tick (UTC), or ``None`` until a poller has stored it.
     next_run: datetime.datetime | None
@@ -185,6 +186,7 @@ def entry_states(names: Iterable[str] | None = None) -> list[EntryState]:
         except (UnknownJob, ValueError, TypeError) as exc:
             resolved[name] = str(exc)
     raw: dict[str, tuple[Any, list[Any]]] = {}
+    corrupt: dict[str, str] = {}
     by_queue: dict[str, list[str]] = {}
     for name, item in resolved.items():
         if isinstance(item, ResolvedEntry):
@@ -200,9 +202,17 @@ def entry_states(names: Iterable[str] | None = None) -> list[EntryState]:
                     keys.schedule_entry(name),
                     [EntryFields.LAST, EntryFields.JOB, EntryFields.PAUSED],
                 )
-            replies = pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
         for i, name in enumerate(queue_names):
-            raw[name] = (replies[2 * i], replies[2 * i + 1])
+            score, fields = replies[2 * i], replies[2 * i + 1]
+            errors = [r for r in (score, fields) if isinstance(r, Exception)]
+            for error in errors:
+                if not wrong_type(error):
+                    raise error
+            if errors:  # a key of another type where its state should be
+                corrupt[name] = f"its state in Redis is unreadable ({errors[0]})"
+                score, fields = None, [None, None, None]
+            raw[name] = (score, fields)
     states = []
     for name in wanted:
         item = resolved[name]
@@ -214,7 +224,7 @@ def entry_states(names: Iterable[str] | None = None) -> list[EntryState]:
             EntryState(
                 entry=item.entry,
                 queue=item.queue,
-                error="",
+                error=corrupt.get(name, ""),
                 next_run=ms_to_datetime(score),
                 last_run=ms_to_datetime(last),
                 last_job_id=as_text(job_id) if job_id else "",

@@ -20,7 +20,14 @@ import redis
 from django.utils import timezone
 
 from .conf import get_config
-from .engine.connection import as_text, get_client, is_cluster, ms_to_datetime, redis_errors
+from .engine.connection import (
+    as_text,
+    get_client,
+    is_cluster,
+    ms_to_datetime,
+    redis_errors,
+    wrong_type,
+)
 from .engine.keys import JobFields, QueueKeys, queue_of
 from .exceptions import RedisUnavailable
 from .job import Job, JobStatus
@@ -111,7 +118,7 @@ def queue_counts(queue: str) -> QueueCounts:
         pipe.zrevrange(keys.prios, 0, OLDEST_PRIOS - 1)
         pipe.get(keys.paused)
         stats, delayed, reserved, failed, head, prios, paused = pipe.execute()
-    totals = dict(zip(_STATS_FIELDS, (int(v or 0) for v in stats), strict=True))
+    totals = dict(zip(_STATS_FIELDS, map(counter, stats), strict=True))
     counts = QueueCounts(
         queue,
         queued=totals["queued"],
@@ -145,13 +152,22 @@ class FailedRetention:
     trimmed: int
 
 
+def counter(value: bytes | str | None) -> int:
+    """A counter as Redis stores it (``HINCRBY``); 0 when absent or corrupt (not an integer,
+    or longer than the 4 300 digits ``int()`` reads)."""
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
 def failed_retention(queue: str) -> FailedRetention:
     """The retention of ``queue``'s failed store, with its deletion count (one ``HGET``)."""
     qconf = get_config().queue(queue)
     client = get_client(queue)
     with redis_errors(client):
         trimmed = client.hget(keys_of(queue).stats, "trimmed")
-    return FailedRetention(qconf.failed_ttl, qconf.failed_max, int(trimmed or 0))
+    return FailedRetention(qconf.failed_ttl, qconf.failed_max, counter(trimmed))
 
 
 def _oldest_queued(
@@ -176,9 +192,16 @@ def _oldest_queued(
         for job_id in heads:
             # The run-at is left out while it equals the enqueue time (enqueue_job.lua).
             pipe.hmget(keys.job(job_id), JobFields.RUN_AT, JobFields.ENQUEUED_AT)
-        found = [run_at or enqueued_at for run_at, enqueued_at in pipe.execute()]
-        times = [int(t) for t in found if t and as_text(t).isdigit()]
-    return ms_to_datetime(min(times)) if times else None
+        replies = pipe.execute(raise_on_error=False)
+    found = []
+    for reply in replies:
+        if isinstance(reply, Exception):
+            if not wrong_type(reply):
+                raise reply
+            continue  # a head that is not a job hash: no time to show
+        found.append(ms_to_datetime(reply[0] or reply[1]))
+    times = [t for t in found if t is not None]
+    return min(times) if times else None
 
 
 def hash_and_time(client: redis.Redis, key: str) -> tuple[int, dict[bytes | str, bytes | str]]:
@@ -205,7 +228,7 @@ def throughput(queue: str) -> list[tuple[datetime.datetime, int, int]]:
     client = get_client(queue)
     now_ms, raw = hash_and_time(client, keys.throughput)
     seconds = now_ms // 1000
-    fields = {as_text(k): int(v) for k, v in raw.items() if as_text(v).lstrip("-").isdigit()}
+    fields = {as_text(k): counter(v) for k, v in raw.items()}
     now_minute = int(seconds) // 60
     rows = []
     for minute in range(now_minute - 59, now_minute + 1):
@@ -230,6 +253,8 @@ class WarningKind(StrEnum):
     NO_WORKER = "no_worker"
     #: Workers are live, but every one runs with ``--without-poller``.
     NO_POLLER = "no_poller"
+    #: A worker's entry in the registry is corrupt (``worker``; ``detail`` says how).
+    CORRUPT_WORKER = "corrupt_worker"
 
 
 @dataclass(frozen=True)
@@ -241,6 +266,10 @@ class QueueWarning:
     queue: str = ""
     #: Whole seconds the earliest scheduled job is late (``OVERDUE`` only).
     late: int = 0
+    #: The worker id (``CORRUPT_WORKER`` only).
+    worker: str = ""
+    #: What is wrong (``CORRUPT_WORKER`` only).
+    detail: str = ""
 
 
 def queue_warnings(
@@ -261,16 +290,28 @@ class _Worker(Protocol):
     """What :func:`worker_warnings` reads of a worker's heartbeat info (``WorkerInfo``)."""
 
     @property
+    def id(self) -> str: ...
+
+    @property
     def poller(self) -> bool: ...
+
+    @property
+    def problems(self) -> tuple[str, ...]: ...
 
 
 def worker_warnings(workers: Sequence[_Worker]) -> list[QueueWarning]:
-    """``NO_WORKER`` when no worker is live, ``NO_POLLER`` when none of them runs a poller."""
+    """``NO_WORKER`` when no worker is live, ``NO_POLLER`` when none of them runs a poller;
+    ``CORRUPT_WORKER`` for each worker whose registry entry is corrupt."""
     if not workers:
         return [QueueWarning(WarningKind.NO_WORKER)]
+    found = [
+        QueueWarning(WarningKind.CORRUPT_WORKER, worker=w.id, detail="; ".join(w.problems))
+        for w in workers
+        if w.problems
+    ]
     if not any(w.poller for w in workers):
-        return [QueueWarning(WarningKind.NO_POLLER)]
-    return []
+        found.insert(0, QueueWarning(WarningKind.NO_POLLER))
+    return found
 
 
 def job_exists(job_id: str) -> bool:
@@ -294,7 +335,8 @@ class Row:
 
 
 def read_jobs(queue: str, ids: Sequence[str]) -> list[Job[Any] | None]:
-    """Read the hashes of ``ids`` in one pipeline (``None`` for a missing one)."""
+    """Read the hashes of ``ids`` in one pipeline (``None`` for a missing one; a key that
+    is not a hash reads as :meth:`Job.unreadable <django_rqueue.job.Job.unreadable>`)."""
     if not ids:
         return []
     keys = keys_of(queue)
@@ -303,8 +345,16 @@ def read_jobs(queue: str, ids: Sequence[str]) -> list[Job[Any] | None]:
         pipe = client.pipeline(transaction=False)
         for job_id in ids:
             pipe.hgetall(keys.job(job_id))
-        hashes = pipe.execute()
-    return [Job.from_fields(i, h) if h else None for i, h in zip(ids, hashes, strict=True)]
+        hashes = pipe.execute(raise_on_error=False)
+        return [_job_of(i, h) for i, h in zip(ids, hashes, strict=True)]
+
+
+def _job_of(job_id: str, reply: Any) -> Job[Any] | None:  # an HGETALL reply, or its error
+    if isinstance(reply, Exception):
+        if wrong_type(reply):
+            return Job.unreadable(job_id, str(reply))
+        raise reply
+    return Job.from_fields(job_id, reply) if reply else None
 
 
 @dataclass
@@ -460,8 +510,12 @@ def filtered_page(source: JobSource, name: str, cursor: int, size: int) -> Filte
             pipe = client.pipeline(transaction=False)
             for job_id in ids:
                 pipe.hget(keys.job(job_id), JobFields.NAME)
-            names = pipe.execute()
+            names = pipe.execute(raise_on_error=False)
         for offset, (job_id, score, found) in enumerate(zip(ids, scores, names, strict=True)):
+            if isinstance(found, Exception):
+                if not wrong_type(found):
+                    raise found
+                continue  # not a job hash: it has no name to match
             if found is not None and as_text(found) == name:
                 matches.append((job_id, score))
                 if len(matches) == size:

@@ -16,7 +16,13 @@ The rule (the README's "Arguments and results are JSON" says the same):
   translation strings (``gettext_lazy``) are sent as plain ``str``.
 - Anything else raises ``TypeError`` naming the argument, before anything is
   written to Redis: any other dict key (a tuple, say), a set, ``bytes``, NaN or
-  an infinity, a value that contains itself, any other object.
+  an infinity, a value that contains itself, a value nested deeper than
+  :data:`MAX_JSON_DEPTH` levels, any other object.
+
+Reading is bounded the same way: :func:`loads` refuses (``ValueError``) JSON
+nested deeper than :data:`MAX_JSON_DEPTH` or longer than :data:`MAX_JSON_BYTES`,
+so a record written into Redis by someone else cannot make a reader raise
+``RecursionError`` or exhaust its memory.
 """
 
 from __future__ import annotations
@@ -34,6 +40,25 @@ from django.utils.functional import Promise
 from .engine.keys import JobFields
 
 TAG = "__rqueue__"
+
+#: Deepest nesting of lists and objects :func:`dumps` writes and :func:`loads` reads, counted
+#: on the whole JSON document (a job's positional arguments are level 1, a list among them
+#: level 2...). The default recursion limit of ``serde_json`` (Rust) is also 128, Ruby's
+#: ``JSON.parse`` allows 100 and .NET's ``System.Text.Json`` 64 (RFC 8259 §9 lets a parser
+#: limit nesting). Deeper values are refused rather than left to Python's recursion limit:
+#: CPython's C decoder raises ``RecursionError`` near 10 000 levels (3.13), and pure-Python
+#: code that walks a value (``copy.deepcopy``, many serializers) fails far earlier.
+MAX_JSON_DEPTH = 128
+#: Longest JSON document (in characters; bytes for ASCII JSON, which :func:`dumps` writes)
+#: that :func:`loads` decodes: 64 MiB, 64 times the default ``RQUEUE["MAX_PAYLOAD_BYTES"]``.
+#: Decoding builds Python objects of up to about 20 times the text's size (``[[],[],...]``),
+#: so an unbounded value planted in Redis (up to 512 MB) could exhaust a reader's memory.
+MAX_JSON_BYTES = 64 * 1024 * 1024
+
+#: ``bytes.translate`` arguments: braces read as brackets; bytes other than brackets and
+#: quotes deleted.
+_SAME_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 
 _DECODERS: dict[str, Callable[[str], Any]] = {
     "datetime": datetime.datetime.fromisoformat,
@@ -66,8 +91,42 @@ def _object_hook(obj: dict[str, Any]) -> Any:  # any tagged type
     if len(obj) == 2 and TAG in obj and "v" in obj:
         decoder = _DECODERS.get(obj[TAG])
         if decoder is not None and isinstance(obj["v"], str):
-            return decoder(obj["v"])
+            try:
+                return decoder(obj["v"])
+            except (ValueError, ArithmeticError) as exc:  # decimal.InvalidOperation
+                raise ValueError(f"undecodable {obj[TAG]} {obj['v'][:40]!r}") from exc
     return obj
+
+
+def too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON ``text`` nests lists and objects more than ``limit`` levels deep.
+
+    For an invalid document (unbalanced brackets) it answers for the deepest nesting a
+    decoder could enter before finding the error. A document with at most ``limit``
+    opening brackets cannot be deeper (two ``str.count`` calls, which :func:`dumps` and
+    :func:`loads` make first); otherwise strings are cut out, every character but
+    brackets deleted, and pairs of innermost brackets are removed one level per pass (at most
+    ``limit + 1`` passes of ``bytes.replace``).
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    if "\\" in text:
+        # Escapes occur only in strings: an escaped backslash, then an escaped quote.
+        text = text.replace("\\\\", "").replace('\\"', "")
+    # Only brackets and quotes are kept; a string without brackets is then two adjacent
+    # quotes. Removing any two adjacent quotes keeps the rest alternating open, close.
+    kept = text.encode("utf-8", "surrogatepass").translate(_SAME_BRACKETS, _NOT_STRUCTURE)
+    kept = kept.replace(b'""', b"")
+    brackets = b"".join(kept.split(b'"')[::2]) if b'"' in kept else kept
+    for depth in range(1, limit + 2):  # the levels removed after this pass
+        inner = brackets.replace(b"[]", b"")
+        if len(inner) == len(brackets):
+            # Unbalanced: what is left is "]]...[[": its openers enclose what was removed.
+            return depth - 1 + brackets.count(b"[") > limit
+        if not inner:
+            return depth > limit
+        brackets = inner
+    return True
 
 
 #: One encoder for every call (``json.dumps(cls=...)`` builds one per call);
@@ -100,13 +159,18 @@ _C_ENCODER = _c_encoder()
 
 def dumps(value: object) -> str:
     """Encode ``value``; raise ``TypeError``/``ValueError`` if JSON cannot carry it
-    (``ValueError`` for a value that contains itself, or is nested too deep)."""
-    if _C_ENCODER is None:  # pragma: no cover - CPython has it
-        return _ENCODER.encode(value)
+    (``ValueError`` for a value that contains itself, or is nested deeper than
+    :data:`MAX_JSON_DEPTH` levels)."""
     try:
-        return "".join(_C_ENCODER(value, 0))
+        if _C_ENCODER is None:  # pragma: no cover - CPython has it
+            text = _ENCODER.encode(value)
+        else:
+            text = "".join(_C_ENCODER(value, 0))
     except RecursionError as exc:
         raise ValueError("a value contains itself, or is nested too deep, for JSON") from exc
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and too_deep(text):
+        raise ValueError(f"a value is nested deeper than {MAX_JSON_DEPTH} levels")
+    return text
 
 
 #: One decoder for every call (``json.loads(object_hook=...)`` builds one per call; a
@@ -115,11 +179,26 @@ _DECODER = json.JSONDecoder(object_hook=_object_hook)
 
 
 def loads(data: str | bytes) -> Any:  # decoded JSON
-    """Decode what :func:`dumps` produced (raises ``ValueError`` on corrupt data: bad JSON,
-    or bytes that are not UTF-8)."""
+    """Decode what :func:`dumps` produced.
+
+    Raises:
+        ValueError: corrupt data: bad JSON, bytes that are not UTF-8, a tagged value
+            that does not parse, JSON longer than :data:`MAX_JSON_BYTES` or nested
+            deeper than :data:`MAX_JSON_DEPTH` (never ``RecursionError``).
+    """
+    if len(data) > MAX_JSON_BYTES:
+        raise ValueError(
+            f"JSON of {len(data)} bytes is longer than the {MAX_JSON_BYTES} bytes "
+            "django-rqueue decodes"
+        )
     if isinstance(data, bytes):
         data = data.decode()
-    return _DECODER.decode(data)
+    if data.count("[") + data.count("{") > MAX_JSON_DEPTH and too_deep(data):
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return _DECODER.decode(data)
+    except RecursionError as exc:  # pragma: no cover - too_deep() refuses such input first
+        raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from exc
 
 
 def encode_arguments(
@@ -225,8 +304,15 @@ def join_payload(fields: Mapping[str, bytes | str]) -> bytes:
 
 
 def encode_result(value: object) -> str:
-    """Encode a job's return value; ``TypeError`` names the offending type."""
+    """Encode a job's return value; ``TypeError`` names the offending type, or says the
+    JSON is longer than the :data:`MAX_JSON_BYTES` a reader decodes."""
     try:
-        return dumps(value)
+        text = dumps(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"job return value cannot be stored as JSON: {exc}") from exc
+    if len(text) > MAX_JSON_BYTES:
+        raise TypeError(
+            f"job return value cannot be stored as JSON: it takes {len(text)} bytes, more "
+            f"than the {MAX_JSON_BYTES} bytes django-rqueue decodes"
+        )
+    return text

@@ -115,6 +115,8 @@ def test_a_complete_valid_setting_is_clean():
         ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": 0}, "rqueue.E090"),
         ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": "1MB"}, "rqueue.E090"),
         ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": True}, "rqueue.E090"),
+        # E135: a payload limit above what a worker decodes
+        ({"REDIS_URL": URL, "MAX_PAYLOAD_BYTES": 64 * 1024 * 1024 + 1}, "rqueue.E135"),
         # E091: TASK_MODULES not a list of module paths
         ({"REDIS_URL": URL, "TASK_MODULES": "myproject.tasks"}, "rqueue.E091"),
         ({"REDIS_URL": URL, "TASK_MODULES": ["my project"]}, "rqueue.E091"),

@@ -444,6 +444,10 @@ def test_the_payload_limit_is_one_mib_by_default_and_none_lifts_it(
     settings.RQUEUE = {**settings.RQUEUE, "MAX_PAYLOAD_BYTES": None}
     big = carry.delay("y" * 1_048_576)
     assert _job_ids(redis_client) == {big.id}
+    # ... up to the 64 MiB of JSON a worker decodes (serialization.MAX_JSON_BYTES).
+    with pytest.raises(ValueError, match=r"more than RQUEUE\['MAX_PAYLOAD_BYTES'\] \(67108864\)"):
+        carry.delay("y" * 64 * 1024 * 1024)
+    assert _job_ids(redis_client) == {big.id}
 
 
 def test_a_caller_chosen_job_id_makes_a_retried_enqueue_write_nothing(

@@ -17,11 +17,14 @@ from django_rqueue import get_job, job
 from django_rqueue.execution import run_attempt
 from django_rqueue.job import Job, JobStatus
 from django_rqueue.serialization import (
+    MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
     decode_arguments,
     dumps,
     encode_arguments,
     encode_result,
     loads,
+    too_deep,
 )
 from django_rqueue.tasks_api import normalize_json
 
@@ -143,6 +146,74 @@ def test_a_value_that_contains_itself_is_a_value_error():
         dumps(looped)
     with pytest.raises(TypeError, match="'user_id' \\(position 0\\)"):
         encode_arguments((looped, 1), {}, typed.func)
+
+
+def _nested(depth: int) -> Any:  # a list ``depth`` levels deep, [] innermost
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000 + "]" * 100_000,  # CPython's C decoder: RecursionError
+        "[" * 100_000,  # unterminated: the decoder recurses before it finds the error
+        '{"a":' * 20_000 + "1" + "}" * 20_000,
+        "[" * 129 + "]" * 129,
+    ],
+    ids=["lists", "unterminated", "objects", "limit+1"],
+)
+def test_json_nested_deeper_than_the_limit_is_a_value_error_not_a_recursion_error(text: str):
+    with pytest.raises(ValueError, match=f"nested deeper than {MAX_JSON_DEPTH} levels"):
+        loads(text)
+    with pytest.raises(ValueError, match="nested deeper"):
+        decode_arguments(text.encode())
+
+
+def test_json_at_the_depth_limit_reads_back():
+    assert loads("[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH) == _nested(MAX_JSON_DEPTH)
+    wide = [[{"k": [i]}] for i in range(500)]  # 1 000 brackets, 4 levels: the slow path
+    assert loads(dumps(wide)) == wide
+
+
+def test_brackets_inside_strings_do_not_count_as_depth():
+    tricky = ["]" * 300, '\\"]]]', "[" * 300, '"[[{', {"k[": ["\\"]}]
+    text = dumps([tricky] * 50)
+    assert not too_deep(text)
+    assert loads(text) == [tricky] * 50
+    # ... nor can closing brackets in a string hide real depth.
+    hidden = '["' + "]" * 200 + '",' + "[" * 200 + "]" * 200 + "]"
+    assert too_deep(hidden)
+
+
+def test_a_value_nested_deeper_than_the_limit_is_refused_at_delay(redis_client: redis.Redis):
+    with pytest.raises(ValueError, match=f"nested deeper than {MAX_JSON_DEPTH} levels"):
+        dumps(_nested(MAX_JSON_DEPTH + 1))
+    before = redis_client.dbsize()
+    with pytest.raises(TypeError, match="job argument at position 0 cannot be sent as JSON"):
+        echo.delay(_nested(MAX_JSON_DEPTH + 1))
+    with pytest.raises(TypeError, match="job arguments cannot be sent as JSON: .* nested deeper"):
+        echo.delay(_nested(MAX_JSON_DEPTH))  # one more level: the list of arguments
+    assert redis_client.dbsize() == before
+    with pytest.raises(TypeError, match="job return value cannot be stored as JSON"):
+        encode_result(_nested(MAX_JSON_DEPTH + 1))
+
+
+def test_json_longer_than_the_limit_is_a_value_error_before_decoding():
+    text = '"' + "x" * MAX_JSON_BYTES + '"'
+    with pytest.raises(ValueError, match=f"longer than the {MAX_JSON_BYTES} bytes"):
+        loads(text)
+    # What no reader would decode is not stored either.
+    with pytest.raises(TypeError, match=f"more than the {MAX_JSON_BYTES} bytes"):
+        encode_result("x" * MAX_JSON_BYTES)
+
+
+def test_a_tagged_value_that_does_not_parse_is_a_value_error():
+    for tag in ("decimal", "uuid", "datetime"):
+        with pytest.raises(ValueError, match=f"undecodable {tag} 'abc'"):
+            loads(f'{{"__rqueue__":"{tag}","v":"abc"}}')
 
 
 def test_never_pickle():

@@ -6,6 +6,7 @@ import datetime
 import json
 from typing import Any
 
+import redis
 from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -16,7 +17,7 @@ from django.utils.translation import gettext_lazy, ngettext
 from .. import queries
 from ..conf import get_config
 from ..display import hidden, shown_arguments
-from ..engine.connection import get_client, ms_to_datetime
+from ..engine.connection import as_text, get_client, ms_to_datetime, wrong_type
 from ..engine.keys import JobFields, queue_of
 from ..engine.transitions import read_job
 from ..job import CancelReason, Job, JobStatus
@@ -65,9 +66,9 @@ def attempt_errors(job: Job[Any], raw: dict[str, str]) -> list[dict[str, Any]]:
     those times were kept, when the job failed."""
     errors: list[dict[str, Any]] = [dict(e) for e in job.errors]
     for n, error in enumerate(errors, 1):
-        at = raw.get(JobFields.error_time_part(n), "")
-        if at.isdigit():
-            error["at"] = ms_to_datetime(int(at))
+        at = ms_to_datetime(raw.get(JobFields.error_time_part(n)))
+        if at is not None:
+            error["at"] = at
     if errors and "at" not in errors[-1]:
         if job.status is JobStatus.FAILED and job.finished_at is not None:
             errors[-1]["at"] = job.finished_at
@@ -89,15 +90,15 @@ def load(job_id: str) -> tuple[Job[Any], dict[str, str]]:
     queue = queue_of(job_id)
     if queue is None or queue not in get_config().queues:
         raise Http404(_("No job with this id."))
-    raw = read_job(get_client(queue), queries.keys_of(queue), job_id)
+    try:
+        raw = read_job(get_client(queue), queries.keys_of(queue), job_id)
+    except redis.ResponseError as exc:
+        if not wrong_type(exc):
+            raise
+        return Job.unreadable(job_id, str(exc)), {}
     if not raw:
         raise Http404(_("No job with this id: it finished and expired, or was deleted."))
-    text = {
-        (k.decode() if isinstance(k, bytes) else k): (
-            v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-        )
-        for k, v in raw.items()
-    }
+    text = {as_text(k): as_text(v) for k, v in raw.items()}
     return Job.from_fields(job_id, raw), text
 
 

@@ -122,6 +122,8 @@ def job_list(
             rows: list[queries.Row] = []
         elif name:
             cursor = _int(request.GET.get("cursor"), 0)
+            if not 0 <= cursor <= MAX_CURSOR:  # not one this page handed out: start over
+                cursor = 0
             found = queries.filtered_page(source, name, cursor, PAGE_SIZE)
             rows = found.rows
             extra.update(cursor=cursor, next_cursor=found.next_cursor, scanned=found.scanned)
@@ -207,6 +209,12 @@ def retention_text(retention: queries.FailedRetention) -> str:
         retention.trimmed,
     ) % {"n": retention.trimmed}
     return f"{rule} {deleted}"
+
+
+#: The largest ``cursor`` a filtered list accepts: a rank that, plus the ranks read after
+#: it, stays within the signed 64-bit integers Redis takes (far beyond any list's end); a
+#: larger, negative or non-numeric one shows the first page.
+MAX_CURSOR = 2**62
 
 
 def _int(value: str | None, default: int) -> int:

@@ -171,6 +171,11 @@ def warning_text(warning: queries.QueueWarning) -> str:
                 "No worker runs a poller (all use --without-poller): unless rqueue_poller runs,"
                 " scheduled jobs and retries are never queued."
             )
+        case queries.WarningKind.CORRUPT_WORKER:
+            return _(
+                "The registry entry of worker %(worker)s is corrupt (%(detail)s): what it"
+                " shows may be wrong. A live worker rewrites it at its next heartbeat."
+            ) % {"worker": warning.worker, "detail": warning.detail}
 
 
 def card_links(model_admin: RqueueAdmin, card: QueueCard) -> None:

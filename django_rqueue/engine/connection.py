@@ -544,6 +544,12 @@ def redis_errors(
     return _REDIS_ERRORS if client is None else _RedisErrors(client)
 
 
+def wrong_type(error: object) -> bool:
+    """Whether ``error`` (an exception, or a pipeline's reply) is Redis's ``WRONGTYPE``: a
+    key holds another type than the command reads (corrupt data, written by hand)."""
+    return isinstance(error, redis.ResponseError) and str(error).startswith("WRONGTYPE")
+
+
 def as_text(value: bytes | str | None, default: str = "") -> str:
     """A Redis reply value as ``str`` (UTF-8; undecodable bytes replaced); ``default`` for None."""
     if value is None:

@@ -13,9 +13,12 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
+import redis
+
 from ..conf import get_config
-from ..engine.connection import as_text, get_client, redis_errors, redis_time_ms
+from ..engine.connection import as_text, get_client, redis_errors, redis_time_ms, wrong_type
 from ..engine.keys import restart_key, worker_key, workers_key
+from ..serialization import loads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,9 @@ class WorkerInfo:
     poller: bool = True
     #: Set by :func:`publish`.
     heartbeat: int = 0
+    #: What was wrong with a corrupt published hash (values of the wrong type read as
+    #: their defaults); empty for a sound one. Not published.
+    problems: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The info as plain JSON-ready values (``rqueue_info --json``)."""
@@ -58,37 +64,54 @@ class WorkerInfo:
 
     @classmethod
     def from_hash(cls, worker_id: str, fields: Mapping[bytes | str, bytes | str]) -> WorkerInfo:
-        """Read a published hash; values of the wrong type read as the default."""
+        """Read a published hash; values of the wrong type read as the default, and are
+        named in :attr:`problems`. Never raises on corrupt data (JSON is decoded with
+        :func:`~django_rqueue.serialization.loads`, bounded in depth and size)."""
         raw: dict[str, Any] = {}
         for name, value in fields.items():
             text = as_text(value)
             try:
-                raw[as_text(name)] = json.loads(text)
+                raw[as_text(name)] = loads(text)
             except ValueError:
                 raw[as_text(name)] = text
+        problems: list[str] = []
 
-        def number(name: str) -> int:
-            value = raw.get(name)
-            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        def number(name: str, value: Any = None) -> int:
+            value = raw.get(name) if value is None else value
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            if value is not None:
+                problems.append(f"{name} is not an integer: {str(value)[:40]!r}")
+            return 0
 
-        jobs = tuple(
-            WorkerJob(str(j.get("id", "")), str(j.get("queue", "")), int(j.get("pid") or 0))
-            for j in raw.get("jobs") or []
-            if isinstance(j, dict)
-        )
-        queues = raw.get("queues")
+        jobs: list[WorkerJob] = []
+        listed = raw.get("jobs", [])
+        if not isinstance(listed, list):
+            problems.append(f"jobs is not a list: {str(listed)[:40]!r}")
+            listed = []
+        for j in listed:
+            if isinstance(j, dict):
+                pid = number("pid", j.get("pid", 0))
+                jobs.append(WorkerJob(str(j.get("id", "")), str(j.get("queue", "")), pid))
+            else:
+                problems.append(f"a job is not an object: {str(j)[:40]!r}")
+        queues = raw.get("queues", [])
+        if not isinstance(queues, list):
+            problems.append(f"queues is not a list: {str(queues)[:40]!r}")
+            queues = []
         return cls(
             id=worker_id,
             host=str(raw.get("host", "")),
             pid=number("pid"),
-            queues=tuple(map(str, queues)) if isinstance(queues, list) else (),
+            queues=tuple(map(str, queues)),
             concurrency=number("concurrency"),
-            jobs=jobs,
+            jobs=tuple(jobs),
             processed=number("processed"),
             failed=number("failed"),
             started_at=number("started_at"),
             poller=raw.get("poller", True) is not False,
             heartbeat=number("heartbeat"),
+            problems=tuple(problems),
         )
 
 
@@ -108,6 +131,7 @@ def publish(info: WorkerInfo, ttl: float) -> int:
     now = redis_time_ms(client)
     published = dataclasses.replace(info, heartbeat=now).as_dict()
     del published["id"]  # the key names the worker
+    del published["problems"]  # a reader's finding
     mapping = {
         name: value if isinstance(value, str) else json.dumps(value)
         for name, value in published.items()
@@ -118,8 +142,14 @@ def publish(info: WorkerInfo, ttl: float) -> int:
         pipe.pexpire(key, int(ttl * 1000))
         pipe.zadd(workers_key(prefix), {info.id: now})
         pipe.get(restart_key(prefix))
-        restart = pipe.execute()[-1]
-    return int(restart or 0)
+        *written, restart = pipe.execute(raise_on_error=False)
+        for reply in written:
+            if isinstance(reply, Exception):
+                raise reply
+    try:  # a corrupt request (not a number, not a string) is no request
+        return int(restart or 0) if not isinstance(restart, Exception) else 0
+    except ValueError:
+        return 0
 
 
 def remove(worker_id: str) -> None:
@@ -150,15 +180,25 @@ def list_workers() -> list[WorkerInfo]:
     prefix = get_config().key_prefix
     client = get_client()
     with redis_errors(client):
-        members: list[bytes] = client.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
+        try:
+            members: list[bytes] = client.zrange(workers_key(prefix), 0, -1)  # type: ignore[assignment]
+        except redis.ResponseError as exc:
+            if not wrong_type(exc):
+                raise
+            return []  # not a registry: no worker can be listed
         ids = [as_text(i) for i in members]
         pipe = client.pipeline(transaction=False)
         for worker_id in ids:
             pipe.hgetall(worker_key(prefix, worker_id))
-        hashes = pipe.execute()
+        hashes = pipe.execute(raise_on_error=False)
     found: list[WorkerInfo] = []
     gone: list[str] = []
     for worker_id, fields in zip(ids, hashes, strict=True):
+        if isinstance(fields, Exception):
+            if not wrong_type(fields):
+                raise fields
+            found.append(WorkerInfo(worker_id, problems=(f"unreadable: {fields}",)))
+            continue
         if not fields:
             gone.append(worker_id)
             continue

@@ -124,6 +124,12 @@ def test_fields_of_the_wrong_type_read_as_their_defaults(rqueue_redis: redis.Red
         concurrency=0,
         jobs=(WorkerJob("default:C", "default", 0),),
         poller=False,
+        problems=(  # what a reader warns about
+            "a job is not an object: 'junk'",
+            "queues is not a list: 'default'",
+            "pid is not an integer: 'not a number'",
+            "concurrency is not an integer: 'True'",
+        ),
     )
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from django_rqueue import health, monitoring, periodic, queries
 from django_rqueue.conf import get_config
+from django_rqueue.display import printable
 from django_rqueue.engine.connection import get_client, ms_to_datetime, redis_errors
 from django_rqueue.engine.connection import servers as connection_servers
 from django_rqueue.exceptions import RedisUnavailable
@@ -53,6 +54,11 @@ def warning_text(warning: queries.QueueWarning) -> str:
             return (
                 "no worker runs a poller (all use --without-poller): unless rqueue_poller"
                 " runs, scheduled jobs and retries are never queued"
+            )
+        case queries.WarningKind.CORRUPT_WORKER:
+            return printable(
+                f"worker {warning.worker}: corrupt registry entry ({warning.detail}); "
+                "a live worker rewrites it at its next heartbeat"
             )
 
 
