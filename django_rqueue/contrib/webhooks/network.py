@@ -55,6 +55,36 @@ NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b::/96")
 SHARED_ADDRESS_SPACE = ipaddress.IPv4Network("100.64.0.0/10")
 
 
+#: Blocks the IANA special-purpose registries mark "not globally reachable" (IPv4: RFC 6890
+#: and its updates; IPv6: RFC 6890, 8190), with their globally reachable exceptions, as
+#: Python 3.13's ``ipaddress`` reads them; checked here too because Python 3.12 before
+#: 3.12.4 still called some of them global (``192.0.0.8``: python/cpython gh-113171).
+NOT_GLOBALLY_REACHABLE: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = tuple(
+    ipaddress.ip_network(block)
+    for block in (
+        "0.0.0.0/8", "10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+        "192.0.0.0/24", "192.0.0.170/31", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15",
+        "198.51.100.0/24", "203.0.113.0/24", "240.0.0.0/4", "255.255.255.255/32",
+        "::1/128", "::/128", "::ffff:0:0/96", "64:ff9b:1::/48", "100::/64", "2001::/23",
+        "2001:db8::/32", "2002::/16", "fc00::/7", "fe80::/10",
+    )
+)  # fmt: skip
+GLOBALLY_REACHABLE_EXCEPTIONS: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = tuple(
+    ipaddress.ip_network(block)
+    for block in (
+        "192.0.0.9/32", "192.0.0.10/32", "2001:1::1/128", "2001:1::2/128", "2001:3::/32",
+        "2001:4:112::/48", "2001:20::/28", "2001:30::/28",
+    )
+)  # fmt: skip
+
+
+def _not_globally_reachable(address: Address) -> bool:
+    """``address`` lies in :data:`NOT_GLOBALLY_REACHABLE` and in none of its exceptions."""
+    return any(address in block for block in NOT_GLOBALLY_REACHABLE) and not any(
+        address in block for block in GLOBALLY_REACHABLE_EXCEPTIONS
+    )
+
+
 class Refusal(StrEnum):
     """Why an address is refused as a destination (checked in this order)."""
 
@@ -116,7 +146,7 @@ def refusal(address: Address) -> Refusal | None:
         return Refusal.SHARED
     if address.is_reserved:
         return Refusal.RESERVED
-    if address.is_private:
+    if address.is_private or _not_globally_reachable(address):
         return Refusal.PRIVATE
     if not address.is_global:
         return Refusal.NOT_GLOBAL
