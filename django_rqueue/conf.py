@@ -14,7 +14,7 @@ check rejects can never be used silently.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -294,14 +294,19 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _unknown_keys(
-    where: str, options: Mapping[str, Any], allowed: frozenset[str]
+def unknown_keys(
+    where: str,
+    options: Mapping[str, Any],
+    allowed: Collection[str],
+    check_id: str = "rqueue.E002",
 ) -> list[CheckMessage]:
+    """One ``check_id`` error per key of ``options`` not in ``allowed``, naming ``where``
+    (e.g. ``"RQUEUE['QUEUES']['default']"``) and listing the allowed keys."""
     return [
         checks.Error(
             f"{where} has an unknown key {key!r}.",
             hint=f"Allowed keys: {', '.join(sorted(allowed))}.",
-            id="rqueue.E002",
+            id=check_id,
         )
         for key in options
         if key not in allowed
@@ -311,7 +316,7 @@ def _unknown_keys(
 def _option_problems(
     where: str, options: Mapping[str, Any], allowed: frozenset[str]
 ) -> list[CheckMessage]:
-    found = _unknown_keys(where, options, allowed)
+    found = unknown_keys(where, options, allowed)
     if "timeout" in options and (not _is_number(options["timeout"]) or options["timeout"] <= 0):
         found.append(
             checks.Error(
@@ -442,7 +447,7 @@ def problems(raw: object) -> list[CheckMessage]:
             )
         ]
     return [
-        *_unknown_keys("RQUEUE", raw, TOP_LEVEL_KEYS),
+        *unknown_keys("RQUEUE", raw, TOP_LEVEL_KEYS),
         *_connection_problems(raw),
         *_queue_problems(raw),
         *_default_problems(raw),

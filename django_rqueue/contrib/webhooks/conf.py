@@ -31,7 +31,7 @@ from django.core import checks
 from django.core.checks import CheckMessage
 from django.core.exceptions import ImproperlyConfigured
 
-from ...conf import raw_setting
+from ...conf import raw_setting, unknown_keys
 
 #: Bytes of a reply's body a delivery keeps (64 KiB): enough for an error message or a small
 #: JSON answer for ``retry_if``; the rest is never read.
@@ -110,15 +110,7 @@ def problems(raw: object) -> list[CheckMessage]:
                 id="rqueue.E100",
             )
         ]
-    found: list[CheckMessage] = [
-        checks.Error(
-            f"RQUEUE['WEBHOOKS'] has an unknown key {key!r}.",
-            hint=f"Allowed keys: {', '.join(sorted(KEYS))}.",
-            id="rqueue.E100",
-        )
-        for key in options
-        if key not in KEYS
-    ]
+    found = unknown_keys("RQUEUE['WEBHOOKS']", options, KEYS, "rqueue.E100")
     hosts = options.get("ALLOWED_HOSTS", [])
     hint = (
         "Host names ('hooks.internal', '.corp.example' for a domain and its subdomains) "
