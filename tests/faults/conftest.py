@@ -19,13 +19,8 @@ def faults(
     tmp_path: Path, rqueue_redis: redis.Redis, redis_server: RedisServer
 ) -> Iterator[Faults]:
     """A :class:`~tests.faults.harness.Faults` on the session Redis; kills its processes after."""
-    harness = Faults(tmp_path, rqueue_redis, redis_server.url)
-    try:
+    with Faults.session(tmp_path, rqueue_redis, redis_server.url) as harness:
         yield harness
-    finally:
-        harness.stop_all()
-        for process in harness.started:
-            print(process.report())
 
 
 @pytest.fixture

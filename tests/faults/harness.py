@@ -53,6 +53,8 @@ import json
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,6 +132,19 @@ class Report:
 
 class Faults:
     """Processes, ledger and checks for one fault-injection test (see the module docstring)."""
+
+    @classmethod
+    @contextmanager
+    def session(cls, tmp_path: Path, client: redis.Redis, redis_url: str) -> Iterator[Faults]:
+        """A harness for one test: its processes killed and their output printed at the end
+        (pytest shows it when the test fails)."""
+        harness = cls(tmp_path, client, redis_url)
+        try:
+            yield harness
+        finally:
+            harness.stop_all()
+            for process in harness.started:
+                print(process.report())
 
     def __init__(self, tmp_path: Path, client: redis.Redis, redis_url: str) -> None:
         self.tmp_path = tmp_path

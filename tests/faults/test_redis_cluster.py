@@ -33,13 +33,8 @@ PROMPT = 1.0
 @pytest.fixture
 def faults(tmp_path: Path, redis_cluster: LocalCluster) -> Iterator[Faults]:
     """The fault harness on the cluster: its checks read through a cluster client."""
-    harness = Faults(tmp_path, get_client(), redis_cluster.url)
-    try:
+    with Faults.session(tmp_path, get_client(), redis_cluster.url) as harness:
         yield harness
-    finally:
-        harness.stop_all()
-        for process in harness.started:
-            print(process.report())
 
 
 def cluster_worker(faults: Faults, queues: list[str], concurrency: int = 2) -> WorkerProcess:

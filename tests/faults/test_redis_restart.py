@@ -39,13 +39,10 @@ def aof_faults(tmp_path: Path, settings: SettingsFixture) -> Iterator[tuple[Faul
     server = RedisServer(["--appendonly", "yes", "--appendfsync", "always"]).start()
     settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": server.url}
     client = server.client()
-    harness = Faults(tmp_path, client, server.url)
     try:
-        yield harness, server
+        with Faults.session(tmp_path, client, server.url) as harness:
+            yield harness, server
     finally:
-        harness.stop_all()
-        for process in harness.started:
-            print(process.report())
         client.close()
         server.close()
 

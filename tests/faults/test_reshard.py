@@ -74,13 +74,8 @@ def busy_queue(redis_cluster: LocalCluster, settings: SettingsFixture) -> LocalC
 def faults(tmp_path: Path, busy_queue: LocalCluster) -> Iterator[Faults]:
     """The fault harness on the cluster, :data:`QUEUE` declared here and in the processes the
     test starts (their ``env``: :data:`ENV`)."""
-    harness = Faults(tmp_path, get_client(), busy_queue.url)
-    try:
+    with Faults.session(tmp_path, get_client(), busy_queue.url) as harness:
         yield harness
-    finally:
-        harness.stop_all()
-        for process in harness.started:
-            print(process.report())
 
 
 def _grew(items: list[str], size: int) -> bool:

@@ -53,13 +53,8 @@ def sentinel_faults(
     settings.RQUEUE = {**settings.RQUEUE, **sentinel_settings(sentinel_set)}
     monkeypatch.setenv("RQUEUE_TEST_SENTINELS", json.dumps(sentinel_set.addresses))
     # The harness reads job states through a client that follows the failover too.
-    harness = Faults(tmp_path, get_client("default"), sentinel_set.url())
-    try:
+    with Faults.session(tmp_path, get_client("default"), sentinel_set.url()) as harness:
         yield harness
-    finally:
-        harness.stop_all()
-        for process in harness.started:
-            print(process.report())
 
 
 @pytest.mark.slow
