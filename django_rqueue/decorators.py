@@ -26,6 +26,7 @@ __all__ = [
     "ArgumentCheck",
     "AsyncContextJobFunction",
     "AsyncJobFunction",
+    "BaseJobFunction",
     "ContextJobFunction",
     "JobFunction",
     "JobOptions",
@@ -123,14 +124,17 @@ class ArgumentCheck:
             ) from None
 
 
-class JobFunction[**P, R]:
-    """A function decorated with ``@job``.
+class BaseJobFunction[**P, R]:
+    """What every function decorated with ``@job`` has: ``P`` are the parameters
+    ``.delay()`` takes, ``R`` what a run returns (awaited, for an ``async def``).
 
-    Calling it runs the function inline. :meth:`delay` enqueues it;
-    :meth:`using` returns a copy bound to per-call options. Jobs are found by
-    workers through :attr:`name` (``"<module>.<qualname>"`` unless given).
-    ``takes_context``: the function is given a :class:`~django_rqueue.job.JobContext`
-    first when it runs as a job (see :class:`ContextJobFunction`).
+    :meth:`delay` enqueues it; :meth:`using` returns a copy bound to per-call
+    options. Jobs are found by workers through :attr:`name` (``"<module>.<qualname>"``
+    unless given). ``takes_context``: the function is given a
+    :class:`~django_rqueue.job.JobContext` first when it runs as a job. Calling it
+    runs the function inline; how it is called differs by kind, so each of the four
+    subclasses (:class:`JobFunction`, :class:`ContextJobFunction`,
+    :class:`AsyncJobFunction`, :class:`AsyncContextJobFunction`) defines ``__call__``.
     """
 
     takes_context = False
@@ -139,9 +143,11 @@ class JobFunction[**P, R]:
     plan_cache: tuple[Config, JobOptions, enqueue.Plan] | None = None
     #: The arguments hidden from people (``@job(sensitive=...)``); ``None``: none.
     sensitive: Sensitive | None = None
+    #: The decorated function (each subclass says what it returns).
+    func: Callable[..., Any]
 
-    def __init__(self, func: Callable[..., R], name: str, options: JobOptions) -> None:
-        self.func: Callable[..., R] = func
+    def __init__(self, func: Callable[..., Any], name: str, options: JobOptions) -> None:
+        self.func = func
         self.name = name
         self.options = options
         self.__doc__ = func.__doc__
@@ -149,9 +155,6 @@ class JobFunction[**P, R]:
 
     def __repr__(self) -> str:
         return f"<JobFunction {self.name}>"
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.func(*args, **kwargs)
 
     def arguments(self, job: Job[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments to call :attr:`func` with for ``job``'s attempt."""
@@ -305,14 +308,18 @@ class JobFunction[**P, R]:
         return enqueue.submit_many(self, calls, batch_size)
 
 
-class ContextJobFunction[**P, R](JobFunction[P, R]):
-    """A ``@job(takes_context=True)`` function: ``P`` are its parameters after the context.
+class JobFunction[**P, R](BaseJobFunction[P, R]):
+    """A function decorated with ``@job``: calling it runs the function inline."""
 
-    ``.delay()`` takes the arguments that follow the context (the context is
-    not stored); a worker or EAGER passes a fresh :class:`JobContext` first.
-    Calling it directly runs the function inline with the arguments as given,
-    context included.
-    """
+    func: Callable[..., R]
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+
+class _TakesContext[**P, R](BaseJobFunction[P, R]):
+    """A ``@job(takes_context=True)`` function, sync or async: a fresh :class:`JobContext`
+    comes first when it runs as a job."""
 
     takes_context = True
 
@@ -321,13 +328,23 @@ class ContextJobFunction[**P, R](JobFunction[P, R]):
         counts this attempt), then the job's own arguments."""
         return (JobContext(job=job, attempt=job.attempts), *job.args), job.kwargs
 
-    def __call__(  # type: ignore[override]
-        self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs
-    ) -> R:
+
+class ContextJobFunction[**P, R](_TakesContext[P, R]):
+    """A ``@job(takes_context=True)`` function: ``P`` are its parameters after the context.
+
+    ``.delay()`` takes the arguments that follow the context (the context is
+    not stored); a worker or EAGER passes a fresh :class:`JobContext` first.
+    Calling it directly runs the function inline with the arguments as given,
+    context included.
+    """
+
+    func: Callable[..., R]
+
+    def __call__(self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(context, *args, **kwargs)
 
 
-class AsyncJobFunction[**P, R](JobFunction[P, R]):
+class AsyncJobFunction[**P, R](BaseJobFunction[P, R]):
     """A ``@job`` on an ``async def`` function returning ``R``: its jobs are ``Job[R]``, and
     calling it returns the coroutine (run inline when awaited).
 
@@ -335,26 +352,33 @@ class AsyncJobFunction[**P, R](JobFunction[P, R]):
     workers look at).
     """
 
-    def __call__(  # type: ignore[override]
-        self, *args: P.args, **kwargs: P.kwargs
-    ) -> Coroutine[Any, Any, R]:
-        return self.func(*args, **kwargs)  # type: ignore[return-value]
+    func: Callable[..., Coroutine[Any, Any, R]]
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        return self.func(*args, **kwargs)
 
 
-class AsyncContextJobFunction[**P, R](ContextJobFunction[P, R]):
+class AsyncContextJobFunction[**P, R](_TakesContext[P, R]):
     """A ``@job(takes_context=True)`` on an ``async def`` (see :class:`AsyncJobFunction`)."""
 
-    def __call__(  # type: ignore[override]
+    func: Callable[..., Coroutine[Any, Any, R]]
+
+    def __call__(
         self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs
     ) -> Coroutine[Any, Any, R]:
-        return self.func(context, *args, **kwargs)  # type: ignore[return-value]
+        return self.func(context, *args, **kwargs)
+
+
+# The async overload comes first and overlaps the sync one (an ``async def`` is a
+# ``Callable[P, R]`` too) with an unrelated return type: mypy's overload-overlap is
+# silenced there on purpose, since the first match wins.
 
 
 class _Decorator(Protocol):
     """What ``@job(...)`` returns: an async function gets an :class:`AsyncJobFunction`."""
 
     @overload
-    def __call__[**P, R](
+    def __call__[**P, R](  # type: ignore[overload-overlap]
         self, func: Callable[P, Coroutine[Any, Any, R]], /
     ) -> AsyncJobFunction[P, R]: ...
 
@@ -366,7 +390,7 @@ class _ContextDecorator(Protocol):
     """What ``@job(takes_context=True, ...)`` returns."""
 
     @overload
-    def __call__[**P, R](
+    def __call__[**P, R](  # type: ignore[overload-overlap]
         self, func: Callable[Concatenate[JobContext, P], Coroutine[Any, Any, R]], /
     ) -> AsyncContextJobFunction[P, R]: ...
 
@@ -377,7 +401,9 @@ class _ContextDecorator(Protocol):
 
 
 @overload
-def job[**P, R](func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncJobFunction[P, R]: ...
+def job[**P, R](  # type: ignore[overload-overlap]
+    func: Callable[P, Coroutine[Any, Any, R]], /
+) -> AsyncJobFunction[P, R]: ...
 
 
 @overload
@@ -436,7 +462,7 @@ def job(
     unique_ttl: int | None = None,
     expires: float | datetime.timedelta | datetime.datetime | None = None,
     sensitive: Iterable[str] = (),
-) -> JobFunction[Any, Any] | Callable[[Callable[..., Any]], JobFunction[Any, Any]]:
+) -> BaseJobFunction[Any, Any] | Callable[[Callable[..., Any]], BaseJobFunction[Any, Any]]:
     """Decorate a function as a job, bare (``@job``) or with options (``@job(queue=...)``).
 
     ``priority`` is -100..100 (higher first, default 0); ``timeout`` and
@@ -476,10 +502,10 @@ def job(
         expires=expires_value(expires),
     )
 
-    def decorate(f: Callable[..., Any]) -> JobFunction[Any, Any]:
+    def decorate(f: Callable[..., Any]) -> BaseJobFunction[Any, Any]:
         if not callable(f):
             raise TypeError(f"@job decorates a function, not {type(f).__name__}")
-        kind: type[JobFunction[Any, Any]]
+        kind: type[BaseJobFunction[Any, Any]]
         if inspect.iscoroutinefunction(f):
             kind = AsyncContextJobFunction if takes_context else AsyncJobFunction
         else:

@@ -68,8 +68,12 @@ class JobOptions:
 
 
 def _number(name: str, value: object, *, minimum: float, integer: bool = False) -> None:
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:  # type: ignore[operator]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (integer and not isinstance(value, int))
+        or value < minimum
+    ):
         kind = "an integer" if integer else "a number"
         raise ValueError(f"{name} must be {kind} >= {minimum}, got {value!r}")
 
