@@ -22,6 +22,7 @@ import traceback as tb
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.dispatch import Signal
 
 from . import signals
@@ -312,8 +313,6 @@ async def arun_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
         if job_function.is_async:
             outcome = await arun_attempt(job_function, job)
         else:
-            from asgiref.sync import sync_to_async
-
             outcome = await sync_to_async(run_attempt)(job_function, job)
         delay = _eager_settle(job_function, job, outcome)
         await aannounce(job_function, job, outcome, delay)
