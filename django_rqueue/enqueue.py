@@ -302,14 +302,14 @@ class Plan:
         ``options`` replaces ``job_function.options`` (``using()`` and ``@job``) when given.
         """
         o = job_function.options if options is None else options
-        cached = job_function.plan_cache
+        cached = job_function._plan_cache
         if cached is not None and cached[0] is config and cached[1] is o:
             hit: Plan = cached[2]
             return hit
         plan = cls._resolve(job_function, config, o)
         # A naive run_at is read in the time zone active at each call (it may differ).
         if o.run_at is None or timezone.is_aware(o.run_at):
-            job_function.plan_cache = (config, o, plan)
+            job_function._plan_cache = (config, o, plan)
         return plan
 
     @classmethod

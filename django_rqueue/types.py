@@ -53,7 +53,7 @@ class JobSpec(Protocol):
 
     #: Enqueue's cache, ``(config, options, django_rqueue.enqueue.Plan)``: the plan is
     #: ``Any`` here because this module sits below :mod:`django_rqueue.enqueue`.
-    plan_cache: tuple[Config, JobOptions, Any] | None
+    _plan_cache: tuple[Config, JobOptions, Any] | None
 
     def arguments(self, job: Job[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments to call :attr:`func` with for ``job``'s attempt."""
