@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
+from . import registry
+from .types import JobSpec
+
 
 class RqueueConfig(AppConfig):
     name = "django_rqueue"
@@ -10,3 +13,14 @@ class RqueueConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401 - registers the system checks
+
+        registry.add_resolver(registry.TASK_PREFIX, _task_job_function)
+
+
+def _task_job_function(path: str) -> JobSpec:
+    """The job of the ``django.tasks`` task at module ``path`` (a ``"task:..."`` job name)."""
+    # Imported on use: the backend needs the tasks API, which Django 5.2 lacks
+    # without the django-tasks backport (ImproperlyConfigured then, as before).
+    from .backends import task_job_function
+
+    return task_job_function(path)

@@ -16,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from django.core.checks import CheckMessage, register
+from django.core.checks import CheckMessage, Error, register
 from django.core.exceptions import ImproperlyConfigured
 
 from . import schedule
-from .conf import parse, problems, raw_setting, schedule_queues
+from .conf import get_config, parse, problems, raw_setting, schedule_queues
+from .registry import DISCOVERY_HINT, autodiscover
+from .registry import get as registered
 
 try:
     from . import tasks_api  # noqa: F401 - registers the tasks framework's check_tasks
@@ -53,11 +55,9 @@ def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     entries = raw.get("SCHEDULE") if isinstance(raw, Mapping) else None
     if not isinstance(raw, Mapping) or not isinstance(entries, Mapping):
         return []
-    from django.core import checks
-
+    # Imported on use: periodic brings in the whole enqueue path, which these
+    # checks (imported by RqueueConfig.ready()) need only when there is a schedule.
     from .periodic import resolve
-    from .registry import DISCOVERY_HINT, autodiscover
-    from .registry import get as registered
 
     queues = schedule_queues(raw)
     valid = {n: e for n, e in entries.items() if not schedule.problems({n: e}, queues)}
@@ -70,7 +70,7 @@ def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         job = entry.get("job") if isinstance(entry, Mapping) else None
         if isinstance(job, str) and job and registered(job) is None:
             found.append(
-                checks.Error(
+                Error(
                     f"{where}['job'] {job!r} is not a registered @job.",
                     hint="Name a job by its registered name (default '<module>.<function>'). "
                     f"{DISCOVERY_HINT}.",
@@ -83,11 +83,9 @@ def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         try:
             resolve(config.schedule[name], config)
         except TypeError as exc:
-            found.append(
-                checks.Error(f"{where} arguments do not fit its job: {exc}", id="rqueue.E024")
-            )
+            found.append(Error(f"{where} arguments do not fit its job: {exc}", id="rqueue.E024"))
         except ValueError as exc:
-            found.append(checks.Error(f"{where}: {exc}", id="rqueue.E025"))
+            found.append(Error(f"{where}: {exc}", id="rqueue.E025"))
     return found
 
 
@@ -101,7 +99,7 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """
     if any(p.is_serious() for p in problems(raw_setting())):
         return []
-    from .conf import get_config
+    # Imported on use: only ``check --deploy`` connects to Redis.
     from .health import problems_for
 
     return problems_for(list(get_config().queues))

@@ -3,259 +3,59 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import datetime
 import functools
 import inspect
-import math
-import sys
-import types
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Concatenate, Literal, Protocol, Self, overload
 
 from . import enqueue, registry
+from .argument_check import ArgumentCheck
 from .backoff import BackoffPolicy
-from .conf import BACKOFF_NAMES, Config
-from .engine.keys import ID_PART_RE
+from .conf import Config
 from .job import Job, JobContext
+from .options import MAX_NAME_LENGTH, MAX_PRIORITY, MIN_PRIORITY, JobOptions, expires_value
 from .sensitive import Sensitive
 
-#: ``priority`` bounds, as in ``django.tasks``: higher runs first.
-MIN_PRIORITY, MAX_PRIORITY = -100, 100
-#: Longest accepted ``group`` / ``unique_key`` string.
-MAX_NAME_LENGTH = 200
-
-_UNSET: Any = object()
-
-
-@dataclasses.dataclass(frozen=True)
-class JobOptions:
-    """Options of a ``@job`` or of one ``using()`` call; ``None`` = inherit.
-
-    Resolution, first set wins: ``using()``, ``@job(...)``, the queue's entry
-    in ``RQUEUE["QUEUES"]``, ``RQUEUE["DEFAULTS"]``, the built-in defaults.
-    """
-
-    queue: str | None = None
-    priority: int | None = None
-    #: Seconds.
-    timeout: float | None = None
-    max_attempts: int | None = None
-    backoff: BackoffPolicy | None = None
-    #: Seconds a finished job's record (and result) is kept.
-    result_ttl: int | None = None
-    #: A string, or a callable given the job's arguments that returns one.
-    unique_key: str | Callable[..., str] | None = None
-    #: Seconds after which a unique key is released even if its job is pending.
-    unique_ttl: int | None = None
-    group: str | None = None
-    #: Seconds from now (Redis clock); ``using()`` converts a ``timedelta``.
-    delay: float | None = None
-    run_at: datetime.datetime | None = None
-    on_commit: bool | None = None
-    #: When the job expires if no worker has started it: seconds from the enqueue (Redis
-    #: clock; ``using()`` and ``@job`` convert a ``timedelta``) or an aware datetime.
-    expires: float | datetime.datetime | None = None
-    #: A caller-chosen id (``using()`` only): the job's id is ``"<queue>:<job_id>"``, and
-    #: enqueueing it again while its record exists writes nothing (an idempotent retry).
-    job_id: str | None = None
-
-    def __post_init__(self) -> None:
-        _validate(self)
-
-    def merged(self, other: JobOptions) -> JobOptions:
-        """Return these options with every field ``other`` sets overriding them."""
-        changes = {
-            f.name: getattr(other, f.name)
-            for f in dataclasses.fields(other)
-            if getattr(other, f.name) is not None
-        }
-        return dataclasses.replace(self, **changes)
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "MAX_PRIORITY",
+    "MIN_PRIORITY",
+    "ArgumentCheck",
+    "AsyncContextJobFunction",
+    "AsyncJobFunction",
+    "BaseJobFunction",
+    "ContextJobFunction",
+    "JobFunction",
+    "JobOptions",
+    "job",
+]
 
 
-def _number(name: str, value: object, *, minimum: float, integer: bool = False) -> None:
-    kinds: tuple[type, ...] = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:  # type: ignore[operator]
-        kind = "an integer" if integer else "a number"
-        raise ValueError(f"{name} must be {kind} >= {minimum}, got {value!r}")
+class BaseJobFunction[**P, R]:
+    """What every function decorated with ``@job`` has: ``P`` are the parameters
+    ``.delay()`` takes, ``R`` what a run returns (awaited, for an ``async def``).
 
-
-def _validate(o: JobOptions) -> None:  # one check per option
-    if o.priority is not None:
-        if isinstance(o.priority, bool) or not isinstance(o.priority, int):
-            raise ValueError(f"priority must be an integer, got {o.priority!r}")
-        if not MIN_PRIORITY <= o.priority <= MAX_PRIORITY:
-            raise ValueError(f"priority must be between -100 and 100, got {o.priority}")
-    if o.queue is not None and not isinstance(o.queue, str):
-        raise ValueError(f"queue must be a str, got {o.queue!r}")
-    if o.timeout is not None:
-        _number("timeout", o.timeout, minimum=0.001)
-    if o.max_attempts is not None:
-        _number("max_attempts", o.max_attempts, minimum=1, integer=True)
-    if o.result_ttl is not None:
-        _number("result_ttl", o.result_ttl, minimum=0, integer=True)
-    if o.unique_ttl is not None:
-        _number("unique_ttl", o.unique_ttl, minimum=1, integer=True)
-    if o.backoff is not None and not callable(o.backoff) and o.backoff not in BACKOFF_NAMES:
-        names = ", ".join(sorted(BACKOFF_NAMES))
-        raise ValueError(f"backoff must be one of {names} or a callable, got {o.backoff!r}")
-    for name in ("group", "unique_key"):
-        value = getattr(o, name)
-        if value is None or (name == "unique_key" and callable(value)):
-            continue
-        if not isinstance(value, str) or len(value) > MAX_NAME_LENGTH:
-            raise ValueError(f"{name} must be a str of at most {MAX_NAME_LENGTH} characters")
-    if o.delay is not None:
-        _number("delay", o.delay, minimum=0)
-    if o.run_at is not None and not isinstance(o.run_at, datetime.datetime):
-        raise ValueError(f"run_at must be a datetime, got {o.run_at!r}")
-    if o.on_commit is not None and not isinstance(o.on_commit, bool):
-        raise ValueError("on_commit must be True or False")
-    if o.expires is not None:
-        _validate_expires(o.expires)
-    if o.job_id is not None and (not isinstance(o.job_id, str) or not ID_PART_RE.match(o.job_id)):
-        raise ValueError(
-            "job_id must be 1 to 128 of the characters A-Z a-z 0-9 _ . - : "
-            f"(the queue and a ':' are put before it), got {o.job_id!r}"
-        )
-
-
-def _validate_expires(expires: object) -> None:
-    """``expires``: an aware datetime, or a finite number of seconds > 0 (``ValueError``)."""
-    if isinstance(expires, datetime.datetime):
-        if expires.utcoffset() is None:
-            raise ValueError(
-                f"expires must be an aware datetime (with a time zone), got the naive {expires!r}"
-            )
-        return
-    if (
-        isinstance(expires, bool)
-        or not isinstance(expires, int | float)
-        or not math.isfinite(expires)
-        or expires <= 0
-    ):
-        raise ValueError(
-            "expires must be a number of seconds > 0, a positive timedelta or an aware "
-            f"datetime, got {expires!r}"
-        )
-
-
-def _expires(
-    value: float | datetime.timedelta | datetime.datetime | None,
-) -> float | datetime.datetime | None:
-    """``expires`` as :class:`JobOptions` keeps it: a ``timedelta`` becomes seconds."""
-    return value.total_seconds() if isinstance(value, datetime.timedelta) else value
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ArgumentCheck:
-    """A job function's signature, ready to check the arguments of each enqueue.
-
-    The common calls are accepted by a few comparisons: positional arguments
-    only, as many as the function takes; or keyword arguments that each name a
-    parameter not given positionally, with every required parameter given
-    (for a function without ``**kwargs``). Any other call is checked by
-    ``inspect.Signature.bind``, which raises the error.
-    """
-
-    #: The parameters the caller passes (the context of a ``takes_context`` job left out).
-    signature: inspect.Signature
-    #: The parameters as the error message shows them, without annotations: ``"(a, b=1)"``.
-    shown: str
-    #: A call with no keyword arguments and ``fewest <= len(args) <= most`` positional
-    #: ones binds (``most`` is ``sys.maxsize`` with ``*args``; ``fewest`` is above
-    #: ``most`` when a keyword-only parameter is required).
-    fewest: int
-    most: int
-    #: Each parameter a keyword may name -> its position (``sys.maxsize`` for a
-    #: keyword-only one); ``None`` with ``**kwargs`` (such calls go to ``bind``).
-    slots: Mapping[str, int] | None
-    #: ``(position, name)`` of every required parameter (``sys.maxsize``: keyword-only).
-    required: tuple[tuple[int, str], ...]
-
-    @classmethod
-    def of(cls, func: Callable[..., object], *, skip: int = 0) -> ArgumentCheck | None:
-        """The check of ``func`` minus its first ``skip`` parameters; ``None`` when its
-        signature cannot be read (some builtins and classes): such calls are not checked."""
-        try:
-            parameters = list(inspect.signature(func).parameters.values())[skip:]
-        except (TypeError, ValueError):
-            return None
-        kinds = inspect.Parameter
-        positional = [
-            p for p in parameters if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
-        ]
-        varargs = any(p.kind is kinds.VAR_POSITIONAL for p in parameters)
-        most = sys.maxsize if varargs else len(positional)
-        slots: dict[str, int] = {}
-        required: list[tuple[int, str]] = []
-        for position, p in enumerate(positional):
-            if p.kind is kinds.POSITIONAL_OR_KEYWORD:
-                slots[p.name] = position
-            if p.default is p.empty:
-                required.append((position, p.name))
-        fewest = len(required)
-        for p in parameters:
-            if p.kind is kinds.KEYWORD_ONLY:
-                slots[p.name] = sys.maxsize
-                if p.default is p.empty:
-                    required.append((sys.maxsize, p.name))
-                    fewest = sys.maxsize
-        varkw = any(p.kind is kinds.VAR_KEYWORD for p in parameters)
-        shown = inspect.Signature([p.replace(annotation=p.empty) for p in parameters])
-        return cls(
-            signature=inspect.Signature(parameters),
-            shown=str(shown),
-            fewest=fewest,
-            most=most,
-            slots=None if varkw else types.MappingProxyType(slots),
-            required=tuple(required),
-        )
-
-    def __call__(self, name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-        """Return if ``args`` and ``kwargs`` bind to the signature.
-
-        Raises:
-            TypeError: they do not; the message names ``name``, the parameters and
-                what is wrong (``inspect.Signature.bind``'s words).
-        """
-        given = len(args)
-        if not kwargs:
-            if self.fewest <= given <= self.most:
-                return
-        elif self.slots is not None and given <= self.most:
-            slots = self.slots
-            if all(slots.get(key, -1) >= given for key in kwargs) and all(
-                position < given or required in kwargs for position, required in self.required
-            ):
-                return
-        try:
-            self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(
-                f"{name}{self.shown} cannot be called with these arguments: {exc}"
-            ) from None
-
-
-class JobFunction[**P, R]:
-    """A function decorated with ``@job``.
-
-    Calling it runs the function inline. :meth:`delay` enqueues it;
-    :meth:`using` returns a copy bound to per-call options. Jobs are found by
-    workers through :attr:`name` (``"<module>.<qualname>"`` unless given).
-    ``takes_context``: the function is given a :class:`~django_rqueue.job.JobContext`
-    first when it runs as a job (see :class:`ContextJobFunction`).
+    :meth:`delay` enqueues it; :meth:`using` returns a copy bound to per-call
+    options. Jobs are found by workers through :attr:`name` (``"<module>.<qualname>"``
+    unless given). ``takes_context``: the function is given a
+    :class:`~django_rqueue.job.JobContext` first when it runs as a job. Calling it
+    runs the function inline; how it is called differs by kind, so each of the four
+    subclasses (:class:`JobFunction`, :class:`ContextJobFunction`,
+    :class:`AsyncJobFunction`, :class:`AsyncContextJobFunction`) defines ``__call__``.
     """
 
     takes_context = False
     #: The enqueue plan last resolved for this function: ``(config, options, plan)``
     #: (``django_rqueue.enqueue.Plan.of``), reused while both are the same objects.
-    plan_cache: tuple[Config, JobOptions, enqueue.Plan] | None = None
+    _plan_cache: tuple[Config, JobOptions, enqueue.Plan] | None = None
     #: The arguments hidden from people (``@job(sensitive=...)``); ``None``: none.
     sensitive: Sensitive | None = None
+    #: The decorated function (each subclass says what it returns).
+    func: Callable[..., Any]
 
-    def __init__(self, func: Callable[..., R], name: str, options: JobOptions) -> None:
-        self.func: Callable[..., R] = func
+    def __init__(self, func: Callable[..., Any], name: str, options: JobOptions) -> None:
+        self.func = func
         self.name = name
         self.options = options
         self.__doc__ = func.__doc__
@@ -263,9 +63,6 @@ class JobFunction[**P, R]:
 
     def __repr__(self) -> str:
         return f"<JobFunction {self.name}>"
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.func(*args, **kwargs)
 
     def arguments(self, job: Job[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments to call :attr:`func` with for ``job``'s attempt."""
@@ -341,7 +138,7 @@ class JobFunction[**P, R]:
             max_attempts=max_attempts,
             result_ttl=result_ttl,
             on_commit=on_commit,
-            expires=_expires(expires),
+            expires=expires_value(expires),
             job_id=job_id,
         )
         bound = copy.copy(self)
@@ -419,14 +216,18 @@ class JobFunction[**P, R]:
         return enqueue.submit_many(self, calls, batch_size)
 
 
-class ContextJobFunction[**P, R](JobFunction[P, R]):
-    """A ``@job(takes_context=True)`` function: ``P`` are its parameters after the context.
+class JobFunction[**P, R](BaseJobFunction[P, R]):
+    """A function decorated with ``@job``: calling it runs the function inline."""
 
-    ``.delay()`` takes the arguments that follow the context (the context is
-    not stored); a worker or EAGER passes a fresh :class:`JobContext` first.
-    Calling it directly runs the function inline with the arguments as given,
-    context included.
-    """
+    func: Callable[..., R]
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+
+class _TakesContext[**P, R](BaseJobFunction[P, R]):
+    """A ``@job(takes_context=True)`` function, sync or async: a fresh :class:`JobContext`
+    comes first when it runs as a job."""
 
     takes_context = True
 
@@ -435,13 +236,23 @@ class ContextJobFunction[**P, R](JobFunction[P, R]):
         counts this attempt), then the job's own arguments."""
         return (JobContext(job=job, attempt=job.attempts), *job.args), job.kwargs
 
-    def __call__(  # type: ignore[override]
-        self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs
-    ) -> R:
+
+class ContextJobFunction[**P, R](_TakesContext[P, R]):
+    """A ``@job(takes_context=True)`` function: ``P`` are its parameters after the context.
+
+    ``.delay()`` takes the arguments that follow the context (the context is
+    not stored); a worker or EAGER passes a fresh :class:`JobContext` first.
+    Calling it directly runs the function inline with the arguments as given,
+    context included.
+    """
+
+    func: Callable[..., R]
+
+    def __call__(self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(context, *args, **kwargs)
 
 
-class AsyncJobFunction[**P, R](JobFunction[P, R]):
+class AsyncJobFunction[**P, R](BaseJobFunction[P, R]):
     """A ``@job`` on an ``async def`` function returning ``R``: its jobs are ``Job[R]``, and
     calling it returns the coroutine (run inline when awaited).
 
@@ -449,26 +260,33 @@ class AsyncJobFunction[**P, R](JobFunction[P, R]):
     workers look at).
     """
 
-    def __call__(  # type: ignore[override]
-        self, *args: P.args, **kwargs: P.kwargs
-    ) -> Coroutine[Any, Any, R]:
-        return self.func(*args, **kwargs)  # type: ignore[return-value]
+    func: Callable[..., Coroutine[Any, Any, R]]
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        return self.func(*args, **kwargs)
 
 
-class AsyncContextJobFunction[**P, R](ContextJobFunction[P, R]):
+class AsyncContextJobFunction[**P, R](_TakesContext[P, R]):
     """A ``@job(takes_context=True)`` on an ``async def`` (see :class:`AsyncJobFunction`)."""
 
-    def __call__(  # type: ignore[override]
+    func: Callable[..., Coroutine[Any, Any, R]]
+
+    def __call__(
         self, context: JobContext, /, *args: P.args, **kwargs: P.kwargs
     ) -> Coroutine[Any, Any, R]:
-        return self.func(context, *args, **kwargs)  # type: ignore[return-value]
+        return self.func(context, *args, **kwargs)
+
+
+# The async overload comes first and overlaps the sync one (an ``async def`` is a
+# ``Callable[P, R]`` too) with an unrelated return type: mypy's overload-overlap is
+# silenced there on purpose, since the first match wins.
 
 
 class _Decorator(Protocol):
     """What ``@job(...)`` returns: an async function gets an :class:`AsyncJobFunction`."""
 
     @overload
-    def __call__[**P, R](
+    def __call__[**P, R](  # type: ignore[overload-overlap]
         self, func: Callable[P, Coroutine[Any, Any, R]], /
     ) -> AsyncJobFunction[P, R]: ...
 
@@ -480,7 +298,7 @@ class _ContextDecorator(Protocol):
     """What ``@job(takes_context=True, ...)`` returns."""
 
     @overload
-    def __call__[**P, R](
+    def __call__[**P, R](  # type: ignore[overload-overlap]
         self, func: Callable[Concatenate[JobContext, P], Coroutine[Any, Any, R]], /
     ) -> AsyncContextJobFunction[P, R]: ...
 
@@ -491,7 +309,9 @@ class _ContextDecorator(Protocol):
 
 
 @overload
-def job[**P, R](func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncJobFunction[P, R]: ...
+def job[**P, R](  # type: ignore[overload-overlap]
+    func: Callable[P, Coroutine[Any, Any, R]], /
+) -> AsyncJobFunction[P, R]: ...
 
 
 @overload
@@ -550,7 +370,7 @@ def job(
     unique_ttl: int | None = None,
     expires: float | datetime.timedelta | datetime.datetime | None = None,
     sensitive: Iterable[str] = (),
-) -> JobFunction[Any, Any] | Callable[[Callable[..., Any]], JobFunction[Any, Any]]:
+) -> BaseJobFunction[Any, Any] | Callable[[Callable[..., Any]], BaseJobFunction[Any, Any]]:
     """Decorate a function as a job, bare (``@job``) or with options (``@job(queue=...)``).
 
     ``priority`` is -100..100 (higher first, default 0); ``timeout`` and
@@ -587,13 +407,13 @@ def job(
         result_ttl=result_ttl,
         unique_key=unique_key,
         unique_ttl=unique_ttl,
-        expires=_expires(expires),
+        expires=expires_value(expires),
     )
 
-    def decorate(f: Callable[..., Any]) -> JobFunction[Any, Any]:
+    def decorate(f: Callable[..., Any]) -> BaseJobFunction[Any, Any]:
         if not callable(f):
             raise TypeError(f"@job decorates a function, not {type(f).__name__}")
-        kind: type[JobFunction[Any, Any]]
+        kind: type[BaseJobFunction[Any, Any]]
         if inspect.iscoroutinefunction(f):
             kind = AsyncContextJobFunction if takes_context else AsyncJobFunction
         else:

@@ -73,10 +73,11 @@ from .exceptions import (
 )
 from .execution import arun_eager, run_eager
 from .job import STATUSES, Job, JobStatus, aget_job, get_job
+from .options import JobOptions
 from .serialization import MAX_JSON_BYTES, encode_arguments
 
 if TYPE_CHECKING:
-    from .decorators import JobFunction, JobOptions
+    from .types import JobSpec
 
 #: Seconds ``delay_many`` keeps sending the batches it could not write through a transient
 #: failure (Redis unreachable for a moment, a Redis Cluster slot moving) before it raises
@@ -103,7 +104,7 @@ capture: contextvars.ContextVar[Callable[[Submission], Job[Any]] | None] = conte
 
 
 def submit(
-    job_function: JobFunction[Any, Any],
+    job_function: JobSpec,
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     options: JobOptions | None = None,
@@ -128,7 +129,7 @@ def submit(
 
 
 async def asubmit(
-    job_function: JobFunction[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    job_function: JobSpec, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> Job[Any]:
     """:func:`submit` for async code (see :meth:`JobFunction.adelay`)."""
     submission, captured = _prepare(job_function, args, kwargs)
@@ -144,7 +145,7 @@ async def asubmit(
 
 
 def _prepare(
-    job_function: JobFunction[Any, Any],
+    job_function: JobSpec,
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     options: JobOptions | None = None,
@@ -174,7 +175,7 @@ def _defer_until_commit(submission: Submission) -> Job[Any] | None:
 
 
 def submit_many(
-    job_function: JobFunction[Any, Any],
+    job_function: JobSpec,
     calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]],
     batch_size: int,
 ) -> list[Job[Any]]:
@@ -210,7 +211,7 @@ def submit_many(
     return batch()
 
 
-def _deferred(job_function: JobFunction[Any, Any]) -> bool:
+def _deferred(job_function: JobSpec) -> bool:
     """Whether this call waits for the current transaction's commit."""
     return (
         job_function.options.on_commit is not False and transaction.get_connection().in_atomic_block
@@ -258,7 +259,7 @@ def call_pair(index: int, call: object) -> tuple[Sequence[Any], Mapping[str, Any
 class Plan:
     """What every call of one ``.delay()`` / ``.delay_many()`` shares, resolved once."""
 
-    job_function: JobFunction[Any, Any]
+    job_function: JobSpec
     queue: str
     priority: int
     group: str
@@ -293,9 +294,7 @@ class Plan:
     job_id: str | None
 
     @classmethod
-    def of(
-        cls, job_function: JobFunction[Any, Any], config: Config, options: JobOptions | None = None
-    ) -> Plan:
+    def of(cls, job_function: JobSpec, config: Config, options: JobOptions | None = None) -> Plan:
         """Resolve the options of ``job_function`` (``ValueError``: its queue is undeclared).
 
         Resolution, first set wins: ``using()``, ``@job(...)``, the queue's
@@ -303,17 +302,18 @@ class Plan:
         ``options`` replaces ``job_function.options`` (``using()`` and ``@job``) when given.
         """
         o = job_function.options if options is None else options
-        cached = job_function.plan_cache
+        cached = job_function._plan_cache
         if cached is not None and cached[0] is config and cached[1] is o:
-            return cached[2]
+            hit: Plan = cached[2]
+            return hit
         plan = cls._resolve(job_function, config, o)
         # A naive run_at is read in the time zone active at each call (it may differ).
         if o.run_at is None or timezone.is_aware(o.run_at):
-            job_function.plan_cache = (config, o, plan)
+            job_function._plan_cache = (config, o, plan)
         return plan
 
     @classmethod
-    def _resolve(cls, job_function: JobFunction[Any, Any], config: Config, o: JobOptions) -> Plan:
+    def _resolve(cls, job_function: JobSpec, config: Config, o: JobOptions) -> Plan:
         queue = o.queue or config.default_queue
         qconf = config.queue(queue)
         status = JobStatus.QUEUED
@@ -559,7 +559,7 @@ class BatchSubmission:
     """
 
     def __init__(
-        self, job_function: JobFunction[Any, Any], submissions: list[Submission], batch_size: int
+        self, job_function: JobSpec, submissions: list[Submission], batch_size: int
     ) -> None:
         self.job_function = job_function
         self.batch_size = batch_size

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .job import Job
+from typing import Any
 
 
 class RqueueError(Exception):
@@ -92,18 +89,21 @@ class EnqueueIncomplete(RedisUnavailable):
     raised by the on-commit write, after the commit.
     """
 
+    # Each list holds :class:`~django_rqueue.job.Job` objects, typed ``Any`` because this
+    # module is below :mod:`django_rqueue.job`, which raises its exceptions.
+
     def __init__(
         self,
-        jobs: Sequence[Job[Any]],
-        written: Sequence[Job[Any]],
-        not_written: Sequence[Job[Any]],
-        unknown: Sequence[Job[Any]],
+        jobs: Sequence[Any],
+        written: Sequence[Any],
+        not_written: Sequence[Any],
+        unknown: Sequence[Any],
         cause: BaseException,
     ) -> None:
-        self.jobs = list(jobs)
-        self.written = list(written)
-        self.not_written = list(not_written)
-        self.unknown = list(unknown)
+        self.jobs: list[Any] = list(jobs)
+        self.written: list[Any] = list(written)
+        self.not_written: list[Any] = list(not_written)
+        self.unknown: list[Any] = list(unknown)
         maybe = f", {len(self.unknown)} unknown" if self.unknown else ""
         super().__init__(
             f"delay_many wrote {len(self.written)} of its {len(self.jobs)} job(s) "

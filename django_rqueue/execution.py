@@ -22,6 +22,7 @@ import traceback as tb
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.dispatch import Signal
 
 from . import signals
@@ -33,7 +34,7 @@ from .sensitive import scrub
 from .serialization import dumps, encode_result, loads
 
 if TYPE_CHECKING:
-    from .decorators import JobFunction
+    from .types import JobSpec
 
 
 @dataclasses.dataclass
@@ -96,7 +97,7 @@ def soft_timeout(seconds: float) -> JobTimeout:
     return JobTimeout(f"job exceeded its timeout of {seconds:g} s")
 
 
-def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
+def run_attempt(job_function: JobSpec, job: Job[Any]) -> Outcome:
     """Send ``job_started``, call the function, and capture what happened.
 
     ``SystemExit`` and every other exception are failures of the attempt; so
@@ -115,7 +116,7 @@ def run_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
     return hide_secrets(job_function, job, _run_sync_attempt(job_function, job))
 
 
-def hide_secrets(job_function: JobFunction[Any, Any], job: Job[Any], outcome: Outcome) -> Outcome:
+def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> Outcome:
     """Replace the values of ``job``'s sensitive arguments (``@job(sensitive=...)``) that a
     failed attempt's message or traceback quotes by the mask (:func:`~.sensitive.scrub`).
 
@@ -136,7 +137,7 @@ def hide_secrets(job_function: JobFunction[Any, Any], job: Job[Any], outcome: Ou
     return outcome
 
 
-def _run_sync_attempt(job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
+def _run_sync_attempt(job_function: JobSpec, job: Job[Any]) -> Outcome:
     signals.send(signals.job_started, job_function, job=job)
     try:
         args, kwargs = job_function.arguments(job)
@@ -163,7 +164,7 @@ def interrupted() -> bool:
 
 
 async def arun_attempt(
-    job_function: JobFunction[Any, Any], job: Job[Any], *, timeout: float | None = None
+    job_function: JobSpec, job: Job[Any], *, timeout: float | None = None
 ) -> Outcome:
     """:func:`run_attempt` for an ``async def`` job, awaited on the running event loop.
 
@@ -177,9 +178,7 @@ async def arun_attempt(
     return hide_secrets(job_function, job, outcome)
 
 
-async def _arun_attempt(
-    job_function: JobFunction[Any, Any], job: Job[Any], timeout: float | None
-) -> Outcome:
+async def _arun_attempt(job_function: JobSpec, job: Job[Any], timeout: float | None) -> Outcome:
     await signals.asend(signals.job_started, job_function, job=job)
     deadline = asyncio.timeout(timeout)
     try:
@@ -214,9 +213,7 @@ def run_coroutine[T](coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def next_delay(
-    job_function: JobFunction[Any, Any] | None, job: Job[Any], outcome: Outcome
-) -> float | None:
+def next_delay(job_function: JobSpec | None, job: Job[Any], outcome: Outcome) -> float | None:
     """Seconds before the next attempt, or ``None`` when this failure is final.
 
     Final when attempts are spent, when the job is unknown, when the job
@@ -259,7 +256,7 @@ def _outcome_signal(
 
 
 def announce(
-    job_function: JobFunction[Any, Any] | None,
+    job_function: JobSpec | None,
     job: Job[Any],
     outcome: Outcome,
     delay: float | None,
@@ -277,7 +274,7 @@ def announce(
 
 
 async def aannounce(
-    job_function: JobFunction[Any, Any] | None,
+    job_function: JobSpec | None,
     job: Job[Any],
     outcome: Outcome,
     delay: float | None,
@@ -287,7 +284,7 @@ async def aannounce(
     await signals.asend(signal, job_function, **kwargs)
 
 
-def run_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[Any]:
+def run_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
     """Run every attempt of ``job`` inline, back to back (EAGER mode); nothing touches Redis.
 
     Returns the job in its final state (``succeeded`` or ``failed``), with
@@ -307,7 +304,7 @@ def run_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[Any]:
             return job
 
 
-async def arun_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[Any]:
+async def arun_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
     """:func:`run_eager` on the running event loop (``adelay()`` in EAGER mode)."""
     _eager_enqueued(job)
     await signals.asend(signals.job_enqueued, job_function, job=job)
@@ -316,8 +313,6 @@ async def arun_eager(job_function: JobFunction[Any, Any], job: Job[Any]) -> Job[
         if job_function.is_async:
             outcome = await arun_attempt(job_function, job)
         else:
-            from asgiref.sync import sync_to_async
-
             outcome = await sync_to_async(run_attempt)(job_function, job)
         delay = _eager_settle(job_function, job, outcome)
         await aannounce(job_function, job, outcome, delay)
@@ -335,9 +330,7 @@ def _eager_started(job: Job[Any]) -> None:
     job.started_at = datetime.datetime.now(datetime.UTC)
 
 
-def _eager_settle(
-    job_function: JobFunction[Any, Any], job: Job[Any], outcome: Outcome
-) -> float | None:
+def _eager_settle(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> float | None:
     """Record an EAGER attempt's outcome in ``job``; return the retry delay (``None``: final)."""
     delay = next_delay(job_function, job, outcome)  # may reword the error's message
     if outcome.ok:

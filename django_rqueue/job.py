@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
+from asgiref.sync import sync_to_async
 
 from .conf import get_config
 from .encryption import open_fields
@@ -25,6 +26,7 @@ from .engine.connection import (
     wrong_type,
 )
 from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, queue_of
+from .exceptions import JobStateError
 from .sensitive import Sensitive
 from .serialization import decode_arguments, join_payload, loads
 
@@ -307,8 +309,6 @@ class Job[R]:
 
     def _assign_fresh(self, fresh: Job[Any] | None) -> None:
         if fresh is None:
-            from .exceptions import JobStateError
-
             raise JobStateError(f"job {self.id} no longer exists", None)
         self.assign(fresh)
 
@@ -354,8 +354,6 @@ class Job[R]:
         deadline = _deadline(timeout)
         client = new_async_client(self.queue)
         if client is None:
-            from asgiref.sync import sync_to_async
-
             return await sync_to_async(self.wait, thread_sensitive=False)(timeout)
         keys = QueueKeys.of(get_config().key_prefix, self.queue)
         try:
@@ -375,8 +373,6 @@ class Job[R]:
 
     def _assign_fields(self, fields: dict[bytes, bytes]) -> None:
         if not fields:
-            from .exceptions import JobStateError
-
             raise JobStateError(f"job {self.id} no longer exists", None)
         self.assign(Job.from_fields(self.id, fields))
 
@@ -498,8 +494,6 @@ async def aget_job(job_id: str) -> Job[Any] | None:
         return None
     client = get_async_client(queue)
     if client is None:
-        from asgiref.sync import sync_to_async
-
         return await sync_to_async(get_job, thread_sensitive=False)(job_id)
     keys = QueueKeys.of(get_config().key_prefix, queue)
     try:

@@ -20,14 +20,15 @@ from typing import Any
 
 from . import registry, signals
 from .conf import Config, get_config
-from .decorators import JobFunction, JobOptions
 from .engine import transitions
 from .engine.connection import as_text, get_client, ms_to_datetime, redis_errors, wrong_type
 from .engine.keys import EntryFields, QueueKeys
 from .enqueue import Plan, Submission
 from .exceptions import UnknownEntry, UnknownJob
 from .job import Job, JobStatus, get_job
+from .options import JobOptions
 from .schedule import ScheduleEntry
+from .types import JobSpec
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class ResolvedEntry:
     """An entry together with the job it runs and the options its runs get."""
 
     entry: ScheduleEntry
-    job_function: JobFunction[Any, Any]
+    job_function: JobSpec
     plan: Plan
 
     @property

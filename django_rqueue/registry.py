@@ -4,15 +4,18 @@ A payload names its job; the worker looks the name up here and never imports
 a path taken from Redis, so whoever can write to Redis still cannot make a
 worker run arbitrary code.
 
-The one exception is a ``django.tasks`` task (:mod:`django_rqueue.backends`):
-its job is named :data:`TASK_PREFIX` + the task's module path, and the
-worker imports that path, as every ``django.tasks`` worker does, then runs it
-only if it is a ``django.tasks.Task`` whose backend is an ``RQueueBackend``.
-No ``@job`` may take a name with that prefix.
+The one exception is a name with a prefix that has a resolver
+(:func:`add_resolver`): only ``django.tasks`` tasks (:mod:`django_rqueue.backends`),
+whose resolver :class:`~django_rqueue.apps.RqueueConfig` installs. Such a job is
+named :data:`TASK_PREFIX` + the task's module path, and the worker imports that
+path, as every ``django.tasks`` worker does, then runs it only if it is a
+``django.tasks.Task`` whose backend is an ``RQueueBackend``. No ``@job`` may take
+a name with that prefix.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.utils.module_loading import autodiscover_modules
@@ -20,10 +23,12 @@ from django.utils.module_loading import autodiscover_modules
 from .exceptions import UnknownJob
 
 if TYPE_CHECKING:
-    from .decorators import JobFunction
     from .job import Job
+    from .types import JobSpec
 
-_registry: dict[str, JobFunction[Any, Any]] = {}
+_registry: dict[str, JobSpec] = {}
+#: Name prefix -> what returns the job function of a name with it (given the rest of the name).
+_resolvers: dict[str, Callable[[str], JobSpec]] = {}
 
 #: Where workers find jobs: said by :class:`UnknownJob` and the ``rqueue.E023`` check.
 DISCOVERY_HINT = (
@@ -35,29 +40,35 @@ DISCOVERY_HINT = (
 TASK_PREFIX = "task:"
 
 
-def register(job_function: JobFunction[Any, Any]) -> None:
+def add_resolver(prefix: str, resolver: Callable[[str], JobSpec]) -> None:
+    """Let :func:`resolve` find a job whose name starts with ``prefix`` by calling
+    ``resolver`` with the rest of its name (which raises :class:`UnknownJob`)."""
+    _resolvers[prefix] = resolver
+
+
+def register(job_function: JobSpec) -> None:
     """Register ``job_function`` under its name (a later one with the same name wins)."""
     _registry[job_function.name] = job_function
 
 
-def get(name: str) -> JobFunction[Any, Any] | None:
+def get(name: str) -> JobSpec | None:
     """Return the job registered as ``name``, or ``None``."""
     return _registry.get(name)
 
 
-def resolve(job: Job[Any]) -> JobFunction[Any, Any]:
+def resolve(job: Job[Any]) -> JobSpec:
     """Return the job function that runs ``job`` (a record read from Redis).
 
-    A task job (its name starts with :data:`TASK_PREFIX`) is resolved by
-    importing its module path (:func:`django_rqueue.backends.task_job_function`).
+    A job whose name starts with a prefix given to :func:`add_resolver` is resolved
+    by that prefix's resolver: a task job (:data:`TASK_PREFIX`) by importing its
+    module path (:func:`django_rqueue.backends.task_job_function`).
 
     Raises:
         UnknownJob: nothing in this process can run it; the message says why.
     """
-    if job.name.startswith(TASK_PREFIX):
-        from .backends import task_job_function
-
-        return task_job_function(job.name.removeprefix(TASK_PREFIX))
+    for prefix, resolver in _resolvers.items():
+        if job.name.startswith(prefix):
+            return resolver(job.name.removeprefix(prefix))
     job_function = _registry.get(job.name)
     if job_function is None:
         raise UnknownJob(

@@ -29,7 +29,7 @@ from .execution import run_eager
 from .job import Job
 
 if TYPE_CHECKING:
-    from .decorators import JobFunction
+    from .types import JobSpec
 
 __all__ = ["CapturedJob", "CapturedJobs", "capture_jobs"]
 
@@ -46,7 +46,7 @@ class CapturedJob:
     ``on_commit``.
     """
 
-    job_function: JobFunction[Any, Any]
+    job_function: JobSpec
     #: The Job ``.delay()`` returned; :meth:`run` updates it in place.
     job: Job[Any]
     options: dict[str, Any]
@@ -76,7 +76,7 @@ class CapturedJob:
 class CapturedJobs(list[CapturedJob]):
     """The calls captured by one :func:`capture_jobs` block, in call order."""
 
-    def of(self, job_function: JobFunction[Any, Any] | str) -> list[CapturedJob]:
+    def of(self, job_function: JobSpec | str) -> list[CapturedJob]:
         """The captured calls of one job (a ``@job`` function or its name)."""
         name = job_function if isinstance(job_function, str) else job_function.name
         return [c for c in self if c.name == name]

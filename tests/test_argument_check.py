@@ -92,7 +92,7 @@ def test_the_django_tasks_backend_checks_the_task_signature(redis_client: redis.
 
 
 def test_a_function_without_a_readable_signature_is_not_checked() -> None:
-    from django_rqueue.decorators import ArgumentCheck
+    from django_rqueue.argument_check import ArgumentCheck
 
     assert ArgumentCheck.of(print) is not None  # builtins with a text signature are checked
     assert ArgumentCheck.of(dict) is None  # no signature: every call is accepted
@@ -108,7 +108,7 @@ def test_the_quick_paths_agree_with_signature_bind(func: Any) -> None:
     import inspect
     import itertools
 
-    from django_rqueue.decorators import ArgumentCheck
+    from django_rqueue.argument_check import ArgumentCheck
 
     check = ArgumentCheck.of(func)
     assert check is not None

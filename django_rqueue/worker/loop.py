@@ -71,7 +71,6 @@ from django.db import close_old_connections
 
 from .. import registry, signals
 from ..conf import get_config
-from ..decorators import JobFunction
 from ..encryption import seal
 from ..engine import calls, transitions
 from ..engine.calls import ScriptCall
@@ -81,6 +80,7 @@ from ..engine.pipelining import AckStream, PendingAck
 from ..exceptions import JobCancelled, JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
 from ..execution import Outcome, failure, next_delay, run_attempt, soft_timeout
 from ..job import Job
+from ..types import JobSpec
 from . import cancelling
 from .async_runner import AsyncRunner, is_async_job
 from .idle import IdleWaiter
@@ -591,7 +591,7 @@ class Worker:
         if self.renew_leases:
             keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
             keeper.start()
-        job_function: JobFunction[Any, Any] | None = None
+        job_function: JobSpec | None = None
         try:
             try:
                 job_function = registry.resolve(job)
@@ -628,7 +628,7 @@ class Worker:
             self.hooks.finished(job, result)
         conclude(job_function, job, queue, outcome, result, delay, duration=ran)
 
-    def _execute(self, job_function: JobFunction[Any, Any], job: Job[Any]) -> Outcome:
+    def _execute(self, job_function: JobSpec, job: Job[Any]) -> Outcome:
         if job.problems:
             return failure(ValueError(f"job record is corrupt: {'; '.join(job.problems)}"))
         close_old_connections()

@@ -48,7 +48,7 @@ from ..job import Job
 from .reconnect import Reconnect
 
 if TYPE_CHECKING:
-    from ..decorators import JobFunction
+    from ..types import JobSpec
 
 logger = logging.getLogger("django_rqueue.worker")
 
@@ -233,7 +233,7 @@ def fail_lost_attempt(
         return None  # already reclaimed and handed to someone else
     attempt = failure(exc)
     try:
-        job_function: JobFunction[Any, Any] | None = registry.resolve(job)
+        job_function: JobSpec | None = registry.resolve(job)
     except UnknownJob:
         job_function = None
     delay = next_delay(job_function, job, attempt)
@@ -274,7 +274,7 @@ def hand_back(queue: str, job_id: str, token: int) -> bool:
 
 
 def conclude(
-    job_function: JobFunction[Any, Any] | None,
+    job_function: JobSpec | None,
     job: Job[Any],
     queue: str,
     attempt: Outcome,
@@ -295,7 +295,7 @@ def conclude(
 
 
 async def aconclude(
-    job_function: JobFunction[Any, Any] | None,
+    job_function: JobSpec | None,
     job: Job[Any],
     queue: str,
     attempt: Outcome,

@@ -8,6 +8,9 @@ from typing import Any
 
 from django.core import checks
 
+from ...conf import raw_setting
+from .conf import problems
+
 
 @checks.register()
 def check_httpx(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -26,7 +29,4 @@ def check_httpx(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMess
 @checks.register()
 def check_webhook_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """``rqueue.E100``-``E102``, ``W100``: ``RQUEUE["WEBHOOKS"]`` (:func:`.conf.problems`)."""
-    from ...conf import raw_setting
-    from .conf import problems
-
     return problems(raw_setting())
