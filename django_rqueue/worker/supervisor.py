@@ -54,7 +54,8 @@ from .. import signals as rqueue_signals
 from ..conf import get_config
 from ..engine import transitions
 from ..engine.connection import get_client, location_of, redis_errors, redis_time_ms
-from ..engine.keys import JobFields, QueueKeys
+from ..engine.keys import JobFields
+from ..engine.queue_ref import queue_ref
 from ..exceptions import (
     JobCancelled,
     JobTimeout,
@@ -520,7 +521,6 @@ class Supervisor:
         ]
         if not watched:
             return
-        prefix = get_config().key_prefix
         by_client: dict[int, tuple[redis.Redis, list[tuple[Child, Running]]]] = {}
         for child, running in watched:
             client = get_client(running.queue)
@@ -531,7 +531,7 @@ class Supervisor:
                 with redis_errors(client):
                     pipe = client.pipeline(transaction=False)
                     for _, running in entries:
-                        key = QueueKeys.of(prefix, running.queue).job(running.job_id)
+                        key = queue_ref(running.queue).keys.job(running.job_id)
                         pipe.hget(key, JobFields.CANCEL_REQUESTED)
                     requested = pipe.execute()
             except RedisUnavailable as exc:  # that server only: look at the others
@@ -557,7 +557,6 @@ class Supervisor:
         its retry time (:mod:`~.outages`; a queue whose cluster slot is moving, alone) and
         the others' renewals go on; the first failure is raised at the end."""
         lease = get_config().lease
-        prefix = get_config().key_prefix
         failed: RedisUnavailable | None = None
         for child in self.children.values():
             if child.killed_for:
@@ -571,7 +570,7 @@ class Supervisor:
                 if not self.outages.usable(server, running.queue):
                     continue
                 try:
-                    self._renew(child, running, now, lease, prefix)
+                    self._renew(child, running, now, lease)
                 except RedisUnavailable as exc:
                     self.outages.failed(server, queue=running.queue, error=exc)
                     failed = failed or exc
@@ -580,15 +579,12 @@ class Supervisor:
         if failed is not None:
             raise failed
 
-    def _renew(self, child: Child, running: Running, now: float, lease: float, prefix: str) -> None:
+    def _renew(self, child: Child, running: Running, now: float, lease: float) -> None:
         running.renew_at = now + lease / 3
+        ref = queue_ref(running.queue)
         try:
             transitions.renew_lease(
-                get_client(running.queue),
-                QueueKeys.of(prefix, running.queue),
-                running.job_id,
-                running.token,
-                int(lease * 1000),
+                ref.client(), ref.keys, running.job_id, running.token, ref.lease_ms
             )
         except LeaseLost as exc:
             if child.runs(running):
@@ -623,8 +619,8 @@ class Supervisor:
         if current is None or current.token != running.token:
             logger.debug("%s (the child has finished that job)", exc)
             return
-        keys = QueueKeys.of(get_config().key_prefix, running.queue)
-        fields = read_record(get_client(running.queue), keys, running.job_id)
+        ref = queue_ref(running.queue)
+        fields = read_record(ref.client(), ref.keys, running.job_id)
         # None: the record is corrupt (not a hash), the job no longer ours: stop the run.
         if fields is not None and (
             not fields or Job.from_fields(running.job_id, fields).token == running.token
