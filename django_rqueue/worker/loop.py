@@ -98,6 +98,7 @@ from .reporting import (
     deliver_cancel,
     deliver_failure,
 )
+from .settings import WorkerSettings
 from .weights import QueueOrder
 
 logger = logging.getLogger("django_rqueue.worker")
@@ -223,20 +224,22 @@ class Worker:
         async_concurrency: int | None = None,
         cancel_fd: int | None = None,
     ) -> None:
-        config = get_config()
-        self.queues = config.queues_named(queues)
-        if async_concurrency is None:
-            async_concurrency = config.async_concurrency
-        if isinstance(async_concurrency, bool) or not isinstance(async_concurrency, int):
-            raise ValueError(f"async_concurrency must be an integer, got {async_concurrency!r}")
-        if async_concurrency < 1:
-            raise ValueError(f"async_concurrency must be >= 1, got {async_concurrency}")
-        self.async_concurrency = async_concurrency
-        self.burst = burst
-        self.max_jobs = max_jobs
+        #: What it serves and for how long, checked (:mod:`~.settings`).
+        self.settings = settings = WorkerSettings(
+            tuple(queues),
+            weights=weights,
+            burst=burst,
+            max_jobs=max_jobs,
+            max_memory_mb=max_memory_mb,
+            async_concurrency=async_concurrency,
+        ).checked()
+        self.queues = list(settings.queues)
+        self.async_concurrency = settings.async_slots
+        self.burst = settings.burst
+        self.max_jobs = settings.max_jobs
         self.with_poller = with_poller
         self.worker_id = worker_id or new_worker_id()
-        self.max_memory_mb = max_memory_mb
+        self.max_memory_mb = settings.max_memory_mb
         self.renew_leases = renew_leases
         self.hooks = hooks
         #: A supervised child's cancel pipe from its master (:mod:`~.cancelling`), or ``None``.
@@ -255,7 +258,7 @@ class Worker:
         #: Jobs reserved ahead (with the last ack, or in a batch), run next.
         self._prefetched = Prefetched(self.worker_id, hooks)
         #: The order the queues are tried in, fetch after fetch (:mod:`~.weights`).
-        self.order = QueueOrder(self.queues, weights)
+        self.order = QueueOrder(self.queues, settings.weights)
         #: When each rate-limited queue that held jobs back has its next slot.
         self.next_slots = NextSlots()
         #: The Redis servers that failed lately: their queues are skipped until their retry.
@@ -274,6 +277,31 @@ class Worker:
         self._async: AsyncRunner | None = None
         #: The reserve sent behind the last idle ``BLPOP``, until a :meth:`work_once` takes it.
         self._pickup: Pickup | None = None
+
+    @classmethod
+    def supervised(
+        cls, settings: WorkerSettings, *, worker_id: str, hooks: WorkerHooks, cancel_fd: int | None
+    ) -> Worker:
+        """The worker of a child of ``rqueue_work``'s master, which runs the poller and
+        renews the leases itself (so this worker does neither) and hears of each job
+        through ``hooks``.
+
+        Raises:
+            ValueError: as :meth:`WorkerSettings.checked <.settings.WorkerSettings.checked>`.
+        """
+        return cls(
+            settings.queues,
+            weights=settings.weights,
+            burst=settings.burst,
+            max_jobs=settings.max_jobs,
+            max_memory_mb=settings.max_memory_mb,
+            async_concurrency=settings.async_concurrency,
+            with_poller=False,
+            worker_id=worker_id,
+            renew_leases=False,
+            hooks=hooks,
+            cancel_fd=cancel_fd,
+        )
 
     # -- lifecycle -------------------------------------------------------
 

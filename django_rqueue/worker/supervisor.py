@@ -79,7 +79,7 @@ from .reporting import (
     hand_back,
     read_record,
 )
-from .weights import QueueOrder
+from .settings import WorkerSettings
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
@@ -124,19 +124,17 @@ class Supervisor:
         async_concurrency: int | None = None,
     ) -> None:
         config = get_config()
-        self.queues = config.queues_named(queues)
-        #: Weighted order (:mod:`~.weights`); ``None``: strict order.
-        self.weights = weights
-        QueueOrder(self.queues, weights)  # ValueError now, not in every child
+        #: What every worker child serves, checked now (a ValueError here, not in every child).
+        self.settings = WorkerSettings(
+            tuple(queues),
+            weights=weights,
+            burst=burst,
+            max_jobs=max_jobs,
+            max_memory_mb=max_memory_mb,
+            async_concurrency=async_concurrency,
+        ).checked()
+        self.queues = list(self.settings.queues)
         self.concurrency = concurrency
-        self.async_concurrency = (
-            config.async_concurrency if async_concurrency is None else async_concurrency
-        )
-        if self.async_concurrency < 1:
-            raise ValueError(f"async_concurrency must be >= 1, got {self.async_concurrency}")
-        self.burst = burst
-        self.max_jobs = max_jobs
-        self.max_memory_mb = max_memory_mb
         self.shutdown_timeout = shutdown_timeout
         self.timeout_grace = config.timeout_grace if timeout_grace is None else timeout_grace
         self.with_poller = with_poller
@@ -294,13 +292,8 @@ class Supervisor:
                     for fd in (child.fd, child.cancel_fd)
                     if fd >= 0
                 ],
-                queues=self.queues,
-                weights=self.weights,
+                settings=self.settings,
                 worker_id=f"{self.worker_id}/{os.getpid()}",
-                burst=self.burst,
-                max_jobs=self.max_jobs,
-                max_memory_mb=self.max_memory_mb,
-                async_concurrency=self.async_concurrency,
                 cancel_fd=cancel_read if cancel_read >= 0 else None,
             )
         os.close(write_fd)
@@ -357,12 +350,12 @@ class Supervisor:
         child.running.clear()
         stopping = self.stop_deadline is not None
         clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        if child.kind is ChildKind.WORKER and not stopping and not (self.burst and clean):
+        if child.kind is ChildKind.WORKER and not stopping and not (self.settings.burst and clean):
             self._respawn(child, clean)
         elif child.kind is ChildKind.POLLER and not stopping:
             self._respawn(child, clean)
         if (
-            self.burst
+            self.settings.burst
             and not stopping
             and not any(c.kind is ChildKind.WORKER for c in self.children.values())
             and not any(kind is ChildKind.WORKER for _, kind in self.respawns)
