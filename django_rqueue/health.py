@@ -38,7 +38,8 @@ from .engine.connection import (
     location_of,
     servers,
 )
-from .engine.keys import QueueKeys, permission_probe_key
+from .engine.keys import permission_probe_key
+from .engine.queue_ref import queue_ref
 from .engine.scripts import load
 from .exceptions import RedisUnavailable
 
@@ -52,9 +53,8 @@ def probe_keys(queues: Sequence[str], *, shared: bool) -> list[str]:
     """The keys the permission check probes for ``queues`` (all on one Redis): one under
     each queue's hash tag and, with ``shared`` (the default Redis, which holds the keys
     shared by every queue), one among those. None of them is ever written."""
-    prefix = get_config().key_prefix
-    found = [QueueKeys.of(prefix, queue).permission_probe for queue in queues]
-    return found + [permission_probe_key(prefix)] if shared else found
+    found = [queue_ref(queue).keys.permission_probe for queue in queues]
+    return found + [permission_probe_key(get_config().key_prefix)] if shared else found
 
 
 def redis_problems(client: redis.Redis, where: str, keys: Sequence[str] = ()) -> list[CheckMessage]:

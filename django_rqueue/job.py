@@ -19,13 +19,13 @@ from .engine.calls import CancelMode
 from .engine.connection import (
     as_text,
     get_async_client,
-    get_client,
     ms_to_datetime,
     new_async_client,
     redis_errors,
     wrong_type,
 )
-from .engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, queue_of
+from .engine.keys import RECORD_DEFAULTS, JobFields, queue_of
+from .engine.queue_ref import queue_ref
 from .exceptions import JobStateError
 from .sensitive import Sensitive
 from .serialization import decode_arguments, join_payload, loads
@@ -330,8 +330,8 @@ class Job[R]:
             RedisUnavailable: Redis cannot be reached.
         """
         deadline = _deadline(timeout)
-        keys = QueueKeys.of(get_config().key_prefix, self.queue)
-        client = get_client(self.queue)
+        ref = queue_ref(self.queue)
+        keys, client = ref.keys, ref.client()
         woken = False
         while True:
             self._assign_fields(waiting.mark_and_read(client, keys, self.id))
@@ -355,7 +355,7 @@ class Job[R]:
         client = new_async_client(self.queue)
         if client is None:
             return await sync_to_async(self.wait, thread_sensitive=False)(timeout)
-        keys = QueueKeys.of(get_config().key_prefix, self.queue)
+        keys = queue_ref(self.queue).keys
         try:
             woken = False
             while True:
@@ -407,9 +407,9 @@ class Job[R]:
         self._withdraw("delete")
 
     def _withdraw(self, mode: CancelMode) -> None:
-        keys = QueueKeys.of(get_config().key_prefix, self.queue)
-        ttl = max(1, self.result_ttl or get_config().queue(self.queue).result_ttl)
-        client = get_client(self.queue)
+        ref = queue_ref(self.queue)
+        ttl = max(1, self.result_ttl or ref.config.result_ttl)
+        keys, client = ref.keys, ref.client()
         if transitions.cancel(client, keys, self.id, mode=mode, ttl=ttl) == JobStatus.RUNNING:
             self.status = JobStatus.RUNNING
             with redis_errors(client):
@@ -425,8 +425,8 @@ class Job[R]:
             JobStateError: the job is not in state ``scheduled``.
             RedisUnavailable: Redis cannot be reached.
         """
-        keys = QueueKeys.of(get_config().key_prefix, self.queue)
-        transitions.run_now(get_client(self.queue), keys, self.id)
+        ref = queue_ref(self.queue)
+        transitions.run_now(ref.client(), ref.keys, self.id)
         self.status = JobStatus.QUEUED
 
     def retry(self) -> None:
@@ -435,8 +435,8 @@ class Job[R]:
         Raises:
             JobStateError: the job is not in state ``failed``.
         """
-        keys = QueueKeys.of(get_config().key_prefix, self.queue)
-        transitions.retry_failed(get_client(self.queue), keys, self.id)
+        ref = queue_ref(self.queue)
+        transitions.retry_failed(ref.client(), ref.keys, self.id)
         self.status = JobStatus.QUEUED
         self.attempts = 0
 
@@ -469,9 +469,9 @@ def get_job(job_id: str) -> Job[Any] | None:
     queue = _declared_queue(job_id)
     if queue is None:
         return None
-    keys = QueueKeys.of(get_config().key_prefix, queue)
+    ref = queue_ref(queue)
     try:
-        fields = transitions.read_job(get_client(queue), keys, job_id)
+        fields = transitions.read_job(ref.client(), ref.keys, job_id)
     except redis.ResponseError as exc:
         if not wrong_type(exc):
             raise
@@ -495,9 +495,8 @@ async def aget_job(job_id: str) -> Job[Any] | None:
     client = get_async_client(queue)
     if client is None:
         return await sync_to_async(get_job, thread_sensitive=False)(job_id)
-    keys = QueueKeys.of(get_config().key_prefix, queue)
     try:
-        fields = await transitions.aread_job(client, keys, job_id)
+        fields = await transitions.aread_job(client, queue_ref(queue).keys, job_id)
     except redis.ResponseError as exc:
         if not wrong_type(exc):
             raise

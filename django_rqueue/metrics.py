@@ -71,6 +71,7 @@ from . import queries
 from .conf import get_config
 from .engine.connection import as_text, get_client
 from .engine.keys import DurationFields
+from .engine.queue_ref import queue_ref
 from .exceptions import RedisUnavailable
 from .queries import QueueCounts
 from .worker.heartbeat import WorkerInfo, list_workers
@@ -188,7 +189,8 @@ def read_queue(queue: str) -> QueueSample:
         RedisUnavailable: the queue's Redis cannot be reached.
     """
     counts = queries.queue_counts(queue)
-    now_ms, raw = queries.hash_and_time(get_client(queue), queries.keys_of(queue).durations)
+    ref = queue_ref(queue)
+    now_ms, raw = queries.hash_and_time(ref.client(), ref.keys.durations)
     return QueueSample(counts, now_ms, histograms(raw))
 
 

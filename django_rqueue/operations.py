@@ -18,8 +18,9 @@ from typing import Any
 from .conf import get_config
 from .engine import transitions
 from .engine.calls import FailedBatchMode
-from .engine.connection import get_client, redis_errors, redis_time_ms
-from .engine.keys import QueueKeys, queue_of
+from .engine.connection import redis_errors, redis_time_ms
+from .engine.keys import queue_of
+from .engine.queue_ref import queue_ref
 from .exceptions import JobStateError
 from .job import Job, get_job
 
@@ -113,9 +114,8 @@ def process_failed(
     job that fails again at once is not retried twice. ``name`` limits it to
     one job name. ``progress`` is called after each batch.
     """
-    get_config().queue(queue)
-    keys = QueueKeys.of(get_config().key_prefix, queue)
-    client = get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     upto = redis_time_ms(client)
     result = BulkResult()
     while True:
@@ -162,9 +162,8 @@ def empty_queue(
         ValueError: ``queue`` is not declared.
         RedisUnavailable: Redis cannot be reached (the batches done so far stay done).
     """
-    get_config().queue(queue)
-    keys = QueueKeys.of(get_config().key_prefix, queue)
-    client = get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     if limit is None:
         with redis_errors(client):
             limit = int(client.hget(keys.stats, "queued") or 0)
@@ -194,8 +193,8 @@ def pause_queue(queue: str) -> bool:
         ValueError: ``queue`` is not declared.
         RedisUnavailable: Redis cannot be reached (nothing changed).
     """
-    get_config().queue(queue)
-    return transitions.pause(get_client(queue), QueueKeys.of(get_config().key_prefix, queue))
+    ref = queue_ref(queue)
+    return transitions.pause(ref.client(), ref.keys)
 
 
 def resume_queue(queue: str) -> bool:
@@ -206,5 +205,5 @@ def resume_queue(queue: str) -> bool:
         ValueError: ``queue`` is not declared.
         RedisUnavailable: Redis cannot be reached (nothing changed).
     """
-    get_config().queue(queue)
-    return transitions.resume(get_client(queue), QueueKeys.of(get_config().key_prefix, queue))
+    ref = queue_ref(queue)
+    return transitions.resume(ref.client(), ref.keys)

@@ -21,8 +21,9 @@ from typing import Any
 from . import registry, signals
 from .conf import Config, get_config
 from .engine import transitions
-from .engine.connection import as_text, get_client, ms_to_datetime, redis_errors, wrong_type
-from .engine.keys import EntryFields, QueueKeys
+from .engine.connection import as_text, ms_to_datetime, redis_errors, wrong_type
+from .engine.keys import EntryFields
+from .engine.queue_ref import queue_ref
 from .enqueue import Plan, Submission
 from .exceptions import UnknownEntry, UnknownJob
 from .job import Job, JobStatus, get_job
@@ -118,9 +119,8 @@ def run_now(name: str) -> Job[Any]:
     """
     resolved = resolve(entry(name))
     submission = resolved.submission()
-    reply = transitions.schedule_run_now(
-        get_client(resolved.queue), _keys(resolved.queue), submission.new_job(), entry=name
-    )
+    ref = queue_ref(resolved.queue)
+    reply = transitions.schedule_run_now(ref.client(), ref.keys, submission.new_job(), entry=name)
     return announce(resolved, submission, reply)
 
 
@@ -130,17 +130,19 @@ def pause(name: str) -> None:
     Raises the errors of :func:`run_now` (but never ``TypeError``).
     """
     resolved = resolve(entry(name))
-    client = get_client(resolved.queue)
+    ref = queue_ref(resolved.queue)
+    client = ref.client()
     with redis_errors(client):
-        client.hset(_keys(resolved.queue).schedule_entry(name), EntryFields.PAUSED, "1")
+        client.hset(ref.keys.schedule_entry(name), EntryFields.PAUSED, "1")
 
 
 def resume(name: str) -> None:
     """Resume entry ``name``: it runs again from its next tick. Raises as :func:`pause`."""
     resolved = resolve(entry(name))
-    client = get_client(resolved.queue)
+    ref = queue_ref(resolved.queue)
+    client = ref.client()
     with redis_errors(client):
-        client.hdel(_keys(resolved.queue).schedule_entry(name), EntryFields.PAUSED)
+        client.hdel(ref.keys.schedule_entry(name), EntryFields.PAUSED)
 
 
 @dataclass(frozen=True)
@@ -193,8 +195,8 @@ def entry_states(names: Iterable[str] | None = None) -> list[EntryState]:
         if isinstance(item, ResolvedEntry):
             by_queue.setdefault(item.queue, []).append(name)
     for queue, queue_names in by_queue.items():
-        keys = _keys(queue)
-        client = get_client(queue)
+        ref = queue_ref(queue)
+        keys, client = ref.keys, ref.client()
         with redis_errors(client):
             pipe = client.pipeline(transaction=False)
             for name in queue_names:
@@ -233,7 +235,3 @@ def entry_states(names: Iterable[str] | None = None) -> list[EntryState]:
             )
         )
     return states
-
-
-def _keys(queue: str) -> QueueKeys:
-    return QueueKeys.of(get_config().key_prefix, queue)

@@ -22,13 +22,13 @@ from django.utils import timezone
 from .conf import get_config
 from .engine.connection import (
     as_text,
-    get_client,
     is_cluster,
     ms_to_datetime,
     redis_errors,
     wrong_type,
 )
 from .engine.keys import JobFields, QueueKeys, queue_of
+from .engine.queue_ref import queue_ref
 from .exceptions import RedisUnavailable
 from .job import Job, JobStatus
 
@@ -57,10 +57,6 @@ _ZSETS = {
     JobStatus.FAILED: ("failed", True),
     JobStatus.SUCCEEDED: ("succeeded", True),
 }
-
-
-def keys_of(queue: str) -> QueueKeys:
-    return QueueKeys.of(get_config().key_prefix, queue)
 
 
 @dataclass
@@ -106,8 +102,8 @@ _STATS_FIELDS = (
 
 def queue_counts(queue: str) -> QueueCounts:
     """Counts of one queue in two round trips (one more for the oldest queued job)."""
-    keys = keys_of(queue)
-    client = get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     with redis_errors(client):
         pipe = client.pipeline(transaction=False)
         pipe.hmget(keys.stats, *_STATS_FIELDS)
@@ -163,11 +159,11 @@ def counter(value: bytes | str | None) -> int:
 
 def failed_retention(queue: str) -> FailedRetention:
     """The retention of ``queue``'s failed store, with its deletion count (one ``HGET``)."""
-    qconf = get_config().queue(queue)
-    client = get_client(queue)
+    ref = queue_ref(queue)
+    client = ref.client()
     with redis_errors(client):
-        trimmed = client.hget(keys_of(queue).stats, "trimmed")
-    return FailedRetention(qconf.failed_ttl, qconf.failed_max, counter(trimmed))
+        trimmed = client.hget(ref.keys.stats, "trimmed")
+    return FailedRetention(ref.config.failed_ttl, ref.config.failed_max, counter(trimmed))
 
 
 def _oldest_queued(
@@ -224,8 +220,8 @@ def hash_and_time(client: redis.Redis, key: str) -> tuple[int, dict[bytes | str,
 
 def throughput(queue: str) -> list[tuple[datetime.datetime, int, int]]:
     """``(minute, succeeded, failed)`` for each of the last 60 minutes, oldest first."""
-    keys = keys_of(queue)
-    client = get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     now_ms, raw = hash_and_time(client, keys.throughput)
     seconds = now_ms // 1000
     fields = {as_text(k): counter(v) for k, v in raw.items()}
@@ -319,9 +315,10 @@ def job_exists(job_id: str) -> bool:
     queue = queue_of(job_id)
     if queue is None or queue not in get_config().queues:
         return False
-    client = get_client(queue)
+    ref = queue_ref(queue)
+    client = ref.client()
     with redis_errors(client):
-        return bool(client.exists(keys_of(queue).job(job_id)))
+        return bool(client.exists(ref.keys.job(job_id)))
 
 
 @dataclass
@@ -339,8 +336,8 @@ def read_jobs(queue: str, ids: Sequence[str]) -> list[Job[Any] | None]:
     is not a hash reads as :meth:`Job.unreadable <django_rqueue.job.Job.unreadable>`)."""
     if not ids:
         return []
-    keys = keys_of(queue)
-    client = get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     with redis_errors(client):
         pipe = client.pipeline(transaction=False)
         for job_id in ids:
@@ -379,7 +376,8 @@ class JobSource:
 
     def count(self) -> int:
         if self._count is None:
-            keys, client = keys_of(self.queue), get_client(self.queue)
+            ref = queue_ref(self.queue)
+            keys, client = ref.keys, ref.client()
             with redis_errors(client):
                 if self.state is JobStatus.QUEUED:
                     self._count = int(client.llen(keys.group(self.priority, self.group)))
@@ -406,7 +404,8 @@ class JobSource:
 
     def ids(self, start: int, end: int) -> tuple[list[str], list[float | None]]:
         """Ids (and scores) at ranks ``start..end`` inclusive, in display order."""
-        keys, client = keys_of(self.queue), get_client(self.queue)
+        ref = queue_ref(self.queue)
+        keys, client = ref.keys, ref.client()
         with redis_errors(client):
             if self.state is JobStatus.QUEUED:
                 raw = client.lrange(keys.group(self.priority, self.group), start, end)
@@ -448,9 +447,10 @@ def failed_across(queues: Sequence[str], offsets: Sequence[int], size: int) -> F
     cards: dict[int, int] = {}
     errors = []
     for index, (queue, offset) in enumerate(zip(queues, offsets, strict=True)):
-        keys = keys_of(queue)
+        ref = queue_ref(queue)
+        keys = ref.keys
         try:
-            client = get_client(queue)
+            client = ref.client()
             with redis_errors(client):
                 pipe = client.pipeline(transaction=False)
                 pipe.zcard(keys.failed)
@@ -499,7 +499,8 @@ class FilteredPage:
 def filtered_page(source: JobSource, name: str, cursor: int, size: int) -> FilteredPage:
     """Up to ``size`` jobs named ``name`` from rank ``cursor`` on, scanning at most
     :data:`SCAN_LIMIT` ids (names read with ``HGET`` in pipelined chunks)."""
-    keys, client = keys_of(source.queue), get_client(source.queue)
+    ref = queue_ref(source.queue)
+    keys, client = ref.keys, ref.client()
     matches: list[tuple[str, float | None]] = []
     position, scanned = cursor, 0
     while scanned < SCAN_LIMIT and len(matches) < size:
@@ -568,7 +569,8 @@ def _parked(client: redis.Redis, keys: QueueKeys) -> dict[int, list[str]]:
 
 def priorities(queue: str) -> list[int]:
     """Priority levels with queued jobs, highest first (at most 201), parked groups' included."""
-    keys, client = keys_of(queue), get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     with redis_errors(client):
         raw: list[bytes] = client.zrevrange(keys.prios, 0, -1)  # type: ignore[assignment]
         parked = _parked(client, keys)
@@ -577,7 +579,8 @@ def priorities(queue: str) -> list[int]:
 
 def group_count(queue: str, priority: int) -> int:
     """Groups with queued jobs at ``priority``: those in its ring and those parked there."""
-    keys, client = keys_of(queue), get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     with redis_errors(client):
         return int(client.llen(keys.ring(priority))) + len(_parked(client, keys).get(priority, []))
 
@@ -586,7 +589,8 @@ def groups(queue: str, priority: int, start: int, end: int) -> list[GroupRow]:
     """Groups at ``priority`` in serving order (ranks ``start..end``, ``end`` -1: the last),
     with backlog: the ring's, then the groups parked at their ``group_concurrency`` cap
     (they rejoin the ring's tail when one of their running jobs ends)."""
-    keys, client = keys_of(queue), get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     with redis_errors(client):
         in_ring = int(client.llen(keys.ring(priority)))
         parked = _parked(client, keys).get(priority, [])

@@ -17,8 +17,9 @@ from django.utils.translation import gettext_lazy, ngettext
 from .. import queries
 from ..conf import get_config
 from ..display import hidden, shown_arguments
-from ..engine.connection import as_text, get_client, ms_to_datetime, wrong_type
+from ..engine.connection import as_text, ms_to_datetime, wrong_type
 from ..engine.keys import JobFields, queue_of
+from ..engine.queue_ref import queue_ref
 from ..engine.transitions import read_job
 from ..job import CancelReason, Job, JobStatus
 from ..operations import ACTIONS
@@ -91,7 +92,8 @@ def load(job_id: str) -> tuple[Job[Any], dict[str, str]]:
     if queue is None or queue not in get_config().queues:
         raise Http404(_("No job with this id."))
     try:
-        raw = read_job(get_client(queue), queries.keys_of(queue), job_id)
+        ref = queue_ref(queue)
+        raw = read_job(ref.client(), ref.keys, job_id)
     except redis.ResponseError as exc:
         if not wrong_type(exc):
             raise

@@ -7,7 +7,8 @@ reserved ahead of their run), :mod:`.reporting` (acks, failures and hand-backs,
 for the loop and the master alike), :mod:`.reconnect` (retry delays while Redis
 is unreachable), :mod:`.lease` (lease renewal in-process), :mod:`.poller`
 (promotes due jobs, reclaims expired leases), :mod:`.heartbeat` (the registry of
-live workers), :mod:`.weights` (strict or weighted queue order) and :mod:`.process`
+live workers), :mod:`.weights` (strict or weighted queue order), :mod:`.settings`
+(what a worker serves, passed from the master to each child) and :mod:`.process`
 (ids, memory, signals).
 """
 

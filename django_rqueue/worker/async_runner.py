@@ -57,8 +57,8 @@ from django.db import close_old_connections
 from .. import registry
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import close_async_clients, get_async_client, get_client, location_of
-from ..engine.keys import QueueKeys
+from ..engine.connection import close_async_clients, location_of
+from ..engine.queue_ref import queue_ref
 from ..exceptions import JobCancelled, RedisUnavailable, UnknownJob
 from ..execution import Outcome, arun_attempt, failure, next_delay
 from ..job import Job
@@ -261,22 +261,21 @@ class AsyncRunner:
 
     async def _reserve(self, queue: str, count: int) -> list[transitions.Reservation]:
         """Reserve up to ``count`` jobs of ``queue``; note when a rate limit lets it go on."""
-        config = get_config()
-        keys = QueueKeys.of(config.key_prefix, queue)
+        ref = queue_ref(queue)
         options: dict[str, Any] = {
-            "lease_ms": int(config.lease * 1000),
+            "lease_ms": ref.lease_ms,
             "worker_id": self.worker.worker_id,
             "count": count,
-            "group_concurrency": config.queue(queue).group_concurrency,
-            "rate_limit": config.queue(queue).rate_limit,
+            "group_concurrency": ref.config.group_concurrency,
+            "rate_limit": ref.config.rate_limit,
         }
-        client = get_async_client(queue)
+        client = ref.async_client()
         if client is None:  # CACHE_ALIAS: no asyncio client
             reserved = await asyncio.to_thread(
-                transitions.reserve_many, get_client(queue), keys, **options
+                transitions.reserve_many, ref.client(), ref.keys, **options
             )
         else:
-            reserved = await transitions.areserve_many(client, keys, **options)
+            reserved = await transitions.areserve_many(client, ref.keys, **options)
         self.worker.next_slots.note(queue, reserved.wait_ms)
         return reserved.jobs
 

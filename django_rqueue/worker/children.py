@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, NoReturn
@@ -31,6 +31,7 @@ from .loop import Worker
 from .poller import Poller
 from .process import set_pdeathsig
 from .reporting import AttemptOutcome
+from .settings import WorkerSettings
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
@@ -200,13 +201,8 @@ def run_child(
     master: int,
     *,
     inherited: Iterable[int],
-    queues: list[str],
-    weights: Mapping[str, int] | None = None,
+    settings: WorkerSettings,
     worker_id: str,
-    burst: bool,
-    max_jobs: int | None,
-    max_memory_mb: float | None,
-    async_concurrency: int,
     cancel_fd: int | None = None,
 ) -> NoReturn:
     """Run in a child just forked by the master (pid ``master``) and ``os._exit`` at the end.
@@ -215,9 +211,9 @@ def run_child(
     job's own subprocesses go too, and kills what is left of it when the child
     exits), dies with the master (``PR_SET_PDEATHSIG``), closes the pipes of its
     siblings (``inherited``), ignores SIGTERM/SIGINT (the master decides; SIGUSR1
-    stops it) and opens its own Redis connections. A worker child tells the
-    master what it runs through ``fd`` (:class:`PipeHooks`) and reads its
-    master's cancel requests from ``cancel_fd``
+    stops it) and opens its own Redis connections. A worker child serves
+    ``settings``, tells the master what it runs through ``fd`` (:class:`PipeHooks`) and
+    reads its master's cancel requests from ``cancel_fd``
     (:mod:`~.cancelling`); exit status 0 when it stopped cleanly, 1 when it crashed.
     """
     code = 1
@@ -232,7 +228,7 @@ def run_child(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         reset_after_fork()
         if kind is ChildKind.POLLER:
-            poller = Poller(queues)
+            poller = Poller(settings.queues)
 
             def stop(signum: int, frame: FrameType | None) -> None:
                 poller.stop.set()
@@ -241,18 +237,8 @@ def run_child(
             poller.run()
             code = 0
         else:
-            worker = Worker(
-                queues,
-                weights=weights,
-                burst=burst,
-                max_jobs=max_jobs,
-                max_memory_mb=max_memory_mb,
-                with_poller=False,
-                worker_id=worker_id,
-                renew_leases=False,
-                hooks=PipeHooks(fd),
-                async_concurrency=async_concurrency,
-                cancel_fd=cancel_fd,
+            worker = Worker.supervised(
+                settings, worker_id=worker_id, hooks=PipeHooks(fd), cancel_fd=cancel_fd
             )
             worker.install_child_signal_handlers()
             code = worker.run()

@@ -10,10 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import get_client
-from ..engine.keys import QueueKeys
+from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable
 from .reconnect import BASE, Reconnect
 from .reporting import REPORT_RETRY
@@ -31,14 +29,14 @@ class LeaseKeeper(threading.Thread):
         self.lost = False
 
     def run(self) -> None:
-        keys = QueueKeys.of(get_config().key_prefix, self.queue)
+        ref = queue_ref(self.queue)
         wait = self.lease / 3
         cap = min(REPORT_RETRY, self.lease / 3)
         reconnect = Reconnect(base=min(BASE, cap), cap=cap)
         while not self.done.wait(wait):
             try:
                 transitions.renew_lease(
-                    get_client(self.queue), keys, self.job_id, self.token, int(self.lease * 1000)
+                    ref.client(), ref.keys, self.job_id, self.token, int(self.lease * 1000)
                 )
                 wait = self.lease / 3
                 reconnect.reset()

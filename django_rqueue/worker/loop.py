@@ -75,8 +75,8 @@ from ..encryption import seal
 from ..engine import calls, transitions
 from ..engine.calls import ScriptCall
 from ..engine.connection import Location, get_client, location_of, redis_errors
-from ..engine.keys import QueueKeys
 from ..engine.pipelining import AckStream, PendingAck
+from ..engine.queue_ref import queue_ref
 from ..exceptions import JobCancelled, JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
 from ..execution import Outcome, failure, next_delay, run_attempt, soft_timeout
 from ..job import Job
@@ -98,6 +98,7 @@ from .reporting import (
     deliver_cancel,
     deliver_failure,
 )
+from .settings import WorkerSettings
 from .weights import QueueOrder
 
 logger = logging.getLogger("django_rqueue.worker")
@@ -223,20 +224,22 @@ class Worker:
         async_concurrency: int | None = None,
         cancel_fd: int | None = None,
     ) -> None:
-        config = get_config()
-        self.queues = config.queues_named(queues)
-        if async_concurrency is None:
-            async_concurrency = config.async_concurrency
-        if isinstance(async_concurrency, bool) or not isinstance(async_concurrency, int):
-            raise ValueError(f"async_concurrency must be an integer, got {async_concurrency!r}")
-        if async_concurrency < 1:
-            raise ValueError(f"async_concurrency must be >= 1, got {async_concurrency}")
-        self.async_concurrency = async_concurrency
-        self.burst = burst
-        self.max_jobs = max_jobs
+        #: What it serves and for how long, checked (:mod:`~.settings`).
+        self.settings = settings = WorkerSettings(
+            tuple(queues),
+            weights=weights,
+            burst=burst,
+            max_jobs=max_jobs,
+            max_memory_mb=max_memory_mb,
+            async_concurrency=async_concurrency,
+        ).checked()
+        self.queues = list(settings.queues)
+        self.async_concurrency = settings.async_slots
+        self.burst = settings.burst
+        self.max_jobs = settings.max_jobs
         self.with_poller = with_poller
         self.worker_id = worker_id or new_worker_id()
-        self.max_memory_mb = max_memory_mb
+        self.max_memory_mb = settings.max_memory_mb
         self.renew_leases = renew_leases
         self.hooks = hooks
         #: A supervised child's cancel pipe from its master (:mod:`~.cancelling`), or ``None``.
@@ -255,7 +258,7 @@ class Worker:
         #: Jobs reserved ahead (with the last ack, or in a batch), run next.
         self._prefetched = Prefetched(self.worker_id, hooks)
         #: The order the queues are tried in, fetch after fetch (:mod:`~.weights`).
-        self.order = QueueOrder(self.queues, weights)
+        self.order = QueueOrder(self.queues, settings.weights)
         #: When each rate-limited queue that held jobs back has its next slot.
         self.next_slots = NextSlots()
         #: The Redis servers that failed lately: their queues are skipped until their retry.
@@ -274,6 +277,31 @@ class Worker:
         self._async: AsyncRunner | None = None
         #: The reserve sent behind the last idle ``BLPOP``, until a :meth:`work_once` takes it.
         self._pickup: Pickup | None = None
+
+    @classmethod
+    def supervised(
+        cls, settings: WorkerSettings, *, worker_id: str, hooks: WorkerHooks, cancel_fd: int | None
+    ) -> Worker:
+        """The worker of a child of ``rqueue_work``'s master, which runs the poller and
+        renews the leases itself (so this worker does neither) and hears of each job
+        through ``hooks``.
+
+        Raises:
+            ValueError: as :meth:`WorkerSettings.checked <.settings.WorkerSettings.checked>`.
+        """
+        return cls(
+            settings.queues,
+            weights=settings.weights,
+            burst=settings.burst,
+            max_jobs=settings.max_jobs,
+            max_memory_mb=settings.max_memory_mb,
+            async_concurrency=settings.async_concurrency,
+            with_poller=False,
+            worker_id=worker_id,
+            renew_leases=False,
+            hooks=hooks,
+            cancel_fd=cancel_fd,
+        )
 
     # -- lifecycle -------------------------------------------------------
 
@@ -416,8 +444,6 @@ class Worker:
         (see :mod:`~.prefetch`) is skipped, not run: that also counts as
         having had one (the caller goes on at once).
         """
-        config = get_config()
-        lease_ms = int(config.lease * 1000)
         self.busy = True
         try:
             waiting = self._prefetched.next()
@@ -442,7 +468,7 @@ class Worker:
                 server = location_of(queue)
                 if not self.outages.usable(server, queue):  # down: wait for its retry time
                     continue
-                keys = QueueKeys.of(config.key_prefix, queue)
+                ref = queue_ref(queue)
                 count = 1
                 if n == 0 and self.order.leads(queue):
                     count = self.order.run(queue, self._batch_size(queue))
@@ -450,13 +476,13 @@ class Worker:
                 reserved_at = time.monotonic()
                 try:
                     reserved = transitions.reserve_many(
-                        get_client(queue),
-                        keys,
-                        lease_ms=lease_ms,
+                        ref.client(),
+                        ref.keys,
+                        lease_ms=ref.lease_ms,
                         worker_id=self.worker_id,
                         count=count,
-                        group_concurrency=config.queue(queue).group_concurrency,
-                        rate_limit=config.queue(queue).rate_limit,
+                        group_concurrency=ref.config.group_concurrency,
+                        rate_limit=ref.config.rate_limit,
                     )
                 except RedisUnavailable as exc:
                     failed = exc
@@ -663,12 +689,11 @@ class Worker:
         :meth:`~.weights.QueueOrder.continue_with` says) for the next
         :meth:`work_once` calls.
         """
-        config = get_config()
-        keys = QueueKeys.of(config.key_prefix, queue)
+        ref = queue_ref(queue)
         result = seal(outcome.result_json or "null")  # RQUEUE["ENCRYPTION_KEYS"]
-        ack = PendingAck(queue, keys, job.id, job.token, result, job.result_ttl)
+        ack = PendingAck(queue, ref.keys, job.id, job.token, result, job.result_ttl)
         if prefetch and self._prefetched and self._quiet[queue] and self.hooks is not None:
-            client = get_client(queue)
+            client = ref.client()
             if self._acks is not None and self._acks.wire.client is not client:
                 self._collect_acks()  # another queue's Redis: one stream per connection
                 self._acks.close()
@@ -687,17 +712,17 @@ class Worker:
             reserved_at = time.monotonic()  # before the request (see prefetch.py)
             try:
                 stale, reserved = transitions.ack_and_reserve(
-                    get_client(queue),
-                    keys,
+                    ref.client(),
+                    ref.keys,
                     job.id,
                     job.token,
                     result,
                     job.result_ttl,
-                    lease_ms=int(config.lease * 1000),
+                    lease_ms=ref.lease_ms,
                     worker_id=self.worker_id,
                     count=count,
-                    group_concurrency=config.queue(queue).group_concurrency,
-                    rate_limit=config.queue(queue).rate_limit,
+                    group_concurrency=ref.config.group_concurrency,
+                    rate_limit=ref.config.rate_limit,
                 )
             except RedisUnavailable:
                 pass  # resent below as a plain ack: a repeat must not reserve more jobs
@@ -721,10 +746,9 @@ class Worker:
         A paused queue's jobs are not waited for (RQ's burst worker exits when
         suspended the same way): nothing would hand them out before a resume.
         """
-        prefix = get_config().key_prefix
         for queue in self.queues:
-            keys = QueueKeys.of(prefix, queue)
-            client = get_client(queue)
+            ref = queue_ref(queue)
+            keys, client = ref.keys, ref.client()
             with redis_errors(client):
                 pipe = client.pipeline(transaction=False)
                 pipe.zcard(keys.prios)
@@ -745,9 +769,8 @@ class Worker:
         seconds, or only until the earliest next slot of a rate-limited queue
         (at least :data:`MIN_BLOCK`).
         """
-        prefix = get_config().key_prefix
         queues = [q for q in self.queues if not self.next_slots.limited(q)]
-        notify = [QueueKeys.of(prefix, q).notify for q in queues]
+        notify = [queue_ref(q).keys.notify for q in queues]
         seconds = IDLE_BLOCK
         slot = self.next_slots.seconds_to_next()
         if slot is not None:
@@ -800,15 +823,15 @@ class Worker:
             return None
         queue = self.queues[0]
         count = self.order.run(queue, self._batch_size(queue))
-        config = get_config()
+        ref = queue_ref(queue)
         call = calls.reserve(
-            QueueKeys.of(config.key_prefix, queue),
-            lease_ms=int(config.lease * 1000),
+            ref.keys,
+            lease_ms=ref.lease_ms,
             worker_id=self.worker_id,
             count=count,
             request_id=transitions.new_request_id(),
-            group_cap=config.queue(queue).group_concurrency,
-            rate_limit=config.queue(queue).rate_limit,
+            group_cap=ref.config.group_concurrency,
+            rate_limit=ref.config.rate_limit,
         )
         return Pickup(queue, call)
 

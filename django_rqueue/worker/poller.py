@@ -29,7 +29,8 @@ from ..conf import get_config
 from ..engine import transitions
 from ..engine.calls import Retention
 from ..engine.connection import get_client, location_of, redis_errors, redis_time_ms
-from ..engine.keys import QueueKeys, pollers_key
+from ..engine.keys import pollers_key
+from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
 from .idle import IdleWaiter
@@ -81,7 +82,6 @@ class Poller:
     def run_once(self) -> float:
         """Do one round over every queue; return seconds until the next round is due."""
         config = get_config()
-        prefix = config.key_prefix
         # Never sleep longer than a lease: a job reserved right after this
         # round must be reclaimed within about one lease if its worker dies.
         sleep = min(MAX_SLEEP, config.lease)
@@ -96,7 +96,7 @@ class Poller:
             if not self.outages.usable(server, queue):  # down: wait for its retry time
                 continue
             try:
-                sleep = min(sleep, self._round(queue, prefix))
+                sleep = min(sleep, self._round(queue))
             except RedisUnavailable as exc:
                 failed = exc
                 delay = self.outages.failed(server, queue=queue, error=exc)
@@ -128,7 +128,7 @@ class Poller:
                 self._next_beat = time.monotonic() + BEAT
         return sleep
 
-    def _round(self, queue: str, prefix: str) -> float:
+    def _round(self, queue: str) -> float:
         """Promote and reclaim on ``queue``; return the seconds until its next due time.
 
         A script that Redis refuses (``redis.ResponseError``: a structure of the queue is
@@ -138,9 +138,9 @@ class Poller:
         Raises:
             RedisUnavailable: Redis cannot be reached.
         """
-        config = get_config()
+        ref = queue_ref(queue)
         sleep = MAX_SLEEP
-        client, keys = get_client(queue), QueueKeys.of(prefix, queue)
+        client, keys = ref.client(), ref.keys
         promoted, next_due = 0, -1
         try:
             promoted, next_due = transitions.promote_due(client, keys, self.batch)
@@ -153,7 +153,7 @@ class Poller:
                 keys,
                 self.batch,
                 self._lease_error,
-                retention=Retention.of(config.queue(queue)),
+                retention=Retention.of(ref.config),
             )
         except redis.ResponseError as exc:
             logger.error("queue %s: could not reclaim expired leases: %s", queue, exc)
@@ -191,18 +191,17 @@ class Poller:
     def trim_failed(self) -> bool:
         """Apply each queue's failed-store retention once (``trim_failed.lua``); whether a
         queue has more to delete than one call deletes."""
-        config = get_config()
         more = False
         for queue in self.queues:
-            keys = QueueKeys.of(config.key_prefix, queue)
-            retention = Retention.of(config.queue(queue))
+            ref = queue_ref(queue)
+            retention = Retention.of(ref.config)
             if retention.ttl is None and retention.max_jobs is None:
                 continue
             server = location_of(queue)
             if not self.outages.usable(server, queue):
                 continue
             try:
-                deleted, left = transitions.trim_failed(get_client(queue), keys, retention)
+                deleted, left = transitions.trim_failed(ref.client(), ref.keys, retention)
             except redis.ResponseError as exc:  # a corrupt failed store: logged, not fatal
                 logger.error("queue %s: could not apply the failed-store retention: %s", queue, exc)
                 continue
@@ -251,6 +250,5 @@ class Poller:
     def _wait(self, seconds: float) -> None:
         """Block on the ``wake`` lists of every queue, whatever its server or cluster slot,
         for up to ``seconds`` (:class:`~.idle.IdleWaiter`; servers down are left out)."""
-        prefix = get_config().key_prefix
-        lists = [(queue, QueueKeys.of(prefix, queue).wake) for queue in self.queues]
+        lists = [(queue, queue_ref(queue).keys.wake) for queue in self.queues]
         self.idle.wait(lists, max(seconds, 0.001), cancel=self._cancel)

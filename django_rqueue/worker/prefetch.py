@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import get_client
-from ..engine.keys import QueueKeys
+from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable
 from ..job import Job
 from .reporting import AttemptOutcome, hand_back
@@ -54,9 +53,8 @@ def still_ours(queue: str, job: Job[Any], since: float) -> None:
     """
     if fresh(since):
         return
-    config = get_config()
-    keys = QueueKeys.of(config.key_prefix, queue)
-    transitions.renew_lease(get_client(queue), keys, job.id, job.token, int(config.lease * 1000))
+    ref = queue_ref(queue)
+    transitions.renew_lease(ref.client(), ref.keys, job.id, job.token, ref.lease_ms)
 
 
 class Prefetched:

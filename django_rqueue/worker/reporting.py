@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from .. import registry
-from ..conf import get_config
 from ..display import printable
 from ..encryption import seal
 from ..engine import transitions
@@ -42,6 +41,7 @@ from ..engine.calls import Retention
 from ..engine.connection import get_client
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import PendingAck
+from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable, UnknownJob, WorkerLost
 from ..execution import Outcome, aannounce, announce, failure, next_delay
 from ..job import Job
@@ -117,13 +117,12 @@ def deliver_failure(
     ``delay``: seconds until the retry, ``None`` for none. Returns
     ``retrying``, ``failed`` or ``discarded``.
     """
-    config = get_config()
-    keys = QueueKeys.of(config.key_prefix, queue)
-    retention = Retention.of(config.queue(queue))
+    ref = queue_ref(queue)
+    keys, retention = ref.keys, Retention.of(ref.config)
     delay_ms = -1 if delay is None else int(delay * 1000)
 
     def deliver() -> AttemptOutcome:
-        client = get_client(queue)
+        client = ref.client()
         error = seal(outcome.error_json(job.worker))
         result, _ = transitions.fail(
             client, keys, job.id, job.token, error, delay_ms, retention=retention
@@ -138,7 +137,7 @@ def deliver_outcome(
 ) -> AttemptOutcome:
     """:func:`deliver_ack` a success or :func:`deliver_failure` a failure of ``job``'s attempt."""
     if outcome.ok:
-        keys = QueueKeys.of(get_config().key_prefix, queue)
+        keys = queue_ref(queue).keys
         result = seal(outcome.result_json or "null")
         return deliver_ack(PendingAck(queue, keys, job.id, job.token, result, job.result_ttl))
     return deliver_failure(queue, job, outcome, delay)
@@ -146,17 +145,17 @@ def deliver_outcome(
 
 def _cancel_ttl(queue: str, job: Job[Any]) -> int:
     """Seconds a job cancelled while it ran keeps its record (as ``Job.cancel()``: >= 1)."""
-    return max(1, job.result_ttl or get_config().queue(queue).result_ttl)
+    return max(1, job.result_ttl or queue_ref(queue).config.result_ttl)
 
 
 def deliver_cancel(queue: str, job: Job[Any]) -> AttemptOutcome:
     """End ``job``'s attempt as cancelled (``cancel_running.lua``), retrying while Redis is
     unreachable; ``cancelled`` or ``discarded``."""
-    keys = QueueKeys.of(get_config().key_prefix, queue)
+    ref = queue_ref(queue)
 
     def deliver() -> AttemptOutcome:
-        client = get_client(queue)
-        transitions.cancel_running(client, keys, job.id, job.token, ttl=_cancel_ttl(queue, job))
+        client = ref.client()
+        transitions.cancel_running(client, ref.keys, job.id, job.token, ttl=_cancel_ttl(queue, job))
         return AttemptOutcome.CANCELLED
 
     return retry_while_unreachable(job.id, deliver)
@@ -193,8 +192,8 @@ def cancel_lost_attempt(queue: str, job_id: str, token: int, reason: str) -> Att
     Raises:
         RedisUnavailable: Redis cannot be reached (nothing changed; report again later).
     """
-    keys = QueueKeys.of(get_config().key_prefix, queue)
-    client = get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     fields = read_record(client, keys, job_id)
     if not fields:
         return None
@@ -222,9 +221,8 @@ def fail_lost_attempt(
     Raises:
         RedisUnavailable: Redis cannot be reached (nothing changed; report again later).
     """
-    config = get_config()
-    keys = QueueKeys.of(config.key_prefix, queue)
-    client = get_client(queue)
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
     fields = read_record(client, keys, job_id)
     if not fields:
         return None
@@ -245,7 +243,7 @@ def fail_lost_attempt(
             job.token,
             seal(attempt.error_json(job.worker)),
             -1 if delay is None else int(delay * 1000),
-            retention=Retention.of(config.queue(queue)),
+            retention=Retention.of(ref.config),
         )
     except LeaseLost:
         return None
@@ -261,9 +259,9 @@ def hand_back(queue: str, job_id: str, token: int) -> bool:
     logged; the lease expires and the poller re-delivers the job (attempt
     counted).
     """
-    keys = QueueKeys.of(get_config().key_prefix, queue)
+    ref = queue_ref(queue)
     try:
-        transitions.release(get_client(queue), keys, job_id, token)
+        transitions.release(ref.client(), ref.keys, job_id, token)
     except LeaseLost:
         return False
     except RedisUnavailable as exc:

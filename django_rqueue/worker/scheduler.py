@@ -26,8 +26,9 @@ import redis
 from .. import periodic, registry
 from ..conf import get_config
 from ..engine import transitions
-from ..engine.connection import get_client, redis_errors
+from ..engine.connection import redis_errors
 from ..engine.keys import QueueKeys
+from ..engine.queue_ref import queue_ref
 from ..engine.transitions import ClaimOutcome
 from ..exceptions import RedisUnavailable, UnknownJob
 from ..periodic import ResolvedEntry
@@ -99,7 +100,8 @@ class Scheduler:
         """
         assert self.entries is not None  # noqa: S101 - set by sync()
         entries = self.entries.get(queue, {})
-        client = get_client(queue)
+        ref = queue_ref(queue)
+        client = ref.client()
         with redis_errors(client):
             seconds, micros = client.time()
         now_ms = int(seconds) * 1000 + int(micros) // 1000
@@ -111,7 +113,7 @@ class Scheduler:
                 del entries[name]
                 continue
             stored.append((name, resolved.entry.spec, first))
-        added, removed = transitions.schedule_sync(client, self._keys(queue), stored)
+        added, removed = transitions.schedule_sync(client, ref.keys, stored)
         logger.debug("queue %s: %d schedule entries set, %d removed", queue, added, removed)
         self._stored.add(queue)
 
@@ -150,7 +152,8 @@ class Scheduler:
         return sleep
 
     def _run_queue(self, queue: str, entries: dict[str, ResolvedEntry]) -> float | None:
-        client, keys = get_client(queue), self._keys(queue)
+        ref = queue_ref(queue)
+        client, keys = ref.client(), ref.keys
         read = transitions.schedule_due(client, keys, self.batch)
         upcoming = [read.next_ms] if read.next_ms > 0 else []
         claimed = False
@@ -197,7 +200,3 @@ class Scheduler:
         assert not isinstance(reply, ClaimOutcome)  # noqa: S101 - the other replies
         periodic.announce(resolved, submission, reply)
         logger.debug("schedule entry %r: tick %d enqueued as %s", name, tick, reply[1])
-
-    @staticmethod
-    def _keys(queue: str) -> QueueKeys:
-        return QueueKeys.of(get_config().key_prefix, queue)

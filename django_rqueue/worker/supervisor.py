@@ -54,7 +54,8 @@ from .. import signals as rqueue_signals
 from ..conf import get_config
 from ..engine import transitions
 from ..engine.connection import get_client, location_of, redis_errors, redis_time_ms
-from ..engine.keys import JobFields, QueueKeys
+from ..engine.keys import JobFields
+from ..engine.queue_ref import queue_ref
 from ..exceptions import (
     JobCancelled,
     JobTimeout,
@@ -78,7 +79,7 @@ from .reporting import (
     hand_back,
     read_record,
 )
-from .weights import QueueOrder
+from .settings import WorkerSettings
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
@@ -123,19 +124,17 @@ class Supervisor:
         async_concurrency: int | None = None,
     ) -> None:
         config = get_config()
-        self.queues = config.queues_named(queues)
-        #: Weighted order (:mod:`~.weights`); ``None``: strict order.
-        self.weights = weights
-        QueueOrder(self.queues, weights)  # ValueError now, not in every child
+        #: What every worker child serves, checked now (a ValueError here, not in every child).
+        self.settings = WorkerSettings(
+            tuple(queues),
+            weights=weights,
+            burst=burst,
+            max_jobs=max_jobs,
+            max_memory_mb=max_memory_mb,
+            async_concurrency=async_concurrency,
+        ).checked()
+        self.queues = list(self.settings.queues)
         self.concurrency = concurrency
-        self.async_concurrency = (
-            config.async_concurrency if async_concurrency is None else async_concurrency
-        )
-        if self.async_concurrency < 1:
-            raise ValueError(f"async_concurrency must be >= 1, got {self.async_concurrency}")
-        self.burst = burst
-        self.max_jobs = max_jobs
-        self.max_memory_mb = max_memory_mb
         self.shutdown_timeout = shutdown_timeout
         self.timeout_grace = config.timeout_grace if timeout_grace is None else timeout_grace
         self.with_poller = with_poller
@@ -293,13 +292,8 @@ class Supervisor:
                     for fd in (child.fd, child.cancel_fd)
                     if fd >= 0
                 ],
-                queues=self.queues,
-                weights=self.weights,
+                settings=self.settings,
                 worker_id=f"{self.worker_id}/{os.getpid()}",
-                burst=self.burst,
-                max_jobs=self.max_jobs,
-                max_memory_mb=self.max_memory_mb,
-                async_concurrency=self.async_concurrency,
                 cancel_fd=cancel_read if cancel_read >= 0 else None,
             )
         os.close(write_fd)
@@ -356,12 +350,12 @@ class Supervisor:
         child.running.clear()
         stopping = self.stop_deadline is not None
         clean = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        if child.kind is ChildKind.WORKER and not stopping and not (self.burst and clean):
+        if child.kind is ChildKind.WORKER and not stopping and not (self.settings.burst and clean):
             self._respawn(child, clean)
         elif child.kind is ChildKind.POLLER and not stopping:
             self._respawn(child, clean)
         if (
-            self.burst
+            self.settings.burst
             and not stopping
             and not any(c.kind is ChildKind.WORKER for c in self.children.values())
             and not any(kind is ChildKind.WORKER for _, kind in self.respawns)
@@ -520,7 +514,6 @@ class Supervisor:
         ]
         if not watched:
             return
-        prefix = get_config().key_prefix
         by_client: dict[int, tuple[redis.Redis, list[tuple[Child, Running]]]] = {}
         for child, running in watched:
             client = get_client(running.queue)
@@ -531,7 +524,7 @@ class Supervisor:
                 with redis_errors(client):
                     pipe = client.pipeline(transaction=False)
                     for _, running in entries:
-                        key = QueueKeys.of(prefix, running.queue).job(running.job_id)
+                        key = queue_ref(running.queue).keys.job(running.job_id)
                         pipe.hget(key, JobFields.CANCEL_REQUESTED)
                     requested = pipe.execute()
             except RedisUnavailable as exc:  # that server only: look at the others
@@ -557,7 +550,6 @@ class Supervisor:
         its retry time (:mod:`~.outages`; a queue whose cluster slot is moving, alone) and
         the others' renewals go on; the first failure is raised at the end."""
         lease = get_config().lease
-        prefix = get_config().key_prefix
         failed: RedisUnavailable | None = None
         for child in self.children.values():
             if child.killed_for:
@@ -571,7 +563,7 @@ class Supervisor:
                 if not self.outages.usable(server, running.queue):
                     continue
                 try:
-                    self._renew(child, running, now, lease, prefix)
+                    self._renew(child, running, now, lease)
                 except RedisUnavailable as exc:
                     self.outages.failed(server, queue=running.queue, error=exc)
                     failed = failed or exc
@@ -580,15 +572,12 @@ class Supervisor:
         if failed is not None:
             raise failed
 
-    def _renew(self, child: Child, running: Running, now: float, lease: float, prefix: str) -> None:
+    def _renew(self, child: Child, running: Running, now: float, lease: float) -> None:
         running.renew_at = now + lease / 3
+        ref = queue_ref(running.queue)
         try:
             transitions.renew_lease(
-                get_client(running.queue),
-                QueueKeys.of(prefix, running.queue),
-                running.job_id,
-                running.token,
-                int(lease * 1000),
+                ref.client(), ref.keys, running.job_id, running.token, ref.lease_ms
             )
         except LeaseLost as exc:
             if child.runs(running):
@@ -623,8 +612,8 @@ class Supervisor:
         if current is None or current.token != running.token:
             logger.debug("%s (the child has finished that job)", exc)
             return
-        keys = QueueKeys.of(get_config().key_prefix, running.queue)
-        fields = read_record(get_client(running.queue), keys, running.job_id)
+        ref = queue_ref(running.queue)
+        fields = read_record(ref.client(), ref.keys, running.job_id)
         # None: the record is corrupt (not a hash), the job no longer ours: stop the run.
         if fields is not None and (
             not fields or Job.from_fields(running.job_id, fields).token == running.token
