@@ -27,10 +27,19 @@ from typing import Any, NoReturn
 from ..engine.connection import reset_after_fork
 from ..job import Job
 from ..serialization import dumps
+from .hooks import (
+    AttemptOutcome,
+    EndMessage,
+    Event,
+    JobLine,
+    PipeMessage,
+    PrefetchMessage,
+    StartMessage,
+    job_line,
+)
 from .loop import Worker
 from .poller import Poller
 from .process import set_pdeathsig
-from .reporting import AttemptOutcome
 from .settings import WorkerSettings
 
 logger = logging.getLogger("django_rqueue.supervisor")
@@ -124,11 +133,11 @@ class Child:
                 if outcome is not None:
                     yield outcome
 
-    def apply(self, message: dict[str, Any], lease: float) -> AttemptOutcome | None:
+    def apply(self, message: PipeMessage, lease: float) -> AttemptOutcome | None:
         """Apply one message; return the outcome word of an "end", else ``None``."""
         now = time.monotonic()
 
-        def record(job: dict[str, Any]) -> Running:
+        def record(job: JobLine) -> Running:
             return Running(
                 queue=job["queue"],
                 job_id=job["id"],
@@ -139,13 +148,13 @@ class Child:
                 renew_at=now + lease / 3,
             )
 
-        if message["e"] == "start":
+        if message["e"] == Event.START:
             self.prefetched.pop(message["id"], None)
             self.running[message["id"]] = record(message)
-        elif message["e"] == "prefetch":
+        elif message["e"] == Event.PREFETCH:
             for job in message["jobs"]:
                 self.prefetched[job["id"]] = record(job)
-        elif message["e"] == "end":
+        elif message["e"] == Event.END:
             self.prefetched.pop(message["id"], None)
             self.running.pop(message["id"], None)
             self.cancelling.pop(message["id"], None)
@@ -154,7 +163,8 @@ class Child:
 
 
 class PipeHooks:
-    """A child's side of the pipe (:class:`~.loop.WorkerHooks`): one JSON line per event.
+    """A child's side of the pipe (:class:`~.hooks.WorkerHooks`): one JSON line per event
+    (the typed messages of :mod:`~.hooks`).
 
     "end" and "prefetch" lines wait in a buffer and go out with the next "start"
     (or at :meth:`flush`, when the worker goes idle or exits): one write,
@@ -166,7 +176,7 @@ class PipeHooks:
         self.fd = fd
         self.buffer: list[bytes] = []
 
-    def _queue(self, message: dict[str, Any]) -> None:
+    def _queue(self, message: PipeMessage) -> None:
         self.buffer.append(dumps(message).encode() + b"\n")  # 2 per job: the fast encoder
 
     def flush(self) -> None:
@@ -174,25 +184,21 @@ class PipeHooks:
             data, self.buffer = b"".join(self.buffer), []
             os.write(self.fd, data)
 
-    @staticmethod
-    def _job(queue: str, job: Job[Any]) -> dict[str, Any]:
-        return {
-            "queue": queue,
-            "id": job.id,
-            "token": job.token,
-            "name": job.name,
-            "timeout": job.timeout,
-        }
-
     def prefetched(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
-        self._queue({"e": "prefetch", "jobs": [self._job(queue, job) for job in jobs]})
+        message: PrefetchMessage = {
+            "e": Event.PREFETCH,
+            "jobs": [job_line(queue, job) for job in jobs],
+        }
+        self._queue(message)
 
     def started(self, queue: str, job: Job[Any]) -> None:
-        self._queue({"e": "start", **self._job(queue, job)})
+        message: StartMessage = {"e": Event.START, **job_line(queue, job)}
+        self._queue(message)
         self.flush()
 
     def finished(self, job: Job[Any], outcome: AttemptOutcome) -> None:
-        self._queue({"e": "end", "id": job.id, "outcome": outcome})
+        message: EndMessage = {"e": Event.END, "id": job.id, "outcome": outcome}
+        self._queue(message)
 
 
 def run_child(

@@ -64,7 +64,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import redis
 from django.db import close_old_connections
@@ -83,6 +83,7 @@ from ..job import Job
 from ..types import JobSpec
 from . import cancelling
 from .async_runner import AsyncRunner, is_async_job
+from .hooks import AttemptOutcome, StopRequested, WorkerHooks
 from .idle import IdleWaiter
 from .lease import LeaseKeeper
 from .outages import Outages
@@ -92,7 +93,6 @@ from .process import new_worker_id, rss_mb
 from .rate_limits import NextSlots
 from .reconnect import Reconnect
 from .reporting import (
-    AttemptOutcome,
     conclude,
     deliver_ack,
     deliver_cancel,
@@ -157,26 +157,6 @@ class Pickup:
     sent_at: float = 0.0
     #: Its reply, once read; ``None``: unread (lost, or never sent): send it again.
     reply: Any = None
-
-
-class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an error
-    """Raised by a supervised child's stop handler to leave an idle wait at once."""
-
-
-class WorkerHooks(Protocol):
-    """Callbacks a supervisor gives its children (see :mod:`django_rqueue.worker.supervisor`)."""
-
-    def prefetched(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
-        """Jobs were reserved ahead (prefetched): renew their leases until they start or end."""
-
-    def started(self, queue: str, job: Job[Any]) -> None:
-        """A job is about to run (reserved just now, or :meth:`prefetched` before)."""
-
-    def finished(self, job: Job[Any], outcome: AttemptOutcome) -> None:
-        """The job's outcome was reported to Redis, discarded, or ``released`` (handed back)."""
-
-    def flush(self) -> None:
-        """Deliver what was buffered (the worker goes idle or exits)."""
 
 
 class Worker:

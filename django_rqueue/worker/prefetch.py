@@ -4,7 +4,7 @@ A worker reserves ahead in two ways: ``ack_reserve.lua`` reserves the next
 job together with the previous one's ack, and a batch reservation reserves up
 to :data:`~.loop.MAX_BATCH` jobs at once. The jobs after the first wait here,
 in order; under a supervisor the master renews their leases from the moment
-it hears of them (:meth:`~.loop.WorkerHooks.prefetched`).
+it hears of them (:meth:`~.hooks.WorkerHooks.prefetched`).
 
 A job's lease starts when Redis runs the reserving call, which may be well
 before the worker gets to run it (a long job before it, a late reply, a
@@ -22,17 +22,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..conf import get_config
 from ..engine import transitions
 from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable
 from ..job import Job
-from .reporting import AttemptOutcome, hand_back
-
-if TYPE_CHECKING:
-    from .loop import WorkerHooks
+from .hooks import AttemptOutcome, WorkerHooks
+from .reporting import hand_back
 
 logger = logging.getLogger("django_rqueue.worker")
 

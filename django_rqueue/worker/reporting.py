@@ -21,11 +21,13 @@ a :class:`~..exceptions.WorkerLost` or :class:`~..exceptions.UnknownJob` attempt
 ERROR, whatever comes next, with what to do about it.
 Every report is fenced by the job's token: one whose lease was lost changes
 nothing and reads as :attr:`AttemptOutcome.DISCARDED`.
+
+:class:`~.hooks.AttemptOutcome` lives with the child-master contract (:mod:`~.hooks`) and
+is re-exported here.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Callable
@@ -45,6 +47,7 @@ from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable, UnknownJob, WorkerLost
 from ..execution import Outcome, aannounce, announce, failure, next_delay
 from ..job import Job
+from .hooks import AttemptOutcome
 from .reconnect import Reconnect
 
 if TYPE_CHECKING:
@@ -57,22 +60,6 @@ REPORT_RETRY = 0.5
 #: Seconds a worker keeps trying to deliver an ack/fail before giving up (the
 #: lease then expires and the poller re-delivers the job).
 REPORT_PATIENCE = 60.0
-
-
-class AttemptOutcome(enum.StrEnum):
-    """How an attempt ended once reported (the word in the log line and on the pipe)."""
-
-    SUCCEEDED = "succeeded"
-    #: Failed with attempts left: scheduled again after its backoff.
-    RETRYING = "retrying"
-    #: Failed for good: in the failed store.
-    FAILED = "failed"
-    #: The report was refused (stale fencing token) or could not be delivered in time.
-    DISCARDED = "discarded"
-    #: Reserved ahead and handed back unstarted (no attempt spent).
-    RELEASED = "released"
-    #: Stopped at the request of ``Job.cancel()`` (:mod:`~.cancelling`): ``cancelled``, not retried.
-    CANCELLED = "cancelled"
 
 
 def retry_while_unreachable(job_id: str, report: Callable[[], AttemptOutcome]) -> AttemptOutcome:

@@ -68,12 +68,12 @@ from ..health import NO_UNBLOCK, problems_by_server
 from ..job import Job
 from . import cancelling, heartbeat
 from .children import Child, ChildKind, KillReason, Running, run_child
+from .hooks import AttemptOutcome
 from .idle import unblock_refused
 from .outages import Outages
 from .process import kill_group, new_worker_id, send_signal
 from .reconnect import Reconnect
 from .reporting import (
-    AttemptOutcome,
     cancel_lost_attempt,
     fail_lost_attempt,
     hand_back,

@@ -10,7 +10,7 @@ import pytest
 
 from django_rqueue.job import Job, JobStatus
 from django_rqueue.worker.children import Child, ChildKind, PipeHooks
-from django_rqueue.worker.reporting import AttemptOutcome
+from django_rqueue.worker.hooks import AttemptOutcome
 
 
 def _job(n: int) -> Job[Any]:

@@ -23,9 +23,9 @@ from django_rqueue.engine.scripts import load
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job
 from django_rqueue.serialization import encode_arguments
+from django_rqueue.worker.hooks import AttemptOutcome
 from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
-from django_rqueue.worker.reporting import AttemptOutcome
 from tests.faults.proxy import FaultProxy
 from tests.faults.support import blocked_clients
 from tests.jobs_app.jobs import (

@@ -23,7 +23,7 @@ import redis
 from django_rqueue.engine import transitions
 from django_rqueue.job import Job
 from django_rqueue.worker.children import Child, ChildKind, KillReason, PipeHooks
-from django_rqueue.worker.reporting import AttemptOutcome
+from django_rqueue.worker.hooks import AttemptOutcome
 from django_rqueue.worker.supervisor import PASS_GAP, Supervisor
 from tests.jobs_app.jobs import record
 from tests.support.inprocess import keys
