@@ -12,8 +12,6 @@ import ast
 import graphlib
 from pathlib import Path
 
-import pytest
-
 import django_rqueue
 
 PACKAGE = "django_rqueue"
@@ -122,27 +120,6 @@ def test_every_import_is_an_edge() -> None:
     assert "django_rqueue.engine.keys" in edges["django_rqueue.enqueue"]  # from a subpackage
 
 
-KNOWN_CYCLES = [
-    [
-        "django_rqueue.worker.async_runner",
-        "django_rqueue.worker.loop",
-    ],
-]
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "issue 24: cycle B remains (worker.loop, worker.async_runner: "
-        "async_runner's back-reference to the Worker), cut by the Reserver step"
-    ),
-)
 def test_no_import_cycle() -> None:
     found = cycles(graph())
     assert found == [], f"import cycles: {found}"
-
-
-def test_the_known_cycles_are_the_only_ones() -> None:
-    """No new cycle appears while the known ones are being cut."""
-    found = cycles(graph())
-    assert all(cycle in KNOWN_CYCLES for cycle in found), f"import cycles: {found}"

@@ -21,7 +21,7 @@ the outcome through the same functions as a sync job
 When every queue is empty and slots are free, the session blocks on the
 queues' ``notify`` lists with the worker's :class:`~.idle.IdleWaiter` in a
 thread (``BLPOP`` on every server and cluster slot at once, as the sync loop
-does, :meth:`~.loop.Worker.idle_wait`: a rate-limited queue before its next
+does, :meth:`~.reserving.Reserver.idle_wait`: a rate-limited queue before its next
 slot counts as empty and the wait ends at that slot; cancelled, the wait is
 ended with ``CLIENT UNBLOCK``), so a new job starts within milliseconds; a
 finished job frees a slot without a reservation attempt unless the queues may
@@ -49,27 +49,25 @@ import contextlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from .. import registry
 from ..conf import get_config
-from ..engine import transitions
 from ..engine.connection import close_async_clients, location_of
-from ..engine.queue_ref import queue_ref
 from ..exceptions import JobCancelled, RedisUnavailable, UnknownJob
 from ..execution import Outcome, arun_attempt, failure, next_delay
 from ..job import Job
 from . import cancelling
+from .hooks import WorkerHooks
+from .idle import IdleWaiter
 from .lease import LeaseKeeper
 from .prefetch import Prefetched, fresh
 from .reconnect import Reconnect
 from .reporting import aconclude, deliver_cancel, deliver_outcome
-
-if TYPE_CHECKING:
-    from .loop import Worker  # which imports this module
+from .reserving import Limits, Reserver
 
 logger = logging.getLogger("django_rqueue.worker")
 
@@ -88,12 +86,35 @@ def is_async_job(job: Job[Any]) -> bool:
 
 
 class AsyncRunner:
-    """Runs a worker's async jobs, ``slots`` at once (see the module docstring)."""
+    """Runs a worker's async jobs, ``slots`` at once (see the module docstring).
 
-    def __init__(self, worker: Worker, prefetched: Prefetched, slots: int) -> None:
-        self.worker = worker
+    It shares with the worker's loop its :class:`~.reserving.Reserver` (the
+    reservation policy), the jobs it holds (``prefetched``), its ``hooks`` (a
+    supervised child's pipe, or ``None``), its :class:`~.reserving.Limits`, its
+    :class:`~.idle.IdleWaiter` and its cancel pipe (``cancel_fd``, or ``None``).
+    ``renew_leases``: renew each running job's lease from a thread of this process.
+    """
+
+    def __init__(
+        self,
+        reserver: Reserver,
+        prefetched: Prefetched,
+        hooks: WorkerHooks | None,
+        limits: Limits,
+        idle: IdleWaiter,
+        cancel_fd: int | None,
+        *,
+        slots: int,
+        renew_leases: bool,
+    ) -> None:
+        self.reserver = reserver
         self.prefetched = prefetched
+        self.hooks = hooks
+        self.limits = limits
+        self.idle = idle
+        self.cancel_fd = cancel_fd
         self.slots = slots
+        self.renew_leases = renew_leases
         self._runner: asyncio.Runner | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         #: A sync job came up (held in :attr:`prefetched`): start no more async jobs.
@@ -124,7 +145,7 @@ class AsyncRunner:
 
     def _on_cancel_requests(self) -> None:
         """The cancel pipe is readable: cancel the attempts of the jobs it names."""
-        fd = self.worker.cancel_fd
+        fd = self.cancel_fd
         if fd is None:
             return
         for job_id in cancelling.read_requests(fd):
@@ -135,7 +156,7 @@ class AsyncRunner:
 
     async def _session(self, queue: str, job: Job[Any]) -> None:
         await sync_to_async(close_old_connections)()
-        fd = self.worker.cancel_fd
+        fd = self.cancel_fd
         if fd is not None:
             asyncio.get_running_loop().add_reader(fd, self._on_cancel_requests)
         try:
@@ -159,11 +180,11 @@ class AsyncRunner:
                         reconnect.reset()
                     except RedisUnavailable as exc:
                         retry_at = time.monotonic() + reconnect.next_delay()
-                        logger.error("worker %s: %s; retrying", self.worker.worker_id, exc)
+                        logger.error("worker %s: %s; retrying", self.reserver.worker_id, exc)
                 if not self._tasks:
                     return
-                if self.worker.hooks is not None:
-                    self.worker.hooks.flush()
+                if self.hooks is not None:
+                    self.hooks.flush()
                 waits: set[asyncio.Future[Any]] = set(self._tasks)
                 if dry and self._may_start():
                     wake = wake or asyncio.create_task(self._wait_for_work())
@@ -174,7 +195,7 @@ class AsyncRunner:
                 )
                 if wake is not None and wake.done():
                     if not wake.cancelled() and (error := wake.exception()) is not None:
-                        logger.warning("worker %s: %s", self.worker.worker_id, error)
+                        logger.warning("worker %s: %s", self.reserver.worker_id, error)
                         # The outage may have broken the idle connections of the session's
                         # asyncio clients too (the wait does not use them): start afresh.
                         await close_async_clients()
@@ -187,12 +208,12 @@ class AsyncRunner:
 
     def _may_start(self) -> bool:
         """Whether a slot is free and the worker may start another job."""
-        worker = self.worker
+        limits = self.limits
         running = len(self._tasks)
-        if self._holding or worker.stopping or running >= self.slots:
+        if self._holding or limits.stopping or running >= self.slots:
             return False
-        return worker.max_jobs is None or worker.processed + self._finished + running < (
-            worker.max_jobs
+        return limits.max_jobs is None or limits.processed + self._finished + running < (
+            limits.max_jobs
         )
 
     async def _fill(self) -> bool:
@@ -214,37 +235,34 @@ class AsyncRunner:
                 self._start(*waiting)
         # Weighted queues: one draw per free slot; a queue that has fewer jobs than
         # its quota hands the rest on to the next queue of the order.
-        quotas = self.worker.order.quotas(self.slots - len(self._tasks))
+        reserver, limits = self.reserver, self.limits
+        quotas = reserver.order.quotas(self.slots - len(self._tasks))
         spare, more = 0, False
-        for queue in self.worker.order.order():
+        for queue in reserver.order.order():
             free = self.slots - len(self._tasks)
             if not self._may_start():
                 return True
-            if self.worker.max_jobs is not None:
-                left = self.worker.max_jobs - self.worker.processed - self._finished
+            if limits.max_jobs is not None:
+                left = limits.max_jobs - limits.processed - self._finished
                 free = min(free, left - len(self._tasks))
             want = free if quotas is None else min(free, quotas[queue] + spare)
             if want < 1:
                 continue
             server = location_of(queue)
             # As if empty: until its next slot (a rate limit), or its Redis's retry time.
-            if self.worker.next_slots.limited(queue) or not self.worker.outages.usable(
-                server, queue
-            ):
+            if not reserver.usable(queue):
                 spare = want
                 continue
             reserved_at = time.monotonic()  # before the request (see prefetch.py)
             try:
-                reserved = await self._reserve(queue, want)
+                reserved = await reserver.areserve(queue, want)
             except RedisUnavailable as exc:
-                self.worker.server_failed(queue, server, exc)
-                if all(
-                    not self.worker.outages.usable(location_of(q), q) for q in self.worker.queues
-                ):
+                reserver.server_failed(queue, server, exc)
+                if reserver.all_down():
                     raise  # every server is down: the session backs off
                 spare = want
                 continue
-            self.worker.outages.recovered(server, queue)
+            reserver.outages.recovered(server, queue)
             jobs = [Job.from_fields(*r) for r in reserved]
             spare, more = want - len(jobs), more or len(jobs) == want
             if not fresh(reserved_at):  # a late reply: are they still ours? (see prefetch.py)
@@ -259,49 +277,27 @@ class AsyncRunner:
                 return True
         return more
 
-    async def _reserve(self, queue: str, count: int) -> list[transitions.Reservation]:
-        """Reserve up to ``count`` jobs of ``queue``; note when a rate limit lets it go on."""
-        ref = queue_ref(queue)
-        options: dict[str, Any] = {
-            "lease_ms": ref.lease_ms,
-            "worker_id": self.worker.worker_id,
-            "count": count,
-            "group_concurrency": ref.config.group_concurrency,
-            "rate_limit": ref.config.rate_limit,
-        }
-        client = ref.async_client()
-        if client is None:  # CACHE_ALIAS: no asyncio client
-            reserved = await asyncio.to_thread(
-                transitions.reserve_many, ref.client(), ref.keys, **options
-            )
-        else:
-            reserved = await transitions.areserve_many(client, ref.keys, **options)
-        self.worker.next_slots.note(queue, reserved.wait_ms)
-        return reserved.jobs
-
     async def _wait_for_work(self) -> None:
         """Block until a queue gets a wake-up token or the worker's
-        :meth:`~.loop.Worker.idle_wait` passes: the worker's
+        :meth:`~.reserving.Reserver.idle_wait` passes: the worker's
         :class:`~.idle.IdleWaiter` in a thread (every server and slot at once),
         ended at once (``CLIENT UNBLOCK``) when this task is cancelled."""
-        wait = self.worker.idle_wait()
+        wait = self.reserver.idle_wait()
         if not wait.notify:  # every queue here waits for its next slot
             await asyncio.sleep(wait.seconds)
             return
         cancel = threading.Event()
         try:
-            await asyncio.to_thread(
-                self.worker.idle.wait, wait.lists(), wait.seconds, cancel=cancel
-            )
+            await asyncio.to_thread(self.idle.wait, wait.lists(), wait.seconds, cancel=cancel)
         except asyncio.CancelledError:
-            self.worker.idle.interrupt(cancel)
+            self.idle.interrupt(cancel)
             raise
 
     # -- one job -----------------------------------------------------------
 
     def _start(self, queue: str, job: Job[Any]) -> None:
-        if self.worker.hooks is not None:
-            self.worker.hooks.started(queue, job)  # before its code runs
+        if self.hooks is not None:
+            self.hooks.started(queue, job)  # before its code runs
         task = asyncio.create_task(self._run_job(queue, job), name=f"rqueue {job.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -311,13 +307,13 @@ class AsyncRunner:
         try:
             await self._attempt(queue, job)
         except Exception:  # a bug here must not end the session; the lease expires
-            logger.exception("worker %s: running %s failed", self.worker.worker_id, job.id)
+            logger.exception("worker %s: running %s failed", self.reserver.worker_id, job.id)
 
     async def _attempt(self, queue: str, job: Job[Any]) -> None:
         started = time.monotonic()
         job_function = registry.resolve(job)
         keeper = None
-        if self.worker.renew_leases:
+        if self.renew_leases:
             keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
             keeper.start()
         attempt = asyncio.ensure_future(
@@ -345,6 +341,6 @@ class AsyncRunner:
             delay = next_delay(job_function, job, outcome)
             reported = await asyncio.to_thread(deliver_outcome, queue, job, outcome, delay)
         self._finished += 1
-        if self.worker.hooks is not None:
-            self.worker.hooks.finished(job, reported)
+        if self.hooks is not None:
+            self.hooks.finished(job, reported)
         await aconclude(job_function, job, queue, outcome, reported, delay, duration=ran)

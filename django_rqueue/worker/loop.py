@@ -6,7 +6,7 @@ in the weighted random order of :mod:`~.weights`, drawn once per job, so
 that reservations ahead (batches, ``ack_reserve.lua``) take more jobs of a
 queue only when the draws for those jobs chose it too. When every queue is
 empty (or paused) the worker blocks on the queues' ``notify`` lists
-(``BLPOP``, :data:`IDLE_BLOCK` seconds at a time; on every server and
+(``BLPOP``, :data:`~.reserving.IDLE_BLOCK` seconds at a time; on every server and
 cluster slot at once, :mod:`~.idle`) instead of sleeping, so a new job
 starts within milliseconds and an idle worker costs Redis about one command
 per second. A worker of one queue (on one server, not a cluster) sends its
@@ -39,16 +39,20 @@ re-queued and may run elsewhere. A quick reply costs no extra round trip.
 
 Batches: while the jobs of the first queue (weighted: of the queue picked)
 are short and nobody listens to ``job_succeeded`` for them, the worker
-reserves up to :data:`MAX_BATCH` jobs per round trip (as many as fit in
-:data:`BATCH_BUDGET` seconds of work at the average run time seen so far;
+reserves up to :data:`~.reserving.MAX_BATCH` jobs per round trip (as many as fit in
+:data:`~.reserving.BATCH_BUDGET` seconds of work at the average run time seen so far;
 one while that is unknown), each with its own lease and fencing token, and
 sends each job's ack the moment it returns without waiting for the reply
 (:class:`~django_rqueue.engine.pipelining.AckStream`); the replies are read
 with the next batch's round trip. A job's success is recorded as promptly as
 with one ack per round trip; the price is that a job reserved in a batch
-waits for the ones before it (at most about :data:`BATCH_BUDGET` seconds
+waits for the ones before it (at most about :data:`~.reserving.BATCH_BUDGET` seconds
 when they run as long as the ones before). Celery's and Dramatiq's workers
 prefetch for the same reason (``worker_prefetch_multiplier``, ``prefetch``).
+
+Which queue is asked next, for how many jobs, and the reserving calls
+themselves are the worker's :class:`~.reserving.Reserver`, shared with the
+async runner.
 
 ``async def`` jobs run on an event loop, up to ``async_concurrency`` at once,
 each with its own reservation, lease and token (:mod:`~.async_runner`); sync
@@ -62,19 +66,16 @@ import signal
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import FrameType
-from typing import Any, NamedTuple
+from typing import Any
 
-import redis
 from django.db import close_old_connections
 
-from .. import registry, signals
+from .. import registry
 from ..conf import get_config
 from ..encryption import seal
-from ..engine import calls, transitions
-from ..engine.calls import ScriptCall
-from ..engine.connection import Location, get_client, location_of, redis_errors
+from ..engine import transitions
+from ..engine.connection import redis_errors
 from ..engine.pipelining import AckStream, PendingAck
 from ..engine.queue_ref import queue_ref
 from ..exceptions import JobCancelled, JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
@@ -86,11 +87,9 @@ from .async_runner import AsyncRunner, is_async_job
 from .hooks import AttemptOutcome, StopRequested, WorkerHooks
 from .idle import IdleWaiter
 from .lease import LeaseKeeper
-from .outages import Outages
 from .poller import Poller
 from .prefetch import Prefetched
 from .process import new_worker_id, rss_mb
-from .rate_limits import NextSlots
 from .reconnect import Reconnect
 from .reporting import (
     conclude,
@@ -98,65 +97,10 @@ from .reporting import (
     deliver_cancel,
     deliver_failure,
 )
+from .reserving import Limits, Reserver
 from .settings import WorkerSettings
-from .weights import QueueOrder
 
 logger = logging.getLogger("django_rqueue.worker")
-
-#: Seconds an idle worker blocks on Redis per call: an idle worker costs Redis
-#: about 2 commands per IDLE_BLOCK (BLPOP + a reserve). It is also the longest
-#: an idle in-process worker takes to notice SIGTERM (a supervised child is
-#: interrupted at once).
-IDLE_BLOCK = 4.0
-#: Shortest idle ``BLPOP`` in seconds: Redis reads a timeout under 1 ms as 0, "for ever".
-MIN_BLOCK = 0.001
-#: Seconds of work (at the average run time seen) a batch reservation may hold.
-BATCH_BUDGET = 0.05
-#: Most jobs reserved in one round trip: jobs of 1 ms or more reach BATCH_BUDGET first.
-#: 50 rather than 20: the bench's no-op drain with two processes on two cores went from
-#: 7 891 to 9 747 jobs/s, one run each in one minute.
-MAX_BATCH = 50
-#: Seconds a worker leaves a queue alone after Redis refused to reserve from it (an error
-#: reply such as WRONGTYPE: a structure of that queue is corrupt), serving its other queues.
-REFUSED_PAUSE = 5.0
-#: The error replies that are not about the queue's data: a Redis Cluster moving slots.
-_TRANSIENT = (
-    redis.exceptions.TryAgainError,
-    redis.exceptions.MovedError,
-    redis.exceptions.AskError,
-    redis.exceptions.ClusterDownError,
-)
-
-
-class IdleWait(NamedTuple):
-    """What an idle worker blocks on (:meth:`Worker.idle_wait`)."""
-
-    #: The ``notify`` lists to ``BLPOP``, in the worker's queue order (none: just sleep).
-    notify: list[str]
-    #: How long, in seconds.
-    seconds: float
-    #: The queue of each list in :attr:`notify` (where it is: its server or slot).
-    queues: list[str]
-
-    def lists(self) -> list[tuple[str, str]]:
-        """``(queue, notify list)`` pairs, as :meth:`~.idle.IdleWaiter.wait` takes them."""
-        return list(zip(self.queues, self.notify, strict=True))
-
-
-@dataclass
-class Pickup:
-    """A reserve sent behind the idle ``BLPOP`` (:meth:`Worker._wait_for_work`), taken by
-    the next :meth:`Worker.work_once`."""
-
-    queue: str
-    #: The reserve call (:func:`~..engine.calls.reserve`): sent again, its request id makes it
-    #: return the jobs it reserved.
-    call: ScriptCall
-    #: When it was first sent (``time.monotonic()``, taken before the write): the jobs it
-    #: reserves are dated by this, whenever and however often their reply is read.
-    sent_at: float = 0.0
-    #: Its reply, once read; ``None``: unread (lost, or never sent): send it again.
-    reply: Any = None
 
 
 class Worker:
@@ -230,33 +174,27 @@ class Worker:
         self._in_job = False
         #: A cancel of :attr:`_cancel_target` arrived before its code started.
         self._cancel_asked = False
-        self.stopping = False
+        #: What the loop and the async runner share: max_jobs, jobs run, stopping.
+        self.limits = Limits(settings.max_jobs)
         #: True while reserving or running a job: a child's stop handler
         #: interrupts only an idle worker.
         self.busy = False
-        self.processed = 0
         #: Jobs reserved ahead (with the last ack, or in a batch), run next.
         self._prefetched = Prefetched(self.worker_id, hooks)
-        #: The order the queues are tried in, fetch after fetch (:mod:`~.weights`).
-        self.order = QueueOrder(self.queues, settings.weights)
-        #: When each rate-limited queue that held jobs back has its next slot.
-        self.next_slots = NextSlots()
-        #: The Redis servers that failed lately: their queues are skipped until their retry.
-        self.outages = Outages()
+        #: Which queue next, how many, and the reserving calls (:mod:`~.reserving`).
+        self.reserver = Reserver(
+            self.queues,
+            settings.weights,
+            worker_id=self.worker_id,
+            limits=self.limits,
+            supervised=hooks is not None,
+        )
         #: Blocks on every queue's ``notify`` list at once, server by server, slot by slot.
-        self.idle = IdleWaiter(self.outages)
+        self.idle = IdleWaiter(self.reserver.outages)
         #: Acks of the current batch sent without waiting (one connection, one queue's).
         self._acks: AckStream | None = None
-        #: Average seconds a job ran (EWMA), per queue that may lead a fetch; absent
-        #: until one ran.
-        self._run_times: dict[str, float] = {}
-        #: Whether the last job of a queue that may lead a fetch had no
-        #: job_succeeded receivers.
-        self._quiet: dict[str, bool] = {}
         #: Runs the async jobs; made when the first one comes up.
         self._async: AsyncRunner | None = None
-        #: The reserve sent behind the last idle ``BLPOP``, until a :meth:`work_once` takes it.
-        self._pickup: Pickup | None = None
 
     @classmethod
     def supervised(
@@ -282,6 +220,24 @@ class Worker:
             hooks=hooks,
             cancel_fd=cancel_fd,
         )
+
+    @property
+    def processed(self) -> int:
+        """Jobs run so far (:attr:`limits`)."""
+        return self.limits.processed
+
+    @processed.setter
+    def processed(self, value: int) -> None:
+        self.limits.processed = value
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was requested (:attr:`limits`)."""
+        return self.limits.stopping
+
+    @stopping.setter
+    def stopping(self, value: bool) -> None:
+        self.limits.stopping = value
 
     # -- lifecycle -------------------------------------------------------
 
@@ -383,17 +339,6 @@ class Worker:
             logger.info("worker %s: %s", self.worker_id, reason)
         return reason is not None
 
-    def _batch_size(self, queue: str) -> int:
-        """How many jobs of ``queue`` (one that may lead a fetch) to reserve in one round trip."""
-        run_time = self._run_times.get(queue)
-        # Only under a supervisor: its master renews the leases of jobs held ahead.
-        if not self._quiet.get(queue) or run_time is None or self.hooks is None:
-            return 1
-        size = min(MAX_BATCH, max(1, int(BATCH_BUDGET / max(run_time, 1e-6))))
-        if self.max_jobs is not None:
-            size = min(size, max(1, self.max_jobs - self.processed - 1))
-        return size
-
     def _collect_acks(self) -> None:
         """Read the replies of the acks sent without waiting; resend the unknown ones."""
         if self._acks is None or not self._acks.owed:
@@ -430,130 +375,29 @@ class Worker:
             if waiting is not None:
                 self._run(*waiting)
                 return True
-            if self._pickup is not None:
-                pickup = self._pickup
-                try:
-                    queue, reserved, reserved_at = self._take_pickup(pickup)
-                except redis.ResponseError as exc:
-                    if isinstance(exc, _TRANSIENT):
-                        raise
-                    self._pickup = None  # refused: the script reserved nothing
-                    self._refused(pickup.queue, exc)
-                    return False
-                return self._start(queue, reserved, reserved_at)
-            failed: RedisUnavailable | None = None
-            for n, queue in enumerate(self.order.order()):
-                if self.next_slots.limited(queue):  # as if empty until its next slot
-                    continue
-                server = location_of(queue)
-                if not self.outages.usable(server, queue):  # down: wait for its retry time
-                    continue
-                ref = queue_ref(queue)
-                count = 1
-                if n == 0 and self.order.leads(queue):
-                    count = self.order.run(queue, self._batch_size(queue))
-                # Before the request: the leases may start any time after this.
-                reserved_at = time.monotonic()
-                try:
-                    reserved = transitions.reserve_many(
-                        ref.client(),
-                        ref.keys,
-                        lease_ms=ref.lease_ms,
-                        worker_id=self.worker_id,
-                        count=count,
-                        group_concurrency=ref.config.group_concurrency,
-                        rate_limit=ref.config.rate_limit,
-                    )
-                except RedisUnavailable as exc:
-                    failed = exc
-                    self.server_failed(queue, server, exc)
-                    continue
-                except redis.ResponseError as exc:
-                    if isinstance(exc, _TRANSIENT):
-                        raise
-                    self._refused(queue, exc)
-                    continue
-                if self.outages.recovered(server, queue):
-                    logger.info("worker %s: queue %s: Redis reachable again", self.worker_id, queue)
-                if self._start(queue, reserved, reserved_at):
+            if self.reserver.pickup is not None:
+                taken = self.reserver.take_pickup()
+                return taken is not None and self._start(*taken)
+            for taken in self.reserver.sweep():
+                if self._start(*taken):
                     return True
-            if failed is not None and all(
-                not self.outages.usable(location_of(q), q) for q in self.queues
-            ):
-                raise failed  # every server is down: the caller backs off
             return False
         finally:
             self.busy = False
 
-    def _refused(self, queue: str, exc: redis.ResponseError) -> None:
-        """Redis refused to reserve from ``queue`` (an error reply such as ``WRONGTYPE``:
-        a structure of that queue is corrupt, which the scripts report before changing
-        anything): log it and leave the queue alone for :data:`REFUSED_PAUSE` seconds, as
-        a rate-limited one, so the worker serves its other queues and does not die."""
-        logger.error(
-            "worker %s: queue %s: Redis refused to hand out jobs (%s); trying again in %.0f s",
-            self.worker_id,
-            queue,
-            exc,
-            REFUSED_PAUSE,
-        )
-        self.next_slots.note(queue, int(REFUSED_PAUSE * 1000))
-
-    def _take_pickup(self, pickup: Pickup) -> tuple[str, transitions.Reserved, float]:
-        """The reservation of the reserve sent behind the idle ``BLPOP``: its reply, or, unread,
-        the reply of the same request sent again (same request id: the same jobs if the
-        first one ran); ``(queue, reservation, time requested)``.
-
-        The time requested is always when the reserve was first sent
-        (:attr:`Pickup.sent_at`): Redis may have run it any time after that, and a
-        reply held by a paused process or a partition, or one given again to the
-        request sent again, says nothing about how long its leases have run.
-
-        Raises:
-            RedisUnavailable: it could not be sent again; it stays to be taken later.
-        """
-        queue = pickup.queue
-        if pickup.reply is not None:
-            try:
-                reserved = transitions.reserved_from(pickup.reply)
-            except redis.ResponseError:  # NOSCRIPT (a restarted Redis): sent again below
-                pickup.reply = None
-            else:
-                self._pickup = None
-                return queue, reserved, pickup.sent_at
-        try:
-            reserved = transitions.reserve_call(get_client(queue), pickup.call)
-        except RedisUnavailable as exc:
-            self.server_failed(queue, location_of(queue), exc)
-            raise
-        if self.outages.recovered(location_of(queue), queue):
-            logger.info("worker %s: queue %s: Redis reachable again", self.worker_id, queue)
-        self._pickup = None
-        return queue, reserved, pickup.sent_at
-
     def _settle_pickup(self) -> None:
         """At exit: hold the jobs of a reserve sent behind the idle ``BLPOP`` and not taken
         (a stop came in the wait), to be handed back with the other held jobs."""
-        if self._pickup is None:
+        taken = self.reserver.settle_pickup()
+        if taken is None:
             return
-        try:
-            queue, reserved, reserved_at = self._take_pickup(self._pickup)
-        except (RedisUnavailable, redis.RedisError) as exc:
-            logger.error(
-                "worker %s: queue %s: could not read the reserve sent while idle (%s); "
-                "a job it reserved stays reserved until its lease runs out",
-                self.worker_id,
-                self._pickup.queue,
-                exc,
-            )
-            return
+        queue, reserved, reserved_at = taken
         jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
         self._prefetched.add(queue, jobs, since=reserved_at)
 
     def _start(self, queue: str, reserved: transitions.Reserved, reserved_at: float) -> bool:
         """Run the first job of a reservation of ``queue`` requested at ``reserved_at``
         (``time.monotonic()``) and hold the rest; return whether it had any."""
-        self.next_slots.note(queue, reserved.wait_ms)
         if not reserved.jobs:
             return False
         jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
@@ -561,19 +405,6 @@ class Worker:
         if self._prefetched.first_may_run(queue, jobs[0], reserved_at):
             self._run(queue, jobs[0])
         return True
-
-    def server_failed(self, queue: str, server: Location, exc: RedisUnavailable) -> None:
-        """A call to ``queue``'s Redis failed: leave its queues out until its retry time
-        (``queue`` alone when its cluster slot is moving:
-        :class:`~django_rqueue.exceptions.SlotMoving`)."""
-        delay = self.outages.failed(server, queue=queue, error=exc)
-        logger.error(
-            "worker %s: queue %s: %s; leaving its Redis out for %.1f s",
-            self.worker_id,
-            queue,
-            exc,
-            delay,
-        )
 
     def _run(self, queue: str, job: Job[Any]) -> None:
         """Run a reserved job: alone here, or, an async one, on the event loop with the
@@ -583,7 +414,16 @@ class Worker:
             self.processed += 1
             return
         if self._async is None:
-            self._async = AsyncRunner(self, self._prefetched, self.async_concurrency)
+            self._async = AsyncRunner(
+                self.reserver,
+                self._prefetched,
+                self.hooks,
+                self.limits,
+                self.idle,
+                self.cancel_fd,
+                slots=self.async_concurrency,
+                renew_leases=self.renew_leases,
+            )
         self._collect_acks()  # acks still owed by sync jobs: read before the session
         self.processed += self._async.run(queue, job)
 
@@ -613,16 +453,12 @@ class Worker:
         cancelled = isinstance(outcome.exception, JobCancelled)
         # A corrupt record cannot be repaired by running it again: no retry; nor a cancelled job.
         delay = None if job.problems or cancelled else next_delay(job_function, job, outcome)
-        first = self.order.leads(queue)
-        if first:
-            before = self._run_times.get(queue)
-            self._run_times[queue] = ran if before is None else 0.8 * before + 0.2 * ran
-            self._quiet[queue] = not signals.job_succeeded.has_listeners(job_function)
+        first = self.reserver.ran(queue, ran, job_function)
         prefetch = (
             outcome.ok
             and first
             and not self.stopping
-            and (self.hooks is not None or self._quiet[queue])
+            and (self.hooks is not None or self.reserver.quiet[queue])
             and self._limit_reached(self.processed + 1) is None
         )
         if cancelled:
@@ -665,14 +501,15 @@ class Worker:
         jobs of a batch still to run (and no ``job_succeeded`` receivers to
         run after the ack), send the ack without waiting for its reply;
         otherwise ack it with ``ack_reserve.lua`` and keep the jobs it
-        reserves (a batch when :meth:`_batch_size` allows, as many as
+        reserves (a batch when :meth:`~.reserving.Reserver.batch_size` allows, as many as
         :meth:`~.weights.QueueOrder.continue_with` says) for the next
         :meth:`work_once` calls.
         """
         ref = queue_ref(queue)
         result = seal(outcome.result_json or "null")  # RQUEUE["ENCRYPTION_KEYS"]
         ack = PendingAck(queue, ref.keys, job.id, job.token, result, job.result_ttl)
-        if prefetch and self._prefetched and self._quiet[queue] and self.hooks is not None:
+        reserver = self.reserver
+        if prefetch and self._prefetched and reserver.quiet[queue] and self.hooks is not None:
             client = ref.client()
             if self._acks is not None and self._acks.wire.client is not client:
                 self._collect_acks()  # another queue's Redis: one stream per connection
@@ -686,28 +523,20 @@ class Worker:
         self._collect_acks()
         count = 0
         # A queue before its next slot would hand out nothing: a plain ack.
-        if outcome.ok and prefetch and not self._prefetched and not self.next_slots.limited(queue):
-            count = self.order.continue_with(queue, self._batch_size(queue))
+        if (
+            outcome.ok
+            and prefetch
+            and not self._prefetched
+            and not reserver.next_slots.limited(queue)
+        ):
+            count = reserver.order.continue_with(queue, reserver.batch_size(queue))
         if count:
             reserved_at = time.monotonic()  # before the request (see prefetch.py)
             try:
-                stale, reserved = transitions.ack_and_reserve(
-                    ref.client(),
-                    ref.keys,
-                    job.id,
-                    job.token,
-                    result,
-                    job.result_ttl,
-                    lease_ms=ref.lease_ms,
-                    worker_id=self.worker_id,
-                    count=count,
-                    group_concurrency=ref.config.group_concurrency,
-                    rate_limit=ref.config.rate_limit,
-                )
+                stale, reserved = reserver.ack_and_reserve(queue, job, result, count)
             except RedisUnavailable:
                 pass  # resent below as a plain ack: a repeat must not reserve more jobs
             else:
-                self.next_slots.note(queue, reserved.wait_ms)
                 jobs = [Job.from_fields(*r) for r in reserved.jobs]
                 self._prefetched.add(queue, jobs, since=reserved_at)
                 if stale is not None:
@@ -739,34 +568,16 @@ class Worker:
                 return False
         return True
 
-    def idle_wait(self) -> IdleWait:
-        """What an idle worker blocks on, and how long.
-
-        The ``notify`` lists of every queue, whatever its server or cluster
-        slot (:mod:`~.idle` blocks on them all at once), less those of
-        rate-limited queues before their next slot (a token there must not
-        wake it for an empty reservation), maybe none; for :data:`IDLE_BLOCK`
-        seconds, or only until the earliest next slot of a rate-limited queue
-        (at least :data:`MIN_BLOCK`).
-        """
-        queues = [q for q in self.queues if not self.next_slots.limited(q)]
-        notify = [queue_ref(q).keys.notify for q in queues]
-        seconds = IDLE_BLOCK
-        slot = self.next_slots.seconds_to_next()
-        if slot is not None:
-            seconds = max(MIN_BLOCK, min(seconds, slot))
-        return IdleWait(notify, seconds, queues)
-
     def _wait_for_work(self) -> None:
-        """Block until a queue gets a wake-up token or the :meth:`idle_wait` passes
-        (servers down are left out: :attr:`idle`).
+        """Block until a queue gets a wake-up token or the
+        :meth:`~.reserving.Reserver.idle_wait` passes (servers down are left out: :attr:`idle`).
 
         A worker of one queue sends the reserve its next :meth:`work_once` would
         send behind the ``BLPOP``, in the same write (:meth:`~.idle.IdleWaiter.wait_then`):
         Redis reserves the moment the ``BLPOP`` returns, and the job starts one round
         trip after its wake-up token came instead of two. A ``BLPOP`` that timed out
         is followed by a reserve too, as before (it finds nothing, or a job that came
-        without a token). The reserve is noted (:class:`Pickup`) before it is sent: a
+        without a token). The reserve is noted (:class:`~.reserving.Pickup`) before it is sent: a
         reply lost with its connection (an error, a stop signal raised in the wait)
         is asked for again with the same request id on another connection, so the
         jobs it reserved are run, or handed back at exit, never left reserved.
@@ -775,45 +586,25 @@ class Worker:
         read: a reply that waited while the worker was paused or cut off looks
         fresh when read, though its leases may have run out and its jobs run
         elsewhere meanwhile. So a job that came after a third of a lease of idle
-        waiting (only with a ``LEASE`` under three times :data:`IDLE_BLOCK`) is
+        waiting (only with a ``LEASE`` under three times :data:`~.reserving.IDLE_BLOCK`) is
         confirmed with one lease renewal before it starts.
         """
-        wait = self.idle_wait()
+        wait = self.reserver.idle_wait()
         if not wait.notify:  # every queue here waits for its next slot
             self._pause(wait.seconds)
             return
-        pickup = self._pickup_for(wait)
+        pickup = self.reserver.pickup_for(wait, holding=bool(self._prefetched))
         if pickup is None:
             self.idle.wait(wait.lists(), wait.seconds)
             return
         command = transitions.reserve_command(pickup.call)
-        self._pickup = pickup  # before the write: from here on it may run in Redis
+        self.reserver.pickup = pickup  # before the write: from here on it may run in Redis
         pickup.sent_at = time.monotonic()
         woken = self.idle.wait_then(wait.lists(), wait.seconds, command)
         if not woken.sent:  # a cluster, or its server down: work_once reserves as before
-            self._pickup = None
+            self.reserver.pickup = None
             return
         pickup.reply = woken.reply
-
-    def _pickup_for(self, wait: IdleWait) -> Pickup | None:
-        """The reserve to send behind the idle ``BLPOP`` of ``wait``: the one the next
-        :meth:`work_once` would send, when the wait covers exactly the queue it asks
-        (a worker of one queue, not held back by its rate limit); else ``None``."""
-        if len(self.queues) != 1 or wait.queues != self.queues or self._prefetched:
-            return None
-        queue = self.queues[0]
-        count = self.order.run(queue, self._batch_size(queue))
-        ref = queue_ref(queue)
-        call = calls.reserve(
-            ref.keys,
-            lease_ms=ref.lease_ms,
-            worker_id=self.worker_id,
-            count=count,
-            request_id=transitions.new_request_id(),
-            group_cap=ref.config.group_concurrency,
-            rate_limit=ref.config.rate_limit,
-        )
-        return Pickup(queue, call)
 
 
 def _raise_timeout(seconds: float) -> Any:  # a signal handler

@@ -2,7 +2,7 @@
 
 A worker reserves ahead in two ways: ``ack_reserve.lua`` reserves the next
 job together with the previous one's ack, and a batch reservation reserves up
-to :data:`~.loop.MAX_BATCH` jobs at once. The jobs after the first wait here,
+to :data:`~.reserving.MAX_BATCH` jobs at once. The jobs after the first wait here,
 in order; under a supervisor the master renews their leases from the moment
 it hears of them (:meth:`~.hooks.WorkerHooks.prefetched`).
 

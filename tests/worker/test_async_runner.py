@@ -308,7 +308,16 @@ def test_one_fill_gives_each_free_slot_its_own_weighted_draw(
     for queue in weights:
         async_record.using(queue=queue).delay_many(((ledger, queue), {}) for _ in range(1000))
     worker = Worker(list(weights), weights=weights, with_poller=False, async_concurrency=1000)
-    runner = AsyncRunner(worker, Prefetched(worker.worker_id, None), 1000)
+    runner = AsyncRunner(
+        worker.reserver,
+        Prefetched(worker.worker_id, None),
+        None,
+        worker.limits,
+        worker.idle,
+        None,
+        slots=1000,
+        renew_leases=True,
+    )
     started: Counter[str] = Counter()
     monkeypatch.setattr(runner, "_start", lambda queue, job: started.update([queue]))
 

@@ -565,7 +565,7 @@ def test_jobs_whose_reserve_reply_came_back_after_their_lease_ran_out_are_not_ru
     hooks = RecordingHooks() if batch else None
     worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
     if batch:  # reserve both in one round trip: the first one runs at once, b is held
-        worker._quiet["default"], worker._run_times["default"] = True, 0.001
+        worker.reserver.quiet["default"], worker.reserver.run_times["default"] = True, 0.001
     late = reclaimed_meanwhile(transitions.reserve_many, rqueue_redis)
     monkeypatch.setattr(transitions, "reserve_many", late)
 
@@ -755,14 +755,14 @@ def test_jobs_of_an_idle_pickup_whose_reply_came_back_after_their_lease_are_not_
     hooks = RecordingHooks() if batch else None
     worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
     if batch:  # the pickup reserves both: the first one runs at once, b is held
-        worker._quiet["default"], worker._run_times["default"] = True, 0.001
+        worker.reserver.quiet["default"], worker.reserver.run_times["default"] = True, 0.001
     # The reserve sent behind the idle BLPOP runs at once (a wake-up token is there);
     # its reply is read only after the poller took the reserved jobs back.
     load("reserve").ensure_loaded(rqueue_redis)  # applied, not answered NOSCRIPT
     late = reclaimed_meanwhile(worker.idle.wait_then, rqueue_redis)
     monkeypatch.setattr(worker.idle, "wait_then", late)
     worker._wait_for_work()
-    assert worker._pickup is not None and worker._pickup.reply is not None
+    assert worker.reserver.pickup is not None and worker.reserver.pickup.reply is not None
 
     assert worker.run() == 0
 

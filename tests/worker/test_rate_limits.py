@@ -18,8 +18,9 @@ from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import Job, JobStatus, get_job
 from django_rqueue.conf import RateLimit
-from django_rqueue.worker.loop import IDLE_BLOCK, Worker
+from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.rate_limits import NextSlots
+from django_rqueue.worker.reserving import IDLE_BLOCK
 from tests.faults.support import command_calls
 from tests.jobs_app.jobs import async_record, record
 from tests.support.inprocess import keys, run_to_end
@@ -84,16 +85,16 @@ def test_an_idle_worker_blocks_neither_on_a_limited_queue_nor_past_its_next_slot
 ):
     limit_queue(settings, "1/m")
     worker = Worker([METERED, "default"], with_poller=False)
-    wait = worker.idle_wait()
+    wait = worker.reserver.idle_wait()
     assert wait.notify == [keys(METERED).notify, keys().notify]
     assert wait.seconds == IDLE_BLOCK
-    worker.next_slots.note(METERED, 1500)
-    wait = worker.idle_wait()
+    worker.reserver.next_slots.note(METERED, 1500)
+    wait = worker.reserver.idle_wait()
     assert wait.notify == [keys().notify]  # a token there must not wake it
     assert 0 < wait.seconds <= 1.5
     alone = Worker([METERED], with_poller=False)
-    alone.next_slots.note(METERED, 1500)
-    wait = alone.idle_wait()
+    alone.reserver.next_slots.note(METERED, 1500)
+    wait = alone.reserver.idle_wait()
     assert wait.notify == []  # nothing to block on: it sleeps until the slot
     assert 0 < wait.seconds <= 1.5
 
@@ -129,7 +130,7 @@ def test_a_worker_takes_a_limited_queues_jobs_no_faster_than_its_rate(
         async_concurrency=4,
     )
     if mode == "batches":  # as after short jobs: it asks for up to 20 at a time
-        worker._quiet[METERED], worker._run_times[METERED] = True, 0.001
+        worker.reserver.quiet[METERED], worker.reserver.run_times[METERED] = True, 0.001
 
     run_to_end(worker)
 
@@ -167,7 +168,7 @@ def test_other_queues_keep_flowing_and_the_limited_one_is_not_polled_in_a_loop(
         before, done = command_calls(rqueue_redis), succeeded(metered)
         wait_until(lambda: succeeded(metered) >= done + 4, timeout=10, message="metered stalled")
         after = command_calls(rqueue_redis)
-        assert worker.next_slots.seconds_to_next() is not None or succeeded(metered) == 40
+        assert worker.reserver.next_slots.seconds_to_next() is not None or succeeded(metered) == 40
 
     sent = {name: after.get(name, 0) - before.get(name, 0) for name in ("evalsha", "blpop")}
     jobs_meanwhile = succeeded(metered) - done
