@@ -511,19 +511,26 @@ async def areserve_many(
     lease_ms: int,
     worker_id: str,
     count: int,
+    request_id: str | None = None,
     group_concurrency: int | None = None,
     rate_limit: RateLimit | None = None,
 ) -> Reserved:
-    """:func:`reserve_many` on an asyncio client (a fresh request id)."""
+    """:func:`reserve_many` on an asyncio client (``request_id``: default a fresh one)."""
     call = calls.reserve(
         keys,
         lease_ms=lease_ms,
         worker_id=worker_id,
         count=count,
-        request_id=new_request_id(),
+        request_id=request_id or new_request_id(),
         group_cap=group_concurrency,
         rate_limit=rate_limit,
     )
+    return await areserve_call(client, call)
+
+
+async def areserve_call(client: redis.asyncio.Redis, call: ScriptCall) -> Reserved:
+    """:func:`reserve_call` on an asyncio client: sent again with the same request id, it
+    returns the jobs the first send reserved instead of reserving more."""
     return _reserved(await _arun(client, call))
 
 

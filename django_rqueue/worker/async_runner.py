@@ -253,17 +253,21 @@ class AsyncRunner:
             if not reserver.usable(queue):
                 spare = want
                 continue
-            reserved_at = time.monotonic()  # before the request (see prefetch.py)
             try:
-                reserved = await reserver.areserve(queue, want)
+                # Dated by when the request was (first) sent (see prefetch.py).
+                reserved, reserved_at = await reserver.areserve(queue, want)
             except RedisUnavailable as exc:
                 reserver.server_failed(queue, server, exc)
                 if reserver.all_down():
                     raise  # every server is down: the session backs off
                 spare = want
                 continue
-            reserver.outages.recovered(server, queue)
+            reserver.recovered(queue, server)
             jobs = [Job.from_fields(*r) for r in reserved]
+            # A reserve sent again after its reply was lost (Reserver.areserve) may
+            # bring more jobs than the slots free now: the rest are held, run next.
+            self.prefetched.add(queue, jobs[want:], since=reserved_at)
+            jobs = jobs[:want]
             spare, more = want - len(jobs), more or len(jobs) == want
             if not fresh(reserved_at):  # a late reply: are they still ours? (see prefetch.py)
                 jobs = await asyncio.to_thread(self.prefetched.may_start, queue, jobs, reserved_at)

@@ -152,6 +152,9 @@ class Reserver:
         self.quiet: dict[str, bool] = {}
         #: The reserve sent behind the last idle ``BLPOP``, until it is taken.
         self.pickup: Pickup | None = None
+        #: Per queue, the async reserve whose reply was lost and when it was first sent
+        #: (``time.monotonic()``): sent again by the next :meth:`areserve` of that queue.
+        self.unanswered: dict[str, tuple[ScriptCall, float]] = {}
 
     # -- which queues ----------------------------------------------------
 
@@ -244,26 +247,49 @@ class Reserver:
         self.next_slots.note(queue, reserved.wait_ms)
         return reserved
 
-    async def areserve(self, queue: str, count: int) -> list[transitions.Reservation]:
-        """:meth:`reserve` from an event loop (its asyncio client, or the sync one in a
-        thread under ``CACHE_ALIAS``); the reservations."""
+    def reserve_call(self, queue: str, count: int) -> ScriptCall:
+        """The reserve call for up to ``count`` jobs of ``queue``, with a fresh request id
+        (sent again, it returns the jobs its first send reserved)."""
         ref = queue_ref(queue)
-        options: dict[str, Any] = {
-            "lease_ms": ref.lease_ms,
-            "worker_id": self.worker_id,
-            "count": count,
-            "group_concurrency": ref.config.group_concurrency,
-            "rate_limit": ref.config.rate_limit,
-        }
+        return calls.reserve(
+            ref.keys,
+            lease_ms=ref.lease_ms,
+            worker_id=self.worker_id,
+            count=count,
+            request_id=transitions.new_request_id(),
+            group_cap=ref.config.group_concurrency,
+            rate_limit=ref.config.rate_limit,
+        )
+
+    async def areserve(self, queue: str, count: int) -> tuple[list[transitions.Reservation], float]:
+        """:meth:`reserve` from an event loop (its asyncio client, or the sync one in a
+        thread under ``CACHE_ALIAS``): ``(reservations, when the request was first sent)``
+        (``time.monotonic()``, taken before the write).
+
+        A reserve whose reply was lost (:class:`~django_rqueue.exceptions.RedisUnavailable`)
+        is kept (:attr:`unanswered`) and sent again, same request id, by the next call for
+        ``queue``, as the idle pickup is: the jobs it reserved come back (maybe more than
+        ``count``: the first send's count) instead of staying reserved until their leases
+        run out. They are dated by its first send.
+
+        Raises:
+            RedisUnavailable: its Redis could not be reached (the call is kept).
+        """
+        ref = queue_ref(queue)
+        call, sent_at = self.unanswered.pop(queue, (None, 0.0))
+        if call is None:
+            call, sent_at = self.reserve_call(queue, count), time.monotonic()
         client = ref.async_client()
-        if client is None:  # CACHE_ALIAS: no asyncio client
-            reserved = await asyncio.to_thread(
-                transitions.reserve_many, ref.client(), ref.keys, **options
-            )
-        else:
-            reserved = await transitions.areserve_many(client, ref.keys, **options)
+        try:
+            if client is None:  # CACHE_ALIAS: no asyncio client
+                reserved = await asyncio.to_thread(transitions.reserve_call, ref.client(), call)
+            else:
+                reserved = await transitions.areserve_call(client, call)
+        except RedisUnavailable:
+            self.unanswered[queue] = (call, sent_at)
+            raise
         self.next_slots.note(queue, reserved.wait_ms)
-        return reserved.jobs
+        return reserved.jobs, sent_at
 
     def ack_and_reserve(
         self, queue: str, job: Job[Any], result: str, count: int
@@ -356,17 +382,7 @@ class Reserver:
             return None
         queue = self.queues[0]
         count = self.order.run(queue, self.batch_size(queue))
-        ref = queue_ref(queue)
-        call = calls.reserve(
-            ref.keys,
-            lease_ms=ref.lease_ms,
-            worker_id=self.worker_id,
-            count=count,
-            request_id=transitions.new_request_id(),
-            group_cap=ref.config.group_concurrency,
-            rate_limit=ref.config.rate_limit,
-        )
-        return Pickup(queue, call)
+        return Pickup(queue, self.reserve_call(queue, count))
 
     def take_pickup(self) -> Taken | None:
         """The reservation of :attr:`pickup` (see :meth:`_take`), or ``None`` when there is

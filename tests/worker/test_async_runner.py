@@ -9,6 +9,7 @@ each test proves its jobs were in flight together without timing anything.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -22,9 +23,12 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue import JobStatus, aget_job, get_job
 from django_rqueue.engine import transitions
-from django_rqueue.engine.connection import close_async_clients, reset_clients
+from django_rqueue.engine.calls import ScriptCall
+from django_rqueue.engine.connection import close_async_clients, location_of, reset_clients
+from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.worker.async_runner import AsyncRunner, is_async_job
 from django_rqueue.worker.loop import Worker
+from django_rqueue.worker.outages import Outages
 from django_rqueue.worker.poller import Poller
 from django_rqueue.worker.prefetch import Prefetched
 from tests.conftest import Event
@@ -343,7 +347,7 @@ def test_async_jobs_whose_reserve_reply_came_back_after_their_lease_are_not_run(
     async_record.delay(ledger, "first")  # reserved by the loop: it opens the session
     enqueued = [async_record.delay(ledger, tag) for tag in ("a", "b")]
     poller = Poller(["default"])
-    reserve, pending = transitions.areserve_many, [True]
+    reserve, pending = transitions.areserve_call, [True]
 
     def taken_back(ids: list[str]) -> bool:
         poller.run_once()
@@ -365,7 +369,7 @@ def test_async_jobs_whose_reserve_reply_came_back_after_their_lease_are_not_run(
             )
         return reserved
 
-    monkeypatch.setattr(transitions, "areserve_many", late)
+    monkeypatch.setattr(transitions, "areserve_call", late)
 
     run_worker(burst=True, async_concurrency=3)
 
@@ -375,3 +379,75 @@ def test_async_jobs_whose_reserve_reply_came_back_after_their_lease_are_not_run(
         done = get_job(job.id)
         assert done is not None
         assert (done.status, done.attempts) == (JobStatus.SUCCEEDED, 2)  # the lost one counts
+
+
+def test_async_reservations_log_a_redis_reachable_again(
+    ledger: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server left out after a failure and asked again by an async fill is logged back,
+    as the sync loop logs it."""
+    async_record.delay(ledger, "back")
+    worker = Worker(["default"], with_poller=False, async_concurrency=4)
+    now = [0.0]
+    worker.reserver.outages = Outages(clock=lambda: now[0])
+    worker.reserver.outages.failed(location_of("default"), queue="default")
+    now[0] = 60.0  # its retry time came
+    runner = AsyncRunner(
+        worker.reserver,
+        Prefetched(worker.worker_id, None),
+        None,
+        worker.limits,
+        worker.idle,
+        None,
+        slots=4,
+        renew_leases=True,
+    )
+    started: list[str] = []
+    monkeypatch.setattr(runner, "_start", lambda queue, job: started.append(job.id))
+
+    async def fill() -> bool:
+        try:
+            return await runner._fill()
+        finally:
+            await close_async_clients()
+
+    with caplog.at_level(logging.INFO, logger="django_rqueue.worker"):
+        asyncio.run(fill())
+
+    assert len(started) == 1
+    assert any("Redis reachable again" in r.getMessage() for r in caplog.records)
+
+
+def test_an_async_reserve_whose_reply_was_lost_is_sent_again_under_its_request_id(
+    ledger: str, rqueue_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reply of an async reserve is lost after Redis ran it: the next reserve of that
+    queue sends the same request again and gets the same jobs, reserving no more."""
+    ids = [async_record.delay(ledger, str(n)).id for n in range(4)]
+    worker = Worker(["default"], with_poller=False, async_concurrency=4)
+    sent: list[ScriptCall] = []
+    real = transitions.areserve_call
+
+    async def lose_the_first_reply(client: Any, call: ScriptCall) -> transitions.Reserved:
+        sent.append(call)
+        reserved = await real(client, call)
+        if len(sent) == 1:
+            raise RedisUnavailable("connection lost before the reply")
+        return reserved
+
+    monkeypatch.setattr(transitions, "areserve_call", lose_the_first_reply)
+
+    async def reserve_twice() -> list[str]:
+        try:
+            with pytest.raises(RedisUnavailable):
+                await worker.reserver.areserve("default", 2)
+            jobs, _sent_at = await worker.reserver.areserve("default", 3)
+            return [job_id for job_id, _fields in jobs]
+        finally:
+            await close_async_clients()
+
+    got = asyncio.run(reserve_twice())
+
+    assert len(sent) == 2 and sent[0] is sent[1]  # the same call, the same request id
+    assert got == ids[:2]
+    assert rqueue_redis.zcard(keys().reserved) == 2  # nothing more reserved
