@@ -20,7 +20,7 @@
 -- {'ok', 'corrupt'}.
 
 --@include now_ms.lua
---@include record_problem.lua
+--@include read_record.lua
 --@include release_unique.lua
 --@include unlink_queued.lua
 --@include wake_waiters.lua
@@ -30,9 +30,9 @@ local id, mode, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if (mode ~= 'cancel' and mode ~= 'delete') or not ttl or ttl <= 0 then
   return redis.error_reply('ERR rqueue cancel: bad mode or TTL')
 end
-local job = redis.pcall('HMGET', jkey, 's', 'prio', 'group')
+local job, problem = read_record(jkey, 's', 'prio', 'group')
 local st = job[1]
-if (job.err or not st) and record_problem(jkey) then
+if problem then
   st = CORRUPT_STATE
   if mode == 'cancel' then
     return {'state', st}

@@ -18,7 +18,7 @@
 --@include fail_corrupt.lua
 --@include now_ms.lua
 --@include push_queued.lua
---@include record_problem.lua
+--@include read_record.lua
 
 local base, delayed, prios, stats, notify, wake =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -32,11 +32,7 @@ local promoted = 0
 for _, id in ipairs(due) do
   redis.call('ZREM', delayed, id)
   local jkey = base .. 'job:' .. id
-  local job = redis.pcall('HMGET', jkey, 's', 'prio', 'group')
-  local problem = nil
-  if job.err or not job[1] then
-    problem = record_problem(jkey)
-  end
+  local job, problem = read_record(jkey, 's', 'prio', 'group')
   if problem then
     fail_corrupt(base, jkey, stats, id, now, problem)
   elseif job[1] == 'scheduled' and not expire_if_due(base, jkey, stats, id, now) then

@@ -31,7 +31,7 @@
 --@include now_ms.lua
 --@include push_queued.lua
 --@include record_error.lua
---@include record_problem.lua
+--@include read_record.lua
 --@include stored_default.lua
 --@include trim_failed.lua
 --@include whole.lua
@@ -63,11 +63,7 @@ local requeued, failed_count = 0, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', reserved, id)
   local jkey = base .. 'job:' .. id
-  local job = redis.pcall('HMGET', jkey, 's', 'attempts', 'max', 'prio', 'group', 'worker', 'token')
-  local problem = nil
-  if job.err or not job[1] then
-    problem = record_problem(jkey)
-  end
+  local job, problem = read_record(jkey, 's', 'attempts', 'max', 'prio', 'group', 'worker', 'token')
   if problem then
     if not job.err then  -- a hash without its state may still hold its group slot
       group_slot_free(base, jkey)

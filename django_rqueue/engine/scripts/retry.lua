@@ -11,13 +11,13 @@
 
 --@include now_ms.lua
 --@include push_queued.lua
---@include record_problem.lua
+--@include read_record.lua
 
 local base, jkey, failed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
-local job = redis.pcall('HMGET', jkey, 's', 'prio', 'group')
-if job.err or not job[1] then
-  local st = record_problem(jkey) and CORRUPT_STATE or ''
+local job, problem = read_record(jkey, 's', 'prio', 'group')
+if not job[1] then
+  local st = problem and CORRUPT_STATE or ''
   return {'state', st}
 end
 if job[1] ~= 'failed' then

@@ -43,7 +43,7 @@
 --@include group_slot_take.lua
 --@include now_ms.lua
 --@include park_group.lua
---@include record_problem.lua
+--@include read_record.lua
 --@include whole.lua
 local RESERVE_TRIES, NOTIFY_MAX = 100, 64
 local function reserve_next(base, prios, reserved, stats, notify, lease, worker, cap)
@@ -78,11 +78,7 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
         local jkey = base .. 'job:' .. id
         local now = now_ms()
         -- One read and one write (not HGET, HGET, HINCRBY x2, HSET): every job passes here.
-        local job = redis.pcall('HMGET', jkey, 's', 'exp', 'token', 'attempts')
-        local problem = nil
-        if job.err or not job[1] then
-          problem = record_problem(jkey)
-        end
+        local job, problem = read_record(jkey, 's', 'exp', 'token', 'attempts')
         if problem then
           fail_corrupt(base, jkey, stats, id, now, problem)
         elseif job[1] == 'queued'
