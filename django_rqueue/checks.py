@@ -93,13 +93,13 @@ def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """With ``--deploy``: connect to each Redis in use and check it can hold jobs safely.
 
-    Ids from :func:`django_rqueue.health.redis_problems`: E010 eviction
+    Ids from :func:`django_rqueue.ops.health.redis_problems`: E010 eviction
     policy, E011 credentials, E012 scripting permission, E013 unreachable,
     E014 TLS certificate refused, W010 no persistence. Skipped while ``RQUEUE`` itself has errors.
     """
     if any(p.is_serious() for p in problems(raw_setting())):
         return []
     # Imported on use: only ``check --deploy`` connects to Redis.
-    from .health import problems_for
+    from .ops.health import problems_for
 
     return problems_for(list(get_config().queues))

@@ -123,3 +123,18 @@ def test_every_import_is_an_edge() -> None:
 def test_no_import_cycle() -> None:
     found = cycles(graph())
     assert found == [], f"import cycles: {found}"
+
+
+def test_ops_never_imports_the_worker_or_the_master() -> None:
+    """The read and staff side (``ops/``) sits on the engine and ``conf``: the admin and the
+    commands use it without pulling in the processes that run jobs."""
+    edges = graph()
+    found = {
+        (module, target)
+        for module, targets in edges.items()
+        if module.startswith(f"{PACKAGE}.ops")
+        for target in targets
+        if target.startswith((f"{PACKAGE}.worker", f"{PACKAGE}.master"))
+    }
+    assert any(module.startswith(f"{PACKAGE}.ops.") for module in edges)
+    assert found == set(), f"ops/ imports the worker or the master: {sorted(found)}"

@@ -17,12 +17,14 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import operations, queries
 from ..conf import get_config
 from ..engine.calls import FailedBatchMode
 from ..engine.keys import queue_of
 from ..exceptions import JobStateError, RedisUnavailable
 from ..job import JobStatus
+from ..ops import operations
+from ..ops.counts import queue_counts
+from ..ops.listings import STATES, JobSource
 from .common import (
     ACTION_PERMISSION,
     JOB_ACTIONS,
@@ -104,7 +106,7 @@ def job_action(
     job_id = unquote(job_id)
     job, _raw = load(job_id)
     back = url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
-    if job.status.value not in queries.STATES:
+    if job.status.value not in STATES:
         back = url(model_admin, "django_rqueue_dashboard_changelist")
     if request.method == "GET":
         return _confirm(
@@ -205,7 +207,7 @@ def all_failed(
     name = (request.POST.get("name") or request.GET.get("name") or "").strip()
     back = url(model_admin, "django_rqueue_job_list", queue, "failed")
     if request.method == "GET":
-        total = queries.JobSource(queue, JobStatus.FAILED).count()
+        total = JobSource(queue, JobStatus.FAILED).count()
         what = _("the jobs named %(name)s among") % {"name": name} if name else _("all")
         return _confirm(
             request,
@@ -293,7 +295,7 @@ def empty_queue(request: HttpRequest, model_admin: RqueueAdmin, queue: str) -> H
     back = _next(request, url(model_admin, "django_rqueue_dashboard_changelist"))
     if request.method == "GET":
         try:
-            counts = queries.queue_counts(queue)
+            counts = queue_counts(queue)
         except RedisUnavailable as exc:
             messages.error(request, str(exc))
             return HttpResponseRedirect(back)

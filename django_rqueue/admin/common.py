@@ -115,7 +115,7 @@ def declared_queue(queue: str) -> str:
 class JobAction:
     """An action on jobs as the admin words it (each text translatable) and who may apply it.
 
-    The states it applies to are :data:`django_rqueue.operations.ACTIONS`'.
+    The states it applies to are :data:`django_rqueue.ops.operations.ACTIONS`'.
     """
 
     name: str

@@ -14,7 +14,6 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from .. import queries
 from ..conf import get_config
 from ..display import hidden, shown_arguments
 from ..engine.connection import as_text, ms_to_datetime, wrong_type
@@ -22,7 +21,8 @@ from ..engine.keys import JobFields, queue_of
 from ..engine.queue_ref import queue_ref
 from ..engine.transitions import read_job
 from ..job import CancelReason, Job, JobStatus
-from ..operations import ACTIONS
+from ..ops.listings import STATES
+from ..ops.operations import ACTIONS
 from ..sensitive import MASK
 from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_url, url
 from .lists import duration, list_title
@@ -127,7 +127,7 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
     args, kwargs = shown_arguments(job)
     list_url = (
         url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
-        if job.status.value in queries.STATES
+        if job.status.value in STATES
         else ""
     )
     crumbs = [(job.queue, "")]

@@ -12,10 +12,10 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
-from .. import queries
 from ..conf import get_config
 from ..exceptions import RedisUnavailable
 from ..job import JobStatus
+from ..ops import counts, listings
 from .common import (
     JOB_ACTIONS,
     PAGE_SIZE,
@@ -30,21 +30,21 @@ from .common import (
 if TYPE_CHECKING:
     from django.utils.functional import _StrPromise
 
-Cell = Callable[[queries.Row], Any]
+Cell = Callable[[listings.Row], Any]
 
 
-def _error(row: queries.Row) -> str:
+def _error(row: listings.Row) -> str:
     error = row.job.error if row.job else None
     if not error:
         return ""
     return f"{error['type'].rsplit('.', 1)[-1]}: {error['message']}"[:200]
 
 
-def _result(row: queries.Row) -> str:
+def _result(row: listings.Row) -> str:
     return json.dumps(row.job.result, default=str)[:100] if row.job else ""
 
 
-def _attempts(row: queries.Row) -> str:
+def _attempts(row: listings.Row) -> str:
     return f"{row.job.attempts}/{row.job.max_attempts}" if row.job else ""
 
 
@@ -96,7 +96,7 @@ def list_title(state: str) -> _StrPromise:
     return COLUMNS[state][0]
 
 
-def _cells(row: queries.Row, state: str) -> list[Any]:
+def _cells(row: listings.Row, state: str) -> list[Any]:
     if row.job is not None and state == "queued":
         at = row.job.run_at
     else:
@@ -109,26 +109,26 @@ def job_list(
 ) -> HttpResponse:
     """List the jobs of ``queue`` in ``state``, a page at a time."""
     declared_queue(queue)
-    if state not in queries.STATES:
+    if state not in listings.STATES:
         raise Http404(f"No job state {state!r}.")
     title, at_header, columns = COLUMNS[state]
     extra: dict[str, Any] = {}
     name = request.GET.get("name", "").strip()
     try:
         if state == JobStatus.FAILED:
-            extra["retention"] = retention_text(queries.failed_retention(queue))
+            extra["retention"] = retention_text(counts.failed_retention(queue))
         source = _source(request, queue, JobStatus(state), extra)
         if extra.get("groups_page") is not None:
-            rows: list[queries.Row] = []
+            rows: list[listings.Row] = []
         elif name:
             cursor = _int(request.GET.get("cursor"), 0)
             if not 0 <= cursor <= MAX_CURSOR:  # not one this page handed out: start over
                 cursor = 0
-            found = queries.filtered_page(source, name, cursor, PAGE_SIZE)
+            found = listings.filtered_page(source, name, cursor, PAGE_SIZE)
             rows = found.rows
             extra.update(cursor=cursor, next_cursor=found.next_cursor, scanned=found.scanned)
         else:
-            paginator: Paginator[queries.Row] = Paginator(cast(Any, source), PAGE_SIZE)
+            paginator: Paginator[listings.Row] = Paginator(cast(Any, source), PAGE_SIZE)
             page_obj = paginator.get_page(request.GET.get("page"))
             rows = list(page_obj.object_list)
             extra.update(page_obj=page_obj, page_range=_page_range(page_obj))
@@ -148,7 +148,7 @@ def job_list(
             queue=queue,
             state=state,
             states=[
-                (s, url(model_admin, "django_rqueue_job_list", queue, s)) for s in queries.STATES
+                (s, url(model_admin, "django_rqueue_job_list", queue, s)) for s in listings.STATES
             ],
             headers=[_("Job"), _("Name"), at_header, *(h for h, _cell in columns)],
             rows=[
@@ -186,7 +186,7 @@ def duration(seconds: int) -> str:
     return ngettext("%(n)d second", "%(n)d seconds", seconds) % {"n": seconds}
 
 
-def retention_text(retention: queries.FailedRetention) -> str:
+def retention_text(retention: counts.FailedRetention) -> str:
     """What the failed list says of the failed store's retention."""
     if retention.ttl is None and retention.max_jobs is None:
         rule = _("Failed jobs are kept until they are retried or deleted.")
@@ -230,20 +230,20 @@ def _page_range(page_obj: Any) -> list[int | str]:  # django Page
 
 def _source(
     request: HttpRequest, queue: str, state: JobStatus, extra: dict[str, Any]
-) -> queries.JobSource:
+) -> listings.JobSource:
     """The job source to list; for queued jobs also the priority tabs and groups."""
     if state is not JobStatus.QUEUED:
-        return queries.JobSource(queue, state)
-    prios = queries.priorities(queue)
+        return listings.JobSource(queue, state)
+    prios = listings.priorities(queue)
     priority = _int(request.GET.get("prio"), prios[0] if prios else 0)
     extra.update(priorities=prios, priority=priority)
     group = request.GET.get("group")
     if group is None:
-        count = queries.group_count(queue, priority)
+        count = listings.group_count(queue, priority)
         if count == 1:
-            group = queries.groups(queue, priority, 0, 0)[0].group
+            group = listings.groups(queue, priority, 0, 0)[0].group
         elif count > 1:
-            paginator: Paginator[queries.GroupRow] = Paginator(
+            paginator: Paginator[listings.GroupRow] = Paginator(
                 cast(Any, _Groups(queue, priority, count)), PAGE_SIZE
             )
             groups_page = paginator.get_page(request.GET.get("page"))
@@ -253,11 +253,11 @@ def _source(
                 page_range=_page_range(groups_page),
                 group_count=count,
             )
-            return queries.JobSource(queue, state, priority, "")
+            return listings.JobSource(queue, state, priority, "")
         else:
             group = ""
     extra.update(group=group, group_label=group or _("(default group)"))
-    return queries.JobSource(queue, state, priority, group)
+    return listings.JobSource(queue, state, priority, group)
 
 
 class _Groups:
@@ -272,9 +272,9 @@ class _Groups:
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, index: slice) -> list[queries.GroupRow]:
+    def __getitem__(self, index: slice) -> list[listings.GroupRow]:
         start, stop = index.start or 0, index.stop or self._count
-        return queries.groups(self.queue, self.priority, start, stop - 1)
+        return listings.groups(self.queue, self.priority, start, stop - 1)
 
 
 def _offsets(text: str | None, count: int) -> list[int]:
@@ -289,7 +289,7 @@ def failed_all(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
     """The failed jobs of every declared queue, newest first, a page at a time."""
     queues = list(get_config().queues)
     offsets = _offsets(request.GET.get("after"), len(queues))
-    found = queries.failed_across(queues, offsets, PAGE_SIZE)
+    found = listings.failed_across(queues, offsets, PAGE_SIZE)
     actions = [
         (a, JOB_ACTIONS[a].selected) for a in BULK["failed"] if allowed(request, model_admin, a)
     ]

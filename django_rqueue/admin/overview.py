@@ -14,12 +14,12 @@ from django.template.response import TemplateResponse
 from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 
-from .. import queries
 from ..conf import get_config
 from ..engine.connection import ms_to_datetime
 from ..engine.keys import queue_of
 from ..exceptions import RedisUnavailable
-from ..worker.heartbeat import WorkerInfo, list_workers
+from ..ops import alerts, counts, listings
+from ..ops.workers import WorkerInfo, list_workers
 from .common import RqueueAdmin, context, job_url, url
 
 #: Chart geometry (SVG user units): bar width, gap, height.
@@ -28,7 +28,7 @@ BAR, GAP, HEIGHT = 4, 1, 40
 
 @dataclass
 class QueueCard:
-    counts: queries.QueueCounts
+    counts: counts.QueueCounts
     bars: list[dict[str, Any]] = field(default_factory=list)
     succeeded_hour: int = 0
     failed_hour: int = 0
@@ -71,23 +71,23 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
     cards = []
     for queue in get_config().queues:
         try:
-            card = QueueCard(queries.queue_counts(queue))
-            rows = queries.throughput(queue)
+            card = QueueCard(counts.queue_counts(queue))
+            rows = counts.throughput(queue)
         except RedisUnavailable as exc:
-            cards.append(QueueCard(queries.QueueCounts(queue, error=str(exc))))
+            cards.append(QueueCard(counts.QueueCounts(queue, error=str(exc))))
             continue
         card.bars, card.peak = chart(rows)
         card.succeeded_hour = sum(s for _, s, _f in rows)
         card.failed_hour = sum(f for _, _s, f in rows)
         cards.append(card)
-    found = queries.queue_warnings(c.counts for c in cards)
+    found = alerts.queue_warnings(c.counts for c in cards)
     workers_error = ""
     try:
         workers = list_workers()
     except RedisUnavailable as exc:
         workers, workers_error = [], str(exc)  # unknown: no warning about them
     else:
-        found += queries.worker_warnings(workers)
+        found += alerts.worker_warnings(workers)
     for card in cards:
         card_links(model_admin, card)
         limit = get_config().queue(card.counts.queue).rate_limit
@@ -141,7 +141,7 @@ def find_job(request: HttpRequest, model_admin: RqueueAdmin, text: str) -> HttpR
     errors = []
     for candidate in candidates:
         try:
-            if queries.job_exists(candidate):
+            if listings.job_exists(candidate):
                 return redirect(job_url(model_admin, candidate))
         except RedisUnavailable as exc:
             errors.append(str(exc))
@@ -155,23 +155,23 @@ def find_job(request: HttpRequest, model_admin: RqueueAdmin, text: str) -> HttpR
     return redirect(url(model_admin, "django_rqueue_dashboard_changelist"))
 
 
-def warning_text(warning: queries.QueueWarning) -> str:
-    """The overview's words for a warning of :mod:`django_rqueue.queries`."""
+def warning_text(warning: alerts.QueueWarning) -> str:
+    """The overview's words for a warning of :mod:`django_rqueue.ops.alerts`."""
     match warning.kind:
-        case queries.WarningKind.OVERDUE:
+        case alerts.WarningKind.OVERDUE:
             return _(
                 "Queue %(queue)s has scheduled jobs overdue by %(late)s s: no poller has"
                 " promoted them. Is a worker (without --without-poller) or rqueue_poller"
                 " running?"
             ) % {"queue": warning.queue, "late": warning.late}
-        case queries.WarningKind.NO_WORKER:
+        case alerts.WarningKind.NO_WORKER:
             return _("No worker has been seen recently: start one with manage.py rqueue_work.")
-        case queries.WarningKind.NO_POLLER:
+        case alerts.WarningKind.NO_POLLER:
             return _(
                 "No worker runs a poller (all use --without-poller): unless rqueue_poller runs,"
                 " scheduled jobs and retries are never queued."
             )
-        case queries.WarningKind.CORRUPT_WORKER:
+        case alerts.WarningKind.CORRUPT_WORKER:
             return _(
                 "The registry entry of worker %(worker)s is corrupt (%(detail)s): what it"
                 " shows may be wrong. A live worker rewrites it at its next heartbeat."
@@ -181,7 +181,7 @@ def warning_text(warning: queries.QueueWarning) -> str:
 def card_links(model_admin: RqueueAdmin, card: QueueCard) -> None:
     queue = card.counts.queue
     card.links = {
-        state: url(model_admin, "django_rqueue_job_list", queue, state) for state in queries.STATES
+        state: url(model_admin, "django_rqueue_job_list", queue, state) for state in listings.STATES
     }
     action = "resume" if card.counts.paused else "pause"
     card.toggle_url = url(model_admin, "django_rqueue_queue_action", queue, action)

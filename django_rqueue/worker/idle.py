@@ -29,7 +29,7 @@ send it (the caller reserves afterwards, as before).
 
 A Redis user without ``CLIENT UNBLOCK`` (a ``-@dangerous`` ACL) cannot end the
 other calls. The first refusal is logged once, as a warning, per server and
-process (the worker's master checks at startup, :mod:`~django_rqueue.health`
+process (the worker's master checks at startup, :mod:`~django_rqueue.ops.health`
 ``rqueue.W120``, and its children inherit what it found); from then on a wait
 that would need it (several targets, or one that :meth:`IdleWaiter.interrupt`
 may end) blocks in slices of :data:`FALLBACK_SLICE` seconds and lets its

@@ -49,10 +49,9 @@ BLOCK_SLACK = 0.15
 #: Jobs moved per script call, so one call never blocks Redis for long.
 BATCH = 500
 #: Seconds between a poller's records of life in ``<prefix>:pollers`` (``rqueue_info --check``
-#: reports no poller when none recorded one within :data:`POLLER_SEEN`).
+#: reports no poller when none recorded one within
+#: :data:`~django_rqueue.ops.workers.POLLER_SEEN`).
 BEAT = 5.0
-#: Seconds: a poller that recorded nothing for this long is not counted as live.
-POLLER_SEEN = 60.0
 #: Seconds between two applications of the failed store's retention by one poller (the
 #: next round comes at once while a backlog is left: each call deletes at most
 #: :data:`~django_rqueue.engine.calls.TRIM_LIMIT` jobs).

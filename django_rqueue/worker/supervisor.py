@@ -64,8 +64,8 @@ from ..exceptions import (
     StartupError,
     WorkerLost,
 )
-from ..health import NO_UNBLOCK, problems_by_server
 from ..job import Job
+from ..ops.health import NO_UNBLOCK, problems_by_server
 from . import cancelling, heartbeat
 from .children import Child, ChildKind, KillReason, Running, run_child
 from .hooks import AttemptOutcome
@@ -96,7 +96,7 @@ HEARTBEAT = 5.0
 REDIS_RETRY_MAX = 1.0
 
 
-#: The check id of a Redis that does not answer (:func:`~django_rqueue.health.redis_problems`).
+#: The check id of a Redis that does not answer (:func:`~django_rqueue.ops.health.redis_problems`).
 UNREACHABLE = "rqueue.E013"
 
 

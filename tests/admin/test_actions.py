@@ -10,7 +10,7 @@ from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.messages import get_messages
 from django.test import Client
 
-from django_rqueue import queries
+from django_rqueue.ops.counts import queue_counts
 from tests.support.jobs_in_state import Jobs
 
 from .conftest import BASE, MakeClient
@@ -242,10 +242,10 @@ def test_the_overview_pauses_and_resumes_a_queue_and_logs_it(make_client: MakeCl
     assert f'action="{queue_url("emails", "pause")}"'.encode() in overview.content
     confirm = client.get(queue_url("emails", "pause"))  # a link, not the button: asks first
     assert confirm.templates[0].name == "admin/django_rqueue/confirm.html"
-    assert not queries.queue_counts("emails").paused
+    assert not queue_counts("emails").paused
     paused = client.post(queue_url("emails", "pause"))
     assert (paused.status_code, paused["Location"]) == (302, BASE)
-    assert queries.queue_counts("emails").paused
+    assert queue_counts("emails").paused
     assert messages_of(paused) == ["Queue emails paused."]
     overview = client.get(BASE)
     card = next(c for c in overview.context["cards"] if c.counts.queue == "emails")
@@ -253,7 +253,7 @@ def test_the_overview_pauses_and_resumes_a_queue_and_logs_it(make_client: MakeCl
     assert b"Paused" in overview.content
     resumed = client.post(queue_url("emails", "resume"))
     assert messages_of(resumed) == ["Queue emails resumed."]
-    assert not queries.queue_counts("emails").paused
+    assert not queue_counts("emails").paused
     entries = LogEntry.objects.filter(object_id="emails:queue").order_by("pk")
     assert [(e.change_message, e.action_flag) for e in entries] == [
         ("Queue emails paused.", CHANGE),
@@ -269,19 +269,19 @@ def test_pausing_needs_change_permission_and_post(make_client: MakeClient, jobs:
     assert b"-queue/" not in viewer.get(BASE).content  # no button
     assert viewer.post(queue_url("default", "pause")).status_code == 403
     assert viewer.get(queue_url("default", "pause")).status_code == 403
-    assert not queries.queue_counts("default").paused
+    assert not queue_counts("default").paused
     assert not LogEntry.objects.exists()
     changer = make_client("change_job")
     assert changer.put(queue_url("default", "pause")).status_code == 405
     assert changer.post(queue_url("nope", "pause")).status_code == 404
     assert changer.post(queue_url("default", "stop")).status_code == 404
-    assert not queries.queue_counts("default").paused
+    assert not queue_counts("default").paused
 
 
 def test_csrf_is_enforced_on_pause(make_client: MakeClient):
     client = make_client("change_job", csrf=True)
     assert client.post(queue_url("default", "pause")).status_code == 403
-    assert not queries.queue_counts("default").paused
+    assert not queue_counts("default").paused
 
 
 def test_action_labels_are_words_declared_once_and_translatable(
@@ -333,7 +333,7 @@ def test_emptying_a_queue_asks_first_says_what_is_kept_then_deletes_its_queued_j
     assert (done.status_code, done["Location"]) == (302, BASE)
     assert messages_of(done) == ["Queue default emptied: 6 queued jobs deleted."]
     assert [jobs.state(j) for j in queued] == [None] * 6
-    assert queries.queue_counts("default").queued == 0
+    assert queue_counts("default").queued == 0
     assert [jobs.state(j) for j in (scheduled, running, failed)] == [
         "scheduled",
         "running",

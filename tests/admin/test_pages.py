@@ -13,9 +13,9 @@ import redis
 from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
 
-from django_rqueue import queries
 from django_rqueue.engine import transitions
 from django_rqueue.execution import error_record
+from django_rqueue.ops import listings
 from django_rqueue.worker import heartbeat
 from tests.support.jobs_in_state import Jobs, retention
 
@@ -349,8 +349,8 @@ def test_overview_warns_when_no_worker_runs_a_poller(admin_client_rq: Client):
 def test_a_name_filter_scans_a_bounded_window_and_continues(
     admin_client_rq: Client, jobs: Jobs, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(queries, "SCAN_LIMIT", 4)
-    monkeypatch.setattr(queries, "SCAN_CHUNK", 2)
+    monkeypatch.setattr(listings, "SCAN_LIMIT", 4)
+    monkeypatch.setattr(listings, "SCAN_CHUNK", 2)
     wanted = [jobs.scheduled(name="b" if n in (1, 6) else "a") for n in range(8)]
     ordered = sorted(wanted, key=lambda i: (jobs.client.zscore(jobs.keys().delayed, i), i))
     expected = [i for i in ordered if jobs.client.hget(jobs.keys().job(i), "n") == b"b"]

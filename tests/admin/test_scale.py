@@ -16,7 +16,7 @@ import pytest
 import redis
 from django.test import Client
 
-from django_rqueue import operations
+from django_rqueue.ops import operations
 from tests.support.jobs_in_state import Jobs
 
 from .conftest import BASE

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from django_rqueue import JobStatus, get_job
 from django_rqueue.exceptions import UnknownJob, WorkerLost
-from django_rqueue.queries import queue_counts
+from django_rqueue.ops.counts import queue_counts
 from django_rqueue.tasks_api import TaskResult, TaskResultStatus, default_task_backend
 from tests.jobs_app.jobs import read_ledger
 from tests.jobs_app.tasks import (

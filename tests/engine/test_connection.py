@@ -23,7 +23,7 @@ from django_rqueue.engine.connection import (
 )
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.exceptions import RedisUnavailable, SlotMoving
-from django_rqueue.health import problems_for
+from django_rqueue.ops.health import problems_for
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_sentinel import SERVICE, SentinelSet, sentinel_settings
 from tests.support.redis_server import RedisServer

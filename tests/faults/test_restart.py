@@ -14,7 +14,7 @@ import time
 import pytest
 from django.core.management import call_command
 
-from django_rqueue.worker.heartbeat import WorkerInfo, list_workers
+from django_rqueue.ops.workers import WorkerInfo, list_workers
 from tests.jobs_app.jobs import fault_noop, fault_sleep
 
 from .harness import Faults, alive, wait_until

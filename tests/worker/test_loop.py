@@ -17,11 +17,12 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import JobStatus, get_job, operations, signals
+from django_rqueue import JobStatus, get_job, signals
 from django_rqueue.engine import transitions
 from django_rqueue.engine.scripts import load
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job
+from django_rqueue.ops import operations
 from django_rqueue.serialization import encode_arguments
 from django_rqueue.worker.hooks import AttemptOutcome
 from django_rqueue.worker.loop import Worker

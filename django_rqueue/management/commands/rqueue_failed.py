@@ -8,13 +8,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_rqueue import operations, queries
 from django_rqueue.conf import get_config
 from django_rqueue.display import printable, shown_arguments
 from django_rqueue.engine.calls import FailedBatchMode
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job, JobStatus, get_job
 from django_rqueue.management.base import table
+from django_rqueue.ops import operations
+from django_rqueue.ops.listings import JobSource, filtered_page
 
 
 def _error(job: Job[Any] | None) -> str:
@@ -92,10 +93,10 @@ class Command(BaseCommand):
     def do_list(self, options: dict[str, Any]) -> None:
         rows, totals = [], {}
         for queue in self.queues(options):
-            source = queries.JobSource(queue, JobStatus.FAILED)
+            source = JobSource(queue, JobStatus.FAILED)
             totals[queue] = source.count()
             if options["name"]:
-                found = queries.filtered_page(source, options["name"], 0, options["limit"]).rows
+                found = filtered_page(source, options["name"], 0, options["limit"]).rows
             else:
                 found = source[0 : options["limit"]]
             rows += found

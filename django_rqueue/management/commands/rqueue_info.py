@@ -10,14 +10,17 @@ import redis
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from django_rqueue import health, monitoring, periodic, queries
+from django_rqueue import periodic
 from django_rqueue.conf import get_config
 from django_rqueue.display import printable
 from django_rqueue.engine.connection import get_client, ms_to_datetime, redis_errors
 from django_rqueue.engine.connection import servers as connection_servers
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.management.base import table
-from django_rqueue.worker.heartbeat import list_workers
+from django_rqueue.ops import health, monitoring
+from django_rqueue.ops.alerts import QueueWarning, WarningKind, queue_warnings, worker_warnings
+from django_rqueue.ops.counts import queue_counts, throughput
+from django_rqueue.ops.workers import list_workers
 
 
 def redis_facts(client: redis.Redis) -> dict[str, Any]:
@@ -40,22 +43,22 @@ def redis_facts(client: redis.Redis) -> dict[str, Any]:
     }
 
 
-def warning_text(warning: queries.QueueWarning) -> str:
-    """The command's words for a warning of :mod:`django_rqueue.queries`."""
+def warning_text(warning: QueueWarning) -> str:
+    """The command's words for a warning of :mod:`django_rqueue.ops.alerts`."""
     match warning.kind:
-        case queries.WarningKind.OVERDUE:
+        case WarningKind.OVERDUE:
             return (
                 f"queue {warning.queue!r}: scheduled jobs overdue by {warning.late} s"
                 " (is a poller running?)"
             )
-        case queries.WarningKind.NO_WORKER:
+        case WarningKind.NO_WORKER:
             return "no worker seen recently (start one with manage.py rqueue_work)"
-        case queries.WarningKind.NO_POLLER:
+        case WarningKind.NO_POLLER:
             return (
                 "no worker runs a poller (all use --without-poller): unless rqueue_poller"
                 " runs, scheduled jobs and retries are never queued"
             )
-        case queries.WarningKind.CORRUPT_WORKER:
+        case WarningKind.CORRUPT_WORKER:
             return printable(
                 f"worker {warning.worker}: corrupt registry entry ({warning.detail}); "
                 "a live worker rewrites it at its next heartbeat"
@@ -136,10 +139,10 @@ class Command(BaseCommand):
                 keys = health.probe_keys(on_it, shared=client is get_client())
                 problems = health.redis_problems(client, where, keys)
                 warnings += [f"{p.id}: {p.msg}" for p in problems]
-            counts = queries.queue_counts(queue)
-            rates = queries.throughput(queue)
+            counts = queue_counts(queue)
+            rates = throughput(queue)
             qconf = config.queue(queue)
-            warnings += [warning_text(w) for w in queries.queue_warnings([counts], now)]
+            warnings += [warning_text(w) for w in queue_warnings([counts], now)]
             rate_limit = config.queue(queue).rate_limit
             queues.append(
                 {
@@ -163,7 +166,7 @@ class Command(BaseCommand):
                 }
             )
         workers = list_workers()
-        warnings += [warning_text(w) for w in queries.worker_warnings(workers)]
+        warnings += [warning_text(w) for w in worker_warnings(workers)]
         schedule = [self.entry(state) for state in periodic.entry_states()]
         warnings += [
             f"schedule entry {e['name']!r} is not run: {e['error']}" for e in schedule if e["error"]

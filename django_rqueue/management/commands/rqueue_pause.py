@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django_rqueue.management.base import QueueSwitchCommand
-from django_rqueue.operations import pause_queue
+from django_rqueue.ops.operations import pause_queue
 
 
 class Command(QueueSwitchCommand):

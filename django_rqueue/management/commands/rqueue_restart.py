@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from django_rqueue.worker.heartbeat import list_workers, request_restart
+from django_rqueue.ops.workers import list_workers, request_restart
 
 
 class Command(BaseCommand):

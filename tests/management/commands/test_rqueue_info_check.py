@@ -12,7 +12,7 @@ import redis
 from django.core.management import CommandError, call_command
 
 from django_rqueue.engine.permissions import acl_rules
-from django_rqueue.monitoring import Status
+from django_rqueue.ops.monitoring import Status
 from django_rqueue.worker import heartbeat
 from django_rqueue.worker.poller import Poller
 from tests.support.jobs_in_state import Jobs

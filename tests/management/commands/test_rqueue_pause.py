@@ -10,7 +10,8 @@ import pytest
 import redis
 from django.core.management import CommandError, call_command
 
-from django_rqueue import JobStatus, get_job, queries
+from django_rqueue import JobStatus, get_job
+from django_rqueue.ops.counts import queue_counts
 from tests.jobs_app.jobs import fault_gate, read_ledger, record
 from tests.support.waiting import wait_until
 
@@ -31,11 +32,11 @@ def blocked(client: redis.Redis) -> int:
 
 def test_pause_and_resume_say_what_they_did():
     assert "paused" in run("rqueue_pause", "emails")
-    assert queries.queue_counts("emails").paused
-    assert not queries.queue_counts("default").paused
+    assert queue_counts("emails").paused
+    assert not queue_counts("default").paused
     assert "already paused" in run("rqueue_pause", "emails")
     assert "resumed" in run("rqueue_resume", "emails")
-    assert not queries.queue_counts("emails").paused
+    assert not queue_counts("emails").paused
     assert "was not paused" in run("rqueue_resume", "emails")
 
 
@@ -50,7 +51,7 @@ def test_a_paused_queue_still_accepts_delay():
     run("rqueue_pause", "default")
     job = record.delay("/dev/null", "later")
     assert job.status is JobStatus.QUEUED
-    assert queries.queue_counts("default").queued == 1
+    assert queue_counts("default").queued == 1
 
 
 def test_pause_during_a_drain_lets_running_jobs_finish_and_starts_none_until_resume(
@@ -79,7 +80,7 @@ def test_pause_during_a_drain_lets_running_jobs_finish_and_starts_none_until_res
     wait_until(lambda: blocked(rqueue_redis) >= 2, timeout=10, message="children idle")
     late = record.delay(ledger, "late")
     assert not [e for e in read_ledger(ledger) if e["tag"].startswith("rec") or e["tag"] == "late"]
-    assert queries.queue_counts("default").queued == 7
+    assert queue_counts("default").queued == 7
     assert all(get_job(j.id).status is JobStatus.QUEUED for j in [*waiting, late])  # type: ignore[union-attr]
 
     resumed_at = time.time()

@@ -27,9 +27,9 @@ from django.core import checks
 from django.core.checks import CheckMessage
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
-from .conf import get_config
-from .engine import permissions
-from .engine.connection import (
+from ..conf import get_config
+from ..engine import permissions
+from ..engine.connection import (
     CERTIFICATE_HINT,
     Location,
     certificate_refused,
@@ -38,10 +38,10 @@ from .engine.connection import (
     location_of,
     servers,
 )
-from .engine.keys import permission_probe_key
-from .engine.queue_ref import queue_ref
-from .engine.scripts import load
-from .exceptions import RedisUnavailable
+from ..engine.keys import permission_probe_key
+from ..engine.queue_ref import queue_ref
+from ..engine.scripts import load
+from ..exceptions import RedisUnavailable
 
 #: Check ids of the permission checks.
 MISSING_COMMANDS = "rqueue.E120"
@@ -71,7 +71,7 @@ def redis_problems(client: redis.Redis, where: str, keys: Sequence[str] = ()) ->
     outage); W010 neither AOF nor RDB snapshots are on; E120 the user's ACL
     lacks commands django-rqueue sends; E121 its key patterns do not cover those
     ``keys``; W120 it may not run ``CLIENT UNBLOCK`` (idle waits fall back to short
-    blocking calls, :mod:`~.worker.idle`).
+    blocking calls, :mod:`~django_rqueue.worker.idle`).
     """
     found: list[CheckMessage] = []
     commands = needed_commands(cluster=is_cluster(client))

@@ -18,8 +18,8 @@ WARNING    a Redis has no persistence (neither AOF nor RDB snapshots, so a
            restart loses every job: ``rqueue.W010``, as plain ``rqueue_info``
            warns); the user may not run ``CLIENT UNBLOCK`` (``rqueue.W120``);
            no worker has published a heartbeat; no poller recorded a round
-           within :data:`~django_rqueue.worker.poller.POLLER_SEEN` s; a
-           scheduled job is over :data:`~django_rqueue.queries.OVERDUE` s
+           within :data:`~django_rqueue.ops.workers.POLLER_SEEN` s; a
+           scheduled job is over :data:`~django_rqueue.ops.alerts.OVERDUE` s
            late (nobody promotes); more failed jobs than ``max_failed``; the
            oldest queued job waited longer than ``max_age`` s
 =========  ============================================================
@@ -33,14 +33,15 @@ from enum import IntEnum
 
 from django.utils import timezone
 
-from . import health, queries
-from .conf import get_config
-from .display import printable
-from .engine.connection import get_client, redis_errors, redis_time_ms
-from .engine.keys import pollers_key
-from .exceptions import RedisUnavailable
-from .worker.heartbeat import list_workers
-from .worker.poller import POLLER_SEEN
+from ..conf import get_config
+from ..display import printable
+from ..engine.connection import get_client, redis_errors, redis_time_ms
+from ..engine.keys import pollers_key
+from ..exceptions import RedisUnavailable
+from . import health
+from .alerts import queue_warnings
+from .counts import queue_counts
+from .workers import POLLER_SEEN, list_workers
 
 #: Problems of a Redis that leave its queues unread: unreachable, or the user may not
 #: run the commands or use the keys the queries need.
@@ -118,10 +119,10 @@ def assess(*, max_failed: int | None = None, max_age: float | None = None) -> li
 def _queue_problems(
     queue: str, now: datetime.datetime, max_failed: int | None, max_age: float | None
 ) -> list[Problem]:
-    counts = queries.queue_counts(queue)
+    counts = queue_counts(queue)
     found = [
         Problem(Status.WARNING, f"queue {queue!r}: a scheduled job is {w.late} s overdue")
-        for w in queries.queue_warnings([counts], now)
+        for w in queue_warnings([counts], now)
     ]
     if max_failed is not None and counts.failed > max_failed:
         text = f"queue {queue!r}: {counts.failed} failed jobs (> {max_failed})"

@@ -1,4 +1,4 @@
-"""Staff actions (django_rqueue.operations) on a real redis-server: one job, a selection,
+"""Staff actions (django_rqueue.ops.operations) on a real redis-server: one job, a selection,
 the whole failed store, pausing and resuming a queue."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from django_rqueue import JobStateError, JobStatus, get_job, job, operations
+from django_rqueue import JobStateError, JobStatus, get_job, job
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.ops import operations
 from tests.support.jobs_in_state import Jobs
 from tests.support.waiting import wait_until
 

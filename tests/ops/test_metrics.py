@@ -1,4 +1,4 @@
-"""The Prometheus view (django_rqueue.metrics) on a real redis-server.
+"""The Prometheus view (django_rqueue.ops.metrics, aliased as django_rqueue.metrics), on Redis.
 
 Jobs go through the real transitions (enqueue, reserve, ack, fail, the
 poller's reclaim, pause) and through an in-process worker; the view is
@@ -23,13 +23,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import operations
 from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client, redis_time_ms
 from django_rqueue.engine.keys import DurationFields
 from django_rqueue.execution import error_record
-from django_rqueue.metrics import histograms
-from django_rqueue.worker.heartbeat import WorkerInfo, publish
+from django_rqueue.ops import operations
+from django_rqueue.ops.metrics import histograms
+from django_rqueue.ops.workers import WorkerInfo
+from django_rqueue.worker.heartbeat import publish
 from django_rqueue.worker.poller import Poller
 from tests.jobs_app.jobs import fail_then_succeed, record, slow
 from tests.jobs_app.tasks import record_task
@@ -364,6 +365,7 @@ def test_importing_without_prometheus_client_names_the_extra(
 ) -> None:
     for name in [m for m in sys.modules if m.split(".")[0] == "prometheus_client"]:
         monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "django_rqueue.ops.metrics")
     monkeypatch.delitem(sys.modules, "django_rqueue.metrics")
     with pytest.raises(ImportError, match=r'pip install "django-rqueue\[prometheus\]"'):
         importlib.import_module("django_rqueue.metrics")

@@ -1,4 +1,4 @@
-"""Checks of the Redis a worker is about to use (django_rqueue.health), on real redis-servers.
+"""Checks of the Redis a worker is about to use (django_rqueue.ops.health), on real redis-servers.
 
 The session server keeps no RDB/AOF, so it always draws the persistence
 warning; the other problems are made on a private server or with an ACL user.
@@ -15,7 +15,7 @@ from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue.engine.connection import reset_clients
 from django_rqueue.engine.permissions import acl_rules
-from django_rqueue.health import probe_keys, problems_for, redis_problems
+from django_rqueue.ops.health import probe_keys, problems_for, redis_problems
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_server import NO_RETRY, RedisServer
 

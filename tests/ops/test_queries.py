@@ -1,4 +1,4 @@
-"""Read-only views of the queues (django_rqueue.queries) on a real redis-server.
+"""Read-only views of the queues (django_rqueue.ops: counts, listings, alerts) on a redis-server.
 
 Jobs are put in their states through the real transitions (the ``jobs``
 fixture); where an order depends on times, consecutive jobs get distinct
@@ -13,19 +13,25 @@ import itertools
 import pytest
 import redis
 
-from django_rqueue import JobStatus, get_job, queries
+from django_rqueue import JobStatus, get_job
 from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.execution import error_record
-from django_rqueue.queries import (
+from django_rqueue.ops import listings
+from django_rqueue.ops.alerts import QueueWarning, WarningKind, queue_warnings, worker_warnings
+from django_rqueue.ops.counts import QueueCounts, queue_counts, throughput
+from django_rqueue.ops.listings import (
     FilteredPage,
     GroupRow,
     JobSource,
-    QueueCounts,
-    QueueWarning,
-    WarningKind,
+    Row,
+    filtered_page,
+    group_count,
+    groups,
+    priorities,
 )
-from django_rqueue.worker.heartbeat import WorkerInfo, list_workers, publish
+from django_rqueue.ops.workers import WorkerInfo, list_workers
+from django_rqueue.worker.heartbeat import publish
 from tests.support.jobs_in_state import Jobs, retention
 from tests.support.waiting import wait_until
 
@@ -36,7 +42,7 @@ def tick(client: redis.Redis) -> None:
     wait_until(lambda: redis_time_ms(client) > now, timeout=1, interval=0.001)
 
 
-def ids(rows: list[queries.Row]) -> list[str]:
+def ids(rows: list[Row]) -> list[str]:
     return [row.id for row in rows]
 
 
@@ -53,7 +59,7 @@ def test_queue_counts_count_every_state(jobs: Jobs) -> None:
     jobs.succeeded()
     jobs.failed(queue="emails")  # another queue's
 
-    counts = queries.queue_counts("default")
+    counts = queue_counts("default")
 
     oldest_job, scheduled_job = get_job(oldest), get_job(scheduled)
     assert oldest_job is not None and scheduled_job is not None
@@ -85,7 +91,7 @@ def test_queue_counts_read_the_retried_and_reclaimed_totals(jobs: Jobs) -> None:
         message="lease reclaimed",
     )
 
-    counts = queries.queue_counts("default")
+    counts = queue_counts("default")
 
     assert jobs.state(lost) == "queued"
     assert (counts.enqueued_total, counts.retried_total, counts.reclaimed_total) == (2, 1, 1)
@@ -93,7 +99,7 @@ def test_queue_counts_read_the_retried_and_reclaimed_totals(jobs: Jobs) -> None:
 
 
 def test_an_empty_queue_counts_nothing(rqueue_redis: redis.Redis) -> None:
-    assert queries.queue_counts("low") == QueueCounts("low")
+    assert queue_counts("low") == QueueCounts("low")
 
 
 def test_throughput_has_sixty_minutes_with_this_minutes_outcomes(jobs: Jobs) -> None:
@@ -101,7 +107,7 @@ def test_throughput_has_sixty_minutes_with_this_minutes_outcomes(jobs: Jobs) -> 
     jobs.succeeded()
     jobs.failed()
 
-    rows = queries.throughput("default")
+    rows = throughput("default")
 
     assert len(rows) == 60
     minutes = [minute for minute, _, _ in rows]
@@ -117,13 +123,13 @@ def test_priorities_and_groups_in_serving_order(jobs: Jobs) -> None:
     only = jobs.queued(priority=5, group="g2")
     jobs.queued()
 
-    assert queries.priorities("default") == [5, 0]
-    assert queries.group_count("default", 5) == 2
-    assert queries.groups("default", 5, 0, -1) == [
+    assert priorities("default") == [5, 0]
+    assert group_count("default", 5) == 2
+    assert groups("default", 5, 0, -1) == [
         GroupRow("g1", 2, first),
         GroupRow("g2", 1, only),
     ]
-    assert queries.groups("default", 5, 1, 1) == [GroupRow("g2", 1, only)]
+    assert groups("default", 5, 1, 1) == [GroupRow("g2", 1, only)]
 
 
 def reserve(client: redis.Redis, jobs: Jobs) -> None:
@@ -143,19 +149,19 @@ def test_groups_parked_at_their_cap_are_listed_after_the_ring(
         reserve(rqueue_redis, jobs)
     assert rqueue_redis.llen(jobs.keys().ring(3)) == 1  # only r is left in the ring
 
-    assert queries.priorities("default") == [3, 0]
-    assert queries.group_count("default", 3) == 3
-    assert queries.groups("default", 3, 0, -1) == [
+    assert priorities("default") == [3, 0]
+    assert group_count("default", 3) == 3
+    assert groups("default", 3, 0, -1) == [
         GroupRow("r", 2, ids["r"][0]),
         GroupRow("p", 1, ids["p"][1], parked=True),
         GroupRow("q", 1, ids["q"][1], parked=True),
     ]
-    assert queries.groups("default", 3, 1, 1) == [GroupRow("p", 1, ids["p"][1], parked=True)]
-    assert queries.groups("default", 3, 2, 5) == [GroupRow("q", 1, ids["q"][1], parked=True)]
+    assert groups("default", 3, 1, 1) == [GroupRow("p", 1, ids["p"][1], parked=True)]
+    assert groups("default", 3, 2, 5) == [GroupRow("q", 1, ids["q"][1], parked=True)]
     # The last job of priority 3 that may run: its tab stays while the parked ones wait.
     reserve(rqueue_redis, jobs)
     assert rqueue_redis.zscore(jobs.keys().prios, 3) is None
-    assert queries.priorities("default") == [3, 0]
+    assert priorities("default") == [3, 0]
 
 
 # -- JobSource -------------------------------------------------------------------
@@ -234,8 +240,8 @@ def alternating(
     jobs: Jobs, rqueue_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> list[str]:
     """12 failed jobs named a, b, a, b... (oldest first), scanned 3 per read, 6 per page."""
-    monkeypatch.setattr(queries, "SCAN_CHUNK", 3)
-    monkeypatch.setattr(queries, "SCAN_LIMIT", 6)
+    monkeypatch.setattr(listings, "SCAN_CHUNK", 3)
+    monkeypatch.setattr(listings, "SCAN_LIMIT", 6)
     created = []
     for n in range(12):
         created.append(jobs.failed(name="a" if n % 2 == 0 else "b"))
@@ -248,13 +254,13 @@ def test_a_filtered_page_scans_a_bounded_window_and_returns_a_cursor(
 ) -> None:
     source = JobSource("default", JobStatus.FAILED)
     # Newest first: ranks 0..11 are jobs 11..0; the "a" jobs (even) sit at odd ranks.
-    first = queries.filtered_page(source, "a", 0, 10)
+    first = filtered_page(source, "a", 0, 10)
 
     assert ids(first.rows) == [alternating[10], alternating[8], alternating[6]]
     assert (first.next_cursor, first.scanned) == (6, 6)  # stopped at SCAN_LIMIT
     assert all(row.job is not None and row.job.name == "a" for row in first.rows)
 
-    rest = queries.filtered_page(source, "a", 6, 10)
+    rest = filtered_page(source, "a", 6, 10)
 
     assert ids(rest.rows) == [alternating[4], alternating[2], alternating[0]]
     assert (rest.next_cursor, rest.scanned) == (None, 6)  # the end of the store
@@ -263,7 +269,7 @@ def test_a_filtered_page_scans_a_bounded_window_and_returns_a_cursor(
 def test_a_filtered_page_stops_when_it_is_full(alternating: list[str]) -> None:
     source = JobSource("default", JobStatus.FAILED)
 
-    page = queries.filtered_page(source, "a", 0, 2)
+    page = filtered_page(source, "a", 0, 2)
 
     assert ids(page.rows) == [alternating[10], alternating[8]]
     assert (page.next_cursor, page.scanned) == (4, 4)  # just past the second match
@@ -274,8 +280,8 @@ def test_a_filtered_page_of_an_absent_name_is_empty_but_bounded(
 ) -> None:
     source = JobSource("default", JobStatus.FAILED)
 
-    assert queries.filtered_page(source, "zzz", 0, 10) == FilteredPage([], 6, 6)
-    assert queries.filtered_page(source, "zzz", 6, 10) == FilteredPage([], None, 6)
+    assert filtered_page(source, "zzz", 0, 10) == FilteredPage([], 6, 6)
+    assert filtered_page(source, "zzz", 6, 10) == FilteredPage([], None, 6)
 
 
 # -- warnings --------------------------------------------------------------------
@@ -283,23 +289,23 @@ def test_a_filtered_page_of_an_absent_name_is_empty_but_bounded(
 
 def test_a_scheduled_job_over_a_minute_late_is_overdue(jobs: Jobs) -> None:
     jobs.scheduled()
-    counts = queries.queue_counts("default")
+    counts = queue_counts("default")
     due = counts.next_scheduled_at
     assert due is not None
 
-    assert queries.queue_warnings([counts]) == []  # due in an hour
-    assert queries.queue_warnings([counts], now=due + datetime.timedelta(seconds=59)) == []
-    late = queries.queue_warnings([counts], now=due + datetime.timedelta(seconds=61.5))
+    assert queue_warnings([counts]) == []  # due in an hour
+    assert queue_warnings([counts], now=due + datetime.timedelta(seconds=59)) == []
+    late = queue_warnings([counts], now=due + datetime.timedelta(seconds=61.5))
     assert late == [QueueWarning(WarningKind.OVERDUE, queue="default", late=61)]
-    empty = queries.queue_counts("emails")
-    assert queries.queue_warnings([empty], now=due + datetime.timedelta(days=1)) == []
+    empty = queue_counts("emails")
+    assert queue_warnings([empty], now=due + datetime.timedelta(days=1)) == []
 
 
 def test_worker_warnings_follow_the_live_workers(rqueue_redis: redis.Redis) -> None:
-    assert queries.worker_warnings(list_workers()) == [QueueWarning(WarningKind.NO_WORKER)]
+    assert worker_warnings(list_workers()) == [QueueWarning(WarningKind.NO_WORKER)]
 
     publish(WorkerInfo(id="w:1:a", poller=False), ttl=30)
-    assert queries.worker_warnings(list_workers()) == [QueueWarning(WarningKind.NO_POLLER)]
+    assert worker_warnings(list_workers()) == [QueueWarning(WarningKind.NO_POLLER)]
 
     publish(WorkerInfo(id="w:2:b", poller=True), ttl=30)
-    assert queries.worker_warnings(list_workers()) == []
+    assert worker_warnings(list_workers()) == []

@@ -1,36 +1,27 @@
-"""Read-only views of the queues for the admin and the commands.
+"""Listings of jobs for the admin and the commands: pages of a state, of failed stores, of groups.
 
 Every function here costs a bounded number of round trips and reads a
-bounded amount of data, whatever the size of the queue: counts are
-``HGET``/``ZCARD``/``LLEN``, listings are ``ZRANGE``/``LRANGE`` slices whose
-job hashes are read in one pipeline, and a name filter scans at most
-:data:`SCAN_LIMIT` ids per request and hands back a cursor. Nothing here
-uses ``KEYS`` or ``SCAN``.
+bounded amount of data, whatever the size of the queue: listings are
+``ZRANGE``/``LRANGE`` slices whose job hashes are read in one pipeline, and a
+name filter scans at most :data:`SCAN_LIMIT` ids per request and hands back a
+cursor. Nothing here uses ``KEYS`` or ``SCAN``.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any, Protocol, overload
+from typing import Any, overload
 
 import redis
-from django.utils import timezone
 
-from .conf import get_config
-from .engine.connection import (
-    as_text,
-    is_cluster,
-    ms_to_datetime,
-    redis_errors,
-    wrong_type,
-)
-from .engine.keys import JobFields, QueueKeys, queue_of
-from .engine.queue_ref import queue_ref
-from .exceptions import RedisUnavailable
-from .job import Job, JobStatus
+from ..conf import get_config
+from ..engine.connection import as_text, ms_to_datetime, redis_errors, wrong_type
+from ..engine.keys import JobFields, QueueKeys, queue_of
+from ..engine.queue_ref import queue_ref
+from ..exceptions import RedisUnavailable
+from ..job import Job, JobStatus
 
 #: Job states that have a listing (cancelled jobs have none), in display order.
 STATES: tuple[JobStatus, ...] = (
@@ -44,11 +35,6 @@ STATES: tuple[JobStatus, ...] = (
 SCAN_LIMIT = 5000
 #: Ids read per round trip while a filtered listing scans.
 SCAN_CHUNK = 500
-#: Priority levels and groups per level sampled for the oldest queued job.
-OLDEST_PRIOS = 10
-OLDEST_GROUPS = 20
-#: A scheduled job this many seconds past its run-at means nobody promotes jobs (no poller?).
-OVERDUE = 60
 
 # state -> (QueueKeys attribute of the zset, newest first?)
 _ZSETS = {
@@ -57,257 +43,6 @@ _ZSETS = {
     JobStatus.FAILED: ("failed", True),
     JobStatus.SUCCEEDED: ("succeeded", True),
 }
-
-
-@dataclass
-class QueueCounts:
-    """What the overview shows for one queue; every count is O(1) to read."""
-
-    queue: str
-    queued: int = 0
-    scheduled: int = 0
-    running: int = 0
-    failed: int = 0
-    #: Successes / final failures since the queue was created (``stats`` hash).
-    succeeded_total: int = 0
-    failed_total: int = 0
-    #: Jobs created on the queue (by any enqueue path) since it was created.
-    enqueued_total: int = 0
-    #: Failed attempts scheduled again (a retry with backoff) since the queue was created.
-    retried_total: int = 0
-    #: Expired leases taken back by a poller (the job requeued or failed) since then.
-    reclaimed_total: int = 0
-    #: Failed jobs deleted by the failed store's retention (``failed_ttl``, ``failed_max``)
-    #: since the queue was created.
-    trimmed: int = 0
-    #: Jobs cancelled by their expiry (``expires=``) since the queue was created.
-    expired: int = 0
-    #: When the longest-waiting job among the next groups to be served became due.
-    oldest_queued_at: datetime.datetime | None = None
-    #: Run-at of the earliest scheduled job (overdue when in the past: no poller?).
-    next_scheduled_at: datetime.datetime | None = None
-    #: Whether the queue is paused (``rqueue_pause``: it accepts jobs, hands out none).
-    paused: bool = False
-    #: When the pause began (``None`` while the queue runs).
-    paused_at: datetime.datetime | None = None
-    error: str = ""
-
-
-#: The fields of a queue's ``stats`` hash (keys.py) that :func:`queue_counts` reads.
-_STATS_FIELDS = (
-    *("queued", "succeeded", "failed", "enqueued"),
-    *("retried", "reclaimed", "trimmed", "expired"),
-)
-
-
-def queue_counts(queue: str) -> QueueCounts:
-    """Counts of one queue in two round trips (one more for the oldest queued job)."""
-    ref = queue_ref(queue)
-    keys, client = ref.keys, ref.client()
-    with redis_errors(client):
-        pipe = client.pipeline(transaction=False)
-        pipe.hmget(keys.stats, *_STATS_FIELDS)
-        pipe.zcard(keys.delayed)
-        pipe.zcard(keys.reserved)
-        pipe.zcard(keys.failed)
-        pipe.zrange(keys.delayed, 0, 0, withscores=True)
-        pipe.zrevrange(keys.prios, 0, OLDEST_PRIOS - 1)
-        pipe.get(keys.paused)
-        stats, delayed, reserved, failed, head, prios, paused = pipe.execute()
-    totals = dict(zip(_STATS_FIELDS, map(counter, stats), strict=True))
-    counts = QueueCounts(
-        queue,
-        queued=totals["queued"],
-        scheduled=delayed,
-        running=reserved,
-        failed=failed,
-        succeeded_total=totals["succeeded"],
-        failed_total=totals["failed"],
-        enqueued_total=totals["enqueued"],
-        retried_total=totals["retried"],
-        reclaimed_total=totals["reclaimed"],
-        trimmed=totals["trimmed"],
-        expired=totals["expired"],
-        next_scheduled_at=ms_to_datetime(head[0][1]) if head else None,
-        paused=paused is not None,
-        paused_at=ms_to_datetime(paused),
-    )
-    counts.oldest_queued_at = _oldest_queued(client, keys, [as_text(p) for p in prios])
-    return counts
-
-
-@dataclass(frozen=True)
-class FailedRetention:
-    """A queue's failed-store retention (its settings) and what it deleted so far."""
-
-    #: Seconds a failed job is kept (``None``: forever).
-    ttl: int | None
-    #: Failed jobs kept at most (``None``: no cap).
-    max_jobs: int | None
-    #: Failed jobs deleted by it since the queue was created.
-    trimmed: int
-
-
-def counter(value: bytes | str | None) -> int:
-    """A counter as Redis stores it (``HINCRBY``); 0 when absent or corrupt (not an integer,
-    or longer than the 4 300 digits ``int()`` reads)."""
-    try:
-        return int(value or 0)
-    except ValueError:
-        return 0
-
-
-def failed_retention(queue: str) -> FailedRetention:
-    """The retention of ``queue``'s failed store, with its deletion count (one ``HGET``)."""
-    ref = queue_ref(queue)
-    client = ref.client()
-    with redis_errors(client):
-        trimmed = client.hget(ref.keys.stats, "trimmed")
-    return FailedRetention(ref.config.failed_ttl, ref.config.failed_max, counter(trimmed))
-
-
-def _oldest_queued(
-    client: redis.Redis, keys: QueueKeys, prios: list[str]
-) -> datetime.datetime | None:
-    """The earliest ``run_at`` among the heads of the first groups of each priority.
-
-    Exact when a queue has at most :data:`OLDEST_GROUPS` groups per priority
-    (the common case); a bounded sample otherwise.
-    """
-    if not prios:
-        return None
-    with redis_errors(client):
-        pipe = client.pipeline(transaction=False)
-        for prio in prios:
-            pipe.lrange(keys.ring(int(prio)), 0, OLDEST_GROUPS - 1)
-        rings = pipe.execute()
-        for prio, groups in zip(prios, rings, strict=True):
-            for group in groups:
-                pipe.lindex(keys.group(int(prio), as_text(group)), 0)
-        heads = [as_text(h) for h in pipe.execute() if h]
-        for job_id in heads:
-            # The run-at is left out while it equals the enqueue time (enqueue_job.lua).
-            pipe.hmget(keys.job(job_id), JobFields.RUN_AT, JobFields.ENQUEUED_AT)
-        replies = pipe.execute(raise_on_error=False)
-    found = []
-    for reply in replies:
-        if isinstance(reply, Exception):
-            if not wrong_type(reply):
-                raise reply
-            continue  # a head that is not a job hash: no time to show
-        found.append(ms_to_datetime(reply[0] or reply[1]))
-    times = [t for t in found if t is not None]
-    return min(times) if times else None
-
-
-def hash_and_time(client: redis.Redis, key: str) -> tuple[int, dict[bytes | str, bytes | str]]:
-    """``(the Redis clock in ms, HGETALL key)`` in one round trip (one pipeline); two on a
-    Redis Cluster, whose pipelines carry no ``TIME`` (the clock is then any master's).
-
-    Raises:
-        RedisUnavailable: Redis cannot be reached.
-    """
-    with redis_errors(client):
-        if is_cluster(client):
-            (seconds, micros), raw = client.time(), client.hgetall(key)
-        else:
-            pipe = client.pipeline(transaction=False)
-            pipe.time()
-            pipe.hgetall(key)
-            (seconds, micros), raw = pipe.execute()
-    return int(seconds) * 1000 + int(micros) // 1000, raw
-
-
-def throughput(queue: str) -> list[tuple[datetime.datetime, int, int]]:
-    """``(minute, succeeded, failed)`` for each of the last 60 minutes, oldest first."""
-    ref = queue_ref(queue)
-    keys, client = ref.keys, ref.client()
-    now_ms, raw = hash_and_time(client, keys.throughput)
-    seconds = now_ms // 1000
-    fields = {as_text(k): counter(v) for k, v in raw.items()}
-    now_minute = int(seconds) // 60
-    rows = []
-    for minute in range(now_minute - 59, now_minute + 1):
-        slot = minute % 60
-        counted = fields.get(f"m{slot}") == minute
-        rows.append(
-            (
-                datetime.datetime.fromtimestamp(minute * 60, tz=datetime.UTC),
-                fields.get(f"s{slot}", 0) if counted else 0,
-                fields.get(f"f{slot}", 0) if counted else 0,
-            )
-        )
-    return rows
-
-
-class WarningKind(StrEnum):
-    """What a :class:`QueueWarning` is about (the admin and rqueue_info each word it their way)."""
-
-    #: The earliest scheduled job of ``queue`` is more than :data:`OVERDUE` seconds late.
-    OVERDUE = "overdue"
-    #: No worker has published a heartbeat recently.
-    NO_WORKER = "no_worker"
-    #: Workers are live, but every one runs with ``--without-poller``.
-    NO_POLLER = "no_poller"
-    #: A worker's entry in the registry is corrupt (``worker``; ``detail`` says how).
-    CORRUPT_WORKER = "corrupt_worker"
-
-
-@dataclass(frozen=True)
-class QueueWarning:
-    """Something for an operator to look at: see :func:`queue_warnings`, :func:`worker_warnings`."""
-
-    kind: WarningKind
-    #: The queue concerned (``OVERDUE`` only).
-    queue: str = ""
-    #: Whole seconds the earliest scheduled job is late (``OVERDUE`` only).
-    late: int = 0
-    #: The worker id (``CORRUPT_WORKER`` only).
-    worker: str = ""
-    #: What is wrong (``CORRUPT_WORKER`` only).
-    detail: str = ""
-
-
-def queue_warnings(
-    counts: Iterable[QueueCounts], now: datetime.datetime | None = None
-) -> list[QueueWarning]:
-    """``OVERDUE`` for each queue whose earliest scheduled job is over :data:`OVERDUE` s late."""
-    now = timezone.now() if now is None else now
-    found = []
-    for each in counts:
-        due = each.next_scheduled_at
-        if due is not None and (now - due).total_seconds() > OVERDUE:
-            late = int((now - due).total_seconds())
-            found.append(QueueWarning(WarningKind.OVERDUE, queue=each.queue, late=late))
-    return found
-
-
-class _Worker(Protocol):
-    """What :func:`worker_warnings` reads of a worker's heartbeat info (``WorkerInfo``)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def poller(self) -> bool: ...
-
-    @property
-    def problems(self) -> tuple[str, ...]: ...
-
-
-def worker_warnings(workers: Sequence[_Worker]) -> list[QueueWarning]:
-    """``NO_WORKER`` when no worker is live, ``NO_POLLER`` when none of them runs a poller;
-    ``CORRUPT_WORKER`` for each worker whose registry entry is corrupt."""
-    if not workers:
-        return [QueueWarning(WarningKind.NO_WORKER)]
-    found = [
-        QueueWarning(WarningKind.CORRUPT_WORKER, worker=w.id, detail="; ".join(w.problems))
-        for w in workers
-        if w.problems
-    ]
-    if not any(w.poller for w in workers):
-        found.insert(0, QueueWarning(WarningKind.NO_POLLER))
-    return found
 
 
 def job_exists(job_id: str) -> bool:

@@ -1,0 +1,209 @@
+"""Staff actions: on one job, a selection, the whole failed store, or a queue (pause/resume).
+
+Each action on one job is one atomic Lua call, so a job that changed state
+since the page was rendered is reported (:class:`~.exceptions.JobStateError`)
+and never clobbered. "Retry all" and "delete all" walk the failed store in
+batches of :data:`BATCH` (one bounded Lua call each), so their memory does not
+grow with the number of failed jobs. :func:`pause_queue` and
+:func:`resume_queue` are what ``rqueue_pause``, ``rqueue_resume`` and the
+admin overview's buttons call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..conf import get_config
+from ..engine import transitions
+from ..engine.calls import FailedBatchMode
+from ..engine.connection import redis_errors, redis_time_ms
+from ..engine.keys import queue_of
+from ..engine.queue_ref import queue_ref
+from ..exceptions import JobStateError
+from ..job import Job, get_job
+
+#: Failed jobs handled per Lua call by :func:`process_failed`.
+BATCH = 500
+
+#: Action name -> (verb for messages, states it applies to).
+ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "retry": ("retried", ("failed",)),
+    "run_now": ("queued to run now", ("scheduled",)),
+    # A running job is asked to stop (Job.cancel(): its worker ends it cancelled).
+    "cancel": ("cancelled", ("scheduled", "queued", "running", "failed")),
+    "delete": ("deleted", ("scheduled", "queued", "failed", "succeeded", "cancelled")),
+}
+
+
+#: Action name -> the :class:`~.job.Job` method that performs it.
+_METHODS: dict[str, Callable[[Job[Any]], None]] = {
+    "retry": Job.retry,
+    "run_now": Job.run_now,
+    "cancel": Job.cancel,
+    "delete": Job.delete,
+}
+
+
+def perform(job_id: str, action: str) -> None:
+    """Apply ``action`` (a key of :data:`ACTIONS`) to one job, through its :class:`~.job.Job`.
+
+    Raises:
+        JobStateError: the job is missing or in a state the action does not apply to.
+        ValueError: unknown action, or an id of no declared queue.
+    """
+    queue = queue_of(job_id)
+    if queue is None or queue not in get_config().queues:
+        raise ValueError(f"{job_id!r} is not a job id of a declared queue")
+    method = _METHODS.get(action)
+    if method is None:
+        raise ValueError(f"unknown action {action!r}")
+    job = get_job(job_id)
+    if job is None:
+        raise JobStateError(f"job {job_id} is missing", None)
+    method(job)
+
+
+@dataclass
+class ActionReport:
+    """What a bulk action did: ids done, and ids refused with the reason."""
+
+    done: list[str] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+
+def perform_many(job_ids: Iterable[str], action: str) -> ActionReport:
+    """Apply ``action`` to each job in turn (one Lua call each); never stops early."""
+    outcome = ActionReport()
+    for job_id in job_ids:
+        try:
+            perform(job_id, action)
+        except JobStateError as exc:
+            outcome.refused.append((job_id, f"it is {exc.state or 'gone'}"))
+        except ValueError as exc:
+            outcome.refused.append((job_id, str(exc)))
+        else:
+            outcome.done.append(job_id)
+    return outcome
+
+
+@dataclass
+class BulkResult:
+    """Totals of :func:`process_failed`."""
+
+    done: int = 0
+    #: Failed jobs left alone because their name did not match.
+    skipped: int = 0
+    #: Ids found in the failed store whose record was gone or not failed (dropped).
+    stale: int = 0
+    batches: int = 0
+
+
+def process_failed(
+    queue: str,
+    mode: FailedBatchMode,
+    *,
+    name: str = "",
+    batch: int = BATCH,
+    progress: Callable[[BulkResult], None] | None = None,
+) -> BulkResult:
+    """Retry (``mode="retry"``) or delete (``"delete"``) every failed job of ``queue``.
+
+    Only jobs that failed before the call started are touched, so a retried
+    job that fails again at once is not retried twice. ``name`` limits it to
+    one job name. ``progress`` is called after each batch.
+    """
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
+    upto = redis_time_ms(client)
+    result = BulkResult()
+    while True:
+        done, skipped, stale, scanned = transitions.failed_batch(
+            client, keys, mode=mode, limit=batch, offset=result.skipped, upto_ms=upto, name=name
+        )
+        result.done += done
+        result.skipped += skipped
+        result.stale += stale
+        result.batches += 1
+        if progress is not None:
+            progress(result)
+        if scanned < batch:
+            return result
+
+
+@dataclass
+class EmptyResult:
+    """Totals of :func:`empty_queue`."""
+
+    deleted: int = 0
+    #: Ids left in the queue's lists by a job that had already gone (dropped).
+    stale: int = 0
+    batches: int = 0
+
+
+def empty_queue(
+    queue: str,
+    *,
+    batch: int = BATCH,
+    limit: int | None = None,
+    progress: Callable[[EmptyResult], None] | None = None,
+) -> EmptyResult:
+    """Delete the queued jobs of ``queue``, ``batch`` per Lua call (so memory and each
+    call stay bounded), until none is left or ``limit`` jobs were deleted.
+
+    Scheduled jobs (retries included), running and failed jobs are left alone: a
+    scheduled job is queued when it is due, a running one finishes as usual.
+    ``limit`` (default: the number of queued jobs when the call starts) keeps a
+    queue that producers fill as fast as it is emptied from holding the caller
+    forever. ``progress`` is called after each batch.
+
+    Raises:
+        ValueError: ``queue`` is not declared.
+        RedisUnavailable: Redis cannot be reached (the batches done so far stay done).
+    """
+    ref = queue_ref(queue)
+    keys, client = ref.keys, ref.client()
+    if limit is None:
+        with redis_errors(client):
+            limit = int(client.hget(keys.stats, "queued") or 0)
+    result = EmptyResult()
+    while result.deleted + result.stale < limit:
+        size = min(batch, limit - result.deleted - result.stale)
+        deleted, stale, more = transitions.empty_queue(client, keys, size)
+        result.deleted += deleted
+        result.stale += stale
+        result.batches += 1
+        if progress is not None:
+            progress(result)
+        if not more:
+            break
+    return result
+
+
+def pause_queue(queue: str) -> bool:
+    """Pause ``queue``: it keeps accepting jobs and hands out none until resumed.
+
+    Enforced by the reserve scripts, so every worker obeys from its next
+    reservation on; running jobs finish and report as usual; the poller still
+    queues due jobs there (they wait); idle workers block as on an empty queue.
+    Returns whether the queue was running (``False``: it was already paused).
+
+    Raises:
+        ValueError: ``queue`` is not declared.
+        RedisUnavailable: Redis cannot be reached (nothing changed).
+    """
+    ref = queue_ref(queue)
+    return transitions.pause(ref.client(), ref.keys)
+
+
+def resume_queue(queue: str) -> bool:
+    """Resume a paused ``queue``; its idle workers are woken at once (one token per queued
+    job, at most 64). Returns whether it was paused (``False``: nothing changed).
+
+    Raises:
+        ValueError: ``queue`` is not declared.
+        RedisUnavailable: Redis cannot be reached (nothing changed).
+    """
+    ref = queue_ref(queue)
+    return transitions.resume(ref.client(), ref.keys)
