@@ -19,8 +19,8 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, register
 from django.core.exceptions import ImproperlyConfigured
 
-from . import schedule
 from .conf import get_config, parse, problems, raw_setting, schedule_queues
+from .periodic import entries as schedule_entries
 from .registry import DISCOVERY_HINT, autodiscover
 from .registry import get as registered
 
@@ -57,10 +57,10 @@ def check_schedule(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         return []
     # Imported on use: periodic brings in the whole enqueue path, which these
     # checks (imported by RqueueConfig.ready()) need only when there is a schedule.
-    from .periodic import resolve
+    from .periodic.runtime import resolve
 
     queues = schedule_queues(raw)
-    valid = {n: e for n, e in entries.items() if not schedule.problems({n: e}, queues)}
+    valid = {n: e for n, e in entries.items() if not schedule_entries.problems({n: e}, queues)}
     usable = {**raw, "SCHEDULE": valid}
     config = None if any(p.is_serious() for p in problems(usable)) else parse(usable)
     autodiscover()

@@ -27,9 +27,9 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from . import backoff as backoffs
-from . import schedule
 from .engine.keys import RECORD_DEFAULTS, JobFields
-from .schedule import ScheduleEntry
+from .periodic import entries
+from .periodic.entries import ScheduleEntry
 from .serialization import MAX_JSON_BYTES
 
 #: Backoff names accepted in ``DEFAULTS``/``QUEUES``/``@job(backoff=...)``.
@@ -213,7 +213,7 @@ class Config:
     eager_propagate: bool
     #: Async jobs a worker child runs at once on its event loop.
     async_concurrency: int
-    #: ``RQUEUE["SCHEDULE"]``: periodic entries by name (:mod:`django_rqueue.schedule`).
+    #: ``RQUEUE["SCHEDULE"]``: periodic entries by name (:mod:`django_rqueue.periodic.entries`).
     schedule: Mapping[str, ScheduleEntry]
     #: ``RQUEUE["SENTINELS"]``: ``(host, port)`` of every Redis Sentinel; empty without Sentinel.
     #: Every ``REDIS_URL`` then names a monitored master: ``redis://<service name>/<db>``.
@@ -430,8 +430,8 @@ def problems(raw: object) -> list[CheckMessage]:
     name or undeclared default queue; E005 non-positive timeout / lease /
     attempts / async concurrency; E006 bad backoff; E007 unusable Redis location (bad URL, both or
     missing cache alias, cache not backed by django-redis); E020-E022, E024, E025 a bad
-    ``SCHEDULE`` (:func:`django_rqueue.schedule.problems`); E030 a bad ``rate_limit``; E040 a
-    bad ``failed_ttl`` or ``failed_max`` (the failed store's retention: an integer >= 1, or
+    ``SCHEDULE`` (:func:`django_rqueue.periodic.entries.problems`); E030 a bad ``rate_limit``;
+    E040 a bad ``failed_ttl`` or ``failed_max`` (the failed store's retention: an integer >= 1, or
     ``None``); E060 a queue's ``group_concurrency`` is not an integer >= 1 or None; E070-E075
     Redis Sentinel and durable enqueue (:func:`_replication_problems`); E110-E112 a bad
     ``ENCRYPTION_KEYS`` (:func:`_encryption_problems`). W001 no
@@ -586,10 +586,10 @@ def _cluster_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
 
 
 def _schedule_problems(raw: Mapping[str, Any]) -> list[CheckMessage]:
-    """``SCHEDULE``: periodic entries (see :func:`django_rqueue.schedule.problems`)."""
+    """``SCHEDULE``: periodic entries (see :func:`django_rqueue.periodic.entries.problems`)."""
     if "SCHEDULE" not in raw:
         return []
-    return schedule.problems(raw["SCHEDULE"], schedule_queues(raw))
+    return entries.problems(raw["SCHEDULE"], schedule_queues(raw))
 
 
 def schedule_queues(raw: Mapping[str, Any]) -> set[str]:
@@ -939,7 +939,7 @@ def parse(raw: Mapping[str, Any]) -> Config:
         eager=bool(raw.get("EAGER", False)),
         eager_propagate=bool(raw.get("EAGER_PROPAGATE", False)),
         async_concurrency=int(raw.get("ASYNC_CONCURRENCY", 1)),
-        schedule=schedule.parse(raw.get("SCHEDULE", {})),
+        schedule=entries.parse(raw.get("SCHEDULE", {})),
         sentinels=tuple((str(host), int(port)) for host, port in raw.get("SENTINELS") or ()),
         sentinel_kwargs=dict(raw.get("SENTINEL_KWARGS") or {}),
         min_replicas_ack=int(raw.get("MIN_REPLICAS_ACK", 0)),

@@ -16,9 +16,9 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from .. import periodic
 from ..conf import get_config
 from ..exceptions import RedisUnavailable, UnknownEntry, UnknownJob
+from ..periodic import runtime
 from .actions import _confirm
 from .common import PAGE_SIZE, RqueueAdmin, context, job_url, log, require, url
 
@@ -37,7 +37,7 @@ def schedule_list(request: HttpRequest, model_admin: RqueueAdmin) -> HttpRespons
     rows, redis_error = [], ""
     labels = {"run_now": _("Run now"), "pause": _("Pause"), "resume": _("Resume")}
     try:
-        states = periodic.entry_states(page.object_list)
+        states = runtime.entry_states(page.object_list)
     except RedisUnavailable as exc:
         states, redis_error = [], str(exc)
     for state in states:
@@ -101,13 +101,13 @@ def schedule_action(
         )
     try:
         if action == "run_now":
-            job = periodic.run_now(entry)
+            job = runtime.run_now(entry)
             text = _("Schedule entry %(entry)s enqueued as job %(id)s.") % {
                 "entry": entry,
                 "id": job.id,
             }
         else:
-            (periodic.pause if action == "pause" else periodic.resume)(entry)
+            (runtime.pause if action == "pause" else runtime.resume)(entry)
             text = _("Schedule entry %(entry)s %(verb)s.") % {"entry": entry, "verb": verb}
     except (UnknownEntry, UnknownJob, ValueError, TypeError, RedisUnavailable) as exc:
         messages.error(

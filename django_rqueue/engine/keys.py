@@ -234,7 +234,7 @@ RECORD_DEFAULTS: dict[str, int] = {
 class EntryFields:
     """Field names of a periodic entry's hash ``<prefix>:{<queue>}:schedule:<entry>``."""
 
-    #: What defines the entry's ticks (:attr:`django_rqueue.schedule.ScheduleEntry.spec`).
+    #: What defines the entry's ticks (:attr:`django_rqueue.periodic.entries.ScheduleEntry.spec`).
     SPEC = "spec"
     #: The tick (ms since the epoch, UTC) of the latest run; "run now" records its Redis time.
     LAST = "last"

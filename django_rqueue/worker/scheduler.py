@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import redis
 
-from .. import periodic, registry
+from .. import registry
 from ..conf import get_config
 from ..engine import transitions
 from ..engine.connection import redis_errors
@@ -31,7 +31,8 @@ from ..engine.keys import QueueKeys
 from ..engine.queue_ref import queue_ref
 from ..engine.transitions import ClaimOutcome
 from ..exceptions import RedisUnavailable, UnknownJob
-from ..periodic import ResolvedEntry
+from ..periodic import runtime
+from ..periodic.runtime import ResolvedEntry
 
 logger = logging.getLogger("django_rqueue.scheduler")
 
@@ -71,7 +72,7 @@ class Scheduler:
         found: dict[str, dict[str, ResolvedEntry]] = {}
         for name, entry in get_config().schedule.items():
             try:
-                resolved = periodic.resolve(entry)
+                resolved = runtime.resolve(entry)
             except (UnknownJob, ValueError, TypeError) as exc:
                 logger.error("schedule entry %r is not run: %s", name, exc)
                 continue
@@ -182,7 +183,7 @@ class Scheduler:
     ) -> None:
         submission = resolved.submission()
         job = submission.job
-        job.run_at = periodic.tick_datetime(tick)
+        job.run_at = runtime.tick_datetime(tick)
         reply = transitions.schedule_claim(
             client,
             keys,
@@ -198,5 +199,5 @@ class Scheduler:
             logger.debug("schedule entry %r is paused: tick %d passed over", name, tick)
             return
         assert not isinstance(reply, ClaimOutcome)  # noqa: S101 - the other replies
-        periodic.announce(resolved, submission, reply)
+        runtime.announce(resolved, submission, reply)
         logger.debug("schedule entry %r: tick %d enqueued as %s", name, tick, reply[1])

@@ -14,8 +14,9 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import RedisUnavailable, get_job, periodic
+from django_rqueue import RedisUnavailable, get_job
 from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.periodic import runtime
 from django_rqueue.worker.poller import Poller
 from django_rqueue.worker.scheduler import Scheduler
 from tests.support.inprocess import poller_thread, run_worker
@@ -167,13 +168,13 @@ def test_a_paused_entry_passes_its_ticks_and_runs_again_once_resumed(
     _schedule(settings, {"e": {"job": RECORD, "every": 60, "args": [ledger, "e"]}})
     scheduler = Scheduler(["default"])
     scheduler.run_once()
-    periodic.pause("e")
+    runtime.pause("e")
     tick = (_now_ms(rqueue_redis) // 60_000) * 60_000
     rqueue_redis.zadd(KEYS.schedule, {"e": tick})
     scheduler.run_once()
     assert _entry_jobs(rqueue_redis) == []
     assert _next_tick(rqueue_redis, "e") > tick  # the tick was passed over, not kept
-    periodic.resume("e")
+    runtime.resume("e")
     rqueue_redis.zadd(KEYS.schedule, {"e": tick})
     scheduler.run_once()
     assert [run_at for run_at, _ in _entry_jobs(rqueue_redis)] == [tick]
@@ -251,7 +252,7 @@ def test_entries_removed_or_moved_in_the_settings_are_removed_when_a_poller_star
     entry = {"job": RECORD, "every": 60, "args": [ledger, "e"]}
     _schedule(settings, {"a": entry, "b": entry})
     Scheduler(["default", "emails"]).run_once()
-    periodic.pause("b")
+    runtime.pause("b")
     assert set(rqueue_redis.zrange(KEYS.schedule, 0, -1)) == {b"a", b"b"}
 
     _schedule(settings, {"a": {**entry, "queue": "emails"}, "c": entry})

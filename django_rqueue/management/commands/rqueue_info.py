@@ -10,7 +10,6 @@ import redis
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from django_rqueue import periodic
 from django_rqueue.conf import get_config
 from django_rqueue.display import printable
 from django_rqueue.engine.connection import get_client, ms_to_datetime, redis_errors
@@ -21,6 +20,7 @@ from django_rqueue.ops import health, monitoring
 from django_rqueue.ops.alerts import QueueWarning, WarningKind, queue_warnings, worker_warnings
 from django_rqueue.ops.counts import queue_counts, throughput
 from django_rqueue.ops.workers import list_workers
+from django_rqueue.periodic import runtime
 
 
 def redis_facts(client: redis.Redis) -> dict[str, Any]:
@@ -167,7 +167,7 @@ class Command(BaseCommand):
             )
         workers = list_workers()
         warnings += [warning_text(w) for w in worker_warnings(workers)]
-        schedule = [self.entry(state) for state in periodic.entry_states()]
+        schedule = [self.entry(state) for state in runtime.entry_states()]
         warnings += [
             f"schedule entry {e['name']!r} is not run: {e['error']}" for e in schedule if e["error"]
         ]
@@ -180,7 +180,7 @@ class Command(BaseCommand):
         }
 
     @staticmethod
-    def entry(state: periodic.EntryState) -> dict[str, Any]:
+    def entry(state: runtime.EntryState) -> dict[str, Any]:
         """One periodic entry of the report (times are aware UTC datetimes or ``None``)."""
         return {
             "name": state.name,

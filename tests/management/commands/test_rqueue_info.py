@@ -100,7 +100,7 @@ def test_info_lists_registered_workers(rqueue_redis: redis.Redis):
 
 
 def test_info_lists_the_periodic_jobs(rqueue_redis: redis.Redis, settings: Any, ledger: str):
-    from django_rqueue import periodic
+    from django_rqueue.periodic import runtime
     from django_rqueue.worker.scheduler import Scheduler
 
     settings.RQUEUE = {
@@ -117,8 +117,8 @@ def test_info_lists_the_periodic_jobs(rqueue_redis: redis.Redis, settings: Any, 
         },
     }
     Scheduler(["default"]).run_once()
-    periodic.pause("nightly")
-    job = periodic.run_now("ping")
+    runtime.pause("nightly")
+    job = runtime.run_now("ping")
 
     out = run()
     lines = out.splitlines()

@@ -1,4 +1,4 @@
-"""RQUEUE["SCHEDULE"] entries (django_rqueue.schedule): validation and tick computation.
+"""RQUEUE["SCHEDULE"] entries (django_rqueue.periodic.entries): validation and tick computation.
 
 Ticks are computed from explicit instants (``next_tick_ms(after_ms)``), so the
 DST cases below need no clock: the real-process tests of exactly-once claims
@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.test import override_settings
 
-from django_rqueue.schedule import ScheduleEntry, Trigger, parse, problems
+from django_rqueue.periodic.entries import ScheduleEntry, Trigger, parse, problems
 
 QUEUES = {"default", "emails"}
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -1,6 +1,6 @@
 """Periodic entries at run time: resolve them to jobs, read their state, run now, pause, resume.
 
-An entry of ``RQUEUE["SCHEDULE"]`` (:mod:`django_rqueue.schedule`) names a
+An entry of ``RQUEUE["SCHEDULE"]`` (:mod:`django_rqueue.periodic.entries`) names a
 job; :func:`resolve` finds that job in the registry (after autodiscovery of
 the apps' ``jobs`` modules) and works out the queue, priority and group its
 runs get: the entry's own, else the job's (``@job(...)``, then the queue's
@@ -18,18 +18,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import registry, signals
-from .conf import Config, get_config
-from .engine import transitions
-from .engine.connection import as_text, ms_to_datetime, redis_errors, wrong_type
-from .engine.keys import EntryFields
-from .engine.queue_ref import queue_ref
-from .enqueue import Plan, Submission
-from .exceptions import UnknownEntry, UnknownJob
-from .job import Job, JobStatus, get_job
-from .options import JobOptions
-from .schedule import ScheduleEntry
-from .types import JobSpec
+from .. import registry, signals
+from ..conf import Config, get_config
+from ..engine import transitions
+from ..engine.connection import as_text, ms_to_datetime, redis_errors, wrong_type
+from ..engine.keys import EntryFields
+from ..engine.queue_ref import queue_ref
+from ..enqueue import Plan, Submission
+from ..exceptions import UnknownEntry, UnknownJob
+from ..job import Job, JobStatus, get_job
+from ..options import JobOptions
+from ..types import JobSpec
+from .entries import ScheduleEntry
 
 
 @dataclass(frozen=True)
