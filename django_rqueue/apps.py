@@ -21,6 +21,6 @@ def _task_job_function(path: str) -> JobSpec:
     """The job of the ``django.tasks`` task at module ``path`` (a ``"task:..."`` job name)."""
     # Imported on use: the backend needs the tasks API, which Django 5.2 lacks
     # without the django-tasks backport (ImproperlyConfigured then, as before).
-    from .backends import task_job_function
+    from .tasks.backend import task_job_function
 
     return task_job_function(path)

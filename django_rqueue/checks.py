@@ -5,7 +5,7 @@ The ids and what they mean are listed in :func:`django_rqueue.conf.problems`
 The checks only read settings; they never connect to Redis. ``rqueue.E008``
 (a ``TASKS`` queue that ``RQUEUE`` does not declare) is
 :meth:`django_rqueue.backends.RQueueBackend.check`, which Django's own
-``django.tasks`` check calls; importing :mod:`django_rqueue.tasks_api` here
+``django.tasks`` check calls; importing :mod:`django_rqueue.tasks.api` here
 registers that check even in a project that imports no task before
 ``manage.py check``. On Django 5.2 without the ``django-tasks`` backport there
 is no tasks framework, hence no backend to check, and the other checks run as usual.
@@ -25,7 +25,7 @@ from .registry import DISCOVERY_HINT, autodiscover
 from .registry import get as registered
 
 try:
-    from . import tasks_api  # noqa: F401 - registers the tasks framework's check_tasks
+    from .tasks import api  # noqa: F401 - registers the tasks framework's check_tasks
 except ImproperlyConfigured:  # Django 5.2 without the backport: no tasks framework
     pass
 

@@ -1,4 +1,4 @@
-"""``django.tasks`` tasks used by the backend's tests (tests/backends/).
+"""``django.tasks`` tasks used by the backend's tests (tests/tasks/).
 
 They run on ``RQueueBackend`` (``TASKS`` in ``tests.settings``). A worker
 subprocess imports this module by the task's module path when it first runs

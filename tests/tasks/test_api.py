@@ -15,7 +15,7 @@ from django_rqueue import get_job, tasks_api
 from tests.jobs_app.jobs import read_ledger
 from tests.jobs_app.tasks import record_task
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_api_is_djangos_from_6_0_and_the_backports_on_5_2() -> None:

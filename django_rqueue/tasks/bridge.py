@@ -1,9 +1,9 @@
 """The ``django.tasks`` bridge: a task's job function (:class:`TaskJobFunction`), the
 ``TaskResult`` of its job (:func:`task_result`), and Django's task signals sent from ours.
 
-:class:`~django_rqueue.backends.RQueueBackend` enqueues through it, and a worker runs
-a task job through it (:func:`~django_rqueue.backends.task_job_function`); the
-mapping and the signals are described in :mod:`django_rqueue.backends`.
+:class:`~django_rqueue.tasks.backend.RQueueBackend` enqueues through it, and a worker runs
+a task job through it (:func:`~django_rqueue.tasks.backend.task_job_function`); the
+mapping and the signals are described in :mod:`django_rqueue.tasks.backend`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any
 from django.dispatch import Signal
 from django.utils import timezone
 
-from . import signals
-from .conf import get_config
-from .decorators import JobFunction
-from .job import FINISHED, Job, JobStatus
-from .options import JobOptions
-from .registry import TASK_PREFIX
-from .tasks_api import (
+from .. import signals
+from ..conf import get_config
+from ..decorators import JobFunction
+from ..job import FINISHED, Job, JobStatus
+from ..options import JobOptions
+from ..registry import TASK_PREFIX
+from .api import (
     Task,
     TaskContext,
     TaskError,

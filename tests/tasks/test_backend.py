@@ -1,6 +1,6 @@
 """``RQueueBackend`` from the enqueueing side: settings, validation, checks, enqueue, results.
 
-No worker here (tests/backends/test_worker.py runs tasks in real ``rqueue_work``
+No worker here (tests/tasks/test_worker.py runs tasks in real ``rqueue_work``
 processes); states a worker would reach are made with the ``jobs`` fixture's
 real transitions.
 """
