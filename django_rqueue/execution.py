@@ -60,14 +60,14 @@ class Outcome:
         return error_record(self.exception, self.traceback, self.message, worker)
 
 
-def error_record(
+def error_fields(
     exception: BaseException | None,
     traceback: str = "",
     message: str | None = None,
     worker: str = "",
-) -> str:
-    """JSON ``{"type": "module.Class", "message": str, "traceback": str, "worker": str}``
-    of ``exception``; ``"worker"`` (the id of the worker whose attempt failed) only when given.
+) -> dict[str, str]:
+    """``{"type": "module.Class", "message": str, "traceback": str, "worker": str}`` of
+    ``exception``; ``"worker"`` (the id of the worker whose attempt failed) only when given.
 
     The worker ids of a job's failed attempts are what ``django.tasks``'s
     ``TaskResult.worker_ids`` is built from (:mod:`django_rqueue.backends`);
@@ -81,7 +81,17 @@ def error_record(
     }
     if worker:
         record["worker"] = worker
-    return dumps(record)
+    return record
+
+
+def error_record(
+    exception: BaseException | None,
+    traceback: str = "",
+    message: str | None = None,
+    worker: str = "",
+) -> str:
+    """:func:`error_fields` as the JSON a job's error record holds."""
+    return dumps(error_fields(exception, traceback, message, worker))
 
 
 def failure(exception: BaseException) -> Outcome:

@@ -20,6 +20,7 @@ from django.utils import timezone
 from .. import signals
 from ..conf import get_config
 from ..decorators import JobFunction
+from ..execution import error_fields
 from ..job import FINISHED, Job, JobStatus
 from ..options import JobOptions
 from ..registry import TASK_PREFIX
@@ -207,13 +208,7 @@ def _failed(
     **kwargs: Any,
 ) -> None:
     if job.status is JobStatus.RUNNING:  # a worker's copy, without this attempt's error
-        kind = type(exception)
-        error = {
-            "type": f"{kind.__module__}.{kind.__qualname__}",
-            "message": str(exception),
-            "traceback": traceback,
-            "worker": job.worker,
-        }
+        error = error_fields(exception, traceback, worker=job.worker)
         job = dataclasses.replace(
             job,
             status=JobStatus.FAILED,
