@@ -28,8 +28,8 @@ from ..ops.listings import STATES, JobSource
 from .common import (
     ACTION_PERMISSION,
     JOB_ACTIONS,
+    AdminAction,
     Crumb,
-    JobAction,
     RqueueAdmin,
     context,
     declared_queue,
@@ -41,7 +41,7 @@ from .common import (
 from .detail import load
 
 
-def _action(name: str) -> JobAction:
+def _action(name: str) -> AdminAction:
     try:
         return JOB_ACTIONS[name]
     except KeyError:

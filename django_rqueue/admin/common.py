@@ -19,6 +19,7 @@ from django.utils.translation import gettext_lazy
 
 from ..conf import get_config
 from ..models import Dashboard
+from ..ops.operations import JobAction
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrOrPromise as StrOrPromise
@@ -112,10 +113,11 @@ def declared_queue(queue: str) -> str:
 
 
 @dataclass(frozen=True)
-class JobAction:
+class AdminAction:
     """An action on jobs as the admin words it (each text translatable) and who may apply it.
 
-    The states it applies to are :data:`django_rqueue.ops.operations.ACTIONS`'.
+    The states it applies to, and its :attr:`done` verb, are its
+    :class:`~django_rqueue.ops.operations.JobAction`'s.
     """
 
     name: str
@@ -136,47 +138,47 @@ class JobAction:
 
 
 #: Every action on jobs, declared once.
-JOB_ACTIONS: dict[str, JobAction] = {
+JOB_ACTIONS: dict[str, AdminAction] = {
     a.name: a
     for a in (
-        JobAction(
+        AdminAction(
             "retry",
             gettext_lazy("Retry"),
             gettext_lazy("Retry selected jobs"),
             gettext_lazy("Retry this %(state)s job?"),
             gettext_lazy("Retry these %(n)d jobs?"),
             gettext_lazy("Yes, retry"),
-            gettext_lazy("retried"),
+            JobAction.RETRY.verb,
             "change",
         ),
-        JobAction(
+        AdminAction(
             "run_now",
             gettext_lazy("Run now"),
             gettext_lazy("Run selected jobs now"),
             gettext_lazy("Run this %(state)s job now?"),
             gettext_lazy("Run these %(n)d jobs now?"),
             gettext_lazy("Yes, run now"),
-            gettext_lazy("queued to run now"),
+            JobAction.RUN_NOW.verb,
             "change",
         ),
-        JobAction(
+        AdminAction(
             "cancel",
             gettext_lazy("Cancel"),
             gettext_lazy("Cancel selected jobs"),
             gettext_lazy("Cancel this %(state)s job?"),
             gettext_lazy("Cancel these %(n)d jobs?"),
             gettext_lazy("Yes, cancel"),
-            gettext_lazy("cancelled"),
+            JobAction.CANCEL.verb,
             "delete",
         ),
-        JobAction(
+        AdminAction(
             "delete",
             gettext_lazy("Delete"),
             gettext_lazy("Delete selected jobs"),
             gettext_lazy("Delete this %(state)s job?"),
             gettext_lazy("Delete these %(n)d jobs?"),
             gettext_lazy("Yes, delete"),
-            gettext_lazy("deleted"),
+            JobAction.DELETE.verb,
             "delete",
         ),
     )

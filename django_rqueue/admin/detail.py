@@ -22,7 +22,7 @@ from ..engine.queue_ref import queue_ref
 from ..engine.transitions import read_job
 from ..job import CancelReason, Job, JobStatus
 from ..ops.listings import STATES
-from ..ops.operations import ACTIONS
+from ..ops.operations import JobAction
 from ..sensitive import MASK
 from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_url, url
 from .lists import duration, list_title
@@ -135,9 +135,9 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
         crumbs.append((str(list_title(job.status.value)), list_url))
     crumbs.append((job_id, ""))
     actions = [
-        (name, JOB_ACTIONS[name].label, job_url(model_admin, job_id, name))
-        for name, (_verb, states) in ACTIONS.items()
-        if job.status.value in states and allowed(request, model_admin, name)
+        (action.value, JOB_ACTIONS[action].label, job_url(model_admin, job_id, action))
+        for action in JobAction
+        if job.status in action.states and allowed(request, model_admin, action)
     ]
     return TemplateResponse(
         request,

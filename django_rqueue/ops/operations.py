@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from django.utils.translation import gettext_lazy
 
 from ..conf import get_config
 from ..engine import transitions
@@ -22,32 +25,85 @@ from ..engine.connection import redis_errors, redis_time_ms
 from ..engine.keys import queue_of
 from ..engine.queue_ref import queue_ref
 from ..exceptions import JobStateError
-from ..job import Job, get_job
+from ..job import Job, JobStatus, get_job
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise as StrOrPromise
+else:
+    StrOrPromise = str
 
 #: Failed jobs handled per Lua call by :func:`process_failed`.
 BATCH = 500
 
-#: Action name -> (verb for messages, states it applies to).
-ACTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "retry": ("retried", ("failed",)),
-    "run_now": ("queued to run now", ("scheduled",)),
-    # A running job is asked to stop (Job.cancel(): its worker ends it cancelled).
-    "cancel": ("cancelled", ("scheduled", "queued", "running", "failed")),
-    "delete": ("deleted", ("scheduled", "queued", "failed", "succeeded", "cancelled")),
+
+class JobAction(StrEnum):
+    """A staff action on one job (:func:`perform`), with its :attr:`verb` and :attr:`states`."""
+
+    RETRY = "retry"
+    RUN_NOW = "run_now"
+    #: A running job is asked to stop (``Job.cancel()``: its worker ends it cancelled).
+    CANCEL = "cancel"
+    DELETE = "delete"
+
+    @property
+    def verb(self) -> StrOrPromise:
+        """What became of the job, translatable ("retried", "queued to run now", ...)."""
+        return _SPECS[self].verb
+
+    @property
+    def states(self) -> tuple[JobStatus, ...]:
+        """The states of the jobs it applies to."""
+        return _SPECS[self].states
+
+    def apply(self, job: Job[Any]) -> None:
+        """Apply it to ``job`` through its :class:`~django_rqueue.job.Job` method.
+
+        Raises:
+            JobStateError: the job is in a state the action does not apply to.
+        """
+        _SPECS[self].method(job)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    verb: StrOrPromise
+    states: tuple[JobStatus, ...]
+    #: The :class:`~django_rqueue.job.Job` method that performs it.
+    method: Callable[[Job[Any]], None]
+
+
+_SPECS: dict[JobAction, _Spec] = {
+    JobAction.RETRY: _Spec(gettext_lazy("retried"), (JobStatus.FAILED,), Job.retry),
+    JobAction.RUN_NOW: _Spec(
+        gettext_lazy("queued to run now"), (JobStatus.SCHEDULED,), Job.run_now
+    ),
+    JobAction.CANCEL: _Spec(
+        gettext_lazy("cancelled"),
+        (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED),
+        Job.cancel,
+    ),
+    JobAction.DELETE: _Spec(
+        gettext_lazy("deleted"),
+        (
+            JobStatus.SCHEDULED,
+            JobStatus.QUEUED,
+            JobStatus.FAILED,
+            JobStatus.SUCCEEDED,
+            JobStatus.CANCELLED,
+        ),
+        Job.delete,
+    ),
 }
 
-
-#: Action name -> the :class:`~.job.Job` method that performs it.
-_METHODS: dict[str, Callable[[Job[Any]], None]] = {
-    "retry": Job.retry,
-    "run_now": Job.run_now,
-    "cancel": Job.cancel,
-    "delete": Job.delete,
+#: Action name -> (verb for messages, states it applies to): :class:`JobAction` as a mapping.
+ACTIONS: dict[str, tuple[StrOrPromise, tuple[str, ...]]] = {
+    action.value: (action.verb, tuple(state.value for state in action.states))
+    for action in JobAction
 }
 
 
 def perform(job_id: str, action: str) -> None:
-    """Apply ``action`` (a key of :data:`ACTIONS`) to one job, through its :class:`~.job.Job`.
+    """Apply ``action`` (a :class:`JobAction`, or its value) to one job.
 
     Raises:
         JobStateError: the job is missing or in a state the action does not apply to.
@@ -56,13 +112,14 @@ def perform(job_id: str, action: str) -> None:
     queue = queue_of(job_id)
     if queue is None or queue not in get_config().queues:
         raise ValueError(f"{job_id!r} is not a job id of a declared queue")
-    method = _METHODS.get(action)
-    if method is None:
-        raise ValueError(f"unknown action {action!r}")
+    try:
+        what = JobAction(action)
+    except ValueError:
+        raise ValueError(f"unknown action {action!r}") from None
     job = get_job(job_id)
     if job is None:
         raise JobStateError(f"job {job_id} is missing", None)
-    method(job)
+    what.apply(job)
 
 
 @dataclass

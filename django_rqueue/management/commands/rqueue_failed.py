@@ -16,6 +16,7 @@ from django_rqueue.job import Job, JobStatus, get_job
 from django_rqueue.management.base import table
 from django_rqueue.ops import operations
 from django_rqueue.ops.listings import JobSource, filtered_page
+from django_rqueue.ops.operations import JobAction
 
 
 def _error(job: Job[Any] | None) -> str:
@@ -169,11 +170,11 @@ class Command(BaseCommand):
                 self.emit_json({"done": outcome.done, "refused": dict(outcome.refused)})
             else:
                 for job_id in outcome.done:
-                    self.stdout.write(f"{job_id}: {operations.ACTIONS[action][0]}")
+                    self.stdout.write(f"{job_id}: {JobAction(action).verb}")
                 for job_id, why in outcome.refused:
-                    self.stderr.write(f"{job_id}: not {operations.ACTIONS[action][0]}: {why}")
+                    self.stderr.write(f"{job_id}: not {JobAction(action).verb}: {why}")
             if outcome.refused:
-                done = operations.ACTIONS[action][0]
+                done = JobAction(action).verb
                 raise CommandError(f"{len(outcome.refused)} job(s) were not {done}")
             return
         queues = self.queues(options)
@@ -190,6 +191,6 @@ class Command(BaseCommand):
             result = operations.process_failed(queue, mode, name=options["name"])
             results[queue] = result.done
             if not options["json"]:
-                self.stdout.write(f"{queue}: {result.done} {operations.ACTIONS[action][0]}")
+                self.stdout.write(f"{queue}: {result.done} {JobAction(action).verb}")
         if options["json"]:
             self.emit_json({"done": results})
