@@ -1,7 +1,14 @@
-"""``manage.py rqueue_info``: queues, workers and the health of Redis, at a glance."""
+"""``manage.py rqueue_info``: queues, workers and the health of Redis, at a glance.
+
+:meth:`Command.collect` reads everything into a typed :class:`Report`, which
+is printed as tables or, with ``--json``, as the dict :meth:`Report.as_dict`
+makes of it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 import sys
 from typing import Any
@@ -19,11 +26,81 @@ from django_rqueue.management.base import table
 from django_rqueue.ops import health, monitoring
 from django_rqueue.ops.alerts import QueueWarning, WarningKind, queue_warnings, worker_warnings
 from django_rqueue.ops.counts import queue_counts, throughput
-from django_rqueue.ops.workers import list_workers
+from django_rqueue.ops.workers import WorkerInfo, list_workers
 from django_rqueue.periodic import runtime
 
 
-def redis_facts(client: redis.Redis) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ServerFacts:
+    """Version, memory, eviction policy and persistence of one Redis (as ``INFO`` words them)."""
+
+    version: Any
+    used_memory: Any
+    maxmemory: Any
+    maxmemory_policy: Any
+    aof_enabled: bool
+    #: Its ``save`` setting (RDB snapshots; blank: none), ``"?"`` when it may not be read.
+    rdb_save: str
+
+
+@dataclasses.dataclass(frozen=True)
+class QueueLine:
+    """One queue of the report: its counts, retention, rate limit and last hour."""
+
+    queue: str
+    queued: int
+    scheduled: int
+    running: int
+    failed: int
+    #: The failed store's retention (seconds, jobs; ``None``: none) ...
+    failed_ttl: int | None
+    failed_max: int | None
+    #: ... and the failed jobs it deleted so far.
+    failed_trimmed: int
+    #: Jobs cancelled because their expiry came before they started.
+    expired: int
+    oldest_queued_at: datetime.datetime | None
+    paused: bool
+    paused_at: datetime.datetime | None
+    #: The rate limit as written in the settings (``None``: none).
+    rate_limit: str | None
+    succeeded_last_hour: int
+    failed_last_hour: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleLine:
+    """One periodic entry of the report (times are aware UTC datetimes or ``None``)."""
+
+    name: str
+    job: str
+    expression: str
+    #: ``None`` when :attr:`error` says why the entry cannot run.
+    queue: str | None
+    next_run: datetime.datetime | None
+    last_run: datetime.datetime | None
+    last_job: str | None
+    paused: bool
+    error: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """What ``rqueue_info`` shows: each Redis by its label, the queues, the live workers,
+    the periodic entries, and the warnings in the command's words."""
+
+    redis: dict[str, ServerFacts]
+    queues: list[QueueLine]
+    workers: list[WorkerInfo]
+    schedule: list[ScheduleLine]
+    warnings: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as plain values, for ``--json`` (dates are left to the encoder)."""
+        return dataclasses.asdict(self)
+
+
+def redis_facts(client: redis.Redis) -> ServerFacts:
     """Version, memory, eviction policy and persistence of one Redis."""
     with redis_errors(client):
         server = client.info("server")
@@ -33,14 +110,14 @@ def redis_facts(client: redis.Redis) -> dict[str, Any]:
         save = str(client.config_get("save").get("save", ""))
     except redis.ResponseError:
         save = "?"
-    return {
-        "version": server.get("redis_version"),
-        "used_memory": memory.get("used_memory_human"),
-        "maxmemory": memory.get("maxmemory_human") or memory.get("maxmemory"),
-        "maxmemory_policy": memory.get("maxmemory_policy"),
-        "aof_enabled": bool(persistence.get("aof_enabled")),
-        "rdb_save": save,
-    }
+    return ServerFacts(
+        version=server.get("redis_version"),
+        used_memory=memory.get("used_memory_human"),
+        maxmemory=memory.get("maxmemory_human") or memory.get("maxmemory"),
+        maxmemory_policy=memory.get("maxmemory_policy"),
+        aof_enabled=bool(persistence.get("aof_enabled")),
+        rdb_save=save,
+    )
 
 
 def warning_text(warning: QueueWarning) -> str:
@@ -101,7 +178,7 @@ class Command(BaseCommand):
         except RedisUnavailable as exc:
             raise CommandError(str(exc)) from exc
         if options["json"]:
-            self.stdout.write(json.dumps(report, indent=2, default=str))
+            self.stdout.write(json.dumps(report.as_dict(), indent=2, default=str))
         else:
             self.print_report(report)
 
@@ -121,9 +198,9 @@ class Command(BaseCommand):
             self.stdout.write(f"{problem.status.name}: {problem.text}")
         sys.exit(int(status))
 
-    def collect(self) -> dict[str, Any]:
+    def collect(self) -> Report:
         config = get_config()
-        servers: dict[str, dict[str, Any]] = {}
+        servers: dict[str, ServerFacts] = {}
         looked_at: set[str] = set()
         warnings: list[str] = []
         queues = []
@@ -145,63 +222,55 @@ class Command(BaseCommand):
             warnings += [warning_text(w) for w in queue_warnings([counts], now)]
             rate_limit = config.queue(queue).rate_limit
             queues.append(
-                {
-                    "queue": queue,
-                    "queued": counts.queued,
-                    "scheduled": counts.scheduled,
-                    "running": counts.running,
-                    "failed": counts.failed,
-                    # The failed store's retention, and the failed jobs it deleted so far.
-                    "failed_ttl": qconf.failed_ttl,
-                    "failed_max": qconf.failed_max,
-                    "failed_trimmed": counts.trimmed,
-                    # Jobs cancelled because their expiry came before they started.
-                    "expired": counts.expired,
-                    "oldest_queued_at": counts.oldest_queued_at,
-                    "paused": counts.paused,
-                    "paused_at": counts.paused_at,
-                    "rate_limit": None if rate_limit is None else str(rate_limit),
-                    "succeeded_last_hour": sum(s for _, s, _f in rates),
-                    "failed_last_hour": sum(f for _, _s, f in rates),
-                }
+                QueueLine(
+                    queue=queue,
+                    queued=counts.queued,
+                    scheduled=counts.scheduled,
+                    running=counts.running,
+                    failed=counts.failed,
+                    failed_ttl=qconf.failed_ttl,
+                    failed_max=qconf.failed_max,
+                    failed_trimmed=counts.trimmed,
+                    expired=counts.expired,
+                    oldest_queued_at=counts.oldest_queued_at,
+                    paused=counts.paused,
+                    paused_at=counts.paused_at,
+                    rate_limit=None if rate_limit is None else str(rate_limit),
+                    succeeded_last_hour=sum(s for _, s, _f in rates),
+                    failed_last_hour=sum(f for _, _s, f in rates),
+                )
             )
         workers = list_workers()
         warnings += [warning_text(w) for w in worker_warnings(workers)]
         schedule = [self.entry(state) for state in runtime.entry_states()]
         warnings += [
-            f"schedule entry {e['name']!r} is not run: {e['error']}" for e in schedule if e["error"]
+            f"schedule entry {e.name!r} is not run: {e.error}" for e in schedule if e.error
         ]
-        return {
-            "redis": servers,
-            "queues": queues,
-            "workers": [w.as_dict() for w in workers],
-            "schedule": schedule,
-            "warnings": warnings,
-        }
+        return Report(servers, queues, workers, schedule, warnings)
 
     @staticmethod
-    def entry(state: runtime.EntryState) -> dict[str, Any]:
-        """One periodic entry of the report (times are aware UTC datetimes or ``None``)."""
-        return {
-            "name": state.name,
-            "job": state.entry.job,
-            "expression": state.entry.expression,
-            "queue": state.queue,
-            "next_run": state.next_run,
-            "last_run": state.last_run,
-            "last_job": state.last_job_id or None,
-            "paused": state.paused,
-            "error": state.error or None,
-        }
+    def entry(state: runtime.EntryState) -> ScheduleLine:
+        """One periodic entry of the report."""
+        return ScheduleLine(
+            name=state.name,
+            job=state.entry.job,
+            expression=state.entry.expression,
+            queue=state.queue,
+            next_run=state.next_run,
+            last_run=state.last_run,
+            last_job=state.last_job_id or None,
+            paused=state.paused,
+            error=state.error or None,
+        )
 
-    def print_report(self, report: dict[str, Any]) -> None:
-        for where, facts in report["redis"].items():
-            persistence = "AOF" if facts["aof_enabled"] else ""
-            if facts["rdb_save"].strip():
-                persistence = f"{persistence} RDB({facts['rdb_save']})".strip()
+    def print_report(self, report: Report) -> None:
+        for where, facts in report.redis.items():
+            persistence = "AOF" if facts.aof_enabled else ""
+            if facts.rdb_save.strip():
+                persistence = f"{persistence} RDB({facts.rdb_save})".strip()
             self.stdout.write(
-                f"{where}: redis {facts['version']}, memory {facts['used_memory']}"
-                f" (maxmemory {facts['maxmemory']}, policy {facts['maxmemory_policy']}),"
+                f"{where}: redis {facts.version}, memory {facts.used_memory}"
+                f" (maxmemory {facts.maxmemory}, policy {facts.maxmemory_policy}),"
                 f" persistence {persistence or 'off'}"
             )
         self.stdout.write("")
@@ -223,46 +292,44 @@ class Command(BaseCommand):
                 ],
                 [
                     [
-                        q["queue"],
-                        q["queued"],
-                        q["scheduled"],
-                        q["running"],
-                        q["failed"],
-                        q["failed_trimmed"],
-                        q["expired"],
-                        q["oldest_queued_at"],
-                        q["succeeded_last_hour"],
-                        q["failed_last_hour"],
-                        q["rate_limit"] or "-",
-                        "paused" if q["paused"] else "active",
+                        q.queue,
+                        q.queued,
+                        q.scheduled,
+                        q.running,
+                        q.failed,
+                        q.failed_trimmed,
+                        q.expired,
+                        q.oldest_queued_at,
+                        q.succeeded_last_hour,
+                        q.failed_last_hour,
+                        q.rate_limit or "-",
+                        "paused" if q.paused else "active",
                     ]
-                    for q in report["queues"]
+                    for q in report.queues
                 ],
             )
         )
         self.stdout.write("")
-        if report["workers"]:
+        if report.workers:
             self.stdout.write(
                 table(
                     ["WORKER", "HOST", "PID", "QUEUES", "JOBS", "HEARTBEAT"],
                     [
                         [
-                            w.get("id"),
-                            w.get("host"),
-                            w.get("pid"),
-                            ",".join(map(str, w.get("queues") or [])),
-                            len(w.get("jobs") or []),
-                            ms_to_datetime(w["heartbeat"])
-                            if isinstance(w.get("heartbeat"), int)
-                            else None,
+                            w.id,
+                            w.host,
+                            w.pid,
+                            ",".join(w.queues),
+                            len(w.jobs),
+                            ms_to_datetime(w.heartbeat),
                         ]
-                        for w in report["workers"]
+                        for w in report.workers
                     ],
                 )
             )
         else:
             self.stdout.write("workers: none seen")
-        if report["schedule"]:
+        if report.schedule:
             self.stdout.write("")
             self.stdout.write(
                 table(
@@ -278,18 +345,18 @@ class Command(BaseCommand):
                     ],
                     [
                         [
-                            e["name"],
-                            e["job"],
-                            e["expression"],
-                            e["queue"],
-                            e["next_run"],
-                            e["last_run"],
-                            e["last_job"],
-                            "yes" if e["paused"] else "no",
+                            e.name,
+                            e.job,
+                            e.expression,
+                            e.queue,
+                            e.next_run,
+                            e.last_run,
+                            e.last_job,
+                            "yes" if e.paused else "no",
                         ]
-                        for e in report["schedule"]
+                        for e in report.schedule
                     ],
                 )
             )
-        for warning in report["warnings"]:
+        for warning in report.warnings:
             self.stdout.write(self.style.WARNING(f"WARNING {warning}"))
