@@ -1,5 +1,7 @@
-"""The ``django.tasks`` bridge: a task's job function (:class:`TaskJobFunction`), the
-``TaskResult`` of its job (:func:`task_result`), and Django's task signals sent from ours.
+"""The ``django.tasks`` bridge: a task's job function, its job's ``TaskResult``, Django's signals.
+
+A task's job function is a :class:`TaskJobFunction`, the ``TaskResult`` of its
+job is :func:`task_result`'s, and Django's task signals are sent from ours.
 
 :class:`~django_rqueue.tasks.backend.RQueueBackend` enqueues through it, and a worker runs
 a task job through it (:func:`~django_rqueue.tasks.backend.task_job_function`); the

@@ -2,7 +2,7 @@
 
 The exactly-once claims across real processes (two workers and two pollers,
 kill -9 mid-tick) are in tests/faults/test_schedule.py; the tick arithmetic
-(cron, DST) in tests/test_schedule.py.
+(cron, DST) in tests/periodic/test_entries.py.
 """
 
 from __future__ import annotations
