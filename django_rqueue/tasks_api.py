@@ -10,44 +10,6 @@ Raises:
 
 from __future__ import annotations
 
-from .tasks.api import (
-    EXTRA,
-    MODULE,
-    BaseTaskBackend,
-    ImmediateBackend,
-    InvalidTask,
-    Task,
-    TaskContext,
-    TaskError,
-    TaskResult,
-    TaskResultDoesNotExist,
-    TaskResultStatus,
-    default_task_backend,
-    normalize_json,
-    task,
-    task_backends,
-    task_enqueued,
-    task_finished,
-    task_started,
-)
-
-__all__ = [
-    "MODULE",
-    "BaseTaskBackend",
-    "ImmediateBackend",
-    "InvalidTask",
-    "Task",
-    "TaskContext",
-    "TaskError",
-    "TaskResult",
-    "TaskResultDoesNotExist",
-    "TaskResultStatus",
-    "default_task_backend",
-    "normalize_json",
-    "task",
-    "task_backends",
-    "task_enqueued",
-    "task_finished",
-    "task_started",
-    "EXTRA",
-]
+from .tasks.api import *  # noqa: F403 - every name of the API, as its __all__ lists them
+from .tasks.api import EXTRA as EXTRA
+from .tasks.api import __all__ as __all__
