@@ -66,7 +66,12 @@ _STATS_FIELDS = (
 
 
 def queue_counts(queue: str) -> QueueCounts:
-    """Counts of one queue in two round trips (one more for the oldest queued job)."""
+    """Counts of one queue in two round trips (one more for the oldest queued job).
+
+    Raises:
+        ValueError: ``queue`` is not declared.
+        RedisUnavailable: Redis cannot be reached.
+    """
     ref = queue_ref(queue)
     keys, client = ref.keys, ref.client()
     with redis_errors(client):
