@@ -35,13 +35,12 @@ from django.utils import timezone
 
 from ..conf import get_config
 from ..display import printable
-from ..engine.connection import get_client, redis_errors, redis_time_ms
-from ..engine.keys import pollers_key
+from ..engine.connection import get_client
 from ..exceptions import RedisUnavailable
 from . import health
 from .alerts import queue_warnings
 from .counts import queue_counts
-from .workers import POLLER_SEEN, list_workers
+from .workers import POLLER_SEEN, list_workers, live_pollers
 
 #: Problems of a Redis that leave its queues unread: unreachable, or the user may not
 #: run the commands or use the keys the queries need.
@@ -148,10 +147,6 @@ def _process_problems() -> list[Problem]:
         if worker.problems:
             what = printable("; ".join(worker.problems))
             found.append(Problem(Status.WARNING, f"worker {worker.id}: corrupt entry ({what})"))
-    client = get_client()
-    since = redis_time_ms(client) - int(POLLER_SEEN * 1000)
-    with redis_errors(client):
-        live = client.zcount(pollers_key(get_config().key_prefix), since, "+inf")
-    if not live:
+    if not live_pollers():
         found.append(Problem(Status.WARNING, f"no poller seen in the last {POLLER_SEEN:.0f} s"))
     return found

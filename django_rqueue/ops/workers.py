@@ -16,7 +16,7 @@ import redis
 
 from ..conf import get_config
 from ..engine.connection import as_text, get_client, redis_errors, redis_time_ms, wrong_type
-from ..engine.keys import restart_key, worker_key, workers_key
+from ..engine.keys import pollers_key, restart_key, worker_key, workers_key
 from ..serialization import loads
 
 #: Seconds: a poller that recorded nothing for this long is not counted as live.
@@ -155,6 +155,18 @@ def list_workers() -> list[WorkerInfo]:
         with redis_errors(client):
             client.zrem(workers_key(prefix), *gone)
     return found
+
+
+def live_pollers() -> int:
+    """How many pollers recorded a round within :data:`POLLER_SEEN` seconds (Redis clock).
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached.
+    """
+    client = get_client()
+    since = redis_time_ms(client) - int(POLLER_SEEN * 1000)
+    with redis_errors(client):
+        return int(client.zcount(pollers_key(get_config().key_prefix), since, "+inf"))
 
 
 def request_restart() -> int:
