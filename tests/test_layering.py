@@ -117,7 +117,7 @@ def test_every_import_is_an_edge() -> None:
     assert "django_rqueue.job" in edges["django_rqueue.registry"]  # under TYPE_CHECKING
     assert "django_rqueue.backends" in edges["django_rqueue.apps"]  # in a function
     assert "django_rqueue.exceptions" in edges["django_rqueue.registry"]  # at the top
-    assert "django_rqueue.engine.keys" in edges["django_rqueue.enqueue"]  # from a subpackage
+    assert "django_rqueue.engine.keys" in edges["django_rqueue.enqueue.plan"]  # from a subpackage
 
 
 def test_no_import_cycle() -> None:
