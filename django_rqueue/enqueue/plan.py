@@ -2,7 +2,8 @@
 
 A :class:`Plan` is what every call of one ``.delay()`` / ``.delay_many()``
 shares: the queue, the job-hash fields (:attr:`Plan.record`) and the part of
-the ``enqueue.lua`` call every job of it shares (:attr:`Plan.shared`).
+the ``enqueue.lua`` call every job of it shares (:attr:`Plan.shared`), or of
+the ``enqueue_batch.lua`` call every batch of it shares (:attr:`Plan.batch_shared`).
 :meth:`Plan.submission` validates and encodes one call's arguments into a
 :class:`Submission`, which :mod:`~django_rqueue.enqueue.write` writes. Pure:
 nothing here talks to Redis or to the database.
@@ -68,6 +69,8 @@ class Plan:
     record: Mapping[str, str | int]
     #: What every ``enqueue.lua`` call of the plan shares (``record`` among its field pairs).
     shared: calls.EnqueueShared
+    #: What every ``enqueue_batch.lua`` call of the plan shares (``record`` as its fields).
+    batch_shared: calls.BatchShared
     #: ``RQUEUE["MAX_PAYLOAD_BYTES"]`` (for ``None``, the most a worker decodes:
     #: :data:`~django_rqueue.serialization.MAX_JSON_BYTES`).
     max_payload: int
@@ -153,6 +156,15 @@ class Plan:
             record=types.MappingProxyType(record),
             shared=calls.EnqueueShared(
                 keys, (priority, group, delay_ms, run_at_ms), unique_ttl, tuple(calls.pairs(record))
+            ),
+            batch_shared=calls.BatchShared.of(
+                keys,
+                priority=priority,
+                group=group,
+                delay_ms=delay_ms,
+                run_at_ms=run_at_ms,
+                unique_ttl=unique_ttl,
+                fields=record,
             ),
             max_payload=config.max_payload_bytes or MAX_JSON_BYTES,
             job_id=None if o.job_id is None else f"{queue}:{o.job_id}",

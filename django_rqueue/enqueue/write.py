@@ -23,7 +23,7 @@ from .. import signals
 from ..conf import Config, get_config
 from ..engine import transitions
 from ..engine.connection import get_async_client, get_client, ms_to_datetime
-from ..engine.keys import JobFields, QueueKeys
+from ..engine.keys import QueueKeys
 from ..engine.transitions import EnqueueOutcome, ReplicaWait
 from ..exceptions import (
     EnqueueIncomplete,
@@ -210,24 +210,15 @@ class BatchSubmission:
         each batch wrote (their Jobs updated); under ``MIN_REPLICAS_ACK`` one batch at a
         time, each followed by a ``WAIT``, raising ``NotReplicated`` for the first batch
         not confirmed."""
-        first = pending[0]
-        fields = first.fields()
-        del fields[JobFields.PAYLOAD]  # every other field is the same for the whole batch
-        options: dict[str, Any] = {
-            "priority": first.plan.priority,
-            "group": first.plan.group,
-            "delay_ms": first.plan.delay_ms,
-            "run_at_ms": first.plan.run_at_ms,
-            "unique_ttl": first.plan.unique_ttl,
-            "fields": fields,
-        }
-        keys = first.plan.keys
+        # Every field but the payload is the plan's, the same for the whole batch (the
+        # submissions of delay_many carry no extra fields).
+        shared = pending[0].plan.batch_shared
         wait = replica_wait(get_config())
         if wait is None:
             items = [self._item(s) for s in pending]
             start = 0
             for replies in transitions.enqueue_batches(
-                client, keys, items, batch_size=self.batch_size, **options
+                client, shared, items, batch_size=self.batch_size
             ):
                 self._apply(pending[start : start + len(replies)], replies)
                 start += len(replies)
@@ -236,7 +227,7 @@ class BatchSubmission:
         for start in range(0, len(pending), self.batch_size):
             batch = pending[start : start + self.batch_size]
             replies, acked = transitions.enqueue_batch_and_wait(
-                client, keys, [self._item(s) for s in batch], wait, **options
+                client, shared, [self._item(s) for s in batch], wait
             )
             self._apply(batch, replies)
             yield len(batch)
