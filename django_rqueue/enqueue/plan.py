@@ -1,4 +1,5 @@
-"""Plan: a job function's options resolved once into the job record and the shared script arguments.
+"""Plan and Submission (pure): a job function's options resolved once into the job record and the
+shared script arguments, and each call's arguments validated and encoded.
 
 A :class:`Plan` is what every call of one ``.delay()`` / ``.delay_many()``
 shares: the queue, the job-hash fields (:attr:`Plan.record`) and the part of
