@@ -29,6 +29,9 @@ from ..execution import arun_eager, run_eager
 from ..job import Job
 from ..options import JobOptions
 from . import commit
+
+# Re-exported (``X as X``): the names of django_rqueue.enqueue from before it was a package
+# (a constant is read where it is defined: patch ``enqueue.write.ENQUEUE_PATIENCE``).
 from .commit import HOLDING as HOLDING
 from .plan import Plan as Plan
 from .plan import Submission as Submission
