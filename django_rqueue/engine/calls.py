@@ -124,6 +124,11 @@ class EnqueueShared(NamedTuple):
         args += fields
         return ScriptCall("enqueue", script_keys, args)
 
+    def batch(self) -> BatchShared:
+        """These options as ``enqueue_batch.lua`` takes them (the batches of ``.delay_many()``)."""
+        head = (*self.options, self.unique_ttl, len(self.fields) // 2, *self.fields)
+        return BatchShared(self.keys, head)
+
 
 def enqueue(keys: QueueKeys, job: NewJob, *, delay_ms: int, run_at_ms: int) -> ScriptCall:
     """``enqueue.lua``: create one job (the script derives the queue's other keys)."""
@@ -135,8 +140,8 @@ class BatchShared(NamedTuple):
     """The part of an ``enqueue_batch.lua`` call that every batch of jobs with the same
     options shares: :class:`EnqueueShared`'s twin for ``.delay_many()``.
 
-    A ``.delay()`` plan builds it once (``enqueue.Plan.batch_shared``), so
-    that each batch builds only its items' arguments.
+    A ``.delay()`` plan builds it once (``enqueue.Plan.batch_shared``, from
+    :meth:`EnqueueShared.batch`), so that each batch builds only its items' arguments.
     """
 
     keys: QueueKeys
@@ -144,25 +149,6 @@ class BatchShared(NamedTuple):
     #: delay in ms, run-at in ms since the epoch (UTC) or -1, unique TTL in seconds (0: until
     #: the job ends), the number of shared fields, then those fields' pairs, flattened.
     head: tuple[Arg, ...]
-
-    @classmethod
-    def of(
-        cls,
-        keys: QueueKeys,
-        *,
-        priority: int,
-        group: str,
-        delay_ms: int,
-        run_at_ms: int,
-        unique_ttl: int,
-        fields: Mapping[str, str | int],
-    ) -> BatchShared:
-        """The shared part of the batches of ``keys``'s queue: ``fields`` (name, options) are
-        written into every job hash; the other arguments mean what they mean for
-        :class:`EnqueueShared`."""
-        head: list[Arg] = [priority, group, delay_ms, run_at_ms, unique_ttl, len(fields)]
-        head += pairs(fields)
-        return cls(keys, tuple(head))
 
     def call(self, items: Iterable[tuple[str, str, str]], *, with_unique: bool) -> ScriptCall:
         """``enqueue_batch.lua``: create the jobs ``items`` (``(id, payload, unique key)``).

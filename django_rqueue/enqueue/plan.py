@@ -137,6 +137,9 @@ class Plan:
             record[JobFields.EXPIRES_IN] = expires_in_ms  # the script adds the enqueue time
         keys = QueueKeys.of(config.key_prefix, queue)
         priority, group, unique_ttl = o.priority or 0, o.group or "", o.unique_ttl or 0
+        shared = calls.EnqueueShared(
+            keys, (priority, group, delay_ms, run_at_ms), unique_ttl, tuple(calls.pairs(record))
+        )
         return cls(
             job_function=job_function,
             queue=queue,
@@ -155,18 +158,8 @@ class Plan:
             expires_in_ms=expires_in_ms,
             keys=keys,
             record=types.MappingProxyType(record),
-            shared=calls.EnqueueShared(
-                keys, (priority, group, delay_ms, run_at_ms), unique_ttl, tuple(calls.pairs(record))
-            ),
-            batch_shared=calls.BatchShared.of(
-                keys,
-                priority=priority,
-                group=group,
-                delay_ms=delay_ms,
-                run_at_ms=run_at_ms,
-                unique_ttl=unique_ttl,
-                fields=record,
-            ),
+            shared=shared,
+            batch_shared=shared.batch(),
             max_payload=config.max_payload_bytes or MAX_JSON_BYTES,
             job_id=None if o.job_id is None else f"{queue}:{o.job_id}",
         )

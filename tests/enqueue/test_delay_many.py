@@ -14,7 +14,7 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue import Job, JobStatus, get_job
 from django_rqueue.engine import transitions
-from django_rqueue.engine.calls import BatchShared
+from django_rqueue.engine.calls import EnqueueShared
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.scripts import load
 from django_rqueue.worker.loop import Worker
@@ -239,15 +239,7 @@ def test_eager_runs_each_call_inline(settings: Settings, redis_client: redis.Red
 
 
 def _batch(client: redis.Redis, items: list[transitions.BatchItem], batch_size: int) -> list[str]:
-    shared = BatchShared.of(
-        KEYS,
-        priority=0,
-        group="",
-        delay_ms=0,
-        run_at_ms=-1,
-        unique_ttl=0,
-        fields={"n": "x", "queue": "default"},
-    )
+    shared = EnqueueShared(KEYS, (0, "", 0, -1), 0, ("n", "x", "queue", "default")).batch()
     replies = transitions.enqueue_batch(client, shared, items, batch_size=batch_size)
     return [outcome for outcome, _, _ in replies]
 
@@ -295,9 +287,7 @@ def test_enqueue_batch_links_its_jobs_like_one_by_one_enqueues(redis_client: red
     record = redis_client.hgetall(KEYS.job(items[0].job_id))
     assert b"due" not in record  # due now: readers take the enqueue time ("at")
     later = [transitions.BatchItem(f"default:{i:032x}", "", "[]") for i in range(2000, 2003)]
-    shared = BatchShared.of(
-        KEYS, priority=0, group="", delay_ms=60_000, run_at_ms=-1, unique_ttl=0, fields={"n": "x"}
-    )
+    shared = EnqueueShared(KEYS, (0, "", 60_000, -1), 0, ("n", "x")).batch()
     replies = transitions.enqueue_batch(redis_client, shared, later)
     assert {state for _, _, state in replies} == {"scheduled"}
     due: list[tuple[bytes, float]] = redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)  # type: ignore[assignment]
