@@ -10,8 +10,8 @@ by :func:`get_config`, so a setting that a check rejects can never be used silen
 
 The package: :mod:`.defaults` (every default, once), :mod:`.settings` (one row per key:
 type, default, check, doc, check ids), :mod:`.rules` (the check of one value),
-:mod:`.validation` (every problem), :mod:`.parse` (raw setting -> :class:`Config`) and
-:mod:`.model` (the parsed values).
+:mod:`.validation` (every problem), :mod:`.parse` (raw setting -> :class:`Config`),
+:mod:`.model` (the parsed values) and :mod:`.table` (the README's settings table).
 """
 
 from __future__ import annotations

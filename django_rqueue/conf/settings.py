@@ -2,9 +2,9 @@
 
 :data:`SETTINGS` holds the top-level keys, :data:`OPTIONS` the job options of ``DEFAULTS``
 and of every ``QUEUES[name]``, :data:`QUEUE_OPTIONS` the options of a queue alone. The
-checks (:mod:`.validation`) and the parser (:mod:`.parse`) read these rows, so a new
-setting is one new row (plus, when it lands in :class:`~.model.Config`, one line of the
-parser).
+checks (:mod:`.validation`), the parser (:mod:`.parse`) and the settings table of the
+README (:mod:`.table`) all read these rows, so a new setting is one new row (plus, when it
+lands in :class:`~.model.Config`, one line of the parser).
 """
 
 from __future__ import annotations
