@@ -397,5 +397,5 @@ BY_KEY: Mapping[str, Setting] = {row.key: row for row in SETTINGS}
 TOP_LEVEL_KEYS = frozenset(BY_KEY)
 OPTION_KEYS = frozenset(row.key for row in OPTIONS)
 QUEUE_KEYS = OPTION_KEYS | {row.key for row in QUEUE_OPTIONS}
-#: The check ids of the setting as a whole: E001 it is not a dict, E002 an unknown key.
-GENERAL_CHECKS = ("rqueue.E001", "rqueue.E002")
+#: The check ids of the setting as a whole, with what each means.
+GENERAL_CHECKS: Mapping[str, str] = {"rqueue.E001": "not a dict", "rqueue.E002": "an unknown key"}

@@ -85,13 +85,13 @@ def markdown_table(rows: Iterable[Setting], *, only_queue: Collection[str] = ())
 def settings_block() -> str:
     """The README's generated block, markers included: both tables."""
     queue_only = {row.key for row in QUEUE_OPTIONS}
-    general = ", ".join(f"`{i}`" for i in GENERAL_CHECKS)
+    general = ", ".join(f"`{i}` ({meaning})" for i, meaning in GENERAL_CHECKS.items())
     return (
         f"{BEGIN}\n"
         f"{markdown_table(SETTINGS)}\n"
         f"{OPTIONS_INTRO}\n\n"
         f"{markdown_table((*OPTIONS, *QUEUE_OPTIONS), only_queue=queue_only)}\n"
-        f"Checks of the whole setting: {general} (not a dict; an unknown key).\n"
+        f"Checks of the whole setting: {general}.\n"
         f"{END}"
     )
 
