@@ -46,7 +46,7 @@ logger = logging.getLogger("django_rqueue.supervisor")
 
 
 @dataclass
-class Running:
+class ChildJob:
     """A job a child told the master it runs (or holds); times are ``time.monotonic()``."""
 
     queue: str
@@ -92,10 +92,10 @@ class Child:
     cancel_fd: int = -1
     buffer: bytes = b""
     #: Jobs the child runs ("start" heard, "end" not yet), by id.
-    running: dict[str, Running] = field(default_factory=dict)
+    running: dict[str, ChildJob] = field(default_factory=dict)
     #: Jobs reserved ahead by the child and not started yet, by id.
-    prefetched: dict[str, Running] = field(default_factory=dict)
-    #: Running jobs whose cancel it was asked to carry out, by id, with the
+    prefetched: dict[str, ChildJob] = field(default_factory=dict)
+    #: ChildJob jobs whose cancel it was asked to carry out, by id, with the
     #: ``time.monotonic()`` deadline of the hard stop.
     cancelling: dict[str, float] = field(default_factory=dict)
     #: Why the master killed it (``None``: not killed).
@@ -105,11 +105,11 @@ class Child:
     culprits: dict[str, float] = field(default_factory=dict)
     born: float = field(default_factory=time.monotonic)
 
-    def runs(self, record: Running) -> bool:
+    def runs(self, record: ChildJob) -> bool:
         """Whether ``record`` itself (not a later record of the same job) is a running job."""
         return self.running.get(record.job_id) is record
 
-    def holds(self, record: Running) -> bool:
+    def holds(self, record: ChildJob) -> bool:
         """Whether ``record`` is still a running or a prefetched job of this child."""
         return self.runs(record) or self.prefetched.get(record.job_id) is record
 
@@ -137,8 +137,8 @@ class Child:
         """Apply one message; return the outcome word of an "end", else ``None``."""
         now = time.monotonic()
 
-        def record(job: JobLine) -> Running:
-            return Running(
+        def record(job: JobLine) -> ChildJob:
+            return ChildJob(
                 queue=job["queue"],
                 job_id=job["id"],
                 token=int(job["token"]),

@@ -67,7 +67,7 @@ from ..exceptions import (
 from ..health import NO_UNBLOCK, problems_by_server
 from ..job import Job
 from . import cancelling, heartbeat
-from .children import Child, ChildKind, KillReason, Running, run_child
+from .children import Child, ChildJob, ChildKind, KillReason, run_child
 from .hooks import AttemptOutcome
 from .idle import unblock_refused
 from .outages import Outages
@@ -156,7 +156,7 @@ class Supervisor:
         self.redis_down_since: float | None = None
         #: No look for cancel requests (cancelling.py) before this ``time.monotonic()``.
         self.next_cancel_check = 0.0
-        self.pending_reports: list[tuple[Running, BaseException]] = []
+        self.pending_reports: list[tuple[ChildJob, BaseException]] = []
         #: Servers whose lease renewals failed lately (skipped until their retry time).
         self.outages = Outages()
         #: ``time.monotonic()`` before which the next pass does not start (:data:`PASS_GAP`).
@@ -390,7 +390,7 @@ class Supervisor:
             return "cancelled: killed after the grace period"
         return f"cancelled: the worker process ended meanwhile (status {status})"
 
-    def _death_reason(self, child: Child, status: int, running: Running) -> BaseException:
+    def _death_reason(self, child: Child, status: int, running: ChildJob) -> BaseException:
         if child.killed_for is KillReason.TIMEOUT:
             return JobTimeout(f"hard timeout after {child.culprits[running.job_id]:.0f} s")
         if os.WIFSIGNALED(status):
@@ -400,14 +400,14 @@ class Supervisor:
 
     # -- reports on a dead child's behalf ------------------------------------
 
-    def _fail_attempt(self, running: Running, exc: BaseException) -> None:
+    def _fail_attempt(self, running: ChildJob, exc: BaseException) -> None:
         try:
             self._report_failure(running, exc)
         except RedisUnavailable as error:
             logger.warning("cannot report %s yet (%s); will retry", running.job_id, error)
             self.pending_reports.append((running, exc))
 
-    def _report_failure(self, running: Running, exc: BaseException) -> None:
+    def _report_failure(self, running: ChildJob, exc: BaseException) -> None:
         if isinstance(exc, JobCancelled):
             cancel_lost_attempt(running.queue, running.job_id, running.token, str(exc))
             return
@@ -415,7 +415,7 @@ class Supervisor:
         if reported is AttemptOutcome.FAILED:
             self.failed += 1
 
-    def _hand_back(self, running: Running) -> None:
+    def _hand_back(self, running: ChildJob) -> None:
         hand_back(running.queue, running.job_id, running.token)
 
     # -- the loop ------------------------------------------------------------
@@ -514,7 +514,7 @@ class Supervisor:
         ]
         if not watched:
             return
-        by_client: dict[int, tuple[redis.Redis, list[tuple[Child, Running]]]] = {}
+        by_client: dict[int, tuple[redis.Redis, list[tuple[Child, ChildJob]]]] = {}
         for child, running in watched:
             client = get_client(running.queue)
             by_client.setdefault(id(client), (client, []))[1].append((child, running))
@@ -572,7 +572,7 @@ class Supervisor:
         if failed is not None:
             raise failed
 
-    def _renew(self, child: Child, running: Running, now: float, lease: float) -> None:
+    def _renew(self, child: Child, running: ChildJob, now: float, lease: float) -> None:
         running.renew_at = now + lease / 3
         ref = queue_ref(running.queue)
         try:
@@ -591,7 +591,7 @@ class Supervisor:
             running.renew_at = now
             raise
 
-    def _lease_lost(self, child: Child, running: Running, exc: LeaseLost) -> None:
+    def _lease_lost(self, child: Child, running: ChildJob, exc: LeaseLost) -> None:
         """A renewal was refused: kill the child if the job now belongs to someone else.
 
         The child's pipe is read first: the job may have ended already (its
