@@ -1,4 +1,4 @@
-"""``manage.py rqueue_work``: run a worker (see :mod:`django_rqueue.worker.supervisor`)."""
+"""``manage.py rqueue_work``: run a worker (see :mod:`django_rqueue.master.supervisor`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django_rqueue.management.base import (
     queue_selection,
     seconds,
 )
-from django_rqueue.worker.supervisor import Supervisor
+from django_rqueue.master.supervisor import Supervisor
 
 
 class Command(BaseCommand):

@@ -1,4 +1,5 @@
-"""The pipe between a supervised child and its master, and the master's record of each child.
+"""The master's children: its record of each child and of the jobs it holds (:class:`ChildJob`),
+the pipe between them, and what a forked child runs (:func:`run_child`).
 
 A child tells its master, one JSON line per event, which jobs it holds
 (reserved ahead, not started: "prefetch"), which ones it runs ("start", one
@@ -27,7 +28,7 @@ from typing import Any, NoReturn
 from ..engine.connection import reset_after_fork
 from ..job import Job
 from ..serialization import dumps
-from .hooks import (
+from ..worker.hooks import (
     AttemptOutcome,
     EndMessage,
     Event,
@@ -37,10 +38,10 @@ from .hooks import (
     StartMessage,
     job_line,
 )
-from .loop import Worker
-from .poller import Poller
+from ..worker.loop import Worker
+from ..worker.poller import Poller
+from ..worker.settings import WorkerSettings
 from .process import set_pdeathsig
-from .settings import WorkerSettings
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
@@ -62,9 +63,9 @@ class ChildJob:
 class ChildKind(enum.StrEnum):
     """What a child process of the master does."""
 
-    #: Reserves and runs jobs (:class:`~.loop.Worker`).
+    #: Reserves and runs jobs (:class:`~django_rqueue.worker.loop.Worker`).
     WORKER = "worker"
-    #: Promotes due jobs and reclaims expired leases (:class:`~.poller.Poller`).
+    #: Promotes due jobs and reclaims expired leases (:class:`~django_rqueue.worker.poller.Poller`).
     POLLER = "poller"
 
 
@@ -88,7 +89,8 @@ class Child:
     pid: int
     fd: int
     kind: ChildKind
-    #: The write end of its cancel pipe (:mod:`~.cancelling`; -1: none, a poller child).
+    #: The write end of its cancel pipe (:mod:`~django_rqueue.worker.cancelling`; -1: none, a
+    #: poller child).
     cancel_fd: int = -1
     buffer: bytes = b""
     #: Jobs the child runs ("start" heard, "end" not yet), by id.
@@ -163,8 +165,8 @@ class Child:
 
 
 class PipeHooks:
-    """A child's side of the pipe (:class:`~.hooks.WorkerHooks`): one JSON line per event
-    (the typed messages of :mod:`~.hooks`).
+    """A child's side of the pipe (:class:`~django_rqueue.worker.hooks.WorkerHooks`): one JSON
+    line per event (the typed messages of :mod:`~django_rqueue.worker.hooks`).
 
     "end" and "prefetch" lines wait in a buffer and go out with the next "start"
     (or at :meth:`flush`, when the worker goes idle or exits): one write,
@@ -220,7 +222,8 @@ def run_child(
     stops it) and opens its own Redis connections. A worker child serves
     ``settings``, tells the master what it runs through ``fd`` (:class:`PipeHooks`) and
     reads its master's cancel requests from ``cancel_fd``
-    (:mod:`~.cancelling`); exit status 0 when it stopped cleanly, 1 when it crashed.
+    (:mod:`~django_rqueue.worker.cancelling`); exit status 0 when it stopped cleanly, 1 when it
+    crashed.
     """
     code = 1
     try:
