@@ -1,6 +1,8 @@
-"""The master's startup gate: wait until a Redis of the queues answers, refuse a misconfigured one.
+"""The master's startup: the Redis gate (wait until a Redis of the queues answers, refuse a
+misconfigured one) and the log of the jobs it can run.
 
-``rqueue_work``'s master runs :func:`check_redis` before it forks a child.
+``rqueue_work``'s master runs :func:`check_redis`, then :func:`log_registry`, before it
+forks a child.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable
 
 from django.core.checks import CheckMessage
 
+from .. import registry
 from ..exceptions import RedisUnavailable, StartupError
 from ..health import NO_UNBLOCK, problems_by_server
 from ..worker.idle import unblock_refused
@@ -87,3 +90,26 @@ def check_redis(
             logger.warning("%s: %s %s", problem.id, problem.msg, problem.hint or "")
     if errors:
         raise StartupError("refusing to start:\n" + "\n".join(errors))
+
+
+def log_registry(worker_id: str) -> None:
+    """Log how many jobs the worker ``worker_id`` can run and from which modules (each name
+    at DEBUG, ``-v 2``)."""
+    by_module = registry.modules()
+    count = sum(len(names) for names in by_module.values())
+    if not count:
+        logger.warning(
+            "worker %s: no @job is registered (workers import the 'jobs' module of every "
+            "app in INSTALLED_APPS); only django.tasks tasks can run",
+            worker_id,
+        )
+        return
+    logger.info(
+        "worker %s: %d job(s) registered from %s",
+        worker_id,
+        count,
+        ", ".join(by_module),
+    )
+    for names in by_module.values():
+        for name in names:
+            logger.debug("worker %s: job %s", worker_id, name)

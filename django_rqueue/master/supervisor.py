@@ -12,9 +12,9 @@ master-worker model of PHP delay queues:
   lease while the worker lives, and carries out cancel requests (:mod:`~.cancels`).
 - At ``timeout`` the child raises :class:`~django_rqueue.exceptions.JobTimeout`
   in the job (soft); at ``timeout + grace`` the master SIGKILLs the child's
-  process group and forks a new child; what the child left is reported on its
-  behalf (:mod:`~.losses`: "hard timeout after N s", "worker process died",
-  hand-backs).
+  process group (:mod:`~.timeouts`) and forks a new child; what the child left
+  is reported on its behalf (:mod:`~.losses`: "hard timeout after N s", "worker
+  process died", hand-backs).
 - ``max_jobs`` / ``max_memory_mb``: a child exits after the job that crosses
   the limit and is replaced.
 - SIGTERM/SIGINT: children stop reserving, running jobs get
@@ -59,7 +59,8 @@ from .losses import Losses
 from .process import kill_group, send_signal
 from .reachability import Reachability
 from .renewals import Renewals
-from .startup import check_redis
+from .startup import check_redis, log_registry
+from .timeouts import stop_overrun
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
@@ -158,7 +159,7 @@ class Supervisor:
         if self.signals:
             return 0
         registry.autodiscover()
-        self._log_registry()
+        log_registry(self.worker_id)
         self.started_ms = redis_time_ms(get_client())
         logger.info(
             "worker %s: %d child(ren) serving %s",
@@ -180,28 +181,6 @@ class Supervisor:
             os.execv(sys.executable, sys.orig_argv)  # noqa: S606 - our own command line
         logger.info("worker %s: exited cleanly", self.worker_id)
         return 0
-
-    def _log_registry(self) -> None:
-        """Log how many jobs this worker can run and from which modules (each name at DEBUG,
-        ``-v 2``)."""
-        by_module = registry.modules()
-        count = sum(len(names) for names in by_module.values())
-        if not count:
-            logger.warning(
-                "worker %s: no @job is registered (workers import the 'jobs' module of every "
-                "app in INSTALLED_APPS); only django.tasks tasks can run",
-                self.worker_id,
-            )
-            return
-        logger.info(
-            "worker %s: %d job(s) registered from %s",
-            self.worker_id,
-            count,
-            ", ".join(by_module),
-        )
-        for names in by_module.values():
-            for name in names:
-                logger.debug("worker %s: job %s", self.worker_id, name)
 
     # -- children ----------------------------------------------------------
 
@@ -364,20 +343,7 @@ class Supervisor:
         for child in self.children.values():
             if child.killed_for or self.cancels.stop_overdue(child, now):
                 continue
-            for running in child.running.values():
-                ran = now - running.started
-                if running.timeout > 0 and ran >= running.timeout + self.timeout_grace:
-                    logger.warning(
-                        "%s %s: hard timeout after %.1f s; killing child %d",
-                        running.name,
-                        running.job_id,
-                        ran,
-                        child.pid,
-                    )
-                    child.culprits[running.job_id] = ran
-            if child.culprits:
-                child.killed_for = KillReason.TIMEOUT
-                kill_group(child.pid)
+            stop_overrun(child, now, self.timeout_grace)
 
     def _heartbeat(self) -> None:
         config = get_config()
