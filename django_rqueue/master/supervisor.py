@@ -39,7 +39,6 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping
 from types import FrameType
 
 from django import db
@@ -78,33 +77,31 @@ REDIS_RETRY_MAX = 1.0
 
 
 class Supervisor:
-    """Run ``concurrency`` worker children over ``queues`` until stopped."""
+    """Run ``concurrency`` worker children serving ``settings`` until stopped.
+
+    ``shutdown_timeout`` (seconds): how long running jobs get to finish at a stop.
+    ``timeout_grace`` (seconds; ``None``: ``RQUEUE["TIMEOUT_GRACE"]``): between a job's
+    soft and hard timeout, and between a cancel request and the kill. ``with_poller``:
+    fork a poller child too. ``worker_id``: the master's id (``None``: a new one).
+
+    Raises:
+        ValueError: as :meth:`WorkerSettings.checked
+            <django_rqueue.worker.settings.WorkerSettings.checked>`.
+    """
 
     def __init__(
         self,
-        queues: list[str],
+        settings: WorkerSettings,
         *,
-        weights: Mapping[str, int] | None = None,
         concurrency: int,
-        burst: bool = False,
-        max_jobs: int | None = None,
-        max_memory_mb: float | None = None,
         shutdown_timeout: float = 30.0,
         timeout_grace: float | None = None,
         with_poller: bool = True,
         worker_id: str | None = None,
-        async_concurrency: int | None = None,
     ) -> None:
         config = get_config()
         #: What every worker child serves, checked now (a ValueError here, not in every child).
-        self.settings = WorkerSettings(
-            tuple(queues),
-            weights=weights,
-            burst=burst,
-            max_jobs=max_jobs,
-            max_memory_mb=max_memory_mb,
-            async_concurrency=async_concurrency,
-        ).checked()
+        self.settings = settings.checked()
         self.queues = list(self.settings.queues)
         self.concurrency = concurrency
         self.shutdown_timeout = shutdown_timeout

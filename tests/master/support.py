@@ -22,6 +22,7 @@ from django_rqueue.engine import transitions
 from django_rqueue.job import Job
 from django_rqueue.master.children import Child, ChildKind, PipeHooks
 from django_rqueue.master.supervisor import Supervisor
+from django_rqueue.worker.settings import WorkerSettings
 from tests.support.inprocess import keys
 
 
@@ -40,7 +41,8 @@ def fake_child() -> Iterator[FakeChild]:
     process = subprocess.Popen(["sleep", "60"], start_new_session=True)  # its own group
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
-    master = Supervisor(["default"], concurrency=1, with_poller=False, worker_id="w-master")
+    settings = WorkerSettings(("default",))
+    master = Supervisor(settings, concurrency=1, with_poller=False, worker_id="w-master")
     child = Child(pid=process.pid, fd=read_fd, kind=ChildKind.WORKER)
     master.children[process.pid] = child
     try:

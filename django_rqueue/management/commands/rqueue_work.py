@@ -16,6 +16,7 @@ from django_rqueue.management.base import (
     seconds,
 )
 from django_rqueue.master.supervisor import Supervisor
+from django_rqueue.worker.settings import WorkerSettings
 
 
 class Command(BaseCommand):
@@ -93,18 +94,21 @@ class Command(BaseCommand):
         selection = options["queues"]
         queues = list(selection.queues) if selection else list(config.queues)
         try:
-            supervisor = Supervisor(
-                queues,
+            settings = WorkerSettings(
+                tuple(queues),
                 weights=selection.weights if selection else None,
-                concurrency=options["concurrency"],
                 burst=options["burst"],
                 max_jobs=options["max_jobs"],
                 max_memory_mb=options["max_memory"],
+                async_concurrency=options["async_concurrency"],
+            )
+            supervisor = Supervisor(
+                settings,
+                concurrency=options["concurrency"],
                 shutdown_timeout=options["shutdown_timeout"],
                 timeout_grace=options["timeout_grace"],
                 with_poller=not options["without_poller"],
                 worker_id=options["worker_id"],
-                async_concurrency=options["async_concurrency"],
             )
             supervisor.run()
         except (ValueError, StartupError) as exc:
