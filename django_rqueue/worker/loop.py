@@ -148,8 +148,7 @@ class Worker:
         async_concurrency: int | None = None,
         cancel_fd: int | None = None,
     ) -> None:
-        #: What it serves and for how long, checked (:mod:`~.settings`).
-        self.settings = settings = WorkerSettings(
+        settings = WorkerSettings(
             tuple(queues),
             weights=weights,
             burst=burst,
@@ -157,6 +156,29 @@ class Worker:
             max_memory_mb=max_memory_mb,
             async_concurrency=async_concurrency,
         ).checked()
+        self._setup(
+            settings,
+            with_poller=with_poller,
+            worker_id=worker_id,
+            renew_leases=renew_leases,
+            hooks=hooks,
+            cancel_fd=cancel_fd,
+        )
+
+    def _setup(
+        self,
+        settings: WorkerSettings,
+        *,
+        with_poller: bool,
+        worker_id: str | None,
+        renew_leases: bool,
+        hooks: WorkerHooks | None,
+        cancel_fd: int | None,
+    ) -> None:
+        """Set the worker up to serve ``settings`` (checked: :meth:`WorkerSettings.checked
+        <.settings.WorkerSettings.checked>`); the other arguments as :class:`Worker`'s."""
+        #: What it serves and for how long, checked (:mod:`~.settings`).
+        self.settings = settings
         self.queues = list(settings.queues)
         self.async_concurrency = settings.async_slots
         self.burst = settings.burst
@@ -202,24 +224,19 @@ class Worker:
     ) -> Worker:
         """The worker of a child of ``rqueue_work``'s master, which runs the poller and
         renews the leases itself (so this worker does neither) and hears of each job
-        through ``hooks``.
-
-        Raises:
-            ValueError: as :meth:`WorkerSettings.checked <.settings.WorkerSettings.checked>`.
+        through ``hooks``. ``settings`` are used as they are: the master checked them
+        (:meth:`WorkerSettings.checked <.settings.WorkerSettings.checked>`) before it forked.
         """
-        return cls(
-            settings.queues,
-            weights=settings.weights,
-            burst=settings.burst,
-            max_jobs=settings.max_jobs,
-            max_memory_mb=settings.max_memory_mb,
-            async_concurrency=settings.async_concurrency,
+        worker = cls.__new__(cls)
+        worker._setup(
+            settings,
             with_poller=False,
             worker_id=worker_id,
             renew_leases=False,
             hooks=hooks,
             cancel_fd=cancel_fd,
         )
+        return worker
 
     @property
     def processed(self) -> int:

@@ -16,9 +16,6 @@ it too, in ``fail.lua``).
 from __future__ import annotations
 
 import logging
-import os
-import secrets
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -35,6 +32,7 @@ from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
 from .idle import IdleWaiter
 from .outages import Outages
+from .process import new_worker_id
 from .reconnect import Reconnect
 from .scheduler import Scheduler
 
@@ -68,7 +66,7 @@ class Poller:
         self.scheduler = Scheduler(self.queues)
         self.stop = threading.Event()
         self._lease_error = error_record(LeaseExpired("lease expired"))
-        self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.id = new_worker_id()
         self._next_beat = 0.0
         #: ``time.monotonic()`` of the next retention round (the first round has one).
         self._next_trim = 0.0
