@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass
-class Outcome:
+class AttemptResult:
     """What one attempt produced: a JSON result, or an exception with its traceback."""
 
     result_json: str | None = None
@@ -84,10 +84,10 @@ def error_record(
     return dumps(record)
 
 
-def failure(exception: BaseException) -> Outcome:
-    """An Outcome for an exception raised (or made up) outside the job's own code."""
+def failure(exception: BaseException) -> AttemptResult:
+    """An AttemptResult for an exception raised (or made up) outside the job's own code."""
     text = "".join(tb.format_exception(exception)) if exception.__traceback__ else ""
-    return Outcome(
+    return AttemptResult(
         exception=exception, traceback=text or f"{type(exception).__name__}: {exception}\n"
     )
 
@@ -97,7 +97,7 @@ def soft_timeout(seconds: float) -> JobTimeout:
     return JobTimeout(f"job exceeded its timeout of {seconds:g} s")
 
 
-def run_attempt(job_function: JobSpec, job: Job[Any]) -> Outcome:
+def run_attempt(job_function: JobSpec, job: Job[Any]) -> AttemptResult:
     """Send ``job_started``, call the function, and capture what happened.
 
     ``SystemExit`` and every other exception are failures of the attempt; so
@@ -116,12 +116,12 @@ def run_attempt(job_function: JobSpec, job: Job[Any]) -> Outcome:
     return hide_secrets(job_function, job, _run_sync_attempt(job_function, job))
 
 
-def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> Outcome:
+def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: AttemptResult) -> AttemptResult:
     """Replace the values of ``job``'s sensitive arguments (``@job(sensitive=...)``) that a
     failed attempt's message or traceback quotes by the mask (:func:`~.sensitive.scrub`).
 
-    Sets :attr:`Outcome.message` and :attr:`Outcome.traceback` (and
-    :attr:`Outcome.scrubbed`) only when one of them quoted a value; returns ``outcome``.
+    Sets :attr:`AttemptResult.message` and :attr:`AttemptResult.traceback` (and
+    :attr:`AttemptResult.scrubbed`) only when one of them quoted a value; returns ``outcome``.
     """
     sensitive = job_function.sensitive
     if outcome.exception is None or sensitive is None:
@@ -137,18 +137,18 @@ def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> Outc
     return outcome
 
 
-def _run_sync_attempt(job_function: JobSpec, job: Job[Any]) -> Outcome:
+def _run_sync_attempt(job_function: JobSpec, job: Job[Any]) -> AttemptResult:
     signals.send(signals.job_started, job_function, job=job)
     try:
         args, kwargs = job_function.arguments(job)
         value = job_function.func(*args, **kwargs)
-        return Outcome(result_json=encode_result(value))
+        return AttemptResult(result_json=encode_result(value))
     except KeyboardInterrupt as exc:
         if interrupted():
             raise
-        return Outcome(exception=exc, traceback=tb.format_exc())
+        return AttemptResult(exception=exc, traceback=tb.format_exc())
     except BaseException as exc:  # a job's failure is data, not a crash
-        return Outcome(exception=exc, traceback=tb.format_exc())
+        return AttemptResult(exception=exc, traceback=tb.format_exc())
 
 
 def interrupted() -> bool:
@@ -165,7 +165,7 @@ def interrupted() -> bool:
 
 async def arun_attempt(
     job_function: JobSpec, job: Job[Any], *, timeout: float | None = None
-) -> Outcome:
+) -> AttemptResult:
     """:func:`run_attempt` for an ``async def`` job, awaited on the running event loop.
 
     ``timeout`` (seconds; ``None``: none) is the soft timeout: the coroutine is
@@ -178,27 +178,29 @@ async def arun_attempt(
     return hide_secrets(job_function, job, outcome)
 
 
-async def _arun_attempt(job_function: JobSpec, job: Job[Any], timeout: float | None) -> Outcome:
+async def _arun_attempt(
+    job_function: JobSpec, job: Job[Any], timeout: float | None
+) -> AttemptResult:
     await signals.asend(signals.job_started, job_function, job=job)
     deadline = asyncio.timeout(timeout)
     try:
         args, kwargs = job_function.arguments(job)
         async with deadline:
             value = await job_function.func(*args, **kwargs)
-        return Outcome(result_json=encode_result(value))
+        return AttemptResult(result_json=encode_result(value))
     except KeyboardInterrupt as exc:
         if interrupted():
             raise
-        return Outcome(exception=exc, traceback=tb.format_exc())
+        return AttemptResult(exception=exc, traceback=tb.format_exc())
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        return Outcome(exception=asyncio.CancelledError(), traceback=tb.format_exc())
+        return AttemptResult(exception=asyncio.CancelledError(), traceback=tb.format_exc())
     except BaseException as exc:  # a job's failure is data, not a crash
         if isinstance(exc, TimeoutError) and deadline.expired() and timeout is not None:
-            return Outcome(exception=soft_timeout(timeout), traceback=tb.format_exc())
-        return Outcome(exception=exc, traceback=tb.format_exc())
+            return AttemptResult(exception=soft_timeout(timeout), traceback=tb.format_exc())
+        return AttemptResult(exception=exc, traceback=tb.format_exc())
 
 
 def run_coroutine[T](coroutine: Coroutine[Any, Any, T]) -> T:
@@ -213,7 +215,7 @@ def run_coroutine[T](coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def next_delay(job_function: JobSpec | None, job: Job[Any], outcome: Outcome) -> float | None:
+def next_delay(job_function: JobSpec | None, job: Job[Any], outcome: AttemptResult) -> float | None:
     """Seconds before the next attempt, or ``None`` when this failure is final.
 
     Final when attempts are spent, when the job is unknown, when the job
@@ -244,7 +246,7 @@ def next_delay(job_function: JobSpec | None, job: Job[Any], outcome: Outcome) ->
 
 
 def _outcome_signal(
-    job: Job[Any], outcome: Outcome, delay: float | None
+    job: Job[Any], outcome: AttemptResult, delay: float | None
 ) -> tuple[Signal, dict[str, Any]]:
     """The signal :func:`announce` sends for ``outcome``, and its keyword arguments."""
     if outcome.ok:
@@ -258,7 +260,7 @@ def _outcome_signal(
 def announce(
     job_function: JobSpec | None,
     job: Job[Any],
-    outcome: Outcome,
+    outcome: AttemptResult,
     delay: float | None,
 ) -> None:
     """Send ``job_succeeded``, ``job_retrying`` (``delay`` not None) or ``job_failed``.
@@ -276,7 +278,7 @@ def announce(
 async def aannounce(
     job_function: JobSpec | None,
     job: Job[Any],
-    outcome: Outcome,
+    outcome: AttemptResult,
     delay: float | None,
 ) -> None:
     """:func:`announce` from async code (sync receivers run in ``sync_to_async``'s thread)."""
@@ -330,7 +332,7 @@ def _eager_started(job: Job[Any]) -> None:
     job.started_at = datetime.datetime.now(datetime.UTC)
 
 
-def _eager_settle(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> float | None:
+def _eager_settle(job_function: JobSpec, job: Job[Any], outcome: AttemptResult) -> float | None:
     """Record an EAGER attempt's outcome in ``job``; return the retry delay (``None``: final)."""
     delay = next_delay(job_function, job, outcome)  # may reword the error's message
     if outcome.ok:
@@ -349,7 +351,7 @@ def _eager_settle(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> flo
     return delay
 
 
-def _eager_finished(job: Job[Any], outcome: Outcome) -> bool:
+def _eager_finished(job: Job[Any], outcome: AttemptResult) -> bool:
     """Whether the EAGER run is over; re-raises a final failure with ``EAGER_PROPAGATE``."""
     if job.status is JobStatus.FAILED:
         if get_config().eager_propagate and outcome.exception is not None:

@@ -58,7 +58,7 @@ from .. import registry
 from ..conf import get_config
 from ..engine.connection import close_async_clients, location_of
 from ..exceptions import JobCancelled, RedisUnavailable, UnknownJob
-from ..execution import Outcome, arun_attempt, failure, next_delay
+from ..execution import AttemptResult, arun_attempt, failure, next_delay
 from ..job import Job
 from . import cancelling
 from .hooks import WorkerHooks
@@ -122,7 +122,7 @@ class AsyncRunner:
         #: Jobs whose outcome the current session reported.
         self._finished = 0
         #: The attempt (the task awaiting the job's coroutine) of each running job, by id.
-        self._attempts: dict[str, asyncio.Future[Outcome]] = {}
+        self._attempts: dict[str, asyncio.Future[AttemptResult]] = {}
         #: Running jobs whose attempt was cancelled at the master's request (:mod:`~.cancelling`).
         self._cancelled: set[str] = set()
 

@@ -79,7 +79,7 @@ from ..engine.connection import redis_errors
 from ..engine.pipelining import AckStream, PendingAck
 from ..engine.queue_ref import queue_ref
 from ..exceptions import JobCancelled, JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
-from ..execution import Outcome, failure, next_delay, run_attempt, soft_timeout
+from ..execution import AttemptResult, failure, next_delay, run_attempt, soft_timeout
 from ..job import Job
 from ..types import JobSpec
 from . import cancelling
@@ -470,7 +470,7 @@ class Worker:
             self.hooks.finished(job, result)
         conclude(job_function, job, queue, outcome, result, delay, duration=ran)
 
-    def _execute(self, job_function: JobSpec, job: Job[Any]) -> Outcome:
+    def _execute(self, job_function: JobSpec, job: Job[Any]) -> AttemptResult:
         if job.problems:
             return failure(ValueError(f"job record is corrupt: {'; '.join(job.problems)}"))
         close_old_connections()
@@ -493,7 +493,13 @@ class Worker:
             close_old_connections()
 
     def _report(
-        self, queue: str, job: Job[Any], outcome: Outcome, delay: float | None, *, prefetch: bool
+        self,
+        queue: str,
+        job: Job[Any],
+        outcome: AttemptResult,
+        delay: float | None,
+        *,
+        prefetch: bool,
     ) -> AttemptOutcome:
         """Deliver ack/fail, retrying while Redis is unreachable; return the outcome.
 
