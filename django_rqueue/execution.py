@@ -37,6 +37,18 @@ if TYPE_CHECKING:
     from .types import JobSpec
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class DelayNote:
+    """What :func:`next_delay` adds to the stored error of the failure it decided on
+    (applied with :meth:`AttemptResult.noted`)."""
+
+    #: Replaces the error's message (a :class:`Retry` with no attempt left says so); ``None``:
+    #: the message stays.
+    message: str | None = None
+    #: Appended to the error's traceback (a backoff policy that raised).
+    traceback: str = ""
+
+
 @dataclasses.dataclass
 class AttemptResult:
     """What one attempt produced: a JSON result, or an exception with its traceback."""
@@ -53,6 +65,14 @@ class AttemptResult:
     @property
     def ok(self) -> bool:
         return self.exception is None
+
+    def noted(self, note: DelayNote | None) -> AttemptResult:
+        """This result with ``note`` (:func:`next_delay`'s) applied to its error: a copy, or
+        this result itself when there is no note."""
+        if note is None:
+            return self
+        message = self.message if note.message is None else note.message
+        return dataclasses.replace(self, message=message, traceback=self.traceback + note.traceback)
 
     def error_json(self, worker: str = "") -> str:
         """The ``{"type", "message", "traceback", "worker"}`` record stored for a failed
@@ -215,34 +235,37 @@ def run_coroutine[T](coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def next_delay(job_function: JobSpec | None, job: Job[Any], outcome: AttemptResult) -> float | None:
-    """Seconds before the next attempt, or ``None`` when this failure is final.
+def next_delay(
+    job_function: JobSpec | None, job: Job[Any], outcome: AttemptResult
+) -> tuple[float | None, DelayNote | None]:
+    """Seconds before the next attempt (``None`` when this failure is final), and what to note
+    in the stored error (``None``: nothing; apply it with :meth:`AttemptResult.noted`).
 
     Final when attempts are spent, when the job is unknown, when the job
     raised :class:`Reject`, or when the backoff policy returns ``None``. A
     :class:`Retry` with a ``delay`` gives that delay instead of the policy's;
     one with no attempt left says so in the error's message. A backoff policy
-    that raises makes the failure final too (it is logged in the traceback).
+    that raises makes the failure final too (noted in the traceback).
+    ``outcome`` is not changed.
     """
     exc = outcome.exception
     if job_function is None or exc is None or isinstance(exc, Reject):
-        return None
+        return None, None
     if job.attempts >= job.max_attempts:
         if isinstance(exc, Retry):
             said = exc if outcome.message is None else outcome.message  # maybe scrubbed
-            outcome.message = (
-                f"{said} but no attempt is left "
+            return None, DelayNote(
+                message=f"{said} but no attempt is left "
                 f"(attempt {job.attempts} of {job.max_attempts}); not retried"
             )
-        return None
+        return None, None
     if isinstance(exc, Retry) and exc.delay is not None:
-        return exc.delay
+        return exc.delay, None
     policy = job_function.options.backoff or get_config().queue(job.queue).backoff
     try:
-        return retry_delay(policy, job.attempts, exc)
+        return retry_delay(policy, job.attempts, exc), None
     except Exception as broken:  # a broken policy must not lose the job
-        outcome.traceback += f"\n(backoff policy failed: {broken!r}; not retrying)\n"
-        return None
+        return None, DelayNote(traceback=f"\n(backoff policy failed: {broken!r}; not retrying)\n")
 
 
 def _outcome_signal(
@@ -300,7 +323,7 @@ def run_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
     while True:
         _eager_started(job)
         outcome = run_attempt(job_function, job)
-        delay = _eager_settle(job_function, job, outcome)
+        outcome, delay = _eager_settle(job_function, job, outcome)
         announce(job_function, job, outcome, delay)
         if _eager_finished(job, outcome):
             return job
@@ -316,7 +339,7 @@ async def arun_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
             outcome = await arun_attempt(job_function, job)
         else:
             outcome = await sync_to_async(run_attempt)(job_function, job)
-        delay = _eager_settle(job_function, job, outcome)
+        outcome, delay = _eager_settle(job_function, job, outcome)
         await aannounce(job_function, job, outcome, delay)
         if _eager_finished(job, outcome):
             return job
@@ -332,9 +355,13 @@ def _eager_started(job: Job[Any]) -> None:
     job.started_at = datetime.datetime.now(datetime.UTC)
 
 
-def _eager_settle(job_function: JobSpec, job: Job[Any], outcome: AttemptResult) -> float | None:
-    """Record an EAGER attempt's outcome in ``job``; return the retry delay (``None``: final)."""
-    delay = next_delay(job_function, job, outcome)  # may reword the error's message
+def _eager_settle(
+    job_function: JobSpec, job: Job[Any], outcome: AttemptResult
+) -> tuple[AttemptResult, float | None]:
+    """Record an EAGER attempt's outcome in ``job``; return it with :func:`next_delay`'s note
+    applied (a reworded message), and the retry delay (``None``: final)."""
+    delay, note = next_delay(job_function, job, outcome)
+    outcome = outcome.noted(note)
     if outcome.ok:
         job.status = JobStatus.SUCCEEDED
         job.result = loads(outcome.result_json or "null")
@@ -348,7 +375,7 @@ def _eager_settle(job_function: JobSpec, job: Job[Any], outcome: AttemptResult) 
         job.finished_at = datetime.datetime.now(datetime.UTC)
     else:
         job.status = JobStatus.SCHEDULED
-    return delay
+    return outcome, delay
 
 
 def _eager_finished(job: Job[Any], outcome: AttemptResult) -> bool:

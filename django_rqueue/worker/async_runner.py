@@ -342,7 +342,8 @@ class AsyncRunner:
             delay = None
             reported = await asyncio.to_thread(deliver_cancel, queue, job)
         else:
-            delay = next_delay(job_function, job, outcome)
+            delay, note = next_delay(job_function, job, outcome)
+            outcome = outcome.noted(note)
             reported = await asyncio.to_thread(deliver_outcome, queue, job, outcome, delay)
         self._finished += 1
         if self.hooks is not None:

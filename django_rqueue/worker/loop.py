@@ -452,7 +452,10 @@ class Worker:
         ran = time.monotonic() - started
         cancelled = isinstance(outcome.exception, JobCancelled)
         # A corrupt record cannot be repaired by running it again: no retry; nor a cancelled job.
-        delay = None if job.problems or cancelled else next_delay(job_function, job, outcome)
+        delay = None
+        if not (job.problems or cancelled):
+            delay, note = next_delay(job_function, job, outcome)
+            outcome = outcome.noted(note)
         first = self.reserver.ran(queue, ran, job_function)
         prefetch = (
             outcome.ok

@@ -221,7 +221,8 @@ def fail_lost_attempt(
         job_function: JobSpec | None = registry.resolve(job)
     except UnknownJob:
         job_function = None
-    delay = next_delay(job_function, job, attempt)
+    delay, note = next_delay(job_function, job, attempt)
+    attempt = attempt.noted(note)
     try:
         result, _ = transitions.fail(
             client,
