@@ -60,6 +60,7 @@ import redis
 from redis.exceptions import AskError, ClusterDownError, NoPermissionError, TryAgainError
 
 from ..engine.connection import (
+    MIN_BLOCK,
     get_client,
     is_cluster,
     location_of,
@@ -74,8 +75,6 @@ logger = logging.getLogger("django_rqueue.worker")
 
 #: Replies of a cluster whose slot moved or is failing over: the wait ends as a wake-up.
 REDIRECTED = (AskError, TryAgainError, ClusterDownError)
-#: Shortest ``BLPOP`` timeout in seconds (Redis reads a timeout under 1 ms as "for ever").
-MIN_BLOCK = 0.001
 #: A command's argument as redis-py packs it.
 Arg = str | int | float | bytes
 #: Seconds past its own timeout that a blocked call is given to come back (Redis checks

@@ -35,7 +35,7 @@ import redis
 from .. import signals
 from ..engine import calls, transitions
 from ..engine.calls import ScriptCall
-from ..engine.connection import Location, get_client, location_of
+from ..engine.connection import MIN_BLOCK, Location, get_client, location_of
 from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable
 from ..job import Job
@@ -51,8 +51,6 @@ logger = logging.getLogger("django_rqueue.worker")
 #: an idle in-process worker takes to notice SIGTERM (a supervised child is
 #: interrupted at once).
 IDLE_BLOCK = 4.0
-#: Shortest idle ``BLPOP`` in seconds: Redis reads a timeout under 1 ms as 0, "for ever".
-MIN_BLOCK = 0.001
 #: Seconds of work (at the average run time seen) a batch reservation may hold.
 BATCH_BUDGET = 0.05
 #: Most jobs reserved in one round trip: jobs of 1 ms or more reach BATCH_BUDGET first.
@@ -363,7 +361,7 @@ class Reserver:
         rate-limited queues before their next slot (a token there must not
         wake it for an empty reservation), maybe none; for :data:`IDLE_BLOCK`
         seconds, or only until the earliest next slot of a rate-limited queue
-        (at least :data:`MIN_BLOCK`).
+        (at least :data:`~django_rqueue.engine.connection.MIN_BLOCK`).
         """
         queues = [q for q in self.queues if not self.next_slots.limited(q)]
         notify = [queue_ref(q).keys.notify for q in queues]
