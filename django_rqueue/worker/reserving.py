@@ -41,6 +41,7 @@ from ..exceptions import LeaseLost, RedisUnavailable
 from ..job import Job
 from ..types import JobSpec
 from .outages import Outages
+from .process import rss_mb
 from .rate_limits import NextSlots
 from .weights import QueueOrder
 
@@ -78,10 +79,20 @@ class Limits:
 
     #: Exit after that many jobs (``None``: no limit).
     max_jobs: int | None
+    #: Exit after the job that left this process above that RSS, in MiB (``None``: no limit).
+    max_memory_mb: float | None = None
     #: Jobs run so far.
     processed: int = 0
     #: A stop was requested: start no more jobs.
     stopping: bool = False
+
+    def exit_reason(self, processed: int) -> str | None:
+        """Why the worker must exit once it has run ``processed`` jobs, or ``None``."""
+        if self.max_jobs is not None and processed >= self.max_jobs:
+            return f"ran {processed} job(s), exiting (--max-jobs)"
+        if self.max_memory_mb is not None and (rss := rss_mb()) > self.max_memory_mb:
+            return f"RSS {rss:.0f} MiB > {self.max_memory_mb:.0f} MiB, exiting (--max-memory)"
+        return None
 
 
 class IdleWait(NamedTuple):

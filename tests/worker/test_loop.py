@@ -23,6 +23,7 @@ from django_rqueue.engine.scripts import load
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job
 from django_rqueue.serialization import encode_arguments
+from django_rqueue.worker.attempt import AttemptLifecycle
 from django_rqueue.worker.hooks import AttemptOutcome
 from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
@@ -415,11 +416,25 @@ def test_receivers_of_job_succeeded_run_before_the_next_job_is_reserved(
 class StopAfterPrefetch(Worker):
     """A worker whose stop request arrives during its first ack_reserve round trip."""
 
-    def _report(self, *args: Any, **kwargs: Any) -> AttemptOutcome:
-        outcome = super()._report(*args, **kwargs)
-        if self._prefetched:
-            self.request_stop()
-        return outcome
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        worker = self
+
+        class Attempts(AttemptLifecycle):
+            def report(self, *args: Any, **kwargs: Any) -> AttemptOutcome:
+                outcome = super().report(*args, **kwargs)
+                if worker._prefetched:
+                    worker.request_stop()
+                return outcome
+
+        self.attempts = Attempts(
+            self.reserver,
+            self._prefetched,
+            self.hooks,
+            self.limits,
+            self.cancel_fd,
+            renew_leases=self.renew_leases,
+        )
 
 
 class StopDuringReserve(Worker):
