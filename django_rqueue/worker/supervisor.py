@@ -67,9 +67,9 @@ from ..exceptions import (
 from ..health import NO_UNBLOCK, problems_by_server
 from ..job import Job
 from . import cancelling, heartbeat
+from .blocking import unblock_refused
 from .children import Child, ChildKind, KillReason, Running, run_child
 from .hooks import AttemptOutcome
-from .idle import unblock_refused
 from .outages import Outages
 from .process import kill_group, new_worker_id, send_signal
 from .reconnect import Reconnect
