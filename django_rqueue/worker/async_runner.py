@@ -63,9 +63,10 @@ from . import cancelling
 from .attempt import AttemptSteps
 from .hooks import WorkerHooks
 from .idle import IdleWaiter
+from .limits import Limits
 from .prefetch import Prefetched, fresh
 from .reconnect import Reconnect
-from .reserving import Limits, Reserver
+from .reserving import Reserver
 
 logger = logging.getLogger("django_rqueue.worker")
 
@@ -88,7 +89,7 @@ class AsyncRunner:
 
     It shares with the worker's loop its :class:`~.reserving.Reserver` (the
     reservation policy), the jobs it holds (``prefetched``), its ``hooks`` (a
-    supervised child's pipe, or ``None``), its :class:`~.reserving.Limits`, its
+    supervised child's pipe, or ``None``), its :class:`~.limits.Limits`, its
     :class:`~.idle.IdleWaiter` and its cancel pipe (``cancel_fd``, or ``None``).
     ``renew_leases``: renew each running job's lease from a thread of this process.
     """

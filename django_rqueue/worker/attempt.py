@@ -59,6 +59,7 @@ from ..types import JobSpec
 from . import cancelling
 from .hooks import AttemptOutcome, WorkerHooks
 from .lease import LeaseKeeper
+from .limits import Limits
 from .prefetch import Prefetched
 from .reporting import (
     aconclude,
@@ -68,7 +69,7 @@ from .reporting import (
     deliver_failure,
     deliver_outcome,
 )
-from .reserving import Limits, Reserver
+from .reserving import Reserver
 
 logger = logging.getLogger("django_rqueue.worker")
 
@@ -157,7 +158,7 @@ class AttemptLifecycle(AttemptSteps):
     (module docstring).
 
     It shares with the worker's loop its :class:`~.reserving.Reserver` (an ack may
-    reserve the next jobs), the jobs it holds (``prefetched``), its :class:`~.reserving.Limits`
+    reserve the next jobs), the jobs it holds (``prefetched``), its :class:`~.limits.Limits`
     and its cancel pipe (``cancel_fd``, or ``None``).
     """
 

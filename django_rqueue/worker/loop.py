@@ -74,11 +74,12 @@ from .async_runner import AsyncRunner, is_async_job
 from .attempt import AttemptLifecycle
 from .hooks import StopRequested, WorkerHooks
 from .idle import IdleWaiter
+from .limits import Limits
 from .poller import Poller
 from .prefetch import Prefetched
 from .process import new_worker_id
 from .reconnect import Reconnect
-from .reserving import Limits, Reserver
+from .reserving import Reserver
 from .settings import WorkerSettings
 
 logger = logging.getLogger("django_rqueue.worker")

@@ -16,9 +16,6 @@ it asks for, and sends the reserving calls:
   ``BLPOP`` (:class:`Pickup`), asked for again with the same request id when its
   reply was lost;
 - what an idle worker blocks on and for how long (:meth:`Reserver.idle_wait`).
-
-:class:`Limits` is what a worker's loop and its async runner share of its
-progress: ``max_jobs``, the jobs run so far, whether it is stopping.
 """
 
 from __future__ import annotations
@@ -36,12 +33,12 @@ from .. import signals
 from ..engine import calls, transitions
 from ..engine.calls import ScriptCall
 from ..engine.connection import MIN_BLOCK, Location, get_client, location_of
-from ..engine.queue_ref import queue_ref
+from ..engine.queue_ref import QueueRef, queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable
 from ..job import Job
 from ..types import JobSpec
+from .limits import Limits
 from .outages import Outages
-from .process import rss_mb
 from .rate_limits import NextSlots
 from .weights import QueueOrder
 
@@ -73,28 +70,6 @@ TRANSIENT = (
 Taken = tuple[str, transitions.Reserved, float]
 
 
-@dataclass
-class Limits:
-    """What a worker's loop and its async runner share of the worker's progress."""
-
-    #: Exit after that many jobs (``None``: no limit).
-    max_jobs: int | None
-    #: Exit after the job that left this process above that RSS, in MiB (``None``: no limit).
-    max_memory_mb: float | None = None
-    #: Jobs run so far.
-    processed: int = 0
-    #: A stop was requested: start no more jobs.
-    stopping: bool = False
-
-    def exit_reason(self, processed: int) -> str | None:
-        """Why the worker must exit once it has run ``processed`` jobs, or ``None``."""
-        if self.max_jobs is not None and processed >= self.max_jobs:
-            return f"ran {processed} job(s), exiting (--max-jobs)"
-        if self.max_memory_mb is not None and (rss := rss_mb()) > self.max_memory_mb:
-            return f"RSS {rss:.0f} MiB > {self.max_memory_mb:.0f} MiB, exiting (--max-memory)"
-        return None
-
-
 class IdleWait(NamedTuple):
     """What an idle worker blocks on (:meth:`Reserver.idle_wait`)."""
 
@@ -124,6 +99,55 @@ class Pickup:
     sent_at: float = 0.0
     #: Its reply, once read; ``None``: unread (lost, or never sent): send it again.
     reply: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveParams:
+    """What every reserving call of one queue by one worker says besides its count, built
+    once per call (:meth:`Reserver.params`) from the ``RQUEUE`` setting as it is then."""
+
+    #: The queue: its keys, its lease (ms), ``group_concurrency`` and ``rate_limit``.
+    ref: QueueRef
+    #: The worker reserving (stored with each job it reserves).
+    worker_id: str
+
+    def reserve(self, count: int) -> ScriptCall:
+        """``reserve.lua`` for up to ``count`` jobs, with a fresh request id (sent again, it
+        returns the jobs its first send reserved)."""
+        ref = self.ref
+        return calls.reserve(
+            ref.keys,
+            lease_ms=ref.lease_ms,
+            worker_id=self.worker_id,
+            count=count,
+            request_id=transitions.new_request_id(),
+            group_cap=ref.config.group_concurrency,
+            rate_limit=ref.config.rate_limit,
+        )
+
+    def ack_and_reserve(
+        self, job: Job[Any], result: str, count: int
+    ) -> tuple[LeaseLost | None, transitions.Reserved]:
+        """Ack ``job`` (its sealed ``result``) and reserve up to ``count`` jobs in one round
+        trip (``ack_reserve.lua``: :func:`~django_rqueue.engine.transitions.ack_and_reserve`).
+
+        Raises:
+            RedisUnavailable: its Redis could not be reached.
+        """
+        ref = self.ref
+        return transitions.ack_and_reserve(
+            ref.client(),
+            ref.keys,
+            job.id,
+            job.token,
+            result,
+            job.result_ttl,
+            lease_ms=ref.lease_ms,
+            worker_id=self.worker_id,
+            count=count,
+            group_concurrency=ref.config.group_concurrency,
+            rate_limit=ref.config.rate_limit,
+        )
 
 
 class Reserver:
@@ -236,6 +260,15 @@ class Reserver:
 
     # -- the calls -------------------------------------------------------
 
+    def params(self, queue: str) -> ReserveParams:
+        """The reserve parameters of ``queue``, for every reserving call of it (sync, async,
+        with an ack, behind the idle ``BLPOP``).
+
+        Raises:
+            ValueError: ``queue`` is not declared.
+        """
+        return ReserveParams(queue_ref(queue), self.worker_id)
+
     def reserve(self, queue: str, count: int) -> transitions.Reserved:
         """Reserve up to ``count`` jobs of ``queue`` and note its next slot.
 
@@ -243,32 +276,15 @@ class Reserver:
             RedisUnavailable: its Redis could not be reached.
             redis.ResponseError: Redis refused (see :meth:`refused`; :data:`TRANSIENT`).
         """
-        ref = queue_ref(queue)
-        reserved = transitions.reserve_many(
-            ref.client(),
-            ref.keys,
-            lease_ms=ref.lease_ms,
-            worker_id=self.worker_id,
-            count=count,
-            group_concurrency=ref.config.group_concurrency,
-            rate_limit=ref.config.rate_limit,
-        )
+        params = self.params(queue)
+        reserved = transitions.reserve_call(params.ref.client(), params.reserve(count))
         self.next_slots.note(queue, reserved.wait_ms)
         return reserved
 
     def reserve_call(self, queue: str, count: int) -> ScriptCall:
         """The reserve call for up to ``count`` jobs of ``queue``, with a fresh request id
         (sent again, it returns the jobs its first send reserved)."""
-        ref = queue_ref(queue)
-        return calls.reserve(
-            ref.keys,
-            lease_ms=ref.lease_ms,
-            worker_id=self.worker_id,
-            count=count,
-            request_id=transitions.new_request_id(),
-            group_cap=ref.config.group_concurrency,
-            rate_limit=ref.config.rate_limit,
-        )
+        return self.params(queue).reserve(count)
 
     async def areserve(self, queue: str, count: int) -> tuple[list[transitions.Reservation], float]:
         """:meth:`reserve` from an event loop (its asyncio client, or the sync one in a
@@ -310,20 +326,7 @@ class Reserver:
             RedisUnavailable: its Redis could not be reached (resend as a plain ack: a
                 repeat must not reserve more jobs).
         """
-        ref = queue_ref(queue)
-        stale, reserved = transitions.ack_and_reserve(
-            ref.client(),
-            ref.keys,
-            job.id,
-            job.token,
-            result,
-            job.result_ttl,
-            lease_ms=ref.lease_ms,
-            worker_id=self.worker_id,
-            count=count,
-            group_concurrency=ref.config.group_concurrency,
-            rate_limit=ref.config.rate_limit,
-        )
+        stale, reserved = self.params(queue).ack_and_reserve(job, result, count)
         self.next_slots.note(queue, reserved.wait_ms)
         return stale, reserved
 

@@ -581,8 +581,8 @@ def test_jobs_whose_reserve_reply_came_back_after_their_lease_ran_out_are_not_ru
     worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
     if batch:  # reserve both in one round trip: the first one runs at once, b is held
         worker.reserver.quiet["default"], worker.reserver.run_times["default"] = True, 0.001
-    late = reclaimed_meanwhile(transitions.reserve_many, rqueue_redis)
-    monkeypatch.setattr(transitions, "reserve_many", late)
+    late = reclaimed_meanwhile(transitions.reserve_call, rqueue_redis)
+    monkeypatch.setattr(transitions, "reserve_call", late)
 
     assert worker.run() == 0
 
