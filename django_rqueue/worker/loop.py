@@ -25,24 +25,11 @@ which may reserve the next jobs of the queue in the same round trip
 (``ack_reserve.lua``). A job reserved ahead that way and not started because
 a stop came in between is handed back without spending an attempt.
 
-Every reserved job (the first of a reservation too) is confirmed with one
-lease renewal before it starts if its reserving request went out a third of
-a lease or more before (a slow reply, the worker paused between request and
-run, a long hold behind other jobs), and skipped if its lease is gone: it was
-re-queued and may run elsewhere. A quick reply costs no extra round trip.
-
-Batches: while the jobs of the first queue (weighted: of the queue picked)
-are short and nobody listens to ``job_succeeded`` for them, the worker
-reserves up to :data:`~.reserving.MAX_BATCH` jobs per round trip (as many as fit in
-:data:`~.reserving.BATCH_BUDGET` seconds of work at the average run time seen so far;
-one while that is unknown), each with its own lease and fencing token, and
-sends each job's ack the moment it returns without waiting for the reply
-(:class:`~django_rqueue.engine.pipelining.AckStream`); the replies are read
-with the next batch's round trip. A job's success is recorded as promptly as
-with one ack per round trip; the price is that a job reserved in a batch
-waits for the ones before it (at most about :data:`~.reserving.BATCH_BUDGET` seconds
-when they run as long as the ones before). Celery's and Dramatiq's workers
-prefetch for the same reason (``worker_prefetch_multiplier``, ``prefetch``).
+Jobs are reserved ahead (the next ones with an ack, or a batch per round
+trip while the jobs are short) and held until they run (:mod:`~.prefetch`);
+each is confirmed with one lease renewal before it starts when its reserving
+request went out a third of a lease or more before, and skipped if its lease
+is gone.
 
 Which queue is asked next, for how many jobs, and the reserving calls
 themselves are the worker's :class:`~.reserving.Reserver`, shared with the
@@ -142,10 +129,8 @@ class Worker:
         self.queues = list(settings.queues)
         self.async_concurrency = settings.async_slots
         self.burst = settings.burst
-        self.max_jobs = settings.max_jobs
         self.with_poller = with_poller
         self.worker_id = worker_id or new_worker_id()
-        self.max_memory_mb = settings.max_memory_mb
         self.renew_leases = renew_leases
         self.hooks = hooks
         #: A supervised child's cancel pipe from its master (:mod:`~.cancelling`), or ``None``.
