@@ -384,18 +384,10 @@ class Worker:
         send behind the ``BLPOP``, in the same write (:meth:`~.idle.IdleWaiter.wait_then`):
         Redis reserves the moment the ``BLPOP`` returns, and the job starts one round
         trip after its wake-up token came instead of two. A ``BLPOP`` that timed out
-        is followed by a reserve too, as before (it finds nothing, or a job that came
-        without a token). The reserve is noted (:class:`~.reserving.Pickup`) before it is sent: a
-        reply lost with its connection (an error, a stop signal raised in the wait)
-        is asked for again with the same request id on another connection, so the
-        jobs it reserved are run, or handed back at exit, never left reserved.
-
-        Its jobs are dated by when the reserve was sent, not by when its reply was
-        read: a reply that waited while the worker was paused or cut off looks
-        fresh when read, though its leases may have run out and its jobs run
-        elsewhere meanwhile. So a job that came after a third of a lease of idle
-        waiting (only with a ``LEASE`` under three times :data:`~.reserving.IDLE_BLOCK`) is
-        confirmed with one lease renewal before it starts.
+        is followed by a reserve too (it finds nothing, or a job that came without a
+        token). The reserve is noted before it is sent (:class:`~.reserving.Pickup`:
+        a lost reply is asked for again under the same request id, and its jobs are
+        dated by when it was sent, not by when its reply was read).
         """
         wait = self.reserver.idle_wait()
         if not wait.notify:  # every queue here waits for its next slot

@@ -88,7 +88,13 @@ class IdleWait(NamedTuple):
 @dataclass
 class Pickup:
     """A reserve sent behind the idle ``BLPOP`` (:meth:`~.loop.Worker._wait_for_work`),
-    taken by the next :meth:`~.loop.Worker.work_once`."""
+    taken by the next :meth:`~.loop.Worker.work_once`.
+
+    Its jobs are dated by when it was sent: a reply that waited while the worker was
+    paused or cut off looks fresh when read, though its leases may have run out and its
+    jobs run elsewhere meanwhile. So a job that came after a third of a lease of idle
+    waiting (only with a ``LEASE`` under three times :data:`IDLE_BLOCK`) is confirmed
+    with one lease renewal before it starts (:mod:`~.prefetch`)."""
 
     queue: str
     #: The reserve call (:func:`~..engine.calls.reserve`): sent again, its request id makes it
