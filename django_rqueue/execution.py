@@ -49,7 +49,7 @@ class DelayNote:
     traceback: str = ""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, slots=True)
 class AttemptResult:
     """What one attempt produced: a JSON result, or an exception with its traceback."""
 
@@ -140,8 +140,9 @@ def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: AttemptResult) -
     """Replace the values of ``job``'s sensitive arguments (``@job(sensitive=...)``) that a
     failed attempt's message or traceback quotes by the mask (:func:`~.sensitive.scrub`).
 
-    Sets :attr:`AttemptResult.message` and :attr:`AttemptResult.traceback` (and
-    :attr:`AttemptResult.scrubbed`) only when one of them quoted a value; returns ``outcome``.
+    Returns a copy with :attr:`AttemptResult.message` and :attr:`AttemptResult.traceback`
+    hidden (and :attr:`AttemptResult.scrubbed` set) when one of them quoted a value, else
+    ``outcome`` itself.
     """
     sensitive = job_function.sensitive
     if outcome.exception is None or sensitive is None:
@@ -151,10 +152,11 @@ def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: AttemptResult) -
         return outcome
     message = str(outcome.exception) if outcome.message is None else outcome.message
     hidden_message, hidden_traceback = scrub(message, values), scrub(outcome.traceback, values)
-    if hidden_message != message or hidden_traceback != outcome.traceback:
-        outcome.message, outcome.traceback = hidden_message, hidden_traceback
-        outcome.scrubbed = True
-    return outcome
+    if hidden_message == message and hidden_traceback == outcome.traceback:
+        return outcome
+    return dataclasses.replace(
+        outcome, message=hidden_message, traceback=hidden_traceback, scrubbed=True
+    )
 
 
 def _run_sync_attempt(job_function: JobSpec, job: Job[Any]) -> AttemptResult:
