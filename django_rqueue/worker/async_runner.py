@@ -66,6 +66,7 @@ from .idle import IdleWaiter
 from .limits import Limits
 from .prefetch import Prefetched, fresh
 from .reconnect import Reconnect
+from .reporting import aconclude
 from .reserving import Reserver
 
 logger = logging.getLogger("django_rqueue.worker")
@@ -337,4 +338,5 @@ class AsyncRunner:
         result, delay = steps.settle(job_function, job, result)
         reported = await asyncio.to_thread(steps.deliver, queue, job, result, delay)
         self._finished += 1
-        await steps.afinish(job_function, job, queue, result, reported, delay, duration=ran)
+        steps.finished(job, reported)
+        await aconclude(job_function, job, queue, result, reported, delay, duration=ran)

@@ -62,7 +62,6 @@ from .lease import LeaseKeeper
 from .limits import Limits
 from .prefetch import Prefetched
 from .reporting import (
-    aconclude,
     conclude,
     deliver_ack,
     deliver_cancel,
@@ -120,37 +119,13 @@ class AttemptSteps:
             return deliver_cancel(queue, job)
         return deliver_outcome(queue, job, attempt, delay)
 
-    def finish(
-        self,
-        job_function: JobSpec | None,
-        job: Job[Any],
-        queue: str,
-        attempt: AttemptResult,
-        reported: AttemptOutcome,
-        delay: float | None,
-        *,
-        duration: float,
-    ) -> None:
-        """The attempt is reported: tell the master, send its signal, log its line."""
-        if self.hooks is not None:
-            self.hooks.finished(job, reported)
-        conclude(job_function, job, queue, attempt, reported, delay, duration=duration)
+    def finished(self, job: Job[Any], reported: AttemptOutcome) -> None:
+        """The attempt of ``job`` is reported: tell the master (a supervised child).
 
-    async def afinish(
-        self,
-        job_function: JobSpec | None,
-        job: Job[Any],
-        queue: str,
-        attempt: AttemptResult,
-        reported: AttemptOutcome,
-        delay: float | None,
-        *,
-        duration: float,
-    ) -> None:
-        """:meth:`finish` for an async job, on the worker's event loop."""
+        Then comes :func:`~.reporting.conclude` (or ``aconclude``): its signal and log line.
+        """
         if self.hooks is not None:
             self.hooks.finished(job, reported)
-        await aconclude(job_function, job, queue, attempt, reported, delay, duration=duration)
 
 
 class AttemptLifecycle(AttemptSteps):
@@ -236,7 +211,8 @@ class AttemptLifecycle(AttemptSteps):
             reported = deliver_cancel(queue, job)
         else:
             reported = self.report(queue, job, attempt, delay, prefetch=prefetch)
-        self.finish(job_function, job, queue, attempt, reported, delay, duration=ran)
+        self.finished(job, reported)
+        conclude(job_function, job, queue, attempt, reported, delay, duration=ran)
 
     def _execute(self, job_function: JobSpec, job: Job[Any]) -> AttemptResult:
         if job.problems:
