@@ -78,6 +78,9 @@ from .values import redis_time_ms as redis_time_ms
 CONNECT_TIMEOUT = 0.5
 #: Seconds to wait for any reply; blocking calls use shorter server-side timeouts.
 SOCKET_TIMEOUT = 10.0
+#: Shortest timeout in seconds of a blocking call (``BLPOP``): Redis reads one that rounds
+#: to 0 ms as "block for ever".
+MIN_BLOCK = 0.001
 #: Retries after a failed connect or a dropped connection.
 RETRIES = 2
 #: Seconds a sentinel gets to answer (then the next sentinel is asked, without retry).

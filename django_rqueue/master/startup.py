@@ -16,7 +16,7 @@ from django.core.checks import CheckMessage
 from .. import registry
 from ..exceptions import RedisUnavailable, StartupError
 from ..health import NO_UNBLOCK, problems_by_server
-from ..worker.idle import unblock_refused
+from ..worker.blocking import unblock_refused
 from ..worker.reconnect import Reconnect
 
 logger = logging.getLogger("django_rqueue.supervisor")

@@ -25,7 +25,7 @@ import redis
 from ..conf import get_config
 from ..engine import transitions
 from ..engine.calls import Retention
-from ..engine.connection import get_client, location_of, redis_errors, redis_time_ms
+from ..engine.connection import MIN_BLOCK, get_client, location_of, redis_errors, redis_time_ms
 from ..engine.keys import pollers_key
 from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseExpired, RedisUnavailable
@@ -249,4 +249,4 @@ class Poller:
         """Block on the ``wake`` lists of every queue, whatever its server or cluster slot,
         for up to ``seconds`` (:class:`~.idle.IdleWaiter`; servers down are left out)."""
         lists = [(queue, queue_ref(queue).keys.wake) for queue in self.queues]
-        self.idle.wait(lists, max(seconds, 0.001), cancel=self._cancel)
+        self.idle.wait(lists, max(seconds, MIN_BLOCK), cancel=self._cancel)

@@ -13,7 +13,7 @@ from django_rqueue.conf import get_config
 from django_rqueue.health import NO_UNBLOCK, problems_by_server
 from django_rqueue.management.base import configure_logging, queue_list
 from django_rqueue.master.startup import UNREACHABLE
-from django_rqueue.worker.idle import unblock_refused
+from django_rqueue.worker.blocking import unblock_refused
 from django_rqueue.worker.poller import Poller
 
 logger = logging.getLogger("django_rqueue.poller")
