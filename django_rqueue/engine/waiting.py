@@ -21,7 +21,7 @@ import redis
 import redis.asyncio
 
 from . import calls
-from .connection import redis_errors
+from .connection import MIN_BLOCK, redis_errors
 from .keys import QueueKeys
 from .scripts import load
 
@@ -33,8 +33,8 @@ DONE_TTL = 60
 
 def block_seconds(remaining: float) -> float:
     """The ``BLPOP`` timeout for ``remaining`` seconds: at most :data:`BLOCK_SLICE`, and never
-    below 1 ms (Redis reads a timeout that rounds to 0 ms as "block forever")."""
-    return max(0.001, min(remaining, BLOCK_SLICE))
+    below :data:`~.connection.MIN_BLOCK`."""
+    return max(MIN_BLOCK, min(remaining, BLOCK_SLICE))
 
 
 def _fields(reply: list[Any]) -> dict[bytes, bytes]:

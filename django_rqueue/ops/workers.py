@@ -1,7 +1,7 @@
-"""The worker registry as staff read it: :class:`WorkerInfo`, :func:`list_workers`, restarts.
+"""The worker registry as staff read it: :class:`WorkerInfo`, :func:`list_workers`, live pollers.
 
 Each running worker (a supervisor) publishes a hash every heartbeat and
-renews its TTL (the writer side, beside the supervisor); the hash expires one
+renews its TTL (the writer side, :mod:`django_rqueue.master.heartbeat`); the hash expires one
 lease after the worker's last heartbeat, so a dead worker disappears from
 :func:`list_workers` within one lease without anyone cleaning up after it.
 """
@@ -16,7 +16,7 @@ import redis
 
 from ..conf import get_config
 from ..engine.connection import as_text, get_client, redis_errors, redis_time_ms, wrong_type
-from ..engine.keys import pollers_key, restart_key, worker_key, workers_key
+from ..engine.keys import pollers_key, worker_key, workers_key
 from ..serialization import loads
 
 #: Seconds: a poller that recorded nothing for this long is not counted as live.
@@ -54,7 +54,7 @@ class WorkerInfo:
     failed: int = 0
     started_at: int = 0
     poller: bool = True
-    #: Set by :func:`publish`.
+    #: Set by :func:`~django_rqueue.master.heartbeat.publish`.
     heartbeat: int = 0
     #: What was wrong with a corrupt published hash (values of the wrong type read as
     #: their defaults); empty for a sound one. Not published.
@@ -167,13 +167,3 @@ def live_pollers() -> int:
     since = redis_time_ms(client) - int(POLLER_SEEN * 1000)
     with redis_errors(client):
         return int(client.zcount(pollers_key(get_config().key_prefix), since, "+inf"))
-
-
-def request_restart() -> int:
-    """Ask every worker to finish its jobs and re-exec itself; return the request time (ms)."""
-    prefix = get_config().key_prefix
-    client = get_client()
-    now = redis_time_ms(client)
-    with redis_errors(client):
-        client.set(restart_key(prefix), now, ex=7 * 86400)
-    return now

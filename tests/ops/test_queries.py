@@ -17,6 +17,7 @@ from django_rqueue import JobStatus, get_job
 from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.execution import error_record
+from django_rqueue.master.heartbeat import publish
 from django_rqueue.ops import listings
 from django_rqueue.ops.alerts import QueueWarning, WarningKind, queue_warnings, worker_warnings
 from django_rqueue.ops.counts import QueueCounts, queue_counts, throughput
@@ -31,7 +32,6 @@ from django_rqueue.ops.listings import (
     priorities,
 )
 from django_rqueue.ops.workers import WorkerInfo, list_workers
-from django_rqueue.worker.heartbeat import publish
 from tests.support.jobs_in_state import Jobs, retention
 from tests.support.waiting import wait_until
 

@@ -11,8 +11,9 @@ from django.core.management import call_command
 
 from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client
+from django_rqueue.master.heartbeat import publish
 from django_rqueue.ops.operations import pause_queue
-from django_rqueue.worker import heartbeat
+from django_rqueue.ops.workers import WorkerInfo
 from tests.support.jobs_in_state import Jobs
 from tests.support.redis_cluster import LocalCluster
 
@@ -86,10 +87,8 @@ def test_info_shows_the_jobs_cancelled_by_their_expiry(rqueue_redis: redis.Redis
 
 
 def test_info_lists_registered_workers(rqueue_redis: redis.Redis):
-    heartbeat.publish(
-        heartbeat.WorkerInfo(
-            id="web-1:7:abc", host="web-1", pid=7, queues=("default",), poller=False
-        ),
+    publish(
+        WorkerInfo(id="web-1:7:abc", host="web-1", pid=7, queues=("default",), poller=False),
         ttl=30,
     )
     out = run()

@@ -1,10 +1,10 @@
-"""The worker registry's writer side: what each running worker publishes about itself.
+"""The heartbeat's writer side: a master publishes itself, removes itself, and asks for restarts.
 
-A supervisor publishes a hash (see :func:`publish`) every heartbeat and
-renews its TTL; the hash expires one lease after the worker's last
-heartbeat, so a dead worker disappears from
-:func:`~django_rqueue.ops.workers.list_workers` within one lease without
-anyone cleaning up after it. The reader side is :mod:`django_rqueue.ops.workers`.
+A supervisor publishes a hash (:func:`publish`) every heartbeat and renews its
+TTL; the hash expires one lease after the worker's last heartbeat, so a dead
+worker disappears from :func:`~django_rqueue.ops.workers.list_workers`
+within one lease without anyone cleaning up after it. :func:`request_restart`
+(``rqueue_restart``) is read back by every master at its next :func:`publish`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,7 @@ from typing import Any, cast
 from ..conf import get_config
 from ..engine.connection import get_client, redis_errors, redis_time_ms
 from ..engine.keys import restart_key, worker_key, workers_key
-from ..ops.workers import WorkerInfo, WorkerJob
-
-#: ``WorkerInfo`` and ``WorkerJob`` are what :func:`publish` takes (read back by
-#: :mod:`django_rqueue.ops.workers`).
-__all__ = ["WorkerInfo", "WorkerJob", "publish", "remove"]
+from ..ops.workers import WorkerInfo
 
 
 def publish(info: WorkerInfo, ttl: float) -> int:
@@ -75,3 +71,13 @@ def remove(worker_id: str) -> None:
         pipe.delete(worker_key(prefix, worker_id))
         pipe.zrem(workers_key(prefix), worker_id)
         pipe.execute()
+
+
+def request_restart() -> int:
+    """Ask every worker to finish its jobs and re-exec itself; return the request time (ms)."""
+    prefix = get_config().key_prefix
+    client = get_client()
+    now = redis_time_ms(client)
+    with redis_errors(client):
+        client.set(restart_key(prefix), now, ex=7 * 86400)
+    return now
