@@ -49,7 +49,7 @@ from redis.exceptions import (
 )
 
 from ..exceptions import LeaseLost
-from . import calls
+from . import calls, replies
 from .calls import Arg
 from .connection import is_cluster
 from .dedicated import packer
@@ -245,10 +245,10 @@ class AckStream:
             except redis.ResponseError:  # NOSCRIPT, or the server refused the call
                 verdicts.append((ack, None))
                 continue
-            if calls.applied(reply, ack.token):
+            if replies.applied(reply, ack.token):
                 verdicts.append((ack, True))
             else:
-                verdicts.append((ack, calls.stale_lease(ack.job_id, reply)))
+                verdicts.append((ack, replies.stale_lease(ack.job_id, reply)))
         unsent, self._unsent = self._unsent, []
         return verdicts + [(ack, None) for ack in unsent]
 

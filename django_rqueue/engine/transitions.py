@@ -12,145 +12,55 @@ those cases.
 
 from __future__ import annotations
 
-import enum
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import redis
 import redis.asyncio
-from redis.exceptions import NoScriptError, RedisClusterException
 
 from ..conf import RateLimit
-from ..exceptions import JobStateError, LeaseLost
-from . import calls
+from ..exceptions import LeaseLost
+from . import calls, commands, replies
 from .calls import (
     CancelMode,
     FailedBatchMode,
     NewJob,
     Retention,
     ScriptCall,
-    applied,
-    stale_lease,
 )
-from .connection import as_text, redis_errors, unavailable
+from .connection import redis_errors
 from .keys import QueueKeys
-from .pipelining import pipelined
-from .scripts import load
+from .replies import (
+    ClaimOutcome,
+    DueEntries,
+    Enqueued,
+    EnqueueOutcome,
+    EnqueueReply,
+    FailReply,
+    Reservation,
+    Reserved,
+)
+from .run import (
+    ReplicaWait,
+    aexecute,
+    aexecute_and_wait,
+    execute,
+    execute_and_wait,
+    execute_pipelined,
+)
 
-
-def _run(
-    client: redis.Redis, call: ScriptCall, meanwhile: Callable[[], object] | None = None
-) -> Any:  # a Lua reply
-    """Run ``call`` and return its reply (``RedisUnavailable``: Redis unreachable)."""
-    try:  # as redis_errors(client), without making a context manager on every call
-        return load(call.script)(client, call.keys, call.args, meanwhile)
-    except (redis.RedisError, RedisClusterException) as exc:
-        found = unavailable(exc, client)
-        if found is None:
-            raise
-        raise found from exc
-
-
-async def _arun(client: redis.asyncio.Redis, call: ScriptCall) -> Any:  # a Lua reply
-    """:func:`_run` on an asyncio client."""
-    try:
-        return await load(call.script).acall(client, call.keys, call.args)
-    except (redis.RedisError, RedisClusterException) as exc:
-        found = unavailable(exc, client)
-        if found is None:
-            raise
-        raise found from exc
-
-
-class ReplicaWait(NamedTuple):
-    """``WAIT <replicas> <timeout_ms>`` sent right after a write, on the write's connection."""
-
-    replicas: int
-    #: Milliseconds (> 0: Redis reads 0 as "wait forever").
-    timeout_ms: int
-
-
-def _run_and_wait(client: redis.Redis, call: ScriptCall, wait: ReplicaWait) -> tuple[Any, int]:
-    """Run ``call``, then ``WAIT``, in one pipeline: ``(the script's reply, replicas)``.
-
-    ``WAIT`` counts the replicas that acknowledged every write made so far on
-    *its own* connection (https://redis.io/docs/latest/commands/wait/), so the
-    write and the ``WAIT`` go in one pipeline: one connection, one round trip.
-    A ``NOSCRIPT`` reply (Redis lost its script cache) loads the script and
-    sends both again. Raises ``RedisUnavailable`` as :func:`_run`.
-    """
-    script = load(call.script)
-    with redis_errors(client):
-        for _attempt in range(2):
-            pipe = client.pipeline(transaction=False)
-            script.queue_in(pipe, call.keys, call.args)
-            pipe.wait(wait.replicas, wait.timeout_ms)
-            reply, acked = pipe.execute(raise_on_error=False)
-            if not isinstance(reply, NoScriptError):
-                break
-            client.script_load(script.source)
-    return _waited(reply, acked)
-
-
-async def _arun_and_wait(
-    client: redis.asyncio.Redis, call: ScriptCall, wait: ReplicaWait
-) -> tuple[Any, int]:
-    """:func:`_run_and_wait` on an asyncio client."""
-    script = load(call.script)
-    with redis_errors(client):
-        for _attempt in range(2):
-            pipe = client.pipeline(transaction=False)
-            pipe.evalsha(script.sha, len(call.keys), *call.keys, *call.args)
-            pipe.wait(wait.replicas, wait.timeout_ms)
-            reply, acked = await pipe.execute(raise_on_error=False)
-            if not isinstance(reply, NoScriptError):
-                break
-            await client.script_load(script.source)
-    return _waited(reply, acked)
-
-
-def _waited(reply: Any, acked: Any) -> tuple[Any, int]:  # a Lua reply and WAIT's
-    for value in (reply, acked):
-        if isinstance(value, Exception):
-            raise value
-    return reply, int(acked)
-
-
-def _refused(reply: list[Any], job_id: str, message: str) -> JobStateError:
-    """The :class:`JobStateError` of a refusal ``{status, state}``.
-
-    ``message`` is formatted with ``job_id`` and ``state`` (``"missing"`` when
-    the job is gone; ``.state`` is then ``None``).
-    """
-    state = as_text(reply[1]) or None
-    return JobStateError(message.format(job_id=job_id, state=state or "missing"), state)
-
-
-class EnqueueOutcome(enum.StrEnum):
-    """What ``enqueue.lua`` / ``enqueue_batch.lua`` did with one job."""
-
-    CREATED = "created"
-    #: Another pending job holds the unique key (its id is returned instead).
-    DUPLICATE = "duplicate"
-    #: This job id was already enqueued (a resent call): nothing written.
-    EXISTS = "exists"
-
-
-#: ``(outcome, job id, state)`` of one enqueued job: the id is the holder's for a duplicate.
-Enqueued = tuple[EnqueueOutcome, str, str]
-
-
-class EnqueueReply(NamedTuple):
-    """What ``enqueue.lua`` answered for one job (:data:`Enqueued`, and when it was written)."""
-
-    outcome: EnqueueOutcome
-    #: The holder's id for a duplicate.
-    job_id: str
-    state: str
-    #: When a created job was enqueued, as its record holds it (Redis server time, ms since
-    #: the epoch); ``None`` for the other outcomes.
-    enqueued_ms: int | None
+__all__ = [
+    "ClaimOutcome",
+    "DueEntries",
+    "EnqueueOutcome",
+    "EnqueueReply",
+    "Enqueued",
+    "FailReply",
+    "ReplicaWait",
+    "Reservation",
+    "Reserved",
+]
 
 
 def enqueue(
@@ -160,41 +70,12 @@ def enqueue(
 
     Returns ``(outcome, job id, state, enqueued_ms)`` (:class:`EnqueueReply`).
     """
-    return _enqueue_reply(_run(client, call, meanwhile))
+    return execute(client, commands.enqueue(call), meanwhile)
 
 
 async def aenqueue(client: redis.asyncio.Redis, call: ScriptCall) -> EnqueueReply:
     """:func:`enqueue` on an asyncio client."""
-    return _enqueue_reply(await _arun(client, call))
-
-
-#: The script's outcome as redis-py returns it (bytes, or str with ``decode_responses``).
-_OUTCOMES: dict[bytes | str, EnqueueOutcome] = {
-    **{outcome.value: outcome for outcome in EnqueueOutcome},
-    **{outcome.value.encode(): outcome for outcome in EnqueueOutcome},
-}
-
-
-def _enqueued(reply: list[Any]) -> Enqueued:
-    outcome = _OUTCOMES.get(reply[0])
-    if outcome is None:
-        raise ValueError(f"enqueue: unknown outcome {reply[0]!r}")
-    return outcome, as_text(reply[1]), as_text(reply[2])
-
-
-def _enqueue_reply(reply: list[Any]) -> EnqueueReply:
-    outcome, job_id, state = _enqueued(reply)
-    return EnqueueReply(outcome, job_id, state, int(reply[3]) if len(reply) > 3 else None)
-
-
-def _confirmed(outcomes: Iterable[EnqueueOutcome], acked: int) -> int:
-    """The replicas known to have the jobs: ``WAIT``'s count, or 0 after a resent write.
-
-    ``exists`` means an earlier send of this same call (its connection lost
-    before the reply) wrote the job; the ``WAIT`` of the new connection says
-    nothing about that write, so its replication is unknown.
-    """
-    return 0 if EnqueueOutcome.EXISTS in outcomes else acked
+    return await aexecute(client, commands.enqueue(call))
 
 
 def enqueue_and_wait(
@@ -202,18 +83,16 @@ def enqueue_and_wait(
 ) -> tuple[EnqueueReply, int]:
     """:func:`enqueue` given its call (:meth:`.calls.EnqueueShared.call`), then ``WAIT`` on the same
     connection (:class:`ReplicaWait`): ``(enqueued, replicas known to have the job)``."""
-    reply, acked = _run_and_wait(client, call, wait)
-    enqueued = _enqueue_reply(reply)
-    return enqueued, _confirmed([enqueued.outcome], acked)
+    enqueued, acked = execute_and_wait(client, commands.enqueue(call), wait)
+    return enqueued, replies.confirmed([enqueued.outcome], acked)
 
 
 async def aenqueue_and_wait(
     client: redis.asyncio.Redis, call: ScriptCall, wait: ReplicaWait
 ) -> tuple[EnqueueReply, int]:
     """:func:`enqueue_and_wait` on an asyncio client."""
-    reply, acked = await _arun_and_wait(client, call, wait)
-    enqueued = _enqueue_reply(reply)
-    return enqueued, _confirmed([enqueued.outcome], acked)
+    enqueued, acked = await aexecute_and_wait(client, commands.enqueue(call), wait)
+    return enqueued, replies.confirmed([enqueued.outcome], acked)
 
 
 class BatchItem(NamedTuple):
@@ -259,9 +138,10 @@ def enqueue_batches(
     with_unique = any(item.unique_key for item in items)
     starts = range(0, len(items), batch_size)
 
-    def batches() -> Iterator[ScriptCall]:
+    def batches() -> Iterator[commands.Command[list[Enqueued]]]:
         for start in starts:
-            yield calls.enqueue_batch(
+            batch = items[start : start + batch_size]
+            call = calls.enqueue_batch(
                 keys,
                 priority=priority,
                 group=group,
@@ -270,16 +150,11 @@ def enqueue_batches(
                 unique_ttl=unique_ttl,
                 fields=fields,
                 with_unique=with_unique,
-                items=(
-                    (item.job_id, item.payload, item.unique_key)
-                    for item in items[start : start + batch_size]
-                ),
+                items=((item.job_id, item.payload, item.unique_key) for item in batch),
             )
+            yield commands.enqueue_batch(call, [item.job_id for item in batch])
 
-    with redis_errors(client):
-        written = pipelined(client, load("enqueue_batch"), ((c.keys, c.args) for c in batches()))
-        for start, reply in zip(starts, written, strict=True):
-            yield _batch_enqueued(items[start : start + batch_size], reply)
+    yield from execute_pipelined(client, batches())
 
 
 def enqueue_batch(
@@ -353,51 +228,9 @@ def enqueue_batch_and_wait(
         with_unique=any(item.unique_key for item in items),
         items=((item.job_id, item.payload, item.unique_key) for item in items),
     )
-    reply, acked = _run_and_wait(client, call, wait)
-    enqueued = _batch_enqueued(items, reply)
-    return enqueued, _confirmed((outcome for outcome, _, _ in enqueued), acked)
-
-
-def _batch_enqueued(items: Sequence[BatchItem], reply: list[Any]) -> list[Enqueued]:
-    """One ``enqueue_batch.lua`` reply as an :data:`Enqueued` per item of its batch.
-
-    The reply is the state of created jobs, then ``index, outcome, id, state``
-    for every item that was not simply created.
-    """
-    state = as_text(reply[0])
-    batch = [(EnqueueOutcome.CREATED, item.job_id, state) for item in items]
-    for i in range(1, len(reply), 4):
-        batch[int(reply[i]) - 1] = (
-            EnqueueOutcome(as_text(reply[i + 1])),
-            as_text(reply[i + 2]),
-            as_text(reply[i + 3]),
-        )
-    return batch
-
-
-#: A reservation: ``(job id, job hash as HGETALL returns it)``.
-Reservation = tuple[str, dict[bytes, bytes]]
-
-
-class Reserved(NamedTuple):
-    """What one reserving call handed out."""
-
-    #: The reservations, in the order :func:`reserve` would have handed them out one by one.
-    jobs: list[Reservation]
-    #: 0, or, when the queue's rate limit handed out fewer jobs than asked while more
-    #: are queued, the milliseconds (Redis clock) until it lets the next one go: asking
-    #: again sooner gets nothing.
-    wait_ms: int = 0
-
-
-def _reservation(reply: list[Any]) -> Reservation:
-    it = iter(reply[1:])
-    return as_text(reply[0]), dict(zip(it, it, strict=True))
-
-
-def _reserved(reply: list[Any]) -> Reserved:
-    """Read ``{wait, reservation, ...}`` (``reserve.lua``, the tail of ``ack_reserve.lua``)."""
-    return Reserved([_reservation(item) for item in reply[1:]], int(reply[0]))
+    command = commands.enqueue_batch(call, [item.job_id for item in items])
+    enqueued, acked = execute_and_wait(client, command, wait)
+    return enqueued, replies.confirmed((outcome for outcome, _, _ in enqueued), acked)
 
 
 def reserve(
@@ -462,17 +295,16 @@ def reserve_many(
         redis.ResponseError: ``count`` or ``group_concurrency`` is out of range
             (nothing reserved).
     """
-    request = request_id or new_request_id()
-    call = calls.reserve(
+    command = commands.reserve(
         keys,
         lease_ms=lease_ms,
         worker_id=worker_id,
         count=count,
-        request_id=request,
-        group_cap=group_concurrency,
+        request_id=request_id or new_request_id(),
+        group_concurrency=group_concurrency,
         rate_limit=rate_limit,
     )
-    return _reserved(_run(client, call))
+    return execute(client, command)
 
 
 def reserve_command(call: ScriptCall) -> list[str | int | float]:
@@ -484,13 +316,13 @@ def reserve_command(call: ScriptCall) -> list[str | int | float]:
     lost the script: send the call again with :func:`reserve_call` (the same request id),
     which loads the script (and returns the jobs, if the first send ran after all).
     """
-    return ["EVALSHA", load(call.script).sha, len(call.keys), *call.keys, *call.args]
+    return commands.evalsha(call)
 
 
 def reserve_call(client: redis.Redis, call: ScriptCall) -> Reserved:
     """:func:`reserve_many` given its call (:func:`.calls.reserve`): sent again with the same
     request id, it returns the jobs the first send reserved instead of reserving more."""
-    return _reserved(_run(client, call))
+    return execute(client, commands.Command(call, replies.reserved))
 
 
 def reserved_from(reply: Any) -> Reserved:  # a Lua reply
@@ -501,7 +333,7 @@ def reserved_from(reply: Any) -> Reserved:  # a Lua reply
     """
     if isinstance(reply, redis.ResponseError):
         raise reply
-    return _reserved(reply)
+    return replies.reserved(reply)
 
 
 async def areserve_many(
@@ -522,7 +354,7 @@ async def areserve_many(
         worker_id=worker_id,
         count=count,
         request_id=request_id or new_request_id(),
-        group_cap=group_concurrency,
+        group_concurrency=group_concurrency,
         rate_limit=rate_limit,
     )
     return await areserve_call(client, call)
@@ -531,7 +363,7 @@ async def areserve_many(
 async def areserve_call(client: redis.asyncio.Redis, call: ScriptCall) -> Reserved:
     """:func:`reserve_call` on an asyncio client: sent again with the same request id, it
     returns the jobs the first send reserved instead of reserving more."""
-    return _reserved(await _arun(client, call))
+    return await aexecute(client, commands.Command(call, replies.reserved))
 
 
 def new_request_id() -> str:
@@ -566,8 +398,7 @@ def ack_and_reserve(
     idempotent per ``request_id`` the same way). After :class:`RedisUnavailable`
     send a plain :func:`ack`: a new call would reserve more jobs.
     """
-    request = request_id or new_request_id()
-    call = calls.ack_reserve(
+    command = commands.ack_reserve(
         keys,
         job_id,
         token,
@@ -576,32 +407,25 @@ def ack_and_reserve(
         lease_ms=lease_ms,
         worker_id=worker_id,
         count=count,
-        request_id=request,
-        group_cap=group_concurrency,
+        request_id=request_id or new_request_id(),
+        group_concurrency=group_concurrency,
         rate_limit=rate_limit,
     )
-    acked, *rest = _run(client, call)
-    stale = None if applied(acked, token) else stale_lease(job_id, acked)
-    return stale, _reserved(rest)
+    return execute(client, command)
 
 
 def renew_lease(
     client: redis.Redis, keys: QueueKeys, job_id: str, token: int, lease_ms: int
 ) -> int:
     """Extend a running job's lease (``renew.lua``); return the new deadline in ms."""
-    reply = _run(client, calls.renew(keys, job_id, token, lease_ms))
-    if as_text(reply[0]) != "ok":
-        raise stale_lease(job_id, reply)
-    return int(reply[1])
+    return execute(client, commands.renew(keys, job_id, token, lease_ms))
 
 
 def ack(
     client: redis.Redis, keys: QueueKeys, job_id: str, token: int, result: str, result_ttl: int
 ) -> None:
     """Record success (``ack.lua``); the record expires after ``result_ttl`` seconds."""
-    reply = _run(client, calls.ack(keys, job_id, token, result, result_ttl))
-    if not applied(reply, token):
-        raise stale_lease(job_id, reply)
+    execute(client, commands.ack(keys, job_id, token, result, result_ttl))
 
 
 def fail(
@@ -613,33 +437,25 @@ def fail(
     retry_delay_ms: int,
     *,
     retention: Retention,
-) -> tuple[str, int | None]:
+) -> FailReply:
     """Record a failed attempt (``fail.lua``).
 
-    ``retry_delay_ms`` ``-1`` forbids a retry. Returns ``("retrying", run-at
-    ms)`` or ``("failed", None)``. A job that goes to the failed store makes
+    ``retry_delay_ms`` ``-1`` forbids a retry. Returns ``(outcome, run-at ms)``
+    (:class:`~.replies.FailReply`): ``("retrying", run-at ms)``, ``("failed",
+    None)``, or, for a resent report whose first try was applied (its reply
+    lost), that outcome with ``None``. A job that goes to the failed store makes
     it apply ``retention`` (the oldest failed jobs beyond it are deleted, at
     most ``retention.limit`` of them).
+
+    Raises:
+        LeaseLost: ``token`` is stale (the job was reclaimed, or its record is corrupt).
     """
-    reply = _run(client, calls.fail(keys, job_id, token, error, retry_delay_ms, retention))
-    outcome = as_text(reply[0])
-    if outcome == "stale":
-        state, current = as_text(reply[1]), as_text(reply[2])
-        # Our own token with the job already scheduled/failed: an earlier try
-        # of this report was applied and its reply lost (fail is idempotent).
-        if current == str(token) and state == "scheduled":
-            return "retrying", None
-        if current == str(token) and state == "failed":
-            return "failed", None
-        raise stale_lease(job_id, reply)
-    return outcome, (int(reply[1]) if outcome == "retrying" else None)
+    return execute(client, commands.fail(keys, job_id, token, error, retry_delay_ms, retention))
 
 
 def release(client: redis.Redis, keys: QueueKeys, job_id: str, token: int) -> None:
     """Hand a running job back without spending an attempt (``release.lua``)."""
-    reply = _run(client, calls.release(keys, job_id, token))
-    if as_text(reply[0]) != "ok":
-        raise stale_lease(job_id, reply)
+    execute(client, commands.release(keys, job_id, token))
 
 
 def cancel_running(
@@ -651,9 +467,7 @@ def cancel_running(
     Raises:
         LeaseLost: ``token`` is stale (the job finished or was reclaimed meanwhile).
     """
-    reply = _run(client, calls.cancel_running(keys, job_id, token, ttl))
-    if as_text(reply[0]) != "ok":
-        raise stale_lease(job_id, reply)
+    execute(client, commands.cancel_running(keys, job_id, token, ttl))
 
 
 def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, int]:
@@ -662,8 +476,7 @@ def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, 
     Returns ``(promoted, ms until the next due job)``; the second is ``-1``
     when nothing is scheduled and ``0`` when more are due right now.
     """
-    reply = _run(client, calls.promote(keys, limit))
-    return int(reply[0]), int(reply[1])
+    return execute(client, commands.promote(keys, limit))
 
 
 def reclaim_expired(
@@ -675,8 +488,7 @@ def reclaim_expired(
     same ``-1``/``0`` conventions as :func:`promote_due`. When jobs went to
     the failed store, ``retention`` is applied to it as :func:`fail` does.
     """
-    reply = _run(client, calls.reclaim(keys, limit, error, retention))
-    return int(reply[0]), int(reply[1]), int(reply[2])
+    return execute(client, commands.reclaim(keys, limit, error, retention))
 
 
 def trim_failed(client: redis.Redis, keys: QueueKeys, retention: Retention) -> tuple[int, bool]:
@@ -688,15 +500,12 @@ def trim_failed(client: redis.Redis, keys: QueueKeys, retention: Retention) -> t
     them. Returns ``(deleted, more)``: ``more`` when the limit was reached
     and another call may delete more.
     """
-    reply = _run(client, calls.trim_failed(keys, retention))
-    return int(reply[0]), int(reply[1]) == 1
+    return execute(client, commands.trim_failed(keys, retention))
 
 
 def retry_failed(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
     """Re-queue a failed job with attempts reset to 0 (``retry.lua``)."""
-    reply = _run(client, calls.retry(keys, job_id))
-    if as_text(reply[0]) != "ok":
-        raise _refused(reply, job_id, "job {job_id} is {state}, not failed")
+    execute(client, commands.retry(keys, job_id))
 
 
 def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: CancelMode, ttl: int) -> str:
@@ -709,26 +518,19 @@ def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: CancelMod
     Raises:
         JobStateError: mode ``"delete"`` of a running job, or a job that finished or is gone.
     """
-    reply = _run(client, calls.cancel(keys, job_id, mode, ttl))
-    if as_text(reply[0]) == "requested":
-        return as_text(reply[1])
-    if as_text(reply[0]) != "ok":
-        raise _refused(reply, job_id, f"cannot {mode} job {{job_id}}: it is {{state}}")
-    return as_text(reply[1])
+    return execute(client, commands.cancel(keys, job_id, mode, ttl))
 
 
 def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes]:
     """Read a job hash (a plain ``HGETALL``; reads need no script)."""
-    with redis_errors(client):
-        return client.hgetall(keys.job(job_id))  # type: ignore[return-value]
+    return execute(client, commands.read_job(keys, job_id))
 
 
 async def aread_job(
     client: redis.asyncio.Redis, keys: QueueKeys, job_id: str
 ) -> dict[bytes, bytes]:
     """:func:`read_job` on an asyncio client."""
-    with redis_errors(client):
-        return await client.hgetall(keys.job(job_id))  # type: ignore[return-value]
+    return await aexecute(client, commands.read_job(keys, job_id))
 
 
 def run_now(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
@@ -737,9 +539,7 @@ def run_now(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
     Raises:
         JobStateError: the job is not scheduled (``.state`` tells what it is).
     """
-    reply = _run(client, calls.run_now(keys, job_id))
-    if as_text(reply[0]) != "ok":
-        raise _refused(reply, job_id, "job {job_id} is {state}, not scheduled")
+    execute(client, commands.run_now(keys, job_id))
 
 
 def failed_batch(
@@ -756,11 +556,10 @@ def failed_batch(
 
     Returns ``(done, skipped, stale, scanned)``: see the script's header.
     """
-    call = calls.failed_batch(
+    command = commands.failed_batch(
         keys, mode=mode, limit=limit, offset=offset, upto_ms=upto_ms, name=name
     )
-    reply = _run(client, call)
-    return int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3])
+    return execute(client, command)
 
 
 def empty_queue(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, int, bool]:
@@ -769,28 +568,7 @@ def empty_queue(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, 
     Returns ``(deleted, dropped, more)``: jobs deleted, stale ids dropped from the
     lists, and whether queued jobs are left (call again).
     """
-    reply = _run(client, calls.empty_queue(keys, limit))
-    return int(reply[0]), int(reply[1]), int(reply[2]) == 1
-
-
-class ClaimOutcome(enum.StrEnum):
-    """What ``schedule_claim.lua`` did with one due tick, besides :class:`EnqueueOutcome`."""
-
-    #: Another poller claimed this tick first (or the entry is gone): nothing written.
-    TAKEN = "taken"
-    #: The entry is paused: the tick was passed over and nothing enqueued.
-    PAUSED = "paused"
-
-
-class DueEntries(NamedTuple):
-    """What ``schedule_due.lua`` read."""
-
-    #: Redis time, ms since the epoch.
-    now_ms: int
-    #: ``(entry, tick ms)`` of the due entries, earliest tick first.
-    due: list[tuple[str, int]]
-    #: The tick (ms) of the first entry not due yet; ``-1``: none; ``0``: more may be due.
-    next_ms: int
+    return execute(client, commands.empty_queue(keys, limit))
 
 
 def schedule_sync(
@@ -800,16 +578,12 @@ def schedule_sync(
 
     Returns ``(entries set or reset, entries removed)``; see the script's header.
     """
-    reply = _run(client, calls.schedule_sync(keys, entries))
-    return int(reply[0]), int(reply[1])
+    return execute(client, commands.schedule_sync(keys, entries))
 
 
 def schedule_due(client: redis.Redis, keys: QueueKeys, limit: int) -> DueEntries:
     """Read up to ``limit`` due periodic entries of a queue (``schedule_due.lua``)."""
-    reply = _run(client, calls.schedule_due(keys, limit))
-    pairs = iter(reply[2:])
-    due = [(as_text(entry), int(float(tick))) for entry, tick in zip(pairs, pairs, strict=True)]
-    return DueEntries(int(reply[0]), due, int(float(reply[1])))
+    return execute(client, commands.schedule_due(keys, limit))
 
 
 def schedule_claim(
@@ -828,17 +602,16 @@ def schedule_claim(
     :attr:`ClaimOutcome.PAUSED`, or ``(outcome, job id, state)`` as
     :func:`enqueue` (the job runs at ``tick_ms``).
     """
-    call = calls.schedule_claim(keys, job, entry=entry, tick_ms=tick_ms, next_tick_ms=next_tick_ms)
-    reply = _run(client, call)
-    if len(reply) == 1:
-        return ClaimOutcome(as_text(reply[0]))
-    return _enqueued(reply)
+    command = commands.schedule_claim(
+        keys, job, entry=entry, tick_ms=tick_ms, next_tick_ms=next_tick_ms
+    )
+    return execute(client, command)
 
 
 def schedule_run_now(client: redis.Redis, keys: QueueKeys, job: NewJob, *, entry: str) -> Enqueued:
     """Enqueue ``entry``'s ``job`` now and record it as its latest run
     (``schedule_run_now.lua``)."""
-    return _enqueued(_run(client, calls.schedule_run_now(keys, job, entry=entry)))
+    return execute(client, commands.schedule_run_now(keys, job, entry=entry))
 
 
 def pause(client: redis.Redis, keys: QueueKeys) -> bool:
@@ -847,7 +620,7 @@ def pause(client: redis.Redis, keys: QueueKeys) -> bool:
     Returns whether it was running (``False``: already paused, the first
     pause's time is kept). Jobs already running finish and report as usual.
     """
-    return int(_run(client, calls.pause(keys))) == 1
+    return execute(client, commands.pause(keys))
 
 
 def resume(client: redis.Redis, keys: QueueKeys) -> bool:
@@ -855,4 +628,4 @@ def resume(client: redis.Redis, keys: QueueKeys) -> bool:
 
     Returns whether it was paused (``False``: nothing changed).
     """
-    return int(_run(client, calls.resume(keys))) == 1
+    return execute(client, commands.resume(keys))

@@ -257,7 +257,7 @@ class Reserver:
             worker_id=self.worker_id,
             count=count,
             request_id=transitions.new_request_id(),
-            group_cap=ref.config.group_concurrency,
+            group_concurrency=ref.config.group_concurrency,
             rate_limit=ref.config.rate_limit,
         )
 

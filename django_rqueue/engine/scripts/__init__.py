@@ -3,8 +3,9 @@
 Each ``<name>.lua`` here starts with a header listing its ``KEYS[i]`` and
 ``ARGV[i]``. Shared helpers live in ``include/`` and are pulled in by a line
 ``--@include <file>.lua`` (each file at most once per script; nested includes
-are expanded in place), the way BullMQ composes its scripts. Python calls a
-script only through the named functions of :mod:`django_rqueue.engine.transitions`.
+are expanded in place), the way BullMQ composes its scripts. Python sends a
+script only through the executors of :mod:`django_rqueue.engine.run` (and the
+pipelined sends of :mod:`django_rqueue.engine.pipelining`).
 """
 
 from __future__ import annotations

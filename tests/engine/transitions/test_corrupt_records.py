@@ -16,7 +16,8 @@ import redis
 
 from django_rqueue import JobStateError, LeaseLost
 from django_rqueue.engine import calls, transitions
-from django_rqueue.engine.calls import CORRUPT_STATE, FailedBatchMode
+from django_rqueue.engine.calls import FailedBatchMode
+from django_rqueue.engine.replies import CORRUPT_STATE
 
 from .conftest import Engine
 
