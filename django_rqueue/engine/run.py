@@ -4,7 +4,9 @@
 :class:`~.commands.Plain`) on a sync client and returns what its parser
 makes of the reply; :func:`aexecute` does the same on an asyncio client.
 :func:`execute_and_wait` adds a ``WAIT`` on the same connection,
-:func:`execute_pipelined` keeps two calls of one script in flight. A
+:func:`execute_pipelined` keeps two calls of one script in flight, and
+:func:`drive` / :func:`adrive` run a multi-step flow
+(:mod:`~django_rqueue.engine.flows`) step by step. A
 script Redis lost (``NOSCRIPT``) is loaded and the call sent again;
 redis-py's retries and the cluster client's redirections apply as for any
 command. Connection problems are raised as
@@ -25,6 +27,7 @@ from redis.exceptions import NoScriptError, RedisClusterException
 
 from .commands import Command, Plain
 from .connection import redis_errors, unavailable
+from .flows import Flow
 from .pipelining import pipelined
 from .replies import Reply
 from .scripts import load
@@ -163,3 +166,29 @@ def execute_pipelined[T](client: redis.Redis, commands: Iterable[Command[T]]) ->
     with redis_errors(client):
         for reply in pipelined(client, load(first.call.script), calls()):
             yield parsers.popleft()(reply)
+
+
+def drive[T](client: redis.Redis, flow: Flow[T]) -> T:
+    """Run ``flow`` (:mod:`~django_rqueue.engine.flows`) on ``client``: each step it yields
+    with :func:`execute`, its result sent back in; return what the flow returns.
+
+    Raises what :func:`execute` raises for a step, and what the flow raises.
+    """
+    result: Any = None
+    while True:
+        try:
+            step = flow.send(result)
+        except StopIteration as done:
+            return cast("T", done.value)
+        result = execute(client, step)
+
+
+async def adrive[T](client: redis.asyncio.Redis, flow: Flow[T]) -> T:
+    """:func:`drive` on an asyncio client (each step with :func:`aexecute`)."""
+    result: Any = None
+    while True:
+        try:
+            step = flow.send(result)
+        except StopIteration as done:
+            return cast("T", done.value)
+        result = await aexecute(client, step)
