@@ -78,7 +78,7 @@ run_step "ruff check" .venv/bin/ruff check .
 run_step "ruff format" .venv/bin/ruff format --check .
 
 section "mypy"
-mapfile -t mypy_targets < <(existing django_rqueue example_project tests)
+mapfile -t mypy_targets < <(existing django_rqueue example_project tests scripts)
 run_step "mypy" .venv/bin/mypy "${mypy_targets[@]}"
 
 section "django check / makemigrations --check"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
@@ -15,6 +15,33 @@ from . import actions, detail, lists, overview, schedules
 from .common import require
 
 View = Callable[..., HttpResponse]
+
+
+class Page(NamedTuple):
+    """One admin page: its route under the app's admin URL, its view, its URL name (after
+    ``django_rqueue_``), and the permission checked before the view runs (``None``: the
+    view checks its own, after the module permission)."""
+
+    route: str
+    view: View
+    name: str
+    permission: str | None = "view"
+
+
+PAGES = (
+    Page("", overview.overview, "dashboard_changelist"),
+    Page("schedules/", schedules.schedule_list, "schedules"),
+    Page("failed/", lists.failed_all, "failed_all"),
+    Page("failed/selected/", actions.selected, "failed_selected", None),
+    Page("schedules/<str:entry>/<str:action>/", schedules.schedule_action, "schedule_action", None),
+    Page("queues/<str:queue>/failed/<str:action>-all/", actions.all_failed, "all_failed", None),
+    Page("queues/<str:queue>/<str:action>-queue/", actions.queue_action, "queue_action", None),
+    Page("queues/<str:queue>/empty/", actions.empty_queue, "empty_queue", None),
+    Page("queues/<str:queue>/selected/", actions.selected, "selected", None),
+    Page("queues/<str:queue>/<str:state>/", lists.job_list, "job_list"),
+    Page("jobs/<str:job_id>/", detail.job_detail, "job_change"),
+    Page("jobs/<str:job_id>/<str:action>/", actions.job_action, "job_action", None),
+)
 
 if TYPE_CHECKING:
     ModelAdminBase = admin.ModelAdmin[Dashboard]
@@ -64,48 +91,5 @@ class JobAdmin(ModelAdminBase):
             return self.admin_site.admin_view(wrapper)
 
         return [
-            path("", page(overview.overview), name="django_rqueue_dashboard_changelist"),
-            path("schedules/", page(schedules.schedule_list), name="django_rqueue_schedules"),
-            path("failed/", page(lists.failed_all), name="django_rqueue_failed_all"),
-            path(
-                "failed/selected/",
-                page(actions.selected, None),
-                name="django_rqueue_failed_selected",
-            ),
-            path(
-                "schedules/<str:entry>/<str:action>/",
-                page(schedules.schedule_action, None),
-                name="django_rqueue_schedule_action",
-            ),
-            path(
-                "queues/<str:queue>/failed/<str:action>-all/",
-                page(actions.all_failed, None),
-                name="django_rqueue_all_failed",
-            ),
-            path(
-                "queues/<str:queue>/<str:action>-queue/",
-                page(actions.queue_action, None),
-                name="django_rqueue_queue_action",
-            ),
-            path(
-                "queues/<str:queue>/empty/",
-                page(actions.empty_queue, None),
-                name="django_rqueue_empty_queue",
-            ),
-            path(
-                "queues/<str:queue>/selected/",
-                page(actions.selected, None),
-                name="django_rqueue_selected",
-            ),
-            path(
-                "queues/<str:queue>/<str:state>/",
-                page(lists.job_list),
-                name="django_rqueue_job_list",
-            ),
-            path("jobs/<str:job_id>/", page(detail.job_detail), name="django_rqueue_job_change"),
-            path(
-                "jobs/<str:job_id>/<str:action>/",
-                page(actions.job_action, None),
-                name="django_rqueue_job_action",
-            ),
+            path(p.route, page(p.view, p.permission), name=f"django_rqueue_{p.name}") for p in PAGES
         ]

@@ -14,10 +14,10 @@ import signal
 from pathlib import Path
 
 from tests.jobs_app.jobs import fault_async_block, fault_async_gate, fault_async_sleep_first
+from tests.support.redis_commands import hold
 
 from .harness import Faults, WorkerProcess, alive, job_hash, wait_until
 from .proxy import FaultProxy
-from .support import hold
 
 LEASE = 1.0
 

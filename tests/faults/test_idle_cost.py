@@ -21,10 +21,10 @@ import pytest
 import redis
 
 from tests.jobs_app.jobs import fault_noop
+from tests.support.redis_commands import CommandMonitor, command_calls, hold, wait_blocked
 from tests.support.redis_server import RedisServer
 
 from .harness import Faults
-from .support import CommandMonitor, command_calls, hold, wait_blocked
 
 WORKERS = 8
 LEASE = 30.0

@@ -26,9 +26,9 @@ from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.scripts import load
 from tests.jobs_app.jobs import fault_noop
+from tests.support.redis_commands import wait_blocked
 
 from .harness import Faults
-from .support import wait_blocked
 
 
 def words(entry: dict[str, Any]) -> str:

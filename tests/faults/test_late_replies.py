@@ -19,10 +19,10 @@ import redis
 
 from django_rqueue.engine.scripts import load
 from tests.jobs_app.jobs import fault_gate, fault_noop
+from tests.support.redis_commands import wait_blocked
 
 from .harness import Faults, job_hash, wait_until
 from .proxy import FaultProxy
-from .support import wait_blocked
 
 LEASE = 1.0
 

@@ -23,11 +23,11 @@ from django_rqueue.engine.connection import get_client, reset_clients
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.lease import LeaseKeeper
 from tests.jobs_app.jobs import record
+from tests.support.redis_commands import hold
 from tests.support.redis_server import RedisServer
 
 from .harness import wait_until
 from .proxy import FaultProxy
-from .support import hold
 
 LEASE = 6.0  # renewals every 2 s
 

@@ -22,9 +22,9 @@ from django.utils import timezone
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys
 from tests.jobs_app.jobs import fault_noop
+from tests.support.redis_commands import wait_blocked
 
 from .harness import Faults, WorkerProcess, wait_until
-from .support import wait_blocked
 
 POLLERS = 5
 WORKERS = 3

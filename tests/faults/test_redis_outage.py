@@ -27,10 +27,10 @@ import redis
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys
 from tests.jobs_app.jobs import fault_noop, fault_sleep, fault_sleep_first
+from tests.support.redis_commands import hold, wait_blocked
 
 from .harness import Faults, alive, wait_until
 from .proxy import FaultProxy, Mode
-from .support import hold, wait_blocked
 
 #: Seconds Redis is unreachable. A blackhole lasts longer than the client's
 #: socket timeout (10 s, :data:`django_rqueue.engine.connection.SOCKET_TIMEOUT`), so

@@ -15,10 +15,10 @@ import time
 import redis
 
 from tests.jobs_app.jobs import fault_noop
+from tests.support.redis_commands import hold
 from tests.support.redis_server import RedisServer
 
 from .harness import Faults, WorkerProcess, wait_until
-from .support import hold
 
 #: A wake-up this fast cannot come from the idle wait's timeout (``IDLE_BLOCK``, 4 s).
 PROMPT = 1.0

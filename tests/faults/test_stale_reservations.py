@@ -41,10 +41,10 @@ import redis
 
 from django_rqueue.engine.scripts import load
 from tests.jobs_app.jobs import fault_async_gate, fault_gate, fault_noop
+from tests.support.redis_commands import wait_blocked
 
 from .harness import Faults, WorkerProcess, job_hash, kill_tree, wait_until
 from .proxy import FaultProxy
-from .support import wait_blocked
 
 #: How A reserves the jobs (see the module docstring).
 type Route = Literal["pickup", "batch", "async"]

@@ -18,9 +18,9 @@ from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.permissions import acl_rules
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.worker.idle import IdleWaiter, Woken, forget_unblock_refusals
-from tests.faults.support import blocked_clients
 from tests.support import redis_acl
 from tests.support.redis_cluster import LocalCluster
+from tests.support.redis_commands import blocked_clients
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
 

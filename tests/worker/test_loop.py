@@ -27,7 +27,6 @@ from django_rqueue.worker.hooks import AttemptOutcome
 from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
 from tests.faults.proxy import FaultProxy
-from tests.faults.support import blocked_clients
 from tests.jobs_app.jobs import (
     chain,
     exits,
@@ -41,6 +40,7 @@ from tests.jobs_app.jobs import (
 )
 from tests.support.inprocess import keys, poller_thread, run_to_end, run_worker, stats, tags
 from tests.support.jobs_in_state import Jobs, enqueue_raw
+from tests.support.redis_commands import blocked_clients
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
 

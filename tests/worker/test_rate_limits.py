@@ -21,9 +21,9 @@ from django_rqueue.conf import RateLimit
 from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.rate_limits import NextSlots
 from django_rqueue.worker.reserving import IDLE_BLOCK
-from tests.faults.support import command_calls
 from tests.jobs_app.jobs import async_record, record
 from tests.support.inprocess import keys, run_to_end
+from tests.support.redis_commands import command_calls
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")

@@ -10,17 +10,13 @@
 
 --@include now_ms.lua
 --@include push_queued.lua
---@include read_record.lua
+--@include read_in_state.lua
 
 local base, jkey, delayed, prios, stats, notify = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local id = ARGV[1]
-local job, problem = read_record(jkey, 's', 'prio', 'group')
-if not job[1] then
-  local st = problem and CORRUPT_STATE or ''
-  return {'state', st}
-end
-if job[1] ~= 'scheduled' then
-  return {'state', job[1] or ''}
+local job, refusal = read_in_state(jkey, 'scheduled', 'prio', 'group')
+if not job then
+  return refusal
 end
 redis.call('ZREM', delayed, id)
 redis.call('HSET', jkey, 's', 'queued', 'due', now_ms())

@@ -1,4 +1,4 @@
-"""Helpers shared by the network and Redis fault scenarios; see also :mod:`.harness`."""
+"""Redis commands seen from outside: blocked clients, command counts, a MONITOR of one server."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Self
 
 import redis
 
-from .harness import wait_until
+from tests.support.waiting import wait_until
 
 
 def blocked_clients(client: redis.Redis) -> int:
