@@ -6,7 +6,7 @@ import pytest
 
 from django_rqueue import LeaseLost
 from django_rqueue.engine import transitions
-from tests.engine.transitions.conftest import Engine
+from tests.support.engine import Engine
 
 
 def ack_reserve(

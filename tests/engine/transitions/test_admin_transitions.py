@@ -6,8 +6,7 @@ import pytest
 
 from django_rqueue.engine import transitions
 from django_rqueue.exceptions import JobStateError
-
-from .conftest import Engine, _s
+from tests.support.engine import Engine, _s
 
 
 def failed_job(engine: Engine, name: str = "tests.noop") -> str:

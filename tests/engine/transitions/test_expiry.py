@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import JobFields
+from tests.support.engine import Engine
 from tests.support.waiting import wait_until
-
-from .conftest import Engine
 
 
 def expired(engine: Engine) -> int:

@@ -7,7 +7,7 @@ import asyncio
 from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import new_async_client
 from django_rqueue.engine.scripts import load
-from tests.engine.transitions.conftest import Engine
+from tests.support.engine import Engine
 
 
 def pause(engine: Engine) -> bool:

@@ -7,8 +7,7 @@ import redis
 
 from django_rqueue.engine import calls, transitions
 from django_rqueue.engine.transitions import ClaimOutcome, EnqueueOutcome
-
-from .conftest import Engine
+from tests.support.engine import Engine
 
 FIELDS: dict[str, str | int] = {"n": "tests.noop", "p": "[]", "max": 3, "tmo": 300_000, "ttl": 600}
 
