@@ -54,6 +54,7 @@ from .calls import Arg
 from .connection import is_cluster
 from .dedicated import packer
 from .keys import QueueKeys
+from .replies import Reply
 from .scripts import LuaScript, load
 
 #: ``(KEYS, ARGV)`` of one script call.
@@ -113,9 +114,10 @@ class InFlight:
         node = cluster.get_node_from_key(key)
         return cluster.get_redis_connection(node).connection_pool
 
-    def read(self) -> Any:  # a Lua reply
+    def read(self) -> Reply:
         """Read the next reply owed (redis-py's exceptions propagate; the caller drops)."""
-        return self.connection.read_response()
+        reply: Reply = self.connection.read_response()
+        return reply
 
     @property
     def connected(self) -> bool:
@@ -138,7 +140,7 @@ class InFlight:
 
 def pipelined(
     client: redis.Redis, script: LuaScript, calls: Iterable[Call], depth: int = DEPTH
-) -> Iterator[Any]:
+) -> Iterator[Reply]:
     """Yield the reply of each call in ``calls``, in order, keeping up to ``depth`` in flight.
 
     ``calls`` is consumed lazily: the next call is built (and sent) while
@@ -156,7 +158,7 @@ def pipelined(
     def send(call: Call) -> int | None:
         return wire.generation if wire.send(script, *call) else None
 
-    def read_one() -> Any:  # a Lua reply
+    def read_one() -> Reply:
         call, sent_on = in_flight.popleft()
         if sent_on == wire.generation and wire.connected:
             try:
