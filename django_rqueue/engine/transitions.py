@@ -1,7 +1,10 @@
-"""The queue's state transitions: one Python function per Lua script.
+"""The queue's state transitions as one call each on a client: thin shells over commands and run.
 
-Each function takes the queue's Redis client and :class:`~.keys.QueueKeys`,
-passes every key the script names in ``KEYS``, and translates the reply.
+Each function sends one :mod:`~.commands` command with the executors of
+:mod:`~.run` (``run.execute(client, commands.<transition>(...))``) and returns
+its parsed reply (:mod:`~.replies`); new code calls those directly. The
+shells stay for the callers that still name them (the enqueue path, the
+reserver, the master's renewals, operations, periodic runs) and the tests.
 Times are decided inside the scripts from Redis ``TIME``; durations passed
 in are milliseconds. Redis connection problems are raised as
 :class:`~.exceptions.RedisUnavailable`; a stale fencing token as
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import redis
 import redis.asyncio
@@ -38,6 +41,7 @@ from .replies import (
     EnqueueOutcome,
     EnqueueReply,
     FailReply,
+    Reply,
     Reservation,
     Reserved,
 )
@@ -325,7 +329,7 @@ def reserve_call(client: redis.Redis, call: ScriptCall) -> Reserved:
     return execute(client, commands.Command(call, replies.reserved))
 
 
-def reserved_from(reply: Any) -> Reserved:  # a Lua reply
+def reserved_from(reply: Reply | redis.ResponseError) -> Reserved:
     """Read the reply of a :func:`reserve_command` (``{wait, reservation, ...}``).
 
     Raises:
@@ -524,13 +528,6 @@ def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: CancelMod
 def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes]:
     """Read a job hash (a plain ``HGETALL``; reads need no script)."""
     return execute(client, commands.read_job(keys, job_id))
-
-
-async def aread_job(
-    client: redis.asyncio.Redis, keys: QueueKeys, job_id: str
-) -> dict[bytes, bytes]:
-    """:func:`read_job` on an asyncio client."""
-    return await aexecute(client, commands.read_job(keys, job_id))
 
 
 def run_now(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
