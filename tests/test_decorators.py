@@ -30,10 +30,10 @@ from django_rqueue import (
     job,
     registry,
 )
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
+from tests.support import transitions
 from tests.support.waiting import wait_until
 
 KEYS = QueueKeys.of("rqueue", "default")

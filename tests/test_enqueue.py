@@ -19,11 +19,11 @@ from django.test import AsyncClient
 from pytest_django.fixtures import Settings
 
 from django_rqueue import Job, JobStatus, get_job, job, signals
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.scripts import load
 from django_rqueue.worker.loop import Worker
 from tests.jobs_app.jobs import read_ledger
+from tests.support import transitions
 
 KEYS = QueueKeys.of("rqueue", "default")
 calls: list[tuple[object, ...]] = []

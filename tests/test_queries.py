@@ -14,7 +14,6 @@ import pytest
 import redis
 
 from django_rqueue import JobStatus, get_job, queries
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.execution import error_record
 from django_rqueue.queries import (
@@ -26,6 +25,7 @@ from django_rqueue.queries import (
     WarningKind,
 )
 from django_rqueue.worker.heartbeat import WorkerInfo, list_workers, publish
+from tests.support import transitions
 from tests.support.jobs_in_state import Jobs, retention
 from tests.support.waiting import wait_until
 

@@ -11,6 +11,7 @@ read by :mod:`~django_rqueue.engine.replies`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
@@ -162,6 +163,11 @@ def _rate_args(rate_limit: RateLimit | None) -> list[Arg]:
     if rate_limit is None:
         return []
     return [rate_limit.interval_ms, rate_limit.tolerance_ms]
+
+
+def new_request_id() -> str:
+    """A random id for one reserve call (16 hex digits): :func:`reserve`'s ``request_id``."""
+    return os.urandom(8).hex()
 
 
 def reserve(

@@ -15,7 +15,6 @@ those cases.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
@@ -26,11 +25,10 @@ from ..conf import RateLimit
 from ..exceptions import LeaseLost
 from . import calls, commands, replies
 from .calls import (
-    CancelMode,
     FailedBatchMode,
     NewJob,
-    Retention,
     ScriptCall,
+    new_request_id,
 )
 from .connection import redis_errors
 from .keys import QueueKeys
@@ -62,6 +60,7 @@ __all__ = [
     "Enqueued",
     "FailReply",
     "ReplicaWait",
+    "new_request_id",
     "Reservation",
     "Reserved",
 ]
@@ -237,32 +236,6 @@ def enqueue_batch_and_wait(
     return enqueued, replies.confirmed((outcome for outcome, _, _ in enqueued), acked)
 
 
-def reserve(
-    client: redis.Redis,
-    keys: QueueKeys,
-    *,
-    lease_ms: int,
-    worker_id: str,
-    group_concurrency: int | None = None,
-    rate_limit: RateLimit | None = None,
-) -> Reservation | None:
-    """Reserve the next job (``reserve.lua``): ``(job id, job hash)`` or ``None`` when empty
-    (or held back by ``rate_limit``).
-
-    ``group_concurrency``, ``rate_limit``: as :func:`reserve_many`.
-    """
-    got = reserve_many(
-        client,
-        keys,
-        lease_ms=lease_ms,
-        worker_id=worker_id,
-        count=1,
-        group_concurrency=group_concurrency,
-        rate_limit=rate_limit,
-    )
-    return got.jobs[0] if got.jobs else None
-
-
 def reserve_many(
     client: redis.Redis,
     keys: QueueKeys,
@@ -276,10 +249,10 @@ def reserve_many(
 ) -> Reserved:
     """Reserve up to ``count`` jobs (1..1000) in one round trip (``reserve.lua``).
 
-    Returns the reservations in the order :func:`reserve` would have handed
-    them out one by one (priority, then round-robin between groups, then
-    FIFO); fewer than ``count``, or none, when the queue runs dry. Each job
-    has its own lease deadline (now + ``lease_ms``) and fencing token.
+    Returns the reservations in the order one-by-one reserves would have
+    handed them out (priority, then round-robin between groups, then FIFO);
+    fewer than ``count``, or none, when the queue runs dry. Each job has its
+    own lease deadline (now + ``lease_ms``) and fencing token.
     ``request_id`` (default: a fresh random one) makes the call idempotent:
     the same call resent, as redis-py does after a broken connection, returns
     the jobs the first one reserved instead of reserving more.
@@ -340,39 +313,10 @@ def reserved_from(reply: Reply | redis.ResponseError) -> Reserved:
     return replies.reserved(reply)
 
 
-async def areserve_many(
-    client: redis.asyncio.Redis,
-    keys: QueueKeys,
-    *,
-    lease_ms: int,
-    worker_id: str,
-    count: int,
-    request_id: str | None = None,
-    group_concurrency: int | None = None,
-    rate_limit: RateLimit | None = None,
-) -> Reserved:
-    """:func:`reserve_many` on an asyncio client (``request_id``: default a fresh one)."""
-    call = calls.reserve(
-        keys,
-        lease_ms=lease_ms,
-        worker_id=worker_id,
-        count=count,
-        request_id=request_id or new_request_id(),
-        group_concurrency=group_concurrency,
-        rate_limit=rate_limit,
-    )
-    return await areserve_call(client, call)
-
-
 async def areserve_call(client: redis.asyncio.Redis, call: ScriptCall) -> Reserved:
     """:func:`reserve_call` on an asyncio client: sent again with the same request id, it
     returns the jobs the first send reserved instead of reserving more."""
     return await aexecute(client, commands.Command(call, replies.reserved))
-
-
-def new_request_id() -> str:
-    """A random id for one reserve call (16 hex digits)."""
-    return os.urandom(8).hex()
 
 
 def ack_and_reserve(
@@ -390,17 +334,17 @@ def ack_and_reserve(
     group_concurrency: int | None = None,
     rate_limit: RateLimit | None = None,
 ) -> tuple[LeaseLost | None, Reserved]:
-    """:func:`ack`, then :func:`reserve_many` on the same queue, in one call (``ack_reserve.lua``).
+    """An ack, then :func:`reserve_many` on the same queue, in one call (``ack_reserve.lua``).
 
     The ack gives its job's group slot back before the reservations are made
     (``group_concurrency``, ``rate_limit``: as :func:`reserve_many`).
 
     Returns ``(stale, reserved)``: ``stale`` is ``None`` when the ack was
-    applied, else the :class:`LeaseLost` that :func:`ack` would have raised
+    applied, else the :class:`LeaseLost` that an ack would have raised
     (returned, not raised, so that the reservations made in the same call are
     never dropped); ``reserved`` as :func:`reserve_many` (up to ``count``;
     idempotent per ``request_id`` the same way). After :class:`RedisUnavailable`
-    send a plain :func:`ack`: a new call would reserve more jobs.
+    send a plain ack (:func:`.commands.ack`): a new call would reserve more jobs.
     """
     command = commands.ack_reserve(
         keys,
@@ -423,120 +367,6 @@ def renew_lease(
 ) -> int:
     """Extend a running job's lease (``renew.lua``); return the new deadline in ms."""
     return execute(client, commands.renew(keys, job_id, token, lease_ms))
-
-
-def ack(
-    client: redis.Redis, keys: QueueKeys, job_id: str, token: int, result: str, result_ttl: int
-) -> None:
-    """Record success (``ack.lua``); the record expires after ``result_ttl`` seconds."""
-    execute(client, commands.ack(keys, job_id, token, result, result_ttl))
-
-
-def fail(
-    client: redis.Redis,
-    keys: QueueKeys,
-    job_id: str,
-    token: int,
-    error: str,
-    retry_delay_ms: int,
-    *,
-    retention: Retention,
-) -> FailReply:
-    """Record a failed attempt (``fail.lua``).
-
-    ``retry_delay_ms`` ``-1`` forbids a retry. Returns ``(outcome, run-at ms)``
-    (:class:`~.replies.FailReply`): ``("retrying", run-at ms)``, ``("failed",
-    None)``, or, for a resent report whose first try was applied (its reply
-    lost), that outcome with ``None``. A job that goes to the failed store makes
-    it apply ``retention`` (the oldest failed jobs beyond it are deleted, at
-    most ``retention.limit`` of them).
-
-    Raises:
-        LeaseLost: ``token`` is stale (the job was reclaimed, or its record is corrupt).
-    """
-    return execute(client, commands.fail(keys, job_id, token, error, retry_delay_ms, retention))
-
-
-def release(client: redis.Redis, keys: QueueKeys, job_id: str, token: int) -> None:
-    """Hand a running job back without spending an attempt (``release.lua``)."""
-    execute(client, commands.release(keys, job_id, token))
-
-
-def cancel_running(
-    client: redis.Redis, keys: QueueKeys, job_id: str, token: int, *, ttl: int
-) -> None:
-    """End a running job as cancelled, keeping its record ``ttl`` s (0: delete it)
-    (``cancel_running.lua``).
-
-    Raises:
-        LeaseLost: ``token`` is stale (the job finished or was reclaimed meanwhile).
-    """
-    execute(client, commands.cancel_running(keys, job_id, token, ttl))
-
-
-def promote_due(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, int]:
-    """Queue due scheduled jobs (``promote.lua``).
-
-    Returns ``(promoted, ms until the next due job)``; the second is ``-1``
-    when nothing is scheduled and ``0`` when more are due right now.
-    """
-    return execute(client, commands.promote(keys, limit))
-
-
-def reclaim_expired(
-    client: redis.Redis, keys: QueueKeys, limit: int, error: str, *, retention: Retention
-) -> tuple[int, int, int]:
-    """Take back jobs whose lease expired (``reclaim.lua``).
-
-    Returns ``(requeued, failed, ms until the next lease deadline)`` with the
-    same ``-1``/``0`` conventions as :func:`promote_due`. When jobs went to
-    the failed store, ``retention`` is applied to it as :func:`fail` does.
-    """
-    return execute(client, commands.reclaim(keys, limit, error, retention))
-
-
-def trim_failed(client: redis.Redis, keys: QueueKeys, retention: Retention) -> tuple[int, bool]:
-    """Apply ``retention`` to the failed store now (``trim_failed.lua``).
-
-    Deletes the oldest failed jobs (record, error history, ``Job.wait`` list)
-    while there are more than ``retention.max_jobs`` or the oldest failed
-    ``retention.ttl`` seconds ago or more, at most ``retention.limit`` of
-    them. Returns ``(deleted, more)``: ``more`` when the limit was reached
-    and another call may delete more.
-    """
-    return execute(client, commands.trim_failed(keys, retention))
-
-
-def retry_failed(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
-    """Re-queue a failed job with attempts reset to 0 (``retry.lua``)."""
-    execute(client, commands.retry(keys, job_id))
-
-
-def cancel(client: redis.Redis, keys: QueueKeys, job_id: str, *, mode: CancelMode, ttl: int) -> str:
-    """Cancel (keep the record ``ttl`` s) or delete a job that is not running (``cancel.lua``);
-    mode ``"cancel"`` on a running job asks its worker to stop it.
-
-    Returns the state the job was in (``"running"``: the stop was requested; the job
-    ends ``cancelled`` when its worker has stopped it).
-
-    Raises:
-        JobStateError: mode ``"delete"`` of a running job, or a job that finished or is gone.
-    """
-    return execute(client, commands.cancel(keys, job_id, mode, ttl))
-
-
-def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes]:
-    """Read a job hash (a plain ``HGETALL``; reads need no script)."""
-    return execute(client, commands.read_job(keys, job_id))
-
-
-def run_now(client: redis.Redis, keys: QueueKeys, job_id: str) -> None:
-    """Queue a scheduled job at once (``run_now.lua``).
-
-    Raises:
-        JobStateError: the job is not scheduled (``.state`` tells what it is).
-    """
-    execute(client, commands.run_now(keys, job_id))
 
 
 def failed_batch(
@@ -566,43 +396,6 @@ def empty_queue(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, 
     lists, and whether queued jobs are left (call again).
     """
     return execute(client, commands.empty_queue(keys, limit))
-
-
-def schedule_sync(
-    client: redis.Redis, keys: QueueKeys, entries: Sequence[tuple[str, str, int]]
-) -> tuple[int, int]:
-    """Store a queue's periodic entries ``(name, spec, first tick ms)`` (``schedule_sync.lua``).
-
-    Returns ``(entries set or reset, entries removed)``; see the script's header.
-    """
-    return execute(client, commands.schedule_sync(keys, entries))
-
-
-def schedule_due(client: redis.Redis, keys: QueueKeys, limit: int) -> DueEntries:
-    """Read up to ``limit`` due periodic entries of a queue (``schedule_due.lua``)."""
-    return execute(client, commands.schedule_due(keys, limit))
-
-
-def schedule_claim(
-    client: redis.Redis,
-    keys: QueueKeys,
-    job: NewJob,
-    *,
-    entry: str,
-    tick_ms: int,
-    next_tick_ms: int,
-) -> ClaimOutcome | Enqueued:
-    """Claim the due tick ``tick_ms`` of ``entry`` and enqueue ``job`` (``schedule_claim.lua``).
-
-    ``next_tick_ms``: the entry's following tick (``-1``: none, the entry
-    leaves the schedule). Returns :attr:`ClaimOutcome.TAKEN`,
-    :attr:`ClaimOutcome.PAUSED`, or ``(outcome, job id, state)`` as
-    :func:`enqueue` (the job runs at ``tick_ms``).
-    """
-    command = commands.schedule_claim(
-        keys, job, entry=entry, tick_ms=tick_ms, next_tick_ms=next_tick_ms
-    )
-    return execute(client, command)
 
 
 def schedule_run_now(client: redis.Redis, keys: QueueKeys, job: NewJob, *, entry: str) -> Enqueued:

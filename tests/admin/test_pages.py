@@ -14,9 +14,9 @@ from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
 
 from django_rqueue import queries
-from django_rqueue.engine import transitions
 from django_rqueue.execution import error_record
 from django_rqueue.worker import heartbeat
+from tests.support import transitions
 from tests.support.jobs_in_state import Jobs, retention
 
 from .conftest import BASE, MakeClient

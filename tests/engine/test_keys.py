@@ -11,7 +11,6 @@ from redis.crc import key_slot
 
 from django_rqueue import job
 from django_rqueue.conf import RateLimit
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import (
     DONE,
     DURATIONS,
@@ -39,6 +38,7 @@ from django_rqueue.engine.keys import (
 from django_rqueue.engine.scripts import load
 from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import Poller
+from tests.support import transitions
 from tests.support.jobs_in_state import retention
 from tests.support.waiting import wait_until
 

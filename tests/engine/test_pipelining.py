@@ -18,12 +18,12 @@ import redis
 from redis.crc import key_slot
 
 from django_rqueue import LeaseLost
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.pipelining import AckStream, Call, PendingAck, pipelined
 from django_rqueue.engine.replies import items
 from django_rqueue.engine.scripts import LuaScript, load
+from tests.support import transitions
 from tests.support.jobs_in_state import enqueue_raw
 from tests.support.redis_cluster import LocalCluster
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import redis
 
-from django_rqueue.engine import transitions
 from django_rqueue.engine.calls import CancelMode, Retention
 from django_rqueue.engine.connection import is_cluster
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.execution import error_record
+from tests.support import transitions
 from tests.support.jobs_in_state import Jobs, retention
 
 #: Fields enqueue_job.lua leaves out of a job hash while they hold their default.

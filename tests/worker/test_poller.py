@@ -14,7 +14,7 @@ import redis
 
 from django_rqueue import Job, JobStatus, get_job
 from django_rqueue.conf import get_config
-from django_rqueue.engine import commands, transitions
+from django_rqueue.engine import commands
 from django_rqueue.engine.calls import TRIM_LIMIT, Retention
 from django_rqueue.engine.commands import Command
 from django_rqueue.engine.connection import get_client
@@ -23,6 +23,7 @@ from django_rqueue.engine.replies import Reply
 from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import MAX_SLEEP, Poller
 from tests.jobs_app.jobs import read_ledger, record
+from tests.support import transitions
 from tests.support.inprocess import keys, poller_thread, queued_ids, run_worker, stats
 from tests.support.jobs_in_state import Jobs
 from tests.support.waiting import wait_until

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import redis
 
-from django_rqueue.engine import transitions
 from django_rqueue.job import Job
 from django_rqueue.worker.children import Child, ChildKind, KillReason, PipeHooks
 from django_rqueue.worker.hooks import AttemptOutcome
 from django_rqueue.worker.supervisor import PASS_GAP, Supervisor
 from tests.jobs_app.jobs import record
+from tests.support import transitions
 from tests.support.inprocess import keys
 from tests.support.processes import alive
 

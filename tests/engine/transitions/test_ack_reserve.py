@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from django_rqueue import LeaseLost
-from django_rqueue.engine import transitions
+from tests.support import transitions
 from tests.support.engine import Engine
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from django_rqueue.engine import transitions
 from django_rqueue.exceptions import JobStateError
+from tests.support import transitions
 from tests.support.engine import Engine, _s
 
 

@@ -6,8 +6,8 @@ import pytest
 import redis
 
 from django_rqueue import JobStateError, LeaseLost
-from django_rqueue.engine import transitions
 from django_rqueue.engine.calls import CancelMode
+from tests.support import transitions
 from tests.support.engine import Engine
 
 

@@ -3,7 +3,7 @@ nothing else."""
 
 from __future__ import annotations
 
-from django_rqueue.engine import transitions
+from tests.support import transitions
 from tests.support.engine import Engine
 
 

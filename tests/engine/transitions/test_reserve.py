@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue.engine import transitions
+from tests.support import transitions
 from tests.support.engine import Engine
 
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import JobFields
+from tests.support import transitions
 from tests.support.engine import Engine
 
 

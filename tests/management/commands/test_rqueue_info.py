@@ -9,10 +9,10 @@ from typing import Any
 import redis
 from django.core.management import call_command
 
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client
 from django_rqueue.operations import pause_queue
 from django_rqueue.worker import heartbeat
+from tests.support import transitions
 from tests.support.jobs_in_state import Jobs
 from tests.support.redis_cluster import LocalCluster
 
