@@ -11,6 +11,7 @@ itself still calls are re-exported from :mod:`django_rqueue.engine.transitions`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -115,26 +116,11 @@ def reserve(
 
 
 async def areserve_many(
-    client: redis.asyncio.Redis,
-    keys: QueueKeys,
-    *,
-    lease_ms: int,
-    worker_id: str,
-    count: int,
-    request_id: str | None = None,
-    group_concurrency: int | None = None,
-    rate_limit: RateLimit | None = None,
+    client: redis.asyncio.Redis, keys: QueueKeys, *, request_id: str | None = None, **options: Any
 ) -> Reserved:
-    """:func:`reserve_many` on an asyncio client (``request_id``: default a fresh one)."""
-    command = commands.reserve(
-        keys,
-        lease_ms=lease_ms,
-        worker_id=worker_id,
-        count=count,
-        request_id=request_id or new_request_id(),
-        group_concurrency=group_concurrency,
-        rate_limit=rate_limit,
-    )
+    """:func:`reserve_many` on an asyncio client (``request_id``: default a fresh one;
+    ``options``: the other keywords of :func:`~django_rqueue.engine.calls.reserve`)."""
+    command = commands.reserve(keys, request_id=request_id or new_request_id(), **options)
     return await aexecute(client, command)
 
 
