@@ -298,10 +298,8 @@ class DurationFields:
 
 
 class StatsFields:
-    """Field names of a queue's counters ``<prefix>:{<queue>}:stats`` (``include/add_count.lua``).
-
-    :attr:`QUEUED` goes up and down; the others count since the queue was created.
-    """
+    """Field names of a queue's counters ``<prefix>:{<queue>}:stats`` (``include/add_count.lua``):
+    :attr:`QUEUED` goes up and down, the others count since the queue was created."""
 
     #: Jobs queued now.
     QUEUED = "queued"
