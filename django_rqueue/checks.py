@@ -1,7 +1,8 @@
 """System checks for the ``RQUEUE`` setting (``rqueue.E0xx`` errors, ``rqueue.W0xx`` warnings).
 
-The ids and what they mean are listed in :func:`django_rqueue.conf.problems`
-(and :func:`check_schedule` for a schedule's jobs).
+The ids and what they mean are listed in :func:`django_rqueue.conf.validation.problems`,
+and per key in the rows of :mod:`django_rqueue.conf.settings` (the README's settings
+tables); :func:`check_schedule` for a schedule's jobs.
 The checks only read settings; they never connect to Redis. ``rqueue.E008``
 (a ``TASKS`` queue that ``RQUEUE`` does not declare) is
 :meth:`django_rqueue.backends.RQueueBackend.check`, which Django's own

@@ -203,7 +203,7 @@ class BaseJobFunction[**P, R]:
             ValueError: the queue is not declared.
             EnqueueIncomplete: Redis could not be reached, or (Redis Cluster) the
                 queue's slot kept moving, for longer than the batches not yet written
-                are sent again (``django_rqueue.enqueue.ENQUEUE_PATIENCE``, 5 s); a
+                are sent again (``django_rqueue.enqueue.write.ENQUEUE_PATIENCE``, 5 s); a
                 ``RedisUnavailable`` whose ``written``, ``not_written`` and
                 ``unknown`` list the Jobs by what Redis holds (a batch resent after a
                 lost reply is not written twice).

@@ -37,8 +37,20 @@ if TYPE_CHECKING:
     from .types import JobSpec
 
 
-@dataclasses.dataclass
-class Outcome:
+@dataclasses.dataclass(frozen=True, slots=True)
+class DelayNote:
+    """What :func:`next_delay` adds to the stored error of the failure it decided on
+    (applied with :meth:`AttemptResult.noted`)."""
+
+    #: Replaces the error's message (a :class:`Retry` with no attempt left says so); ``None``:
+    #: the message stays.
+    message: str | None = None
+    #: Appended to the error's traceback (a backoff policy that raised).
+    traceback: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AttemptResult:
     """What one attempt produced: a JSON result, or an exception with its traceback."""
 
     result_json: str | None = None
@@ -53,6 +65,14 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.exception is None
+
+    def noted(self, note: DelayNote | None) -> AttemptResult:
+        """This result with ``note`` (:func:`next_delay`'s) applied to its error: a copy, or
+        this result itself when there is no note."""
+        if note is None:
+            return self
+        message = self.message if note.message is None else note.message
+        return dataclasses.replace(self, message=message, traceback=self.traceback + note.traceback)
 
     def error_json(self, worker: str = "") -> str:
         """The ``{"type", "message", "traceback", "worker"}`` record stored for a failed
@@ -84,10 +104,10 @@ def error_record(
     return dumps(record)
 
 
-def failure(exception: BaseException) -> Outcome:
-    """An Outcome for an exception raised (or made up) outside the job's own code."""
+def failure(exception: BaseException) -> AttemptResult:
+    """An AttemptResult for an exception raised (or made up) outside the job's own code."""
     text = "".join(tb.format_exception(exception)) if exception.__traceback__ else ""
-    return Outcome(
+    return AttemptResult(
         exception=exception, traceback=text or f"{type(exception).__name__}: {exception}\n"
     )
 
@@ -97,7 +117,7 @@ def soft_timeout(seconds: float) -> JobTimeout:
     return JobTimeout(f"job exceeded its timeout of {seconds:g} s")
 
 
-def run_attempt(job_function: JobSpec, job: Job[Any]) -> Outcome:
+def run_attempt(job_function: JobSpec, job: Job[Any]) -> AttemptResult:
     """Send ``job_started``, call the function, and capture what happened.
 
     ``SystemExit`` and every other exception are failures of the attempt; so
@@ -116,12 +136,13 @@ def run_attempt(job_function: JobSpec, job: Job[Any]) -> Outcome:
     return hide_secrets(job_function, job, _run_sync_attempt(job_function, job))
 
 
-def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> Outcome:
+def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: AttemptResult) -> AttemptResult:
     """Replace the values of ``job``'s sensitive arguments (``@job(sensitive=...)``) that a
     failed attempt's message or traceback quotes by the mask (:func:`~.sensitive.scrub`).
 
-    Sets :attr:`Outcome.message` and :attr:`Outcome.traceback` (and
-    :attr:`Outcome.scrubbed`) only when one of them quoted a value; returns ``outcome``.
+    Returns a copy with :attr:`AttemptResult.message` and :attr:`AttemptResult.traceback`
+    hidden (and :attr:`AttemptResult.scrubbed` set) when one of them quoted a value, else
+    ``outcome`` itself.
     """
     sensitive = job_function.sensitive
     if outcome.exception is None or sensitive is None:
@@ -131,24 +152,25 @@ def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> Outc
         return outcome
     message = str(outcome.exception) if outcome.message is None else outcome.message
     hidden_message, hidden_traceback = scrub(message, values), scrub(outcome.traceback, values)
-    if hidden_message != message or hidden_traceback != outcome.traceback:
-        outcome.message, outcome.traceback = hidden_message, hidden_traceback
-        outcome.scrubbed = True
-    return outcome
+    if hidden_message == message and hidden_traceback == outcome.traceback:
+        return outcome
+    return dataclasses.replace(
+        outcome, message=hidden_message, traceback=hidden_traceback, scrubbed=True
+    )
 
 
-def _run_sync_attempt(job_function: JobSpec, job: Job[Any]) -> Outcome:
+def _run_sync_attempt(job_function: JobSpec, job: Job[Any]) -> AttemptResult:
     signals.send(signals.job_started, job_function, job=job)
     try:
         args, kwargs = job_function.arguments(job)
         value = job_function.func(*args, **kwargs)
-        return Outcome(result_json=encode_result(value))
+        return AttemptResult(result_json=encode_result(value))
     except KeyboardInterrupt as exc:
         if interrupted():
             raise
-        return Outcome(exception=exc, traceback=tb.format_exc())
+        return AttemptResult(exception=exc, traceback=tb.format_exc())
     except BaseException as exc:  # a job's failure is data, not a crash
-        return Outcome(exception=exc, traceback=tb.format_exc())
+        return AttemptResult(exception=exc, traceback=tb.format_exc())
 
 
 def interrupted() -> bool:
@@ -165,7 +187,7 @@ def interrupted() -> bool:
 
 async def arun_attempt(
     job_function: JobSpec, job: Job[Any], *, timeout: float | None = None
-) -> Outcome:
+) -> AttemptResult:
     """:func:`run_attempt` for an ``async def`` job, awaited on the running event loop.
 
     ``timeout`` (seconds; ``None``: none) is the soft timeout: the coroutine is
@@ -178,27 +200,29 @@ async def arun_attempt(
     return hide_secrets(job_function, job, outcome)
 
 
-async def _arun_attempt(job_function: JobSpec, job: Job[Any], timeout: float | None) -> Outcome:
+async def _arun_attempt(
+    job_function: JobSpec, job: Job[Any], timeout: float | None
+) -> AttemptResult:
     await signals.asend(signals.job_started, job_function, job=job)
     deadline = asyncio.timeout(timeout)
     try:
         args, kwargs = job_function.arguments(job)
         async with deadline:
             value = await job_function.func(*args, **kwargs)
-        return Outcome(result_json=encode_result(value))
+        return AttemptResult(result_json=encode_result(value))
     except KeyboardInterrupt as exc:
         if interrupted():
             raise
-        return Outcome(exception=exc, traceback=tb.format_exc())
+        return AttemptResult(exception=exc, traceback=tb.format_exc())
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        return Outcome(exception=asyncio.CancelledError(), traceback=tb.format_exc())
+        return AttemptResult(exception=asyncio.CancelledError(), traceback=tb.format_exc())
     except BaseException as exc:  # a job's failure is data, not a crash
         if isinstance(exc, TimeoutError) and deadline.expired() and timeout is not None:
-            return Outcome(exception=soft_timeout(timeout), traceback=tb.format_exc())
-        return Outcome(exception=exc, traceback=tb.format_exc())
+            return AttemptResult(exception=soft_timeout(timeout), traceback=tb.format_exc())
+        return AttemptResult(exception=exc, traceback=tb.format_exc())
 
 
 def run_coroutine[T](coroutine: Coroutine[Any, Any, T]) -> T:
@@ -213,38 +237,41 @@ def run_coroutine[T](coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def next_delay(job_function: JobSpec | None, job: Job[Any], outcome: Outcome) -> float | None:
-    """Seconds before the next attempt, or ``None`` when this failure is final.
+def next_delay(
+    job_function: JobSpec | None, job: Job[Any], outcome: AttemptResult
+) -> tuple[float | None, DelayNote | None]:
+    """Seconds before the next attempt (``None`` when this failure is final), and what to note
+    in the stored error (``None``: nothing; apply it with :meth:`AttemptResult.noted`).
 
     Final when attempts are spent, when the job is unknown, when the job
     raised :class:`Reject`, or when the backoff policy returns ``None``. A
     :class:`Retry` with a ``delay`` gives that delay instead of the policy's;
     one with no attempt left says so in the error's message. A backoff policy
-    that raises makes the failure final too (it is logged in the traceback).
+    that raises makes the failure final too (noted in the traceback).
+    ``outcome`` is not changed.
     """
     exc = outcome.exception
     if job_function is None or exc is None or isinstance(exc, Reject):
-        return None
+        return None, None
     if job.attempts >= job.max_attempts:
         if isinstance(exc, Retry):
             said = exc if outcome.message is None else outcome.message  # maybe scrubbed
-            outcome.message = (
-                f"{said} but no attempt is left "
+            return None, DelayNote(
+                message=f"{said} but no attempt is left "
                 f"(attempt {job.attempts} of {job.max_attempts}); not retried"
             )
-        return None
+        return None, None
     if isinstance(exc, Retry) and exc.delay is not None:
-        return exc.delay
+        return exc.delay, None
     policy = job_function.options.backoff or get_config().queue(job.queue).backoff
     try:
-        return retry_delay(policy, job.attempts, exc)
+        return retry_delay(policy, job.attempts, exc), None
     except Exception as broken:  # a broken policy must not lose the job
-        outcome.traceback += f"\n(backoff policy failed: {broken!r}; not retrying)\n"
-        return None
+        return None, DelayNote(traceback=f"\n(backoff policy failed: {broken!r}; not retrying)\n")
 
 
 def _outcome_signal(
-    job: Job[Any], outcome: Outcome, delay: float | None
+    job: Job[Any], outcome: AttemptResult, delay: float | None
 ) -> tuple[Signal, dict[str, Any]]:
     """The signal :func:`announce` sends for ``outcome``, and its keyword arguments."""
     if outcome.ok:
@@ -258,7 +285,7 @@ def _outcome_signal(
 def announce(
     job_function: JobSpec | None,
     job: Job[Any],
-    outcome: Outcome,
+    outcome: AttemptResult,
     delay: float | None,
 ) -> None:
     """Send ``job_succeeded``, ``job_retrying`` (``delay`` not None) or ``job_failed``.
@@ -275,7 +302,7 @@ def announce(
 async def aannounce(
     job_function: JobSpec | None,
     job: Job[Any],
-    outcome: Outcome,
+    outcome: AttemptResult,
     delay: float | None,
 ) -> None:
     """:func:`announce` from async code (sync receivers run in ``sync_to_async``'s thread)."""
@@ -284,7 +311,7 @@ async def aannounce(
         await signals.asend(signal, job_function, **kwargs)
 
 
-def _listened(job_function: JobSpec | None, outcome: Outcome) -> bool:
+def _listened(job_function: JobSpec | None, outcome: AttemptResult) -> bool:
     """Whether announcing ``outcome`` is worth building: a ``job_succeeded`` nobody listens
     to is skipped (its result would be decoded again for nothing)."""
     return not outcome.ok or signals.job_succeeded.has_listeners(job_function)
@@ -304,7 +331,7 @@ def run_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
     while True:
         _eager_started(job)
         outcome = run_attempt(job_function, job)
-        delay = _eager_settle(job_function, job, outcome)
+        outcome, delay = _eager_settle(job_function, job, outcome)
         announce(job_function, job, outcome, delay)
         if _eager_finished(job, outcome):
             return job
@@ -320,7 +347,7 @@ async def arun_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
             outcome = await arun_attempt(job_function, job)
         else:
             outcome = await sync_to_async(run_attempt)(job_function, job)
-        delay = _eager_settle(job_function, job, outcome)
+        outcome, delay = _eager_settle(job_function, job, outcome)
         await aannounce(job_function, job, outcome, delay)
         if _eager_finished(job, outcome):
             return job
@@ -336,9 +363,13 @@ def _eager_started(job: Job[Any]) -> None:
     job.started_at = datetime.datetime.now(datetime.UTC)
 
 
-def _eager_settle(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> float | None:
-    """Record an EAGER attempt's outcome in ``job``; return the retry delay (``None``: final)."""
-    delay = next_delay(job_function, job, outcome)  # may reword the error's message
+def _eager_settle(
+    job_function: JobSpec, job: Job[Any], outcome: AttemptResult
+) -> tuple[AttemptResult, float | None]:
+    """Record an EAGER attempt's outcome in ``job``; return it with :func:`next_delay`'s note
+    applied (a reworded message), and the retry delay (``None``: final)."""
+    delay, note = next_delay(job_function, job, outcome)
+    outcome = outcome.noted(note)
     if outcome.ok:
         job.status = JobStatus.SUCCEEDED
         job.result = loads(outcome.result_json or "null")
@@ -352,10 +383,10 @@ def _eager_settle(job_function: JobSpec, job: Job[Any], outcome: Outcome) -> flo
         job.finished_at = datetime.datetime.now(datetime.UTC)
     else:
         job.status = JobStatus.SCHEDULED
-    return delay
+    return outcome, delay
 
 
-def _eager_finished(job: Job[Any], outcome: Outcome) -> bool:
+def _eager_finished(job: Job[Any], outcome: AttemptResult) -> bool:
     """Whether the EAGER run is over; re-raises a final failure with ``EAGER_PROPAGATE``."""
     if job.status is JobStatus.FAILED:
         if get_config().eager_propagate and outcome.exception is not None:

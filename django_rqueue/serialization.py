@@ -37,6 +37,7 @@ from typing import Any
 
 from django.utils.functional import Promise
 
+from .conf.defaults import MAX_JSON_BYTES as MAX_JSON_BYTES
 from .engine.keys import JobFields
 
 TAG = "__rqueue__"
@@ -49,11 +50,6 @@ TAG = "__rqueue__"
 #: CPython's C decoder raises ``RecursionError`` near 10 000 levels (3.13), and pure-Python
 #: code that walks a value (``copy.deepcopy``, many serializers) fails far earlier.
 MAX_JSON_DEPTH = 128
-#: Longest JSON document (in characters; bytes for ASCII JSON, which :func:`dumps` writes)
-#: that :func:`loads` decodes: 64 MiB, 64 times the default ``RQUEUE["MAX_PAYLOAD_BYTES"]``.
-#: Decoding builds Python objects of up to about 20 times the text's size (``[[],[],...]``),
-#: so an unbounded value planted in Redis (up to 512 MB) could exhaust a reader's memory.
-MAX_JSON_BYTES = 64 * 1024 * 1024
 
 #: ``bytes.translate`` arguments: braces read as brackets; bytes other than brackets and
 #: quotes deleted.

@@ -95,7 +95,7 @@ run_step "pytest dj61" run_pytest .venv dj61 "$@"
 # it anything (tests/support/redis_acl.py).
 section "pytest: worker tests as the least-privilege Redis user (RQUEUE_TEST_ACL=1)"
 run_step "pytest dj61 acl" as_acl_user run_pytest .venv dj61-acl \
-    tests/worker tests/faults/test_several_servers.py tests/faults/test_async_jobs.py \
+    tests/worker tests/master tests/faults/test_several_servers.py tests/faults/test_async_jobs.py \
     tests/faults/test_idle_pickup.py tests/faults/test_redis_cluster.py \
     tests/test_job_wait.py tests/engine/test_permissions.py "$@"
 

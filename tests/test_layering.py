@@ -1,4 +1,4 @@
-"""The package's import graph has no cycle, counting every import.
+"""The package's import graph has no cycle, counting every import, and its layers point one way.
 
 Module-level, function-local and ``if TYPE_CHECKING:`` imports are all edges:
 a cycle held together by a local or type-only import is still two modules that
@@ -117,9 +117,21 @@ def test_every_import_is_an_edge() -> None:
     assert "django_rqueue.job" in edges["django_rqueue.registry"]  # under TYPE_CHECKING
     assert "django_rqueue.backends" in edges["django_rqueue.apps"]  # in a function
     assert "django_rqueue.exceptions" in edges["django_rqueue.registry"]  # at the top
-    assert "django_rqueue.engine.keys" in edges["django_rqueue.enqueue"]  # from a subpackage
+    assert "django_rqueue.engine.keys" in edges["django_rqueue.enqueue.plan"]  # from a subpackage
 
 
 def test_no_import_cycle() -> None:
     found = cycles(graph())
     assert found == [], f"import cycles: {found}"
+
+
+def test_the_worker_does_not_import_the_master() -> None:
+    """``master/`` (the prefork supervisor) depends on ``worker/``, never the reverse."""
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in graph().items()
+        if module.startswith(f"{PACKAGE}.worker")
+        for target in targets
+        if target.startswith(f"{PACKAGE}.master")
+    )
+    assert upward == [], f"worker/ imports master/: {upward}"

@@ -27,8 +27,9 @@ from django_rqueue import operations
 from django_rqueue.engine.connection import get_client, redis_time_ms
 from django_rqueue.engine.keys import DurationFields
 from django_rqueue.execution import error_record
+from django_rqueue.master.heartbeat import publish
 from django_rqueue.metrics import histograms
-from django_rqueue.worker.heartbeat import WorkerInfo, publish
+from django_rqueue.worker.heartbeat import WorkerInfo
 from django_rqueue.worker.poller import Poller
 from tests.jobs_app.jobs import fail_then_succeed, record, slow
 from tests.jobs_app.tasks import record_task

@@ -16,6 +16,7 @@ import redis
 from django_rqueue import JobStatus, get_job, queries
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.execution import error_record
+from django_rqueue.master.heartbeat import publish
 from django_rqueue.queries import (
     FilteredPage,
     GroupRow,
@@ -24,7 +25,7 @@ from django_rqueue.queries import (
     QueueWarning,
     WarningKind,
 )
-from django_rqueue.worker.heartbeat import WorkerInfo, list_workers, publish
+from django_rqueue.worker.heartbeat import WorkerInfo, list_workers
 from tests.support import transitions
 from tests.support.jobs_in_state import Jobs, retention
 from tests.support.waiting import wait_until

@@ -121,6 +121,11 @@ class EnqueueShared(NamedTuple):
         args += fields
         return ScriptCall("enqueue", script_keys, args)
 
+    def batch(self) -> BatchShared:
+        """These options as ``enqueue_batch.lua`` takes them (the batches of ``.delay_many()``)."""
+        head = (*self.options, self.unique_ttl, len(self.fields) // 2, *self.fields)
+        return BatchShared(self.keys, head)
+
 
 def enqueue(keys: QueueKeys, job: NewJob, *, delay_ms: int, run_at_ms: int) -> ScriptCall:
     """``enqueue.lua``: create one job (the script derives the queue's other keys)."""
@@ -128,34 +133,36 @@ def enqueue(keys: QueueKeys, job: NewJob, *, delay_ms: int, run_at_ms: int) -> S
     return shared.call(job.job_id, job.unique_key, *pairs(job.fields))
 
 
-def enqueue_batch(
-    keys: QueueKeys,
-    *,
-    priority: int,
-    group: str,
-    delay_ms: int,
-    run_at_ms: int,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
-    with_unique: bool,
-    items: Iterable[tuple[str, str, str]],
-) -> ScriptCall:
-    """``enqueue_batch.lua``: create the jobs ``items`` (``(id, payload, unique key)``).
+class BatchShared(NamedTuple):
+    """The part of an ``enqueue_batch.lua`` call that every batch of jobs with the same
+    options shares: :class:`EnqueueShared`'s twin for ``.delay_many()``.
 
-    ``with_unique``: every item carries a unique key (``False``: none does, and
-    the keys are not sent).
+    A ``.delay()`` plan builds it once (``enqueue.Plan.batch_shared``, from
+    :meth:`EnqueueShared.batch`), so that each batch builds only its items' arguments.
     """
-    args: list[Arg] = [priority, group, delay_ms, run_at_ms, unique_ttl, len(fields)]
-    args += pairs(fields)
-    args.append(1 if with_unique else 0)
-    if with_unique:
-        for item in items:
-            args += item
-    else:
-        for job_id, payload, _ in items:
-            args += (job_id, payload)
-    head = [keys.base, keys.prios, keys.delayed, keys.stats, keys.notify, keys.wake]
-    return ScriptCall("enqueue_batch", head, args)
+
+    keys: QueueKeys
+    #: ``ARGV`` before the items: priority (-100..100), group (``""``: the default one),
+    #: delay in ms, run-at in ms since the epoch (UTC) or -1, unique TTL in seconds (0: until
+    #: the job ends), the number of shared fields, then those fields' pairs, flattened.
+    head: tuple[Arg, ...]
+
+    def call(self, items: Iterable[tuple[str, str, str]], *, with_unique: bool) -> ScriptCall:
+        """``enqueue_batch.lua``: create the jobs ``items`` (``(id, payload, unique key)``).
+
+        ``with_unique``: every item carries a unique key (``False``: none does, and
+        the keys are not sent).
+        """
+        args: list[Arg] = [*self.head, 1 if with_unique else 0]
+        if with_unique:
+            for item in items:
+                args += item
+        else:
+            for job_id, payload, _ in items:
+                args += (job_id, payload)
+        keys = self.keys
+        head = [keys.base, keys.prios, keys.delayed, keys.stats, keys.notify, keys.wake]
+        return ScriptCall("enqueue_batch", head, args)
 
 
 def _rate_args(rate_limit: RateLimit | None) -> list[Arg]:

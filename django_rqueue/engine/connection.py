@@ -28,18 +28,18 @@ about 2 s instead of hanging a request or a worker: connect timeout 0.5 s,
 two retries with exponential backoff (50 ms base, 250 ms cap), socket
 timeout 10 s (longer than any blocking call django-rqueue makes), TCP
 keepalive on, and a health check of idle connections every 15 s.
+
+Beside it, and re-exported here: :mod:`~django_rqueue.engine.errors` (what a
+redis-py error amounts to, :func:`redis_errors`), :mod:`~django_rqueue.engine.servers`
+(the servers behind a client) and :mod:`~django_rqueue.engine.values` (reply values).
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import enum
-import ssl
-import types
 import weakref
-from contextlib import AbstractContextManager
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -51,29 +51,36 @@ import redis.sentinel
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.connection import parse_url
-from redis.exceptions import (
-    AskError,
-    ClusterDownError,
-    ClusterError,
-    NoPermissionError,
-    RedisClusterException,
-    SlotNotCoveredError,
-    TryAgainError,
-)
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from ..conf import Config, get_config, without_password
-from ..exceptions import (
-    RedisAuthenticationFailed,
-    RedisPermissionDenied,
-    RedisUnavailable,
-    SlotMoving,
-)
+from ..exceptions import RedisUnavailable
+
+# Re-exported: the error classification, the servers behind a client and the reply values
+# have their own modules; callers import them from here as well.
+from .errors import CERTIFICATE_HINT as CERTIFICATE_HINT
+from .errors import CLUSTER_IN_FLUX as CLUSTER_IN_FLUX
+from .errors import DEMOTED as DEMOTED
+from .errors import SLOT_IN_FLUX as SLOT_IN_FLUX
+from .errors import certificate_refused as certificate_refused
+from .errors import redis_errors as redis_errors
+from .errors import unavailable as unavailable
+from .errors import wrong_type as wrong_type
+from .servers import is_cluster as is_cluster
+from .servers import server_name as server_name
+from .servers import servers as servers
+from .values import as_text as as_text
+from .values import ms_to_datetime as ms_to_datetime
+from .values import redis_time_ms as redis_time_ms
 
 #: Seconds to wait for a TCP connect before retrying.
 CONNECT_TIMEOUT = 0.5
 #: Seconds to wait for any reply; blocking calls use shorter server-side timeouts.
 SOCKET_TIMEOUT = 10.0
+#: Shortest timeout in seconds of a blocking call (``BLPOP``): Redis reads one that rounds
+#: to 0 ms as "block for ever".
+MIN_BLOCK = 0.001
 #: Retries after a failed connect or a dropped connection.
 RETRIES = 2
 #: Seconds a sentinel gets to answer (then the next sentinel is asked, without retry).
@@ -338,24 +345,6 @@ async def close_async_clients() -> None:
         await client.aclose()
 
 
-def is_cluster(client: redis.Redis | redis.asyncio.Redis) -> bool:
-    """Whether ``client`` is a Redis Cluster client (``REDIS_CLUSTER``)."""
-    kinds = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
-    return isinstance(client, kinds)
-
-
-def servers(client: redis.Redis) -> list[tuple[str, redis.Redis]]:
-    """The servers behind ``client``, each as ``(name, a client of that server alone)``:
-    ``client`` itself named ``""``, or, for a cluster client, each master named
-    ``"host:port"`` (as the cluster client knows them now), for per-server commands
-    (``INFO``, ``CONFIG GET``, ``SCRIPT EXISTS``) that a cluster client would send to one
-    node picked at random."""
-    if not is_cluster(client):
-        return [("", client)]
-    cluster: Any = client  # a redis.cluster.RedisCluster
-    return [(node.name, cluster.get_redis_connection(node)) for node in cluster.get_primaries()]
-
-
 def location_of(queue: str | None) -> Location:
     """Where ``queue``'s Redis is (the global Redis when ``None``): queues with the same
     location share a client (:func:`get_client`), and so a server, a cluster or a cache.
@@ -386,196 +375,3 @@ def reset_after_fork() -> None:
     _clients.clear()
     _by_queue.clear()
     _sentinels.clear()
-
-
-#: The start of the error a master that is being demoted to a replica sends its blocked
-#: clients (Redis 7: "UNBLOCKED force unblock from blocking operation, instance state
-#: changed (master -> replica?)"). The connection's next write gets ``READONLY``, which
-#: redis-py's Sentinel connections turn into a reconnection to the new master.
-DEMOTED = "UNBLOCKED"
-
-
-def server_name(client: redis.Redis | redis.asyncio.Redis) -> str:
-    """The server behind ``client`` as a URL without its password, for messages.
-
-    ``redis://[user@]host:port/db`` (``rediss://`` with TLS), ``unix://path?db=N``,
-    ``redis://<service>/<db>`` for the master of a Sentinel service, or
-    ``redis://host:port`` of the node a Redis Cluster client started from.
-    """
-    if is_cluster(client):
-        node: Any = cast(Any, client).get_default_node()
-        return f"redis://{node.host}:{node.port}" if node is not None else "Redis Cluster"
-    pool: Any = client.connection_pool
-    options: dict[str, Any] = pool.connection_kwargs
-    db = options.get("db", 0)
-    service = getattr(pool, "service_name", None)
-    if service is not None:
-        return f"redis://{service}/{db}"
-    if options.get("path"):
-        return f"unix://{options['path']}?db={db}"
-    user = options.get("username")
-    scheme = "rediss" if "SSL" in getattr(pool, "connection_class", type).__name__ else "redis"
-    where = f"{user}@" if user else ""
-    return f"{scheme}://{where}{options.get('host', 'localhost')}:{options.get('port', 6379)}/{db}"
-
-
-#: A Redis Cluster's replies while a slot moves or a master fails over, and redis-py's
-#: cluster client giving up on them: the command did not run, and runs once the slot has
-#: settled. ``TRYAGAIN`` (a script whose keys are split between the two masters of a moving
-#: slot: every script of django-rqueue names the queue's base key, which no command
-#: creates, so each gets it until the slot's last key has moved), ``ASK``/``MOVED``
-#: (:class:`~redis.exceptions.MovedError` is an ``AskError``) read outside the cluster
-#: client's own redirection, ``ClusterError: TTL exhausted`` (the cluster client's 16
-#: tries, about 0.4 s, all redirected or refused; ``CLUSTERDOWN``'s
-#: :class:`ClusterDownError` is a ``ClusterError`` too), and
-#: :class:`~redis.exceptions.RedisClusterException`, which redis-py raises when it cannot
-#: read the slot map again (the nodes disagree mid-reshard, no node answers, a slot has
-#: no master: ``SlotNotCoveredError``), and also for a command it cannot route, which
-#: django-rqueue does not send.
-CLUSTER_IN_FLUX = (TryAgainError, AskError, ClusterError, RedisClusterException)
-#: Those of :data:`CLUSTER_IN_FLUX` that concern one slot (:class:`SlotMoving`); the others
-#: (the slot map cannot be read) concern the whole cluster.
-SLOT_IN_FLUX = (TryAgainError, AskError, ClusterError, SlotNotCoveredError)
-
-
-class _RedisErrors:
-    """The context manager of :func:`redis_errors`: a class, as a generator-based one costs
-    a generator and three calls per use, on the path of every script call."""
-
-    __slots__ = ("client",)
-
-    def __init__(self, client: redis.Redis | redis.asyncio.Redis | None = None) -> None:
-        self.client = client
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: types.TracebackType | None,
-    ) -> Literal[False]:
-        if exc is None:
-            return False
-        found = unavailable(exc, self.client)
-        if found is not None:
-            raise found from exc
-        return False
-
-
-def certificate_refused(exc: BaseException) -> ssl.SSLCertVerificationError | None:
-    """The TLS certificate verification failure behind redis-py's ``exc`` (a
-    ``ConnectionError`` whose context is Python's ``ssl.SSLCertVerificationError``:
-    an unknown CA, a name or IP not in the certificate, an expired certificate), or
-    ``None``. A configuration error, not an outage: retrying cannot help."""
-    seen: BaseException | None = exc
-    for _ in range(8):  # a cause chain is short; never loop on a cyclic one
-        if seen is None:
-            return None
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-#: What to do about a refused certificate (Python 3.13 also refuses a CA without keyUsage).
-CERTIFICATE_HINT = (
-    "Give the server's CA in the URL (rediss://host:port/0?ssl_ca_certs=/path/ca.crt), "
-    "and check that the certificate names the host or IP of the URL and has not expired."
-)
-
-
-def unavailable(
-    exc: BaseException, client: redis.Redis | redis.asyncio.Redis | None = None
-) -> RedisUnavailable | None:
-    """The :class:`RedisUnavailable` (or :class:`RedisAuthenticationFailed`) that redis-py's
-    ``exc`` amounts to, naming ``client``'s server when given; ``None`` for any other error
-    (see :func:`redis_errors`)."""
-    where = "Redis" if client is None else f"Redis at {server_name(client)}"
-    if isinstance(exc, redis.AuthenticationError):
-        return RedisAuthenticationFailed(
-            f"{where} rejected the credentials ({exc}): fix the user/password in the "
-            "Redis URL (redis://user:password@host:port/db)"
-        )
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | ClusterDownError):
-        refused = certificate_refused(exc)
-        if refused is not None:
-            return RedisUnavailable(
-                f"{where} is unreachable: its TLS certificate was refused "
-                f"({refused.verify_message}). {CERTIFICATE_HINT}"
-            )
-        return RedisUnavailable(f"{where} is unreachable: {exc}")
-    if isinstance(exc, NoPermissionError):
-        return RedisPermissionDenied(
-            f"{where} refused a command to the Redis user ({exc}): give the user the ACL "
-            f"rules django-rqueue needs, with the key pattern ~{get_config().key_prefix}:*"
-        )
-    if isinstance(exc, CLUSTER_IN_FLUX):
-        kind = SlotMoving if isinstance(exc, SLOT_IN_FLUX) else RedisUnavailable
-        return kind(
-            f"{where}: a slot is moving between masters or failing over "
-            f"({type(exc).__name__}: {exc}); the command did not run"
-        )
-    if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):
-        return RedisUnavailable(f"{where}: the master was demoted: {exc}")
-    return None
-
-
-_REDIS_ERRORS = _RedisErrors()
-
-
-def redis_errors(
-    client: redis.Redis | redis.asyncio.Redis | None = None,
-) -> AbstractContextManager[None]:
-    """Turn redis-py's connection and timeout errors into :class:`RedisUnavailable`, a
-    refused user or password into :class:`RedisAuthenticationFailed`, and a command or
-    key the user's ACL refuses (``NOPERM``) into :class:`RedisPermissionDenied`.
-
-    So is the error of a blocking command cut short because its master was
-    demoted (:data:`DEMOTED`): the master is moving, as during a failover; and
-    a Redis Cluster's ``CLUSTERDOWN`` (a slot has no master until a replica is
-    promoted), and the other replies of a cluster whose slot is moving
-    (:data:`CLUSTER_IN_FLUX`: ``TRYAGAIN``, ``ASK``/``MOVED``, ``TTL exhausted``):
-    transient, so that every caller that retries an unreachable Redis with
-    its backoff also waits out a reshard. With ``client``, the message names its
-    server (:func:`server_name`).
-    """
-    return _REDIS_ERRORS if client is None else _RedisErrors(client)
-
-
-def wrong_type(error: object) -> bool:
-    """Whether ``error`` (an exception, or a pipeline's reply) is Redis's ``WRONGTYPE``: a
-    key holds another type than the command reads (corrupt data, written by hand)."""
-    return isinstance(error, redis.ResponseError) and str(error).startswith("WRONGTYPE")
-
-
-def as_text(value: bytes | str | None, default: str = "") -> str:
-    """A Redis reply value as ``str`` (UTF-8; undecodable bytes replaced); ``default`` for None."""
-    if value is None:
-        return default
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def redis_time_ms(client: redis.Redis) -> int:
-    """The Redis server's clock in ms since the epoch (``TIME``).
-
-    Raises:
-        RedisUnavailable: Redis cannot be reached.
-    """
-    with redis_errors(client):
-        seconds, micros = client.time()
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
-def ms_to_datetime(value: bytes | str | float | None) -> datetime.datetime | None:
-    """Milliseconds since the epoch (a number, or as Redis stores it) as an aware UTC datetime.
-
-    ``None``, an empty value or one that is not a number gives ``None``.
-    """
-    if value is None or value in (b"", ""):
-        return None
-    try:
-        return datetime.datetime.fromtimestamp(float(value) / 1000, tz=datetime.UTC)
-    except (TypeError, ValueError, OverflowError):
-        return None

@@ -27,6 +27,7 @@ from typing import Any
 
 from . import commands
 from .commands import Step
+from .connection import MIN_BLOCK
 from .keys import QueueKeys
 from .replies import Fields
 
@@ -60,8 +61,8 @@ def deadline_of(timeout: float) -> float:
 
 def block_seconds(remaining: float) -> float:
     """The ``BLPOP`` timeout for ``remaining`` seconds: at most :data:`BLOCK_SLICE`, and never
-    below 1 ms (Redis reads a timeout that rounds to 0 ms as "block forever")."""
-    return max(0.001, min(remaining, BLOCK_SLICE))
+    below :data:`~.connection.MIN_BLOCK`."""
+    return max(MIN_BLOCK, min(remaining, BLOCK_SLICE))
 
 
 def wait_for_job(

@@ -92,6 +92,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from ..conf import defaults
+
 #: Suffixes appended to a queue's base key (Lua mirrors them).
 JOB = "job:"
 RING = "ring:"
@@ -223,11 +225,13 @@ class JobFields:
 #: readers use when a field is absent: a job with the default options stores only
 #: ``s``, ``at``, ``n`` and ``p`` (about 32 bytes less per queued bench job: its
 #: listpack drops from jemalloc's 160-byte size class to the 128-byte one).
-#: Lua mirrors them in ``include/stored_default.lua``; ``conf.BUILTIN_DEFAULTS`` uses them.
+#: Lua mirrors them in ``include/stored_default.lua``. They are the settings' own defaults
+#: (:mod:`django_rqueue.conf.defaults`), so they never change: a record without the field
+#: would change meaning.
 RECORD_DEFAULTS: dict[str, int] = {
-    JobFields.MAX_ATTEMPTS: 3,
-    JobFields.TIMEOUT_MS: 300_000,
-    JobFields.RESULT_TTL: 86_400,
+    JobFields.MAX_ATTEMPTS: defaults.MAX_ATTEMPTS,
+    JobFields.TIMEOUT_MS: defaults.TIMEOUT * 1000,
+    JobFields.RESULT_TTL: defaults.RESULT_TTL,
 }
 
 

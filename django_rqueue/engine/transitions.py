@@ -15,7 +15,7 @@ those cases.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import redis
@@ -108,24 +108,18 @@ class BatchItem(NamedTuple):
 
 def enqueue_batches(
     client: redis.Redis,
-    keys: QueueKeys,
+    shared: calls.BatchShared,
     items: Sequence[BatchItem],
     *,
-    priority: int,
-    group: str,
-    delay_ms: int,
-    run_at_ms: int,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
     batch_size: int = 500,
 ) -> Iterator[list[Enqueued]]:
     """Create many jobs that share their options (``enqueue_batch.lua``, one call per batch),
     yielding each batch's outcome as it is known: one ``(outcome, job id, state)`` per item
     of the batch, as :func:`enqueue`, batch after batch in the order of ``items``.
 
-    ``fields`` (name, options) are written into every job hash, each item's
-    payload as its ``payload`` field; the other arguments mean what they mean
-    for :func:`enqueue`. Batches of ``batch_size`` items are written in order,
+    ``shared``: the queue and the options every job of ``items`` is written
+    with (:class:`~.calls.BatchShared`), each item's payload as its
+    ``payload`` field. Batches of ``batch_size`` items are written in order,
     each atomically, pipelined two deep on one connection
     (:func:`~.pipelining.pipelined`: the next batch is encoded while Redis
     writes the one before). A batch yielded is written; when the generator
@@ -144,16 +138,9 @@ def enqueue_batches(
     def batches() -> Iterator[commands.Command[list[Enqueued]]]:
         for start in starts:
             batch = items[start : start + batch_size]
-            call = calls.enqueue_batch(
-                keys,
-                priority=priority,
-                group=group,
-                delay_ms=delay_ms,
-                run_at_ms=run_at_ms,
-                unique_ttl=unique_ttl,
-                fields=fields,
+            call = shared.call(
+                ((item.job_id, item.payload, item.unique_key) for item in batch),
                 with_unique=with_unique,
-                items=((item.job_id, item.payload, item.unique_key) for item in batch),
             )
             yield commands.enqueue_batch(call, [item.job_id for item in batch])
 
@@ -162,33 +149,16 @@ def enqueue_batches(
 
 def enqueue_batch(
     client: redis.Redis,
-    keys: QueueKeys,
+    shared: calls.BatchShared,
     items: Sequence[BatchItem],
     *,
-    priority: int,
-    group: str,
-    delay_ms: int,
-    run_at_ms: int,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
     batch_size: int = 500,
 ) -> list[Enqueued]:
     """:func:`enqueue_batches`, the outcomes of every batch in one list (in item order).
 
     Raises what :func:`enqueue_batches` raises; the batches written before stay written.
     """
-    batches = enqueue_batches(
-        client,
-        keys,
-        items,
-        priority=priority,
-        group=group,
-        delay_ms=delay_ms,
-        run_at_ms=run_at_ms,
-        unique_ttl=unique_ttl,
-        fields=fields,
-        batch_size=batch_size,
-    )
+    batches = enqueue_batches(client, shared, items, batch_size=batch_size)
     return [enqueued for batch in batches for enqueued in batch]
 
 
@@ -206,30 +176,13 @@ def existing_jobs(client: redis.Redis, keys: QueueKeys, job_ids: Sequence[str]) 
 
 
 def enqueue_batch_and_wait(
-    client: redis.Redis,
-    keys: QueueKeys,
-    items: Sequence[BatchItem],
-    wait: ReplicaWait,
-    *,
-    priority: int,
-    group: str,
-    delay_ms: int,
-    run_at_ms: int,
-    unique_ttl: int,
-    fields: Mapping[str, str | int],
+    client: redis.Redis, shared: calls.BatchShared, items: Sequence[BatchItem], wait: ReplicaWait
 ) -> tuple[list[Enqueued], int]:
     """One batch of :func:`enqueue_batch` (all of ``items`` in one call), then ``WAIT`` on the
     same connection (:class:`ReplicaWait`): ``(enqueued, replicas known to have the jobs)``."""
-    call = calls.enqueue_batch(
-        keys,
-        priority=priority,
-        group=group,
-        delay_ms=delay_ms,
-        run_at_ms=run_at_ms,
-        unique_ttl=unique_ttl,
-        fields=fields,
+    call = shared.call(
+        ((item.job_id, item.payload, item.unique_key) for item in items),
         with_unique=any(item.unique_key for item in items),
-        items=((item.job_id, item.payload, item.unique_key) for item in items),
     )
     command = commands.enqueue_batch(call, [item.job_id for item in items])
     enqueued, acked = execute_and_wait(client, command, wait)

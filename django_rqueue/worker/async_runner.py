@@ -14,8 +14,8 @@ worker's other paths (:mod:`~.prefetch`). Every job is one task: it tells
 the master it starts (the "start" line), awaits the coroutine under
 ``asyncio.timeout`` (the soft timeout: the coroutine is cancelled and the
 attempt fails with :class:`~django_rqueue.exceptions.JobTimeout`), reports
-the outcome through the same functions as a sync job
-(:func:`~.reporting.deliver_outcome` in a thread,
+the outcome through the same steps as a sync job
+(:class:`~.attempt.AttemptSteps`: the report in a thread, then
 :func:`~.reporting.aconclude`) and tells the master it ended.
 
 When every queue is empty and slots are free, the session blocks on the
@@ -55,19 +55,19 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from .. import registry
-from ..conf import get_config
 from ..engine.connection import close_async_clients, location_of
 from ..exceptions import JobCancelled, RedisUnavailable, UnknownJob
-from ..execution import Outcome, arun_attempt, failure, next_delay
+from ..execution import AttemptResult, arun_attempt, failure
 from ..job import Job
 from . import cancelling
+from .attempt import AttemptSteps
 from .hooks import WorkerHooks
 from .idle import IdleWaiter
-from .lease import LeaseKeeper
+from .limits import Limits
 from .prefetch import Prefetched, fresh
 from .reconnect import Reconnect
-from .reporting import aconclude, deliver_cancel, deliver_outcome
-from .reserving import Limits, Reserver
+from .reporting import aconclude
+from .reserving import Reserver
 
 logger = logging.getLogger("django_rqueue.worker")
 
@@ -90,7 +90,7 @@ class AsyncRunner:
 
     It shares with the worker's loop its :class:`~.reserving.Reserver` (the
     reservation policy), the jobs it holds (``prefetched``), its ``hooks`` (a
-    supervised child's pipe, or ``None``), its :class:`~.reserving.Limits`, its
+    supervised child's pipe, or ``None``), its :class:`~.limits.Limits`, its
     :class:`~.idle.IdleWaiter` and its cancel pipe (``cancel_fd``, or ``None``).
     ``renew_leases``: renew each running job's lease from a thread of this process.
     """
@@ -114,7 +114,8 @@ class AsyncRunner:
         self.idle = idle
         self.cancel_fd = cancel_fd
         self.slots = slots
-        self.renew_leases = renew_leases
+        #: What its attempts share with the sync ones: lease, delay, the end (:mod:`~.attempt`).
+        self.steps = AttemptSteps(hooks, renew_leases=renew_leases)
         self._runner: asyncio.Runner | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         #: A sync job came up (held in :attr:`prefetched`): start no more async jobs.
@@ -122,7 +123,7 @@ class AsyncRunner:
         #: Jobs whose outcome the current session reported.
         self._finished = 0
         #: The attempt (the task awaiting the job's coroutine) of each running job, by id.
-        self._attempts: dict[str, asyncio.Future[Outcome]] = {}
+        self._attempts: dict[str, asyncio.Future[AttemptResult]] = {}
         #: Running jobs whose attempt was cancelled at the master's request (:mod:`~.cancelling`).
         self._cancelled: set[str] = set()
 
@@ -316,35 +317,26 @@ class AsyncRunner:
     async def _attempt(self, queue: str, job: Job[Any]) -> None:
         started = time.monotonic()
         job_function = registry.resolve(job)
-        keeper = None
-        if self.renew_leases:
-            keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
-            keeper.start()
-        attempt = asyncio.ensure_future(
-            arun_attempt(job_function, job, timeout=job.timeout or None)
-        )
-        self._attempts[job.id] = attempt
-        try:
+        steps = self.steps
+        with steps.leased(queue, job):
+            attempt = asyncio.ensure_future(
+                arun_attempt(job_function, job, timeout=job.timeout or None)
+            )
+            self._attempts[job.id] = attempt
             try:
-                outcome = await attempt
-            except asyncio.CancelledError:
-                if job.id not in self._cancelled:
-                    raise
-                outcome = failure(JobCancelled(f"job {job.id} was cancelled while it ran"))
-            await sync_to_async(close_old_connections)()
-        finally:
-            self._attempts.pop(job.id, None)
-            self._cancelled.discard(job.id)
-            if keeper is not None:
-                keeper.done.set()
+                try:
+                    result = await attempt
+                except asyncio.CancelledError:
+                    if job.id not in self._cancelled:
+                        raise
+                    result = failure(JobCancelled(f"job {job.id} was cancelled while it ran"))
+                await sync_to_async(close_old_connections)()
+            finally:
+                self._attempts.pop(job.id, None)
+                self._cancelled.discard(job.id)
         ran = time.monotonic() - started
-        if isinstance(outcome.exception, JobCancelled):
-            delay = None
-            reported = await asyncio.to_thread(deliver_cancel, queue, job)
-        else:
-            delay = next_delay(job_function, job, outcome)
-            reported = await asyncio.to_thread(deliver_outcome, queue, job, outcome, delay)
+        result, delay = steps.settle(job_function, job, result)
+        reported = await asyncio.to_thread(steps.deliver, queue, job, result, delay)
         self._finished += 1
-        if self.hooks is not None:
-            self.hooks.finished(job, reported)
-        await aconclude(job_function, job, queue, outcome, reported, delay, duration=ran)
+        steps.finished(job, reported)
+        await aconclude(job_function, job, queue, result, reported, delay, duration=ran)

@@ -1,9 +1,9 @@
 """The contract between a supervised worker child and its master.
 
 The worker side calls a :class:`WorkerHooks` (a supervised child's is
-:class:`~.children.PipeHooks`, which writes each call as one JSON line on the
+:class:`~django_rqueue.master.children.PipeHooks`, which writes each call as one JSON line on the
 pipe to its master); the master reads those lines back
-(:meth:`~.children.Child.apply`). The lines are the typed messages below, keyed
+(:meth:`~django_rqueue.master.children.Child.apply`). The lines are the typed messages below, keyed
 by :class:`Event`; an "end" carries the :class:`AttemptOutcome` word.
 :class:`StopRequested` is how a child's stop handler leaves an idle wait.
 
@@ -41,7 +41,7 @@ class StopRequested(Exception):  # noqa: N818 - a control-flow signal, not an er
 
 
 class WorkerHooks(Protocol):
-    """Callbacks a supervisor gives its children (see :mod:`django_rqueue.worker.supervisor`)."""
+    """Callbacks a supervisor gives its children (see :mod:`django_rqueue.master.supervisor`)."""
 
     def prefetched(self, queue: str, jobs: Sequence[Job[Any]]) -> None:
         """Jobs were reserved ahead (prefetched): renew their leases until they start or end."""

@@ -27,17 +27,6 @@ round trip from token to job instead of two, as Huey's consumer gets its job
 from its one ``BRPOP``. A wait on several targets or a cluster slot does not
 send it (the caller reserves afterwards, as before).
 
-A Redis user without ``CLIENT UNBLOCK`` (a ``-@dangerous`` ACL) cannot end the
-other calls. The first refusal is logged once, as a warning, per server and
-process (the worker's master checks at startup, :mod:`~django_rqueue.health`
-``rqueue.W120``, and its children inherit what it found); from then on a wait
-that would need it (several targets, or one that :meth:`IdleWaiter.interrupt`
-may end) blocks in slices of :data:`FALLBACK_SLICE` seconds and lets its
-other calls return by themselves, sending no ``CLIENT UNBLOCK``. A job so
-starts at most about 0.2 s after its wake-up (Redis ends a blocking call
-only at its ~0.1 s timer ticks, ``hz 10``), and an idle waiter costs Redis
-about ten ``BLPOP`` a second per server instead of one per wait.
-
 A target whose server fails (connection refused, timeout) is noted down in
 the shared :class:`~.outages.Outages` and left out until its retry time,
 while the others keep blocking; the wait raises ``RedisUnavailable`` only
@@ -57,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import redis
-from redis.exceptions import AskError, ClusterDownError, NoPermissionError, TryAgainError
+from redis.exceptions import AskError, ClusterDownError, TryAgainError
 
 from ..engine.connection import (
     get_client,
@@ -68,56 +57,18 @@ from ..engine.connection import (
     unavailable,
 )
 from ..exceptions import RedisUnavailable
+from .blocking import FALLBACK_SLICE, Arg, Blocker, can_unblock
 from .outages import Outages
 
 logger = logging.getLogger("django_rqueue.worker")
 
 #: Replies of a cluster whose slot moved or is failing over: the wait ends as a wake-up.
 REDIRECTED = (AskError, TryAgainError, ClusterDownError)
-#: Shortest ``BLPOP`` timeout in seconds (Redis reads a timeout under 1 ms as "for ever").
-MIN_BLOCK = 0.001
-#: A command's argument as redis-py packs it.
-Arg = str | int | float | bytes
 #: Seconds past its own timeout that a blocked call is given to come back (Redis checks
 #: blocking timeouts ~10 times a second) before the waiter ends it with ``CLIENT UNBLOCK``.
 SLACK = 0.5
 #: Seconds between two ``CLIENT UNBLOCK`` of a call that was not blocked yet when asked.
 UNBLOCK_EVERY = 0.005
-#: Seconds each blocking call of a wait lasts on a server that refuses ``CLIENT UNBLOCK``
-#: (module docstring): Redis ends it at its next timer tick, within ~0.1-0.2 s.
-FALLBACK_SLICE = 0.1
-
-#: The servers (as :class:`Target.server`) whose user may not run ``CLIENT UNBLOCK``, in
-#: this process: kept across a fork, so a worker's children know what its master found.
-_no_unblock: set[Hashable] = set()
-
-
-def unblock_refused(server: Hashable, where: str, *, report: bool = True) -> None:
-    """Note that ``server`` (named ``where``, a URL without password) refuses ``CLIENT
-    UNBLOCK``: waits there fall back to short blocking calls (module docstring). With
-    ``report``, a warning is logged the first time, naming the consequence."""
-    if server in _no_unblock:
-        return
-    _no_unblock.add(server)
-    if report:
-        logger.warning(
-            "Redis at %s refused CLIENT UNBLOCK to its user: idle waits there now block "
-            "in %.1f s slices, so a job may start up to about 0.2 s late (grant "
-            "+client|unblock to the user in its ACL)",
-            where,
-            FALLBACK_SLICE,
-        )
-
-
-def forget_unblock_refusals() -> None:
-    """Forget every :func:`unblock_refused` of this process (its waits use ``CLIENT
-    UNBLOCK`` again): for tests, which reuse servers under users of different rights."""
-    _no_unblock.clear()
-
-
-def can_unblock(server: Hashable) -> bool:
-    """Whether ``server`` has not refused ``CLIENT UNBLOCK`` (:func:`unblock_refused`)."""
-    return server not in _no_unblock
 
 
 class Woken(NamedTuple):
@@ -165,87 +116,6 @@ def targets_of(lists: Sequence[tuple[str, str]]) -> list[Target]:
             by_server.setdefault(server, (client, []))[1].append(key)
     found += [Target(s, client, tuple(keys)) for s, (client, keys) in by_server.items()]
     return found
-
-
-class Blocker:
-    """One connection of a server kept for blocking on it, with its ``CLIENT ID``."""
-
-    def __init__(self, client: redis.Redis, server: Hashable = None) -> None:
-        self.client = client
-        #: The server as :class:`Target.server` (:func:`can_unblock`).
-        self.server = server
-        self.connection: Any = None
-        self.client_id: int | None = None
-
-    def blpop(self, keys: Sequence[str], seconds: float) -> list[bytes] | None:
-        """``BLPOP keys seconds`` on the kept connection: ``[key, token]`` or ``None``.
-
-        Raises redis-py's errors (the connection is closed first).
-        """
-        try:
-            if self.connection is None:
-                self._connect()
-            timeout = f"{max(MIN_BLOCK, seconds):.3f}"
-            self.connection.send_command("BLPOP", *keys, timeout, check_health=False)
-            reply: list[bytes] | None = self.connection.read_response()
-            return reply
-        except BaseException:
-            self.close()
-            raise
-
-    def blpop_then(
-        self, keys: Sequence[str], seconds: float, command: Sequence[Arg]
-    ) -> tuple[list[bytes] | None, Any]:
-        """``BLPOP keys seconds`` and ``command`` in one write on the kept connection, so that
-        Redis runs ``command`` the moment the ``BLPOP`` returns; ``(BLPOP's reply, command's)``.
-
-        ``command``'s error reply (``NOSCRIPT``, ...) is returned, not raised: the
-        connection is in step after it. Anything raised after the write (redis-py's
-        errors, or the exception of a signal handler) closes the connection first: the
-        command's reply is then lost, and the command may or may not have run.
-        """
-        try:
-            if self.connection is None:
-                self._connect()
-            timeout = f"{max(MIN_BLOCK, seconds):.3f}"
-            packed = self.connection.pack_commands([("BLPOP", *keys, timeout), tuple(command)])
-            self.connection.send_packed_command(packed, check_health=False)
-            popped: list[bytes] | None = self.connection.read_response()
-            try:
-                reply = self.connection.read_response()
-            except redis.ResponseError as error:  # an error reply: the connection is in step
-                reply = error
-            return popped, reply
-        except BaseException:
-            self.close()
-            raise
-
-    def _connect(self) -> None:
-        self.connection = self.client.connection_pool.get_connection()
-        self.connection.send_command("CLIENT", "ID")
-        self.client_id = int(self.connection.read_response())
-
-    def unblock(self) -> None:
-        """End a blocked ``BLPOP`` from another connection of the server (errors ignored).
-
-        Sends nothing to a server that refused it before; a first refusal is noted
-        (:func:`unblock_refused`).
-        """
-        if self.client_id is None or not can_unblock(self.server):
-            return
-        try:
-            self.client.client_unblock(self.client_id)
-        except NoPermissionError:
-            unblock_refused(self.server, server_name(self.client))
-        except redis.RedisError:
-            pass
-
-    def close(self) -> None:
-        """Drop the kept connection (out of step, or no longer wanted)."""
-        connection, self.connection, self.client_id = self.connection, None, None
-        if connection is not None:
-            connection.disconnect()
-            self.client.connection_pool.release(connection)
 
 
 class IdleWaiter:
@@ -378,7 +248,7 @@ class IdleWaiter:
         cancel: threading.Event | None,
     ) -> bool:
         """The wait without ``CLIENT UNBLOCK``: slices of :data:`FALLBACK_SLICE` seconds,
-        each ending by itself on every target (module docstring)."""
+        each ending by itself on every target (:mod:`~.blocking`)."""
         deadline = time.monotonic() + seconds
         while True:
             left = deadline - time.monotonic()

@@ -16,39 +16,20 @@ the moment its token comes (one round trip, not two:
 neither reserved from nor blocked on, until its retry time (:mod:`~.outages`),
 while the queues of the others are served. A queue whose ``rate_limit`` held
 jobs back is treated as empty until its next slot (:mod:`~.rate_limits`): not
-asked, not blocked on, and the idle wait ends at that slot. While a job runs,
-a thread renews its lease every third of ``RQUEUE["LEASE"]``; at the job's
-``timeout`` the job gets :class:`~.exceptions.JobTimeout` (SIGALRM, main
-thread only).
+asked, not blocked on, and the idle wait ends at that slot.
 
-After a successful job of the first queue (weighted: of the queue the next
-draw picks again) the worker acks it and reserves the next job in one round
-trip (``ack_reserve.lua``, as BullMQ's ``moveToFinished`` fetches the next
-job), unless it is stopping or about to recycle. Under a supervisor the
-master is told about that next job at once, so it renews its lease while the
-previous job's ``job_succeeded`` receivers run (and counts that time against
-its hard timeout if they hang); an unsupervised worker prefetches only when
-``job_succeeded`` has no receivers. A job reserved that way and not started
-because a stop came in between is handed back without spending an attempt.
+Each sync job is run and reported by the worker's
+:class:`~.attempt.AttemptLifecycle`: its lease renewed meanwhile (in-process),
+its soft ``timeout`` (SIGALRM, main thread only), its cancel, and its ack,
+which may reserve the next jobs of the queue in the same round trip
+(``ack_reserve.lua``). A job reserved ahead that way and not started because
+a stop came in between is handed back without spending an attempt.
 
-Every reserved job (the first of a reservation too) is confirmed with one
-lease renewal before it starts if its reserving request went out a third of
-a lease or more before (a slow reply, the worker paused between request and
-run, a long hold behind other jobs), and skipped if its lease is gone: it was
-re-queued and may run elsewhere. A quick reply costs no extra round trip.
-
-Batches: while the jobs of the first queue (weighted: of the queue picked)
-are short and nobody listens to ``job_succeeded`` for them, the worker
-reserves up to :data:`~.reserving.MAX_BATCH` jobs per round trip (as many as fit in
-:data:`~.reserving.BATCH_BUDGET` seconds of work at the average run time seen so far;
-one while that is unknown), each with its own lease and fencing token, and
-sends each job's ack the moment it returns without waiting for the reply
-(:class:`~django_rqueue.engine.pipelining.AckStream`); the replies are read
-with the next batch's round trip. A job's success is recorded as promptly as
-with one ack per round trip; the price is that a job reserved in a batch
-waits for the ones before it (at most about :data:`~.reserving.BATCH_BUDGET` seconds
-when they run as long as the ones before). Celery's and Dramatiq's workers
-prefetch for the same reason (``worker_prefetch_multiplier``, ``prefetch``).
+Jobs are reserved ahead (the next ones with an ack, or a batch per round
+trip while the jobs are short) and held until they run (:mod:`~.prefetch`);
+each is confirmed with one lease renewal before it starts when its reserving
+request went out a third of a lease or more before, and skipped if its lease
+is gone.
 
 Which queue is asked next, for how many jobs, and the reserving calls
 themselves are the worker's :class:`~.reserving.Reserver`, shared with the
@@ -69,35 +50,23 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 from typing import Any
 
-from django.db import close_old_connections
-
 from .. import registry
-from ..conf import get_config
-from ..encryption import seal
 from ..engine import transitions
 from ..engine.connection import redis_errors
-from ..engine.pipelining import AckStream, PendingAck
 from ..engine.queue_ref import queue_ref
-from ..exceptions import JobCancelled, JobTimeout, LeaseLost, RedisUnavailable, UnknownJob
-from ..execution import Outcome, failure, next_delay, run_attempt, soft_timeout
+from ..exceptions import RedisUnavailable
 from ..job import Job
-from ..types import JobSpec
 from . import cancelling
 from .async_runner import AsyncRunner, is_async_job
-from .hooks import AttemptOutcome, StopRequested, WorkerHooks
+from .attempt import AttemptLifecycle
+from .hooks import StopRequested, WorkerHooks
 from .idle import IdleWaiter
-from .lease import LeaseKeeper
+from .limits import Limits
 from .poller import Poller
 from .prefetch import Prefetched
-from .process import new_worker_id, rss_mb
+from .process import new_worker_id
 from .reconnect import Reconnect
-from .reporting import (
-    conclude,
-    deliver_ack,
-    deliver_cancel,
-    deliver_failure,
-)
-from .reserving import Limits, Reserver
+from .reserving import Reserver
 from .settings import WorkerSettings
 
 logger = logging.getLogger("django_rqueue.worker")
@@ -148,8 +117,7 @@ class Worker:
         async_concurrency: int | None = None,
         cancel_fd: int | None = None,
     ) -> None:
-        #: What it serves and for how long, checked (:mod:`~.settings`).
-        self.settings = settings = WorkerSettings(
+        settings = WorkerSettings(
             tuple(queues),
             weights=weights,
             burst=burst,
@@ -157,25 +125,40 @@ class Worker:
             max_memory_mb=max_memory_mb,
             async_concurrency=async_concurrency,
         ).checked()
+        self._setup(
+            settings,
+            with_poller=with_poller,
+            worker_id=worker_id,
+            renew_leases=renew_leases,
+            hooks=hooks,
+            cancel_fd=cancel_fd,
+        )
+
+    def _setup(
+        self,
+        settings: WorkerSettings,
+        *,
+        with_poller: bool,
+        worker_id: str | None,
+        renew_leases: bool,
+        hooks: WorkerHooks | None,
+        cancel_fd: int | None,
+    ) -> None:
+        """Set the worker up to serve ``settings`` (checked: :meth:`WorkerSettings.checked
+        <.settings.WorkerSettings.checked>`); the other arguments as :class:`Worker`'s."""
+        #: What it serves and for how long, checked (:mod:`~.settings`).
+        self.settings = settings
         self.queues = list(settings.queues)
         self.async_concurrency = settings.async_slots
         self.burst = settings.burst
-        self.max_jobs = settings.max_jobs
         self.with_poller = with_poller
         self.worker_id = worker_id or new_worker_id()
-        self.max_memory_mb = settings.max_memory_mb
         self.renew_leases = renew_leases
         self.hooks = hooks
         #: A supervised child's cancel pipe from its master (:mod:`~.cancelling`), or ``None``.
         self.cancel_fd = cancel_fd
-        #: The sync job this process runs, for the cancel signal to match (``None``: none).
-        self._cancel_target: str | None = None
-        #: Whether the job's own code runs now (a cancel then raises in it).
-        self._in_job = False
-        #: A cancel of :attr:`_cancel_target` arrived before its code started.
-        self._cancel_asked = False
         #: What the loop and the async runner share: max_jobs, jobs run, stopping.
-        self.limits = Limits(settings.max_jobs)
+        self.limits = Limits(settings.max_jobs, settings.max_memory_mb)
         #: True while reserving or running a job: a child's stop handler
         #: interrupts only an idle worker.
         self.busy = False
@@ -191,8 +174,15 @@ class Worker:
         )
         #: Blocks on every queue's ``notify`` list at once, server by server, slot by slot.
         self.idle = IdleWaiter(self.reserver.outages)
-        #: Acks of the current batch sent without waiting (one connection, one queue's).
-        self._acks: AckStream | None = None
+        #: Runs the sync jobs, one at a time, and reports each (:mod:`~.attempt`).
+        self.attempts = AttemptLifecycle(
+            self.reserver,
+            self._prefetched,
+            hooks,
+            self.limits,
+            cancel_fd,
+            renew_leases=renew_leases,
+        )
         #: Runs the async jobs; made when the first one comes up.
         self._async: AsyncRunner | None = None
 
@@ -202,24 +192,19 @@ class Worker:
     ) -> Worker:
         """The worker of a child of ``rqueue_work``'s master, which runs the poller and
         renews the leases itself (so this worker does neither) and hears of each job
-        through ``hooks``.
-
-        Raises:
-            ValueError: as :meth:`WorkerSettings.checked <.settings.WorkerSettings.checked>`.
+        through ``hooks``. ``settings`` are used as they are: the master checked them
+        (:meth:`WorkerSettings.checked <.settings.WorkerSettings.checked>`) before it forked.
         """
-        return cls(
-            settings.queues,
-            weights=settings.weights,
-            burst=settings.burst,
-            max_jobs=settings.max_jobs,
-            max_memory_mb=settings.max_memory_mb,
-            async_concurrency=settings.async_concurrency,
+        worker = cls.__new__(cls)
+        worker._setup(
+            settings,
             with_poller=False,
             worker_id=worker_id,
             renew_leases=False,
             hooks=hooks,
             cancel_fd=cancel_fd,
         )
+        return worker
 
     @property
     def processed(self) -> int:
@@ -259,24 +244,7 @@ class Worker:
 
         signal.signal(signal.SIGUSR1, stop)
         if self.cancel_fd is not None:
-            signal.signal(cancelling.SIGNAL, self._on_cancel_signal)
-
-    def _on_cancel_signal(self, signum: int, frame: FrameType | None) -> None:
-        """SIGUSR2 from the master: stop the sync job it names in the cancel pipe.
-
-        Raises :class:`JobCancelled` in the job's code when it runs now; before it
-        starts, marks it so that it does not start. With no sync job running
-        (an async session reads the pipe itself), leaves the pipe alone.
-        """
-        target, fd = self._cancel_target, self.cancel_fd
-        if target is None or fd is None:
-            return
-        if target not in cancelling.read_requests(fd):
-            return  # a late request for a job that already ended
-        if self._in_job:
-            self._in_job = False
-            raise JobCancelled(f"job {target} was cancelled while it ran")
-        self._cancel_asked = True
+            signal.signal(cancelling.SIGNAL, self.attempts.on_cancel_signal)
 
     def run(self) -> int:
         """Work until stopped; return the exit status (0)."""
@@ -315,7 +283,7 @@ class Worker:
             if self._async is not None:
                 self._async.close()
             self.idle.close()
-            self._collect_acks()
+            self.attempts.collect_acks()
             self._settle_pickup()
             self._prefetched.hand_back_all()
             if self.hooks is not None:
@@ -325,34 +293,11 @@ class Worker:
         logger.info("worker %s: exiting after %d job(s)", self.worker_id, self.processed)
         return 0
 
-    def _limit_reached(self, processed: int) -> str | None:
-        """Why this worker must exit once it has run ``processed`` jobs, or ``None``."""
-        if self.max_jobs is not None and processed >= self.max_jobs:
-            return f"ran {processed} job(s), exiting (--max-jobs)"
-        if self.max_memory_mb is not None and (rss := rss_mb()) > self.max_memory_mb:
-            return f"RSS {rss:.0f} MiB > {self.max_memory_mb:.0f} MiB, exiting (--max-memory)"
-        return None
-
     def _recycle_due(self) -> bool:
-        reason = self._limit_reached(self.processed)
+        reason = self.limits.exit_reason(self.processed)
         if reason is not None:
             logger.info("worker %s: %s", self.worker_id, reason)
         return reason is not None
-
-    def _collect_acks(self) -> None:
-        """Read the replies of the acks sent without waiting; resend the unknown ones."""
-        if self._acks is None or not self._acks.owed:
-            return
-        for ack, verdict in self._acks.collect():
-            if isinstance(verdict, LeaseLost):
-                logger.error("%s; its run was discarded", verdict)
-            elif verdict is None:  # resent synchronously (idempotent under the token)
-                logger.warning(
-                    "worker %s: no reply to the ack of %s; sending it again",
-                    self.worker_id,
-                    ack.job_id,
-                )
-                deliver_ack(ack)
 
     def _pause(self, seconds: float) -> None:
         """Sleep ``seconds`` in short steps, returning early once a stop is requested."""
@@ -410,7 +355,7 @@ class Worker:
         """Run a reserved job: alone here, or, an async one, on the event loop with the
         async jobs that follow it (:class:`~.async_runner.AsyncRunner`)."""
         if not is_async_job(job):
-            self.process(queue, job)
+            self.attempts.run(queue, job)
             self.processed += 1
             return
         if self._async is None:
@@ -424,128 +369,8 @@ class Worker:
                 slots=self.async_concurrency,
                 renew_leases=self.renew_leases,
             )
-        self._collect_acks()  # acks still owed by sync jobs: read before the session
+        self.attempts.collect_acks()  # acks still owed by sync jobs: read before the session
         self.processed += self._async.run(queue, job)
-
-    def process(self, queue: str, job: Job[Any]) -> None:
-        """Run one reserved job and report its outcome, fenced by its token."""
-        started = time.monotonic()
-        self._cancel_target, self._cancel_asked = job.id, False
-        if self.hooks is not None:
-            self.hooks.started(queue, job)
-        keeper = None
-        if self.renew_leases:
-            keeper = LeaseKeeper(queue, job.id, job.token, get_config().lease)
-            keeper.start()
-        job_function: JobSpec | None = None
-        try:
-            try:
-                job_function = registry.resolve(job)
-            except UnknownJob as unknown:
-                outcome = failure(unknown)
-            else:
-                outcome = self._execute(job_function, job)
-        finally:
-            self._cancel_target = None
-            if keeper is not None:
-                keeper.done.set()
-        ran = time.monotonic() - started
-        cancelled = isinstance(outcome.exception, JobCancelled)
-        # A corrupt record cannot be repaired by running it again: no retry; nor a cancelled job.
-        delay = None if job.problems or cancelled else next_delay(job_function, job, outcome)
-        first = self.reserver.ran(queue, ran, job_function)
-        prefetch = (
-            outcome.ok
-            and first
-            and not self.stopping
-            and (self.hooks is not None or self.reserver.quiet[queue])
-            and self._limit_reached(self.processed + 1) is None
-        )
-        if cancelled:
-            self._collect_acks()
-            result = deliver_cancel(queue, job)
-        else:
-            result = self._report(queue, job, outcome, delay, prefetch=prefetch)
-        if self.hooks is not None:
-            self.hooks.finished(job, result)
-        conclude(job_function, job, queue, outcome, result, delay, duration=ran)
-
-    def _execute(self, job_function: JobSpec, job: Job[Any]) -> Outcome:
-        if job.problems:
-            return failure(ValueError(f"job record is corrupt: {'; '.join(job.problems)}"))
-        close_old_connections()
-        timer = job.timeout > 0 and threading.current_thread() is threading.main_thread()
-        if timer:
-            previous = signal.signal(signal.SIGALRM, _raise_timeout(job.timeout))
-            signal.setitimer(signal.ITIMER_REAL, job.timeout)
-        try:
-            if self._cancel_asked:
-                return failure(JobCancelled(f"job {job.id} was cancelled before it started"))
-            self._in_job = True
-            return run_attempt(job_function, job)
-        except (JobTimeout, JobCancelled) as exc:  # fired after the job returned
-            return failure(exc)
-        finally:
-            self._in_job = False
-            if timer:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, previous)
-            close_old_connections()
-
-    def _report(
-        self, queue: str, job: Job[Any], outcome: Outcome, delay: float | None, *, prefetch: bool
-    ) -> AttemptOutcome:
-        """Deliver ack/fail, retrying while Redis is unreachable; return the outcome.
-
-        ``prefetch``: a success of a queue that may lead a fetch. With more
-        jobs of a batch still to run (and no ``job_succeeded`` receivers to
-        run after the ack), send the ack without waiting for its reply;
-        otherwise ack it with ``ack_reserve.lua`` and keep the jobs it
-        reserves (a batch when :meth:`~.reserving.Reserver.batch_size` allows, as many as
-        :meth:`~.weights.QueueOrder.continue_with` says) for the next
-        :meth:`work_once` calls.
-        """
-        ref = queue_ref(queue)
-        result = seal(outcome.result_json or "null")  # RQUEUE["ENCRYPTION_KEYS"]
-        ack = PendingAck(queue, ref.keys, job.id, job.token, result, job.result_ttl)
-        reserver = self.reserver
-        if prefetch and self._prefetched and reserver.quiet[queue] and self.hooks is not None:
-            client = ref.client()
-            if self._acks is not None and self._acks.wire.client is not client:
-                self._collect_acks()  # another queue's Redis: one stream per connection
-                self._acks.close()
-                self._acks = None
-            if self._acks is None:
-                self._acks = AckStream(client)
-            self._acks.send(ack)
-            # A refusal (stale token) is logged when the reply is read.
-            return AttemptOutcome.SUCCEEDED
-        self._collect_acks()
-        count = 0
-        # A queue before its next slot would hand out nothing: a plain ack.
-        if (
-            outcome.ok
-            and prefetch
-            and not self._prefetched
-            and not reserver.next_slots.limited(queue)
-        ):
-            count = reserver.order.continue_with(queue, reserver.batch_size(queue))
-        if count:
-            reserved_at = time.monotonic()  # before the request (see prefetch.py)
-            try:
-                stale, reserved = reserver.ack_and_reserve(queue, job, result, count)
-            except RedisUnavailable:
-                pass  # resent below as a plain ack: a repeat must not reserve more jobs
-            else:
-                jobs = [Job.from_fields(*r) for r in reserved.jobs]
-                self._prefetched.add(queue, jobs, since=reserved_at)
-                if stale is not None:
-                    logger.error("%s; discarding this run", stale)
-                    return AttemptOutcome.DISCARDED
-                return AttemptOutcome.SUCCEEDED
-        if outcome.ok:
-            return deliver_ack(ack)
-        return deliver_failure(queue, job, outcome, delay)
 
     # -- idle ------------------------------------------------------------
 
@@ -576,18 +401,10 @@ class Worker:
         send behind the ``BLPOP``, in the same write (:meth:`~.idle.IdleWaiter.wait_then`):
         Redis reserves the moment the ``BLPOP`` returns, and the job starts one round
         trip after its wake-up token came instead of two. A ``BLPOP`` that timed out
-        is followed by a reserve too, as before (it finds nothing, or a job that came
-        without a token). The reserve is noted (:class:`~.reserving.Pickup`) before it is sent: a
-        reply lost with its connection (an error, a stop signal raised in the wait)
-        is asked for again with the same request id on another connection, so the
-        jobs it reserved are run, or handed back at exit, never left reserved.
-
-        Its jobs are dated by when the reserve was sent, not by when its reply was
-        read: a reply that waited while the worker was paused or cut off looks
-        fresh when read, though its leases may have run out and its jobs run
-        elsewhere meanwhile. So a job that came after a third of a lease of idle
-        waiting (only with a ``LEASE`` under three times :data:`~.reserving.IDLE_BLOCK`) is
-        confirmed with one lease renewal before it starts.
+        is followed by a reserve too (it finds nothing, or a job that came without a
+        token). The reserve is noted before it is sent (:class:`~.reserving.Pickup`:
+        a lost reply is asked for again under the same request id, and its jobs are
+        dated by when it was sent, not by when its reply was read).
         """
         wait = self.reserver.idle_wait()
         if not wait.notify:  # every queue here waits for its next slot
@@ -605,10 +422,3 @@ class Worker:
             self.reserver.pickup = None
             return
         pickup.reply = woken.reply
-
-
-def _raise_timeout(seconds: float) -> Any:  # a signal handler
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise soft_timeout(seconds)
-
-    return handler

@@ -16,9 +16,6 @@ it too, in ``fail.lua``).
 from __future__ import annotations
 
 import logging
-import os
-import secrets
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -28,13 +25,14 @@ import redis
 from ..conf import get_config
 from ..engine import commands, run
 from ..engine.calls import Retention
-from ..engine.connection import get_client, location_of, redis_errors, redis_time_ms
+from ..engine.connection import MIN_BLOCK, get_client, location_of, redis_errors, redis_time_ms
 from ..engine.keys import pollers_key
 from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
 from .idle import IdleWaiter
 from .outages import Outages
+from .process import new_worker_id
 from .reconnect import Reconnect
 from .scheduler import Scheduler
 
@@ -68,7 +66,7 @@ class Poller:
         self.scheduler = Scheduler(self.queues)
         self.stop = threading.Event()
         self._lease_error = error_record(LeaseExpired("lease expired"))
-        self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.id = new_worker_id()
         self._next_beat = 0.0
         #: ``time.monotonic()`` of the next retention round (the first round has one).
         self._next_trim = 0.0
@@ -248,4 +246,4 @@ class Poller:
         """Block on the ``wake`` lists of every queue, whatever its server or cluster slot,
         for up to ``seconds`` (:class:`~.idle.IdleWaiter`; servers down are left out)."""
         lists = [(queue, queue_ref(queue).keys.wake) for queue in self.queues]
-        self.idle.wait(lists, max(seconds, 0.001), cancel=self._cancel)
+        self.idle.wait(lists, max(seconds, MIN_BLOCK), cancel=self._cancel)

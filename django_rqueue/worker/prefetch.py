@@ -6,6 +6,19 @@ to :data:`~.reserving.MAX_BATCH` jobs at once. The jobs after the first wait her
 in order; under a supervisor the master renews their leases from the moment
 it hears of them (:meth:`~.hooks.WorkerHooks.prefetched`).
 
+Batches: while the jobs of the first queue (weighted: of the queue picked)
+are short and nobody listens to ``job_succeeded`` for them, the worker
+reserves up to :data:`~.reserving.MAX_BATCH` jobs per round trip (as many as fit in
+:data:`~.reserving.BATCH_BUDGET` seconds of work at the average run time seen so far;
+one while that is unknown), each with its own lease and fencing token, and
+sends each job's ack the moment it returns without waiting for the reply
+(:class:`~django_rqueue.engine.pipelining.AckStream`); the replies are read
+with the next batch's round trip. A job's success is recorded as promptly as
+with one ack per round trip; the price is that a job reserved in a batch
+waits for the ones before it (at most about :data:`~.reserving.BATCH_BUDGET` seconds
+when they run as long as the ones before). Celery's and Dramatiq's workers
+prefetch for the same reason (``worker_prefetch_multiplier``, ``prefetch``).
+
 A job's lease starts when Redis runs the reserving call, which may be well
 before the worker gets to run it (a long job before it, a late reply, a
 paused process). So the time is taken *before* the request is sent, and a job

@@ -45,7 +45,7 @@ from ..engine.keys import QueueKeys
 from ..engine.pipelining import PendingAck
 from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable, UnknownJob, WorkerLost
-from ..execution import Outcome, aannounce, announce, failure, next_delay
+from ..execution import AttemptResult, aannounce, announce, failure, next_delay
 from ..job import Job
 from .hooks import AttemptOutcome
 from .reconnect import Reconnect
@@ -99,7 +99,7 @@ def deliver_ack(ack: PendingAck) -> AttemptOutcome:
 
 
 def deliver_failure(
-    queue: str, job: Job[Any], outcome: Outcome, delay: float | None
+    queue: str, job: Job[Any], outcome: AttemptResult, delay: float | None
 ) -> AttemptOutcome:
     """Record a failed attempt, retrying while Redis is unreachable.
 
@@ -120,7 +120,7 @@ def deliver_failure(
 
 
 def deliver_outcome(
-    queue: str, job: Job[Any], outcome: Outcome, delay: float | None
+    queue: str, job: Job[Any], outcome: AttemptResult, delay: float | None
 ) -> AttemptOutcome:
     """:func:`deliver_ack` a success or :func:`deliver_failure` a failure of ``job``'s attempt."""
     if outcome.ok:
@@ -223,7 +223,8 @@ def fail_lost_attempt(
         job_function: JobSpec | None = registry.resolve(job)
     except UnknownJob:
         job_function = None
-    delay = next_delay(job_function, job, attempt)
+    delay, note = next_delay(job_function, job, attempt)
+    attempt = attempt.noted(note)
     try:
         fail = commands.fail(
             keys,
@@ -264,7 +265,7 @@ def conclude(
     job_function: JobSpec | None,
     job: Job[Any],
     queue: str,
-    attempt: Outcome,
+    attempt: AttemptResult,
     reported: AttemptOutcome,
     delay: float | None,
     *,
@@ -285,7 +286,7 @@ async def aconclude(
     job_function: JobSpec | None,
     job: Job[Any],
     queue: str,
-    attempt: Outcome,
+    attempt: AttemptResult,
     reported: AttemptOutcome,
     delay: float | None,
     *,
@@ -316,7 +317,7 @@ _ADVICE: dict[type[BaseException], str] = {
 }
 
 
-def _error_text(attempt: Outcome) -> str:
+def _error_text(attempt: AttemptResult) -> str:
     """``'<type>: <message>'`` of a failed attempt, the message cut at :data:`MESSAGE_LIMIT`."""
     exception = attempt.exception
     message = str(exception) if attempt.message is None else attempt.message
@@ -331,7 +332,7 @@ def _log_line(
     reported: AttemptOutcome,
     duration: float | None,
     reason: str | None,
-    attempt: Outcome | None,
+    attempt: AttemptResult | None,
 ) -> None:
     extra = f"duration_ms={int(duration * 1000)}" if duration is not None else f"reason={reason!r}"
     level = logging.INFO

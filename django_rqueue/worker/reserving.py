@@ -16,9 +16,6 @@ it asks for, and sends the reserving calls:
   ``BLPOP`` (:class:`Pickup`), asked for again with the same request id when its
   reply was lost;
 - what an idle worker blocks on and for how long (:meth:`Reserver.idle_wait`).
-
-:class:`Limits` is what a worker's loop and its async runner share of its
-progress: ``max_jobs``, the jobs run so far, whether it is stopping.
 """
 
 from __future__ import annotations
@@ -35,11 +32,12 @@ import redis
 from .. import signals
 from ..engine import calls, transitions
 from ..engine.calls import ScriptCall
-from ..engine.connection import Location, get_client, location_of
-from ..engine.queue_ref import queue_ref
+from ..engine.connection import MIN_BLOCK, Location, get_client, location_of
+from ..engine.queue_ref import QueueRef, queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable
 from ..job import Job
 from ..types import JobSpec
+from .limits import Limits
 from .outages import Outages
 from .rate_limits import NextSlots
 from .weights import QueueOrder
@@ -51,8 +49,6 @@ logger = logging.getLogger("django_rqueue.worker")
 #: an idle in-process worker takes to notice SIGTERM (a supervised child is
 #: interrupted at once).
 IDLE_BLOCK = 4.0
-#: Shortest idle ``BLPOP`` in seconds: Redis reads a timeout under 1 ms as 0, "for ever".
-MIN_BLOCK = 0.001
 #: Seconds of work (at the average run time seen) a batch reservation may hold.
 BATCH_BUDGET = 0.05
 #: Most jobs reserved in one round trip: jobs of 1 ms or more reach BATCH_BUDGET first.
@@ -74,18 +70,6 @@ TRANSIENT = (
 Taken = tuple[str, transitions.Reserved, float]
 
 
-@dataclass
-class Limits:
-    """What a worker's loop and its async runner share of the worker's progress."""
-
-    #: Exit after that many jobs (``None``: no limit).
-    max_jobs: int | None
-    #: Jobs run so far.
-    processed: int = 0
-    #: A stop was requested: start no more jobs.
-    stopping: bool = False
-
-
 class IdleWait(NamedTuple):
     """What an idle worker blocks on (:meth:`Reserver.idle_wait`)."""
 
@@ -104,7 +88,13 @@ class IdleWait(NamedTuple):
 @dataclass
 class Pickup:
     """A reserve sent behind the idle ``BLPOP`` (:meth:`~.loop.Worker._wait_for_work`),
-    taken by the next :meth:`~.loop.Worker.work_once`."""
+    taken by the next :meth:`~.loop.Worker.work_once`.
+
+    Its jobs are dated by when it was sent: a reply that waited while the worker was
+    paused or cut off looks fresh when read, though its leases may have run out and its
+    jobs run elsewhere meanwhile. So a job that came after a third of a lease of idle
+    waiting (only with a ``LEASE`` under three times :data:`IDLE_BLOCK`) is confirmed
+    with one lease renewal before it starts (:mod:`~.prefetch`)."""
 
     queue: str
     #: The reserve call (:func:`~..engine.calls.reserve`): sent again, its request id makes it
@@ -115,6 +105,55 @@ class Pickup:
     sent_at: float = 0.0
     #: Its reply, once read; ``None``: unread (lost, or never sent): send it again.
     reply: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveParams:
+    """What every reserving call of one queue by one worker says besides its count, built
+    once per call (:meth:`Reserver.params`) from the ``RQUEUE`` setting as it is then."""
+
+    #: The queue: its keys, its lease (ms), ``group_concurrency`` and ``rate_limit``.
+    ref: QueueRef
+    #: The worker reserving (stored with each job it reserves).
+    worker_id: str
+
+    def reserve(self, count: int) -> ScriptCall:
+        """``reserve.lua`` for up to ``count`` jobs, with a fresh request id (sent again, it
+        returns the jobs its first send reserved)."""
+        ref = self.ref
+        return calls.reserve(
+            ref.keys,
+            lease_ms=ref.lease_ms,
+            worker_id=self.worker_id,
+            count=count,
+            request_id=transitions.new_request_id(),
+            group_concurrency=ref.config.group_concurrency,
+            rate_limit=ref.config.rate_limit,
+        )
+
+    def ack_and_reserve(
+        self, job: Job[Any], result: str, count: int
+    ) -> tuple[LeaseLost | None, transitions.Reserved]:
+        """Ack ``job`` (its sealed ``result``) and reserve up to ``count`` jobs in one round
+        trip (``ack_reserve.lua``: :func:`~django_rqueue.engine.transitions.ack_and_reserve`).
+
+        Raises:
+            RedisUnavailable: its Redis could not be reached.
+        """
+        ref = self.ref
+        return transitions.ack_and_reserve(
+            ref.client(),
+            ref.keys,
+            job.id,
+            job.token,
+            result,
+            job.result_ttl,
+            lease_ms=ref.lease_ms,
+            worker_id=self.worker_id,
+            count=count,
+            group_concurrency=ref.config.group_concurrency,
+            rate_limit=ref.config.rate_limit,
+        )
 
 
 class Reserver:
@@ -227,6 +266,15 @@ class Reserver:
 
     # -- the calls -------------------------------------------------------
 
+    def params(self, queue: str) -> ReserveParams:
+        """The reserve parameters of ``queue``, for every reserving call of it (sync, async,
+        with an ack, behind the idle ``BLPOP``).
+
+        Raises:
+            ValueError: ``queue`` is not declared.
+        """
+        return ReserveParams(queue_ref(queue), self.worker_id)
+
     def reserve(self, queue: str, count: int) -> transitions.Reserved:
         """Reserve up to ``count`` jobs of ``queue`` and note its next slot.
 
@@ -234,32 +282,15 @@ class Reserver:
             RedisUnavailable: its Redis could not be reached.
             redis.ResponseError: Redis refused (see :meth:`refused`; :data:`TRANSIENT`).
         """
-        ref = queue_ref(queue)
-        reserved = transitions.reserve_many(
-            ref.client(),
-            ref.keys,
-            lease_ms=ref.lease_ms,
-            worker_id=self.worker_id,
-            count=count,
-            group_concurrency=ref.config.group_concurrency,
-            rate_limit=ref.config.rate_limit,
-        )
+        params = self.params(queue)
+        reserved = transitions.reserve_call(params.ref.client(), params.reserve(count))
         self.next_slots.note(queue, reserved.wait_ms)
         return reserved
 
     def reserve_call(self, queue: str, count: int) -> ScriptCall:
         """The reserve call for up to ``count`` jobs of ``queue``, with a fresh request id
         (sent again, it returns the jobs its first send reserved)."""
-        ref = queue_ref(queue)
-        return calls.reserve(
-            ref.keys,
-            lease_ms=ref.lease_ms,
-            worker_id=self.worker_id,
-            count=count,
-            request_id=transitions.new_request_id(),
-            group_concurrency=ref.config.group_concurrency,
-            rate_limit=ref.config.rate_limit,
-        )
+        return self.params(queue).reserve(count)
 
     async def areserve(self, queue: str, count: int) -> tuple[list[transitions.Reservation], float]:
         """:meth:`reserve` from an event loop (its asyncio client, or the sync one in a
@@ -301,20 +332,7 @@ class Reserver:
             RedisUnavailable: its Redis could not be reached (resend as a plain ack: a
                 repeat must not reserve more jobs).
         """
-        ref = queue_ref(queue)
-        stale, reserved = transitions.ack_and_reserve(
-            ref.client(),
-            ref.keys,
-            job.id,
-            job.token,
-            result,
-            job.result_ttl,
-            lease_ms=ref.lease_ms,
-            worker_id=self.worker_id,
-            count=count,
-            group_concurrency=ref.config.group_concurrency,
-            rate_limit=ref.config.rate_limit,
-        )
+        stale, reserved = self.params(queue).ack_and_reserve(job, result, count)
         self.next_slots.note(queue, reserved.wait_ms)
         return stale, reserved
 
@@ -363,7 +381,7 @@ class Reserver:
         rate-limited queues before their next slot (a token there must not
         wake it for an empty reservation), maybe none; for :data:`IDLE_BLOCK`
         seconds, or only until the earliest next slot of a rate-limited queue
-        (at least :data:`MIN_BLOCK`).
+        (at least :data:`~django_rqueue.engine.connection.MIN_BLOCK`).
         """
         queues = [q for q in self.queues if not self.next_slots.limited(q)]
         notify = [queue_ref(q).keys.notify for q in queues]

@@ -1,8 +1,9 @@
 """What a worker serves and for how long: ``rqueue_work``'s options that every child gets.
 
-The master (:class:`~.supervisor.Supervisor`) checks one :class:`WorkerSettings` as it
-starts and hands it to each worker child it forks (:func:`~.children.run_child`), which
-runs a :class:`~.loop.Worker` with it (:meth:`~.loop.Worker.supervised`).
+The master (:class:`~django_rqueue.master.supervisor.Supervisor`) checks one
+:class:`WorkerSettings` as it starts and hands it to each worker child it forks
+(:func:`~django_rqueue.master.children.run_child`), which runs a :class:`~.loop.Worker`
+with it (:meth:`~.loop.Worker.supervised`).
 """
 
 from __future__ import annotations

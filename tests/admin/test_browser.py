@@ -257,6 +257,7 @@ def test_staff_find_jobs_read_failed_jobs_of_all_queues_and_empty_a_queue_in_chr
     tmp_path: Path,
     settings: Any,
 ):
+    from django_rqueue.master.heartbeat import publish
     from django_rqueue.worker import heartbeat
 
     sync_api = _require_browser()
@@ -268,7 +269,7 @@ def test_staff_find_jobs_read_failed_jobs_of_all_queues_and_empty_a_queue_in_chr
     running = jobs.running(queue="low")
     for queue, peak in (("default", 40), ("emails", 80), ("low", 120)):
         fill_chart(rqueue_redis, queue, jobs, peak)
-    heartbeat.publish(
+    publish(
         heartbeat.WorkerInfo(
             id="web-1:4242:a1b2c3",
             host="web-1",

@@ -15,6 +15,7 @@ from django.test import Client
 
 from django_rqueue import queries
 from django_rqueue.execution import error_record
+from django_rqueue.master.heartbeat import publish
 from django_rqueue.worker import heartbeat
 from tests.support import transitions
 from tests.support.jobs_in_state import Jobs, retention
@@ -311,7 +312,7 @@ def test_view_only_staff_see_no_action_buttons(make_client: MakeClient, jobs: Jo
 
 def test_overview_lists_the_workers_of_the_registry(admin_client_rq: Client, jobs: Jobs):
     running = jobs.running()
-    heartbeat.publish(
+    publish(
         heartbeat.WorkerInfo(
             id="web-1:4242:abc123",
             host="web-1",
@@ -338,10 +339,10 @@ def test_a_succeeded_job_shows_its_result(admin_client_rq: Client, jobs: Jobs):
 
 
 def test_overview_warns_when_no_worker_runs_a_poller(admin_client_rq: Client):
-    heartbeat.publish(heartbeat.WorkerInfo(id="w:1:a", host="w", pid=1, poller=False), ttl=30)
+    publish(heartbeat.WorkerInfo(id="w:1:a", host="w", pid=1, poller=False), ttl=30)
     response = admin_client_rq.get(BASE)
     assert any("poller" in w for w in response.context["warnings"])
-    heartbeat.publish(heartbeat.WorkerInfo(id="w:2:b", host="w", pid=2, poller=True), ttl=30)
+    publish(heartbeat.WorkerInfo(id="w:2:b", host="w", pid=2, poller=True), ttl=30)
     response = admin_client_rq.get(BASE)
     assert not any("poller" in w for w in response.context["warnings"])
 

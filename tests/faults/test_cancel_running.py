@@ -19,7 +19,7 @@ from tests.jobs_app.jobs import (
 from .harness import Faults, alive, wait_until
 
 GRACE = 1.0
-#: Seconds from Job.cancel() to the end: the master looks every second (cancelling.POLL).
+#: Seconds from Job.cancel() to the end: the master looks every second (master.cancels.POLL).
 SOFT_WITHIN = 1.0 + 2.0
 
 

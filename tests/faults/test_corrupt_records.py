@@ -29,7 +29,8 @@ from django_rqueue import aget_job, get_job
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys, restart_key, worker_key, workers_key
 from django_rqueue.job import MAX_TIMEOUT, Job
-from django_rqueue.worker.heartbeat import WorkerInfo, list_workers, publish
+from django_rqueue.master.heartbeat import publish
+from django_rqueue.worker.heartbeat import WorkerInfo, list_workers
 from tests.jobs_app.jobs import fault_noop
 from tests.support.jobs_in_state import Jobs
 

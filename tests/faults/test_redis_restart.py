@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import enqueue, signals
+from django_rqueue import signals
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.enqueue import write
 from django_rqueue.exceptions import EnqueueIncomplete
 from tests.jobs_app.jobs import fault_noop
 from tests.support.redis_server import RedisServer
@@ -92,7 +93,7 @@ def test_delay_many_cut_by_a_redis_crash_lists_the_jobs_written_not_written_and_
     aof_faults: tuple[Faults, RedisServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     faults, server = aof_faults
-    monkeypatch.setattr(enqueue, "ENQUEUE_PATIENCE", 0.5)
+    monkeypatch.setattr(write, "ENQUEUE_PATIENCE", 0.5)
     killed = threading.Event()
 
     def kill_after_first_batch(**kwargs: object) -> None:

@@ -30,10 +30,11 @@ import pytest
 from pytest_django.fixtures import Settings as SettingsFixture
 from redis.crc import key_slot
 
-from django_rqueue import enqueue, signals
+from django_rqueue import signals
 from django_rqueue.conf import get_config
 from django_rqueue.engine.connection import get_client, reset_clients
 from django_rqueue.engine.keys import QueueKeys
+from django_rqueue.enqueue import write
 from django_rqueue.exceptions import EnqueueIncomplete, RedisUnavailable
 from django_rqueue.job import Job
 from tests.jobs_app.jobs import fault_noop, fault_sleep
@@ -237,7 +238,7 @@ def test_delay_many_waits_out_a_slot_move_and_writes_each_job_once(
 def test_delay_many_stopped_by_a_slot_move_says_exactly_which_jobs_it_wrote(
     busy_queue: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(enqueue, "ENQUEUE_PATIENCE", 1.0)
+    monkeypatch.setattr(write, "ENQUEUE_PATIENCE", 1.0)
     with ExitStack() as stack:
         _move_after_first_batch(busy_queue, stack)
         with pytest.raises(EnqueueIncomplete) as caught:

@@ -12,7 +12,7 @@ Usage::
 Each server binds 127.0.0.1 on a free port, keeps no RDB/AOF, and logs to
 ``<tmpdir>/redis.log``. Servers are registered with :mod:`atexit`, and on Linux
 the child also gets ``PR_SET_PDEATHSIG`` (the worker's own
-:func:`~django_rqueue.worker.process.set_pdeathsig`) so it dies with the test
+:func:`~django_rqueue.master.process.set_pdeathsig`) so it dies with the test
 process even when that process is SIGKILLed.
 """
 
@@ -37,7 +37,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from django_rqueue.worker.process import set_pdeathsig
+from django_rqueue.master.process import set_pdeathsig
 
 STARTUP_TIMEOUT = 5.0
 STOP_TIMEOUT = 5.0

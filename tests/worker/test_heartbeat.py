@@ -1,4 +1,5 @@
-"""The worker registry (django_rqueue.worker.heartbeat) on a real redis-server."""
+"""The worker registry (django_rqueue.master.heartbeat writes it, django_rqueue.worker.heartbeat
+reads it) on a real redis-server."""
 
 from __future__ import annotations
 
@@ -9,14 +10,8 @@ from redis.crc import key_slot
 
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.engine.keys import restart_key, worker_key, workers_key
-from django_rqueue.worker.heartbeat import (
-    WorkerInfo,
-    WorkerJob,
-    list_workers,
-    publish,
-    remove,
-    request_restart,
-)
+from django_rqueue.master.heartbeat import publish, remove, request_restart
+from django_rqueue.worker.heartbeat import WorkerInfo, WorkerJob, list_workers
 from tests.support.redis_cluster import LocalCluster
 from tests.support.waiting import wait_until
 

@@ -17,7 +17,8 @@ from django_rqueue.engine.connection import location_of, reset_clients
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.permissions import acl_rules
 from django_rqueue.exceptions import RedisUnavailable
-from django_rqueue.worker.idle import IdleWaiter, Woken, forget_unblock_refusals
+from django_rqueue.worker.blocking import forget_unblock_refusals
+from django_rqueue.worker.idle import IdleWaiter, Woken
 from tests.support import redis_acl
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_commands import blocked_clients

@@ -23,23 +23,20 @@ from django_rqueue.engine.scripts import load
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job
 from django_rqueue.serialization import encode_arguments
+from django_rqueue.worker.attempt import AttemptLifecycle
 from django_rqueue.worker.hooks import AttemptOutcome
 from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
 from tests.faults.proxy import FaultProxy
 from tests.jobs_app.jobs import (
     chain,
-    exits,
     fail_always,
     fail_then_succeed,
     read_ledger,
     record,
-    returns_unserializable,
-    sleepy_timeout,
-    slow,
 )
 from tests.support.inprocess import keys, poller_thread, run_to_end, run_worker, stats, tags
-from tests.support.jobs_in_state import Jobs, enqueue_raw
+from tests.support.jobs_in_state import Jobs
 from tests.support.redis_commands import blocked_clients
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
@@ -216,132 +213,6 @@ def test_burst_on_empty_queues_exits_at_once() -> None:
     assert time.monotonic() - started < 5
 
 
-def test_unknown_job_name_goes_to_failed_store_and_worker_continues(
-    ledger: str, rqueue_redis: redis.Redis
-) -> None:
-    unknown = enqueue_raw("no.such.job", encode_arguments([1], {}))
-    after = record.delay(ledger, "after")
-
-    run_worker(burst=True)
-
-    job = get_job(unknown)
-    assert job is not None
-    assert job.status is JobStatus.FAILED
-    assert job.attempts == 1  # not retried: no worker knows it
-    assert job.error is not None
-    assert job.error["type"] == "django_rqueue.exceptions.UnknownJob"
-    assert "no.such.job" in job.error["message"]
-    assert rqueue_redis.zscore(keys().failed, unknown) is not None
-    assert get_job(after.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
-    assert tags(ledger) == ["after"]
-
-
-@pytest.mark.parametrize("payload", ["{not json", '{"a": 1}', "[]", b"\xff\xfe"])
-def test_corrupt_payload_goes_to_failed_store_and_worker_continues(
-    ledger: str, rqueue_redis: redis.Redis, payload: str | bytes
-) -> None:
-    bad = record.delay(ledger, "bad")
-    rqueue_redis.hset(keys().job(bad.id), "p", payload)
-    good = record.delay(ledger, "good")
-
-    run_worker(burst=True)
-
-    job = get_job(bad.id)
-    assert job is not None
-    assert job.status is JobStatus.FAILED
-    assert job.attempts == 1  # retrying cannot repair a payload
-    assert job.error is not None
-    assert "payload" in job.error["message"]
-    assert "corrupt" in job.error["message"]
-    assert rqueue_redis.zscore(keys().failed, bad.id) is not None
-    assert get_job(good.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
-    assert tags(ledger) == ["good"]  # the corrupt job's function never ran
-
-
-def test_unserializable_return_value_fails_the_attempt(ledger: str) -> None:
-    enqueued = returns_unserializable.delay(ledger, "u")
-
-    run_worker(burst=True)
-
-    job = get_job(enqueued.id)
-    assert job is not None
-    assert job.status is JobStatus.FAILED
-    assert job.error is not None
-    assert job.error["type"] == "builtins.TypeError"
-    assert "JSON" in job.error["message"] and "object" in job.error["message"]
-    assert tags(ledger) == ["u"]
-
-
-def test_system_exit_in_a_job_fails_the_attempt_not_the_worker(ledger: str) -> None:
-    bad = exits.delay(ledger, "exit")
-    good = record.delay(ledger, "good")
-
-    run_worker(burst=True)
-
-    job = get_job(bad.id)
-    assert job is not None
-    assert job.status is JobStatus.FAILED
-    assert job.error is not None and job.error["type"] == "builtins.SystemExit"
-    assert get_job(good.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
-
-
-def test_job_exceeding_its_timeout_gets_job_timeout(ledger: str) -> None:
-    enqueued = sleepy_timeout.delay(ledger, "t", 5)  # timeout=0.5, max_attempts=1
-    after = record.delay(ledger, "after")
-
-    started = time.monotonic()
-    run_worker(burst=True)
-    elapsed = time.monotonic() - started
-
-    job = get_job(enqueued.id)
-    assert job is not None
-    assert job.status is JobStatus.FAILED
-    assert job.error is not None
-    assert job.error["type"] == "django_rqueue.exceptions.JobTimeout"
-    assert "timeout" in job.error["message"]
-    assert tags(ledger, "start") == ["t"]
-    assert tags(ledger, "end") == []  # interrupted
-    assert tags(ledger) == ["after"]
-    assert get_job(after.id).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
-    assert elapsed < 4, f"the job was not interrupted (took {elapsed:.1f} s)"
-
-
-def test_using_timeout_overrides_the_job_timeout(ledger: str) -> None:
-    enqueued = slow.using(timeout=0.3, max_attempts=1).delay(ledger, "s", 5)
-
-    run_worker(burst=True)
-
-    job = get_job(enqueued.id)
-    assert job is not None
-    assert job.status is JobStatus.FAILED
-    assert job.error is not None
-    assert job.error["type"] == "django_rqueue.exceptions.JobTimeout"
-    assert tags(ledger, "end") == []
-
-
-def test_lease_is_renewed_while_a_long_job_runs(
-    ledger: str,
-    settings: SettingsFixture,
-    rqueue_redis: redis.Redis,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    settings.RQUEUE = {**settings.RQUEUE, "LEASE": 1}
-    enqueued = slow.delay(ledger, "long", 3)  # three leases long
-
-    with poller_thread():  # would reclaim the job if its lease were not renewed
-        run_worker(burst=True)
-
-    assert tags(ledger, "start") == ["long"]
-    assert tags(ledger, "end") == ["long"]
-    job = get_job(enqueued.id)
-    assert job is not None
-    assert job.status is JobStatus.SUCCEEDED
-    assert job.attempts == 1
-    assert job.errors == []
-    assert not [r for r in caplog.records if "reclaimed" in r.getMessage()]
-    assert rqueue_redis.zcard(keys().reserved) == 0
-
-
 def test_a_success_is_acked_together_with_the_next_reservation(
     ledger: str, rqueue_redis: redis.Redis
 ) -> None:
@@ -415,11 +286,25 @@ def test_receivers_of_job_succeeded_run_before_the_next_job_is_reserved(
 class StopAfterPrefetch(Worker):
     """A worker whose stop request arrives during its first ack_reserve round trip."""
 
-    def _report(self, *args: Any, **kwargs: Any) -> AttemptOutcome:
-        outcome = super()._report(*args, **kwargs)
-        if self._prefetched:
-            self.request_stop()
-        return outcome
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        worker = self
+
+        class Attempts(AttemptLifecycle):
+            def report(self, *args: Any, **kwargs: Any) -> AttemptOutcome:
+                outcome = super().report(*args, **kwargs)
+                if worker._prefetched:
+                    worker.request_stop()
+                return outcome
+
+        self.attempts = Attempts(
+            self.reserver,
+            self._prefetched,
+            self.hooks,
+            self.limits,
+            self.cancel_fd,
+            renew_leases=self.renew_leases,
+        )
 
 
 class StopDuringReserve(Worker):
@@ -566,8 +451,8 @@ def test_jobs_whose_reserve_reply_came_back_after_their_lease_ran_out_are_not_ru
     worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
     if batch:  # reserve both in one round trip: the first one runs at once, b is held
         worker.reserver.quiet["default"], worker.reserver.run_times["default"] = True, 0.001
-    late = reclaimed_meanwhile(transitions.reserve_many, rqueue_redis)
-    monkeypatch.setattr(transitions, "reserve_many", late)
+    late = reclaimed_meanwhile(transitions.reserve_call, rqueue_redis)
+    monkeypatch.setattr(transitions, "reserve_call", late)
 
     assert worker.run() == 0
 

@@ -31,11 +31,11 @@ from django.core import checks
 from django.core.checks import CheckMessage
 from django.core.exceptions import ImproperlyConfigured
 
-from ...conf import raw_setting, unknown_keys
+from ...conf import defaults, raw_setting, unknown_keys
 
 #: Bytes of a reply's body a delivery keeps (64 KiB): enough for an error message or a small
 #: JSON answer for ``retry_if``; the rest is never read.
-DEFAULT_MAX_RESPONSE_BYTES = 65_536
+DEFAULT_MAX_RESPONSE_BYTES = defaults.WEBHOOK_MAX_RESPONSE_BYTES
 KEYS = frozenset({"ALLOWED_HOSTS", "MAX_RESPONSE_BYTES"})
 #: A host name entry: DNS labels (letters, digits, hyphens, underscores) separated by dots,
 #: optionally with a leading dot (subdomains too).

@@ -12,13 +12,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_rqueue.conf import get_config
 from django_rqueue.health import NO_UNBLOCK, problems_by_server
 from django_rqueue.management.base import configure_logging, queue_list
-from django_rqueue.worker.idle import unblock_refused
+from django_rqueue.master.startup import UNREACHABLE
+from django_rqueue.worker.blocking import unblock_refused
 from django_rqueue.worker.poller import Poller
 
 logger = logging.getLogger("django_rqueue.poller")
-
-#: The check id of a Redis that does not answer: the poller starts anyway and retries it.
-UNREACHABLE = "rqueue.E013"
 
 
 class Command(BaseCommand):
@@ -54,7 +52,8 @@ class Command(BaseCommand):
     def check_redis(self, queues: list[str]) -> None:
         """Refuse to start on a Redis that answers with an error-level problem (eviction
         policy, credentials, a command or key pattern its user's ACL lacks); log the
-        warnings. An unreachable Redis is left to the poller, which retries it."""
+        warnings. An unreachable Redis (:data:`UNREACHABLE`) is left to the poller, which
+        retries it."""
         errors = []
         for server, problems in problems_by_server(queues).items():
             for problem in problems:

@@ -6,7 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from django_rqueue.worker.heartbeat import list_workers, request_restart
+from django_rqueue.master.heartbeat import request_restart
+from django_rqueue.worker.heartbeat import list_workers
 
 
 class Command(BaseCommand):

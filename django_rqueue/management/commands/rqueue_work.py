@@ -1,4 +1,4 @@
-"""``manage.py rqueue_work``: run a worker (see :mod:`django_rqueue.worker.supervisor`)."""
+"""``manage.py rqueue_work``: run a worker (see :mod:`django_rqueue.master.supervisor`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from django_rqueue.management.base import (
     queue_selection,
     seconds,
 )
-from django_rqueue.worker.supervisor import Supervisor
+from django_rqueue.master.supervisor import Supervisor
+from django_rqueue.worker.settings import WorkerSettings
 
 
 class Command(BaseCommand):
@@ -93,18 +94,21 @@ class Command(BaseCommand):
         selection = options["queues"]
         queues = list(selection.queues) if selection else list(config.queues)
         try:
-            supervisor = Supervisor(
-                queues,
+            settings = WorkerSettings(
+                tuple(queues),
                 weights=selection.weights if selection else None,
-                concurrency=options["concurrency"],
                 burst=options["burst"],
                 max_jobs=options["max_jobs"],
                 max_memory_mb=options["max_memory"],
+                async_concurrency=options["async_concurrency"],
+            )
+            supervisor = Supervisor(
+                settings,
+                concurrency=options["concurrency"],
                 shutdown_timeout=options["shutdown_timeout"],
                 timeout_grace=options["timeout_grace"],
                 with_poller=not options["without_poller"],
                 worker_id=options["worker_id"],
-                async_concurrency=options["async_concurrency"],
             )
             supervisor.run()
         except (ValueError, StartupError) as exc:

@@ -235,6 +235,7 @@ def test_a_write_and_its_wait_report_the_replicas_and_a_resend_counts_as_unconfi
     keys = QueueKeys.of("rqueue", "default")
     call = plain_call(keys, "default:durable1")
     items = [transitions.BatchItem(f"default:durable-b{i}", "", "{}") for i in range(3)]
+    shared = calls.EnqueueShared(keys, (0, "", 0, -1), 0, ("n", "tests.noop")).batch()
     with SentinelSet(sentinels=0).start() as pair, pair.master.client() as client:
         (created, acked) = transitions.enqueue_and_wait(client, call, wait)
         assert (created[:3], acked) == ((EnqueueOutcome.CREATED, "default:durable1", "queued"), 1)
@@ -242,29 +243,7 @@ def test_a_write_and_its_wait_report_the_replicas_and_a_resend_counts_as_unconfi
         assert stored is not None and created.enqueued_ms == int(stored)
         resent = transitions.enqueue_and_wait(client, call, wait)
         assert resent == ((EnqueueOutcome.EXISTS, "default:durable1", "queued", None), 0)
-        replies, acked = transitions.enqueue_batch_and_wait(
-            client,
-            keys,
-            items,
-            wait,
-            priority=0,
-            group="",
-            delay_ms=0,
-            run_at_ms=-1,
-            unique_ttl=0,
-            fields={"n": "tests.noop"},
-        )
+        replies, acked = transitions.enqueue_batch_and_wait(client, shared, items, wait)
         assert ([r[0] for r in replies], acked) == ([EnqueueOutcome.CREATED] * 3, 1)
-        replies, acked = transitions.enqueue_batch_and_wait(
-            client,
-            keys,
-            items,
-            wait,
-            priority=0,
-            group="",
-            delay_ms=0,
-            run_at_ms=-1,
-            unique_ttl=0,
-            fields={"n": "tests.noop"},
-        )
+        replies, acked = transitions.enqueue_batch_and_wait(client, shared, items, wait)
         assert ([r[0] for r in replies], acked) == ([EnqueueOutcome.EXISTS] * 3, 0)

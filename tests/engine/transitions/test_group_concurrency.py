@@ -183,17 +183,8 @@ def enqueue_one(engine: Engine, priority: int) -> None:
 def enqueue_a_batch(engine: Engine, priority: int) -> None:
     items = [transitions.BatchItem(new_job_id("default"), "", "{}") for _ in range(2)]
     fields: dict[str, str | int] = {"n": "tests.noop", "max": 3, "tmo": 1000, "ttl": 60}
-    transitions.enqueue_batch(
-        engine.client,
-        engine.keys,
-        items,
-        priority=priority,
-        group="a",
-        delay_ms=0,
-        run_at_ms=-1,
-        unique_ttl=0,
-        fields=fields,
-    )
+    shared = calls.EnqueueShared(engine.keys, (priority, "a", 0, -1), 0, tuple(calls.pairs(fields)))
+    transitions.enqueue_batch(engine.client, shared.batch(), items)
 
 
 def promote_a_due_job(engine: Engine, priority: int) -> None:

@@ -10,6 +10,7 @@ import redis
 from django.core.management import call_command
 
 from django_rqueue.engine.connection import get_client
+from django_rqueue.master.heartbeat import publish
 from django_rqueue.operations import pause_queue
 from django_rqueue.worker import heartbeat
 from tests.support import transitions
@@ -86,7 +87,7 @@ def test_info_shows_the_jobs_cancelled_by_their_expiry(rqueue_redis: redis.Redis
 
 
 def test_info_lists_registered_workers(rqueue_redis: redis.Redis):
-    heartbeat.publish(
+    publish(
         heartbeat.WorkerInfo(
             id="web-1:7:abc", host="web-1", pid=7, queues=("default",), poller=False
         ),

@@ -12,6 +12,7 @@ import redis
 from django.core.management import CommandError, call_command
 
 from django_rqueue.engine.permissions import acl_rules
+from django_rqueue.master.heartbeat import publish
 from django_rqueue.monitoring import Status
 from django_rqueue.worker import heartbeat
 from django_rqueue.worker.poller import Poller
@@ -45,7 +46,7 @@ def persistent(rqueue_redis: redis.Redis) -> Iterator[None]:
 @pytest.fixture
 def live(rqueue_redis: redis.Redis) -> None:
     """A worker's heartbeat and a poller's round, as a running deployment leaves them."""
-    heartbeat.publish(heartbeat.WorkerInfo(id="w1", queues=("default",)), ttl=60)
+    publish(heartbeat.WorkerInfo(id="w1", queues=("default",)), ttl=60)
     Poller(["default"]).beat()
 
 

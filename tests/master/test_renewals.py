@@ -1,68 +1,18 @@
-"""The prefork master's lease renewals and passes, in-process, against the real test redis-server.
-
-The master's record of a child (:class:`~django_rqueue.worker.children.Child`)
-is fed through a real pipe by the child's side of the protocol
-(:class:`~django_rqueue.worker.children.PipeHooks`); the "child" is a plain
-``sleep`` process in its own process group, so that whether the master
-SIGKILLs it can be observed without forking a worker.
-"""
+"""The master's lease renewals (:mod:`django_rqueue.master.renewals`), in-process, against the
+real test redis-server, with a stand-in child (:mod:`tests.master.support`)."""
 
 from __future__ import annotations
 
-import os
-import selectors
-import subprocess
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
-
-import pytest
 import redis
 
-from django_rqueue.job import Job
-from django_rqueue.worker.children import Child, ChildKind, KillReason, PipeHooks
+from django_rqueue.master.children import Child, KillReason
+from django_rqueue.master.supervisor import Supervisor
 from django_rqueue.worker.hooks import AttemptOutcome
-from django_rqueue.worker.supervisor import PASS_GAP, Supervisor
 from tests.jobs_app.jobs import record
+from tests.master.support import FakeChild, reserve
 from tests.support import transitions
 from tests.support.inprocess import keys
 from tests.support.processes import alive
-
-
-@dataclass
-class FakeChild:
-    """A master with one child record, the child's end of its pipe, and a stand-in process."""
-
-    master: Supervisor
-    child: Child
-    hooks: PipeHooks
-    process: subprocess.Popen[bytes]
-
-
-@pytest.fixture
-def supervised() -> Iterator[FakeChild]:
-    process = subprocess.Popen(["sleep", "60"], start_new_session=True)  # its own group
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(read_fd, False)
-    master = Supervisor(["default"], concurrency=1, with_poller=False, worker_id="w-master")
-    child = Child(pid=process.pid, fd=read_fd, kind=ChildKind.WORKER)
-    master.children[process.pid] = child
-    try:
-        yield FakeChild(master, child, PipeHooks(write_fd), process)
-    finally:
-        process.kill()
-        process.wait(timeout=10)
-        master.selector.close()
-        os.close(read_fd)
-        os.close(write_fd)
-
-
-def reserve(client: redis.Redis) -> Job[Any]:
-    """Reserve the next job of ``default`` as worker ``w-master`` (60 s lease)."""
-    got = transitions.reserve(client, keys(), lease_ms=60_000, worker_id="w-master")
-    assert got is not None
-    return Job.from_fields(*got)
 
 
 def renew_now(master: Supervisor, child: Child) -> None:
@@ -131,25 +81,3 @@ def test_a_renewal_refused_for_a_job_that_finished_under_our_token_kills_no_one(
 
     assert child.killed_for is None  # not killed
     assert alive(supervised.process.pid)
-
-
-def test_busy_children_wake_the_master_at_most_once_per_pass_gap(
-    supervised: FakeChild, ledger: str, rqueue_redis: redis.Redis
-) -> None:
-    """A child that runs job after job writes to its pipe all the time: the master reads
-    it, then lets the next messages gather for PASS_GAP instead of waking for each job."""
-    master, child, hooks = supervised.master, supervised.child, supervised.hooks
-    master.selector.register(child.fd, selectors.EVENT_READ, child.pid)
-    first_id, second_id = record.delay(ledger, "1").id, record.delay(ledger, "2").id
-    first = reserve(rqueue_redis)
-    hooks.started("default", first)
-    began = time.monotonic()
-    master._tick()
-    assert list(child.running) == [first_id]
-    hooks.finished(first, AttemptOutcome.SUCCEEDED)
-    hooks.started("default", reserve(rqueue_redis))  # waiting in the pipe at once
-
-    master._tick()
-
-    assert time.monotonic() - began >= PASS_GAP
-    assert list(child.running) == [second_id] and master.processed == 1

@@ -1,65 +1,28 @@
-"""The enqueue path (django_rqueue.enqueue) on a real redis-server: delay_many() (bulk
-enqueue, transitions.enqueue_batch()), adelay() from async code, and the package's own
-record of the jobs that wait for a transaction's commit. The decorator's options and
-single delay() are in tests/test_decorators.py.
-"""
+"""``.delay_many()`` on a real redis-server: bulk enqueue (``transitions.enqueue_batch()``),
+its batches inside a transaction, and the package's own record of the jobs that wait for the
+commit."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-from collections.abc import Iterator
 from typing import Any, assert_type
 
 import pytest
 import redis
-from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.test import AsyncClient
 from pytest_django.fixtures import Settings
 
-from django_rqueue import Job, JobStatus, get_job, job, signals
+from django_rqueue import Job, JobStatus, get_job
+from django_rqueue.engine.calls import EnqueueShared
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.scripts import load
 from django_rqueue.worker.loop import Worker
-from tests.jobs_app.jobs import read_ledger
+from tests.enqueue.jobs import add, calls, carry, digest, job_ids
 from tests.support import transitions
 
 KEYS = QueueKeys.of("rqueue", "default")
-calls: list[tuple[object, ...]] = []
-
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
-
-
-@job
-def add(x: int, y: int = 0) -> int:
-    calls.append((x, y))
-    return x + y
-
-
-@job(unique_key=lambda user_id: f"digest:{user_id}")
-def digest(user_id: int) -> None:
-    return None
-
-
-def _job_ids(client: redis.Redis, queue: str = "default") -> set[str]:
-    prefix = QueueKeys.of("rqueue", queue).job("")
-    return {k.decode()[len(prefix) :] for k in client.scan_iter(match=prefix + "*")}
-
-
-@pytest.fixture
-def enqueued() -> Iterator[list[str]]:
-    ids: list[str] = []
-
-    def receiver(sender: object, job: Any, **kwargs: object) -> None:
-        ids.append(job.id)
-
-    signals.job_enqueued.connect(receiver)
-    try:
-        yield ids
-    finally:
-        signals.job_enqueued.disconnect(receiver)
 
 
 def test_delay_many_writes_every_call_in_order(redis_client: redis.Redis, enqueued: list[str]):
@@ -67,7 +30,7 @@ def test_delay_many_writes_every_call_in_order(redis_client: redis.Redis, enqueu
     assert len(jobs) == 1203
     assert all(j.status is JobStatus.QUEUED for j in jobs)
     assert len({j.id for j in jobs}) == 1203
-    assert _job_ids(redis_client) == {j.id for j in jobs}
+    assert job_ids(redis_client) == {j.id for j in jobs}
     assert enqueued == [j.id for j in jobs]  # one job_enqueued per created job
     assert redis_client.hget(KEYS.stats, "queued") == b"1203"
     got = get_job(jobs[7].id)
@@ -89,7 +52,7 @@ def test_delay_many_of_nothing_returns_an_empty_list(redis_client: redis.Redis):
 def test_delay_many_accepts_a_generator_and_lists(redis_client: redis.Redis):
     jobs = add.delay_many(([i], {}) for i in range(3))
     assert [j.args for j in jobs] == [[0], [1], [2]]
-    assert len(_job_ids(redis_client)) == 3
+    assert len(job_ids(redis_client)) == 3
 
 
 def test_delay_many_honours_using_options(redis_client: redis.Redis):
@@ -97,7 +60,7 @@ def test_delay_many_honours_using_options(redis_client: redis.Redis):
         [((1,), {}), ((2,), {})]
     )
     assert all(j.status is JobStatus.SCHEDULED and j.queue == "emails" for j in jobs)
-    assert _job_ids(redis_client, "emails") == {j.id for j in jobs}
+    assert job_ids(redis_client, "emails") == {j.id for j in jobs}
     got = get_job(jobs[0].id)
     assert got is not None
     assert (got.status, got.priority, got.group, got.max_attempts) == (
@@ -169,7 +132,7 @@ def test_unique_duplicates_resolve_to_the_holders_job(
     assert jobs[0].id == holder.id
     assert jobs[1] is jobs[2]  # a duplicate inside the batch gets the first call's Job
     assert jobs[3].id not in (holder.id, jobs[1].id)
-    assert _job_ids(redis_client) == {holder.id, jobs[1].id, jobs[3].id}
+    assert job_ids(redis_client) == {holder.id, jobs[1].id, jobs[3].id}
     assert enqueued == [jobs[1].id, jobs[3].id]
     assert redis_client.hget(KEYS.stats, "queued") == b"3"
     assert redis_client.hget(KEYS.stats, "enqueued") == b"3"  # the duplicates created nothing
@@ -184,7 +147,7 @@ def test_inside_atomic_the_batch_is_written_on_commit_by_one_callback(
         assert redis_client.dbsize() == 0
         assert len(transaction.get_connection().run_on_commit) == 1
         assert enqueued == []
-    assert _job_ids(redis_client) == {j.id for j in jobs}  # the returned ids are final
+    assert job_ids(redis_client) == {j.id for j in jobs}  # the returned ids are final
     assert len(enqueued) == 5
 
 
@@ -200,9 +163,9 @@ def test_a_rollback_writes_none_of_the_batch(redis_client: redis.Redis):
 def test_on_commit_false_writes_the_batch_at_once(redis_client: redis.Redis):
     with pytest.raises(ZeroDivisionError), transaction.atomic():
         jobs = add.using(on_commit=False).delay_many([((1,), {}), ((2,), {})])
-        assert _job_ids(redis_client) == {j.id for j in jobs}
+        assert job_ids(redis_client) == {j.id for j in jobs}
         raise ZeroDivisionError
-    assert len(_job_ids(redis_client)) == 2
+    assert len(job_ids(redis_client)) == 2
 
 
 @pytest.mark.django_db(transaction=True)
@@ -216,7 +179,7 @@ def test_unique_keys_inside_atomic_see_pending_jobs_and_each_other(redis_client:
         assert jobs[2] is jobs[3]
         again = digest.delay(3)  # a later single delay sees the batch's pending job
         assert again.id == jobs[2].id
-    assert _job_ids(redis_client) == {holder.id, single.id, jobs[2].id}
+    assert job_ids(redis_client) == {holder.id, single.id, jobs[2].id}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -229,7 +192,7 @@ def test_a_rolled_back_transaction_leaves_no_pending_holder_behind(redis_client:
         fresh = digest.delay(7)
         fresh_many = digest.delay_many([((8,), {})])[0]
         assert {fresh.id, fresh_many.id}.isdisjoint({dropped.id, dropped_many.id})
-    assert _job_ids(redis_client) == {fresh.id, fresh_many.id}
+    assert job_ids(redis_client) == {fresh.id, fresh_many.id}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -240,7 +203,7 @@ def test_a_batch_dropped_with_its_savepoint_does_not_hold_its_keys(redis_client:
             raise ZeroDivisionError
         kept = digest.delay(9)
         assert kept.id != dropped.id
-    assert _job_ids(redis_client) == {kept.id}
+    assert job_ids(redis_client) == {kept.id}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -251,7 +214,7 @@ def test_after_commit_a_finished_holder_no_longer_holds_the_key(redis_client: re
     with transaction.atomic():
         second = digest.delay(10)
         assert second.id != first.id
-    assert _job_ids(redis_client) == {second.id}
+    assert job_ids(redis_client) == {second.id}
 
 
 def test_delay_and_delay_many_keep_the_job_functions_return_type(settings: Settings):
@@ -276,18 +239,8 @@ def test_eager_runs_each_call_inline(settings: Settings, redis_client: redis.Red
 
 
 def _batch(client: redis.Redis, items: list[transitions.BatchItem], batch_size: int) -> list[str]:
-    replies = transitions.enqueue_batch(
-        client,
-        KEYS,
-        items,
-        priority=0,
-        group="",
-        delay_ms=0,
-        run_at_ms=-1,
-        unique_ttl=0,
-        fields={"n": "x", "queue": "default"},
-        batch_size=batch_size,
-    )
+    shared = EnqueueShared(KEYS, (0, "", 0, -1), 0, ("n", "x", "queue", "default")).batch()
+    replies = transitions.enqueue_batch(client, shared, items, batch_size=batch_size)
     return [outcome for outcome, _, _ in replies]
 
 
@@ -334,17 +287,8 @@ def test_enqueue_batch_links_its_jobs_like_one_by_one_enqueues(redis_client: red
     record = redis_client.hgetall(KEYS.job(items[0].job_id))
     assert b"due" not in record  # due now: readers take the enqueue time ("at")
     later = [transitions.BatchItem(f"default:{i:032x}", "", "[]") for i in range(2000, 2003)]
-    replies = transitions.enqueue_batch(
-        redis_client,
-        KEYS,
-        later,
-        priority=0,
-        group="",
-        delay_ms=60_000,
-        run_at_ms=-1,
-        unique_ttl=0,
-        fields={"n": "x"},
-    )
+    shared = EnqueueShared(KEYS, (0, "", 60_000, -1), 0, ("n", "x")).batch()
+    replies = transitions.enqueue_batch(redis_client, shared, later)
     assert {state for _, _, state in replies} == {"scheduled"}
     due: list[tuple[bytes, float]] = redis_client.zrange(KEYS.delayed, 0, -1, withscores=True)  # type: ignore[assignment]
     assert [member for member, _ in due] == sorted(item.job_id.encode() for item in later)
@@ -356,125 +300,7 @@ def test_enqueue_batch_links_its_jobs_like_one_by_one_enqueues(redis_client: red
 # -- adelay() -----------------------------------------------------------------------
 
 
-def test_adelay_writes_the_job_like_delay_and_announces_it(
-    redis_client: redis.Redis, enqueued: list[str]
-):
-    queued = asyncio.run(add.using(priority=5).adelay(2, y=3))
-
-    assert queued.status is JobStatus.QUEUED and queued.priority == 5
-    stored = get_job(queued.id)
-    assert stored is not None
-    assert (stored.status, stored.args, stored.kwargs, stored.priority) == (
-        JobStatus.QUEUED,
-        [2],
-        {"y": 3},
-        5,
-    )
-    assert enqueued == [queued.id]
-    Worker(["default"], burst=True, with_poller=False).run()
-    assert get_job(queued.id).result == 5  # type: ignore[union-attr]
-
-
-def test_adelay_checks_its_arguments_before_writing(redis_client: redis.Redis):
-    with pytest.raises(TypeError, match="'x'"):
-        asyncio.run(add.adelay(object()))  # type: ignore[arg-type]
-    assert redis_client.dbsize() == 0
-
-
-def test_adelay_of_a_held_unique_key_returns_the_holder(redis_client: redis.Redis):
-    holder = digest.delay(7)
-    again = asyncio.run(digest.adelay(7))
-    assert again.id == holder.id and again.status is JobStatus.QUEUED
-
-
-@pytest.mark.django_db(transaction=True)
-def test_adelay_called_inside_a_transaction_waits_for_its_commit(
-    redis_client: redis.Redis, enqueued: list[str]
-):
-    """async_to_sync inside atomic(): the transaction is the calling thread's, and adelay
-    asks that thread (through sync_to_async) whether it must wait for the commit."""
-    with transaction.atomic():
-        pending = async_to_sync(add.adelay)(1, 2)
-        assert redis_client.dbsize() == 0 and enqueued == []
-    assert _job_ids(redis_client) == {pending.id}
-    assert enqueued == [pending.id]
-    with pytest.raises(ZeroDivisionError), transaction.atomic():
-        async_to_sync(add.adelay)(3, 4)
-        raise ZeroDivisionError
-    assert len(_job_ids(redis_client)) == 1
-
-
-def test_an_async_view_enqueues_with_adelay(redis_client: redis.Redis, ledger: str):
-    response = async_to_sync(AsyncClient().get)(
-        "/enqueue-async/", {"ledger": ledger, "tag": "from-view"}
-    )
-
-    assert response.status_code == 200
-    body = response.json()
-    assert body["status"] == "queued"
-    Worker(["default"], burst=True, with_poller=False).run()
-    assert [e["tag"] for e in read_ledger(ledger)] == ["from-view"]
-    assert get_job(body["id"]).status is JobStatus.SUCCEEDED  # type: ignore[union-attr]
-
-
-@job
-def carry(data: str) -> None:
-    return None
-
-
-def test_arguments_larger_than_max_payload_bytes_raise_and_write_nothing(
-    redis_client: redis.Redis, settings: Settings
-):
-    settings.RQUEUE = {**settings.RQUEUE, "MAX_PAYLOAD_BYTES": 100}
-    fits = carry.delay("x" * 90)  # ["xxx…"]: 94 bytes
-    with pytest.raises(ValueError, match=r"take 204 bytes as JSON, more than .*\(100\)"):
-        carry.delay("y" * 200)
-    with pytest.raises(ValueError, match=r"^call 1: .* take 204 bytes"):
-        carry.delay_many([(("z",), {}), (("y" * 200,), {})])
-    with pytest.raises(ValueError, match="take 204 bytes"):
-        async_to_sync(carry.adelay)("y" * 200)
-    assert _job_ids(redis_client) == {fits.id}
-
-
-def test_the_payload_limit_is_one_mib_by_default_and_none_lifts_it(
-    redis_client: redis.Redis, settings: Settings
-):
-    with pytest.raises(ValueError, match=r"more than RQUEUE\['MAX_PAYLOAD_BYTES'\] \(1048576\)"):
-        carry.delay("y" * 1_048_576)
-    settings.RQUEUE = {**settings.RQUEUE, "MAX_PAYLOAD_BYTES": None}
-    big = carry.delay("y" * 1_048_576)
-    assert _job_ids(redis_client) == {big.id}
-    # ... up to the 64 MiB of JSON a worker decodes (serialization.MAX_JSON_BYTES).
-    with pytest.raises(ValueError, match=r"more than RQUEUE\['MAX_PAYLOAD_BYTES'\] \(67108864\)"):
-        carry.delay("y" * 64 * 1024 * 1024)
-    assert _job_ids(redis_client) == {big.id}
-
-
-def test_a_caller_chosen_job_id_makes_a_retried_enqueue_write_nothing(
-    redis_client: redis.Redis, enqueued: list[str]
-):
-    first = carry.using(job_id="order-42.receipt").delay("first")
-    assert first.id == "default:order-42.receipt"
-    again = carry.using(job_id="order-42.receipt").delay("second")  # the caller's retry
-    assert again.id == first.id and again.args == ["first"]  # the job already there
-    assert again.status is JobStatus.QUEUED
-    assert _job_ids(redis_client) == {first.id}
-    assert enqueued == [first.id]  # job_enqueued once
-    stored = get_job(first.id)
-    assert stored is not None and stored.args == ["first"]
-    other_queue = carry.using(job_id="order-42.receipt", queue="emails").delay("x")
-    assert other_queue.id == "emails:order-42.receipt"
-    again_async = async_to_sync(carry.using(job_id="order-42.receipt").adelay)("third")
-    assert again_async.id == first.id and again_async.args == ["first"]
-
-
-@pytest.mark.parametrize("bad", ["", "a b", "x" * 129, "brace{tag}", 42])
-def test_a_bad_job_id_is_refused_naming_the_rule(bad: Any):
-    with pytest.raises(ValueError, match="job_id must be 1 to 128 of the characters"):
-        carry.using(job_id=bad)
-
-
 def test_a_job_id_names_one_job_so_delay_many_refuses_it(redis_client: redis.Redis):
     with pytest.raises(ValueError, match=r"names one job: enqueue it with \.delay\(\)"):
         carry.using(job_id="one").delay_many([(("a",), {}), (("b",), {})])
-    assert _job_ids(redis_client) == set()
+    assert job_ids(redis_client) == set()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from django_rqueue.job import Job, JobStatus
-from django_rqueue.worker.children import Child, ChildKind, PipeHooks
+from django_rqueue.master.children import Child, ChildKind, PipeHooks
 from django_rqueue.worker.hooks import AttemptOutcome
 
 

@@ -1,4 +1,5 @@
-"""The pipe between a supervised child and its master, and the master's record of each child.
+"""The master's children: its record of each child and of the jobs it holds (:class:`ChildJob`),
+the pipe between them, and what a forked child runs (:func:`run_child`).
 
 A child tells its master, one JSON line per event, which jobs it holds
 (reserved ahead, not started: "prefetch"), which ones it runs ("start", one
@@ -27,7 +28,7 @@ from typing import Any, NoReturn
 from ..engine.connection import reset_after_fork
 from ..job import Job
 from ..serialization import dumps
-from .hooks import (
+from ..worker.hooks import (
     AttemptOutcome,
     EndMessage,
     Event,
@@ -37,16 +38,16 @@ from .hooks import (
     StartMessage,
     job_line,
 )
-from .loop import Worker
-from .poller import Poller
+from ..worker.loop import Worker
+from ..worker.poller import Poller
+from ..worker.settings import WorkerSettings
 from .process import set_pdeathsig
-from .settings import WorkerSettings
 
 logger = logging.getLogger("django_rqueue.supervisor")
 
 
 @dataclass
-class Running:
+class ChildJob:
     """A job a child told the master it runs (or holds); times are ``time.monotonic()``."""
 
     queue: str
@@ -62,9 +63,9 @@ class Running:
 class ChildKind(enum.StrEnum):
     """What a child process of the master does."""
 
-    #: Reserves and runs jobs (:class:`~.loop.Worker`).
+    #: Reserves and runs jobs (:class:`~django_rqueue.worker.loop.Worker`).
     WORKER = "worker"
-    #: Promotes due jobs and reclaims expired leases (:class:`~.poller.Poller`).
+    #: Promotes due jobs and reclaims expired leases (:class:`~django_rqueue.worker.poller.Poller`).
     POLLER = "poller"
 
 
@@ -88,14 +89,15 @@ class Child:
     pid: int
     fd: int
     kind: ChildKind
-    #: The write end of its cancel pipe (:mod:`~.cancelling`; -1: none, a poller child).
+    #: The write end of its cancel pipe (:mod:`~django_rqueue.worker.cancelling`; -1: none, a
+    #: poller child).
     cancel_fd: int = -1
     buffer: bytes = b""
     #: Jobs the child runs ("start" heard, "end" not yet), by id.
-    running: dict[str, Running] = field(default_factory=dict)
+    running: dict[str, ChildJob] = field(default_factory=dict)
     #: Jobs reserved ahead by the child and not started yet, by id.
-    prefetched: dict[str, Running] = field(default_factory=dict)
-    #: Running jobs whose cancel it was asked to carry out, by id, with the
+    prefetched: dict[str, ChildJob] = field(default_factory=dict)
+    #: ChildJob jobs whose cancel it was asked to carry out, by id, with the
     #: ``time.monotonic()`` deadline of the hard stop.
     cancelling: dict[str, float] = field(default_factory=dict)
     #: Why the master killed it (``None``: not killed).
@@ -105,11 +107,11 @@ class Child:
     culprits: dict[str, float] = field(default_factory=dict)
     born: float = field(default_factory=time.monotonic)
 
-    def runs(self, record: Running) -> bool:
+    def runs(self, record: ChildJob) -> bool:
         """Whether ``record`` itself (not a later record of the same job) is a running job."""
         return self.running.get(record.job_id) is record
 
-    def holds(self, record: Running) -> bool:
+    def holds(self, record: ChildJob) -> bool:
         """Whether ``record`` is still a running or a prefetched job of this child."""
         return self.runs(record) or self.prefetched.get(record.job_id) is record
 
@@ -137,8 +139,8 @@ class Child:
         """Apply one message; return the outcome word of an "end", else ``None``."""
         now = time.monotonic()
 
-        def record(job: JobLine) -> Running:
-            return Running(
+        def record(job: JobLine) -> ChildJob:
+            return ChildJob(
                 queue=job["queue"],
                 job_id=job["id"],
                 token=int(job["token"]),
@@ -163,8 +165,8 @@ class Child:
 
 
 class PipeHooks:
-    """A child's side of the pipe (:class:`~.hooks.WorkerHooks`): one JSON line per event
-    (the typed messages of :mod:`~.hooks`).
+    """A child's side of the pipe (:class:`~django_rqueue.worker.hooks.WorkerHooks`): one JSON
+    line per event (the typed messages of :mod:`~django_rqueue.worker.hooks`).
 
     "end" and "prefetch" lines wait in a buffer and go out with the next "start"
     (or at :meth:`flush`, when the worker goes idle or exits): one write,
@@ -220,7 +222,8 @@ def run_child(
     stops it) and opens its own Redis connections. A worker child serves
     ``settings``, tells the master what it runs through ``fd`` (:class:`PipeHooks`) and
     reads its master's cancel requests from ``cancel_fd``
-    (:mod:`~.cancelling`); exit status 0 when it stopped cleanly, 1 when it crashed.
+    (:mod:`~django_rqueue.worker.cancelling`); exit status 0 when it stopped cleanly, 1 when it
+    crashed.
     """
     code = 1
     try:
