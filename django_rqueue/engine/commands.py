@@ -15,13 +15,13 @@ a parser raises (``LeaseLost``, ``JobStateError``) is raised by the executor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Concatenate, NamedTuple
 
 from . import calls, replies
-from .calls import Arg, CancelMode, ScriptCall
+from .calls import Arg, BatchShared, CancelMode, ScriptCall
 from .keys import QueueKeys
-from .replies import Enqueued, EnqueueReply, Fields, Reply
+from .replies import Enqueued, EnqueueReply, Fields, Reply, Reserved
 from .scripts import load
 
 
@@ -93,10 +93,49 @@ def enqueue(call: ScriptCall) -> Command[EnqueueReply]:
     return Command(call, replies.enqueue_reply)
 
 
-def enqueue_batch(call: ScriptCall, job_ids: Sequence[str]) -> Command[list[Enqueued]]:
-    """Create the jobs of one batch (``enqueue_batch.lua``, :func:`.calls.enqueue_batch`, whose
-    items have the ids ``job_ids``, in order): one :data:`~.replies.Enqueued` per job."""
+class BatchItem(NamedTuple):
+    """One job of :func:`enqueue_batch`: what differs between the jobs of a batch."""
+
+    job_id: str
+    unique_key: str
+    payload: str
+
+
+def enqueue_batch(
+    shared: BatchShared, items: Sequence[BatchItem], *, with_unique: bool | None = None
+) -> Command[list[Enqueued]]:
+    """Create the jobs ``items`` in one call (``enqueue_batch.lua``,
+    :meth:`.calls.BatchShared.call`): one :data:`~.replies.Enqueued` per item, in order.
+
+    ``with_unique``: whether the items carry unique keys (default: whether one does).
+    """
+    if with_unique is None:
+        with_unique = any(item.unique_key for item in items)
+    call = shared.call(
+        ((item.job_id, item.payload, item.unique_key) for item in items), with_unique=with_unique
+    )
+    job_ids = [item.job_id for item in items]
     return Command(call, lambda reply: replies.batch_enqueued(job_ids, reply))
+
+
+def enqueue_batches(
+    shared: BatchShared, items: Sequence[BatchItem], batch_size: int = 500
+) -> Iterator[Command[list[Enqueued]]]:
+    """:func:`enqueue_batch` for ``items`` in batches of ``batch_size``, in order, built as
+    they are asked for (:func:`.run.execute_pipelined` encodes one while Redis writes the one
+    before); every batch sends unique keys when one item of ``items`` has one."""
+    with_unique = any(item.unique_key for item in items)
+    for start in range(0, len(items), batch_size):
+        yield enqueue_batch(shared, items[start : start + batch_size], with_unique=with_unique)
+
+
+def existing_jobs(keys: QueueKeys, job_ids: Sequence[str]) -> Plain[list[bool]]:
+    """Whether the record of each of ``job_ids`` exists (one pipelined ``EXISTS`` each)."""
+    return Plain(tuple(("EXISTS", keys.job(job_id)) for job_id in job_ids), _found)
+
+
+def _found(replies: list[int]) -> list[bool]:
+    return [bool(found) for found in replies]
 
 
 #: Enqueue a periodic entry's job now and record it as its latest run
@@ -115,6 +154,14 @@ schedule_due = _command(calls.schedule_due, replies.due_entries)
 
 #: Reserve up to ``count`` jobs, idempotent per ``request_id`` (``reserve.lua``).
 reserve = _command(calls.reserve, replies.reserved)
+
+
+def reserving(call: ScriptCall) -> Command[Reserved]:
+    """A reserve call already built (:func:`.calls.reserve`): sent again with the same
+    request id, it returns the jobs the first send reserved instead of reserving more."""
+    return Command(call, replies.reserved)
+
+
 #: Ack one job and reserve more in one call (``ack_reserve.lua``): ``(stale, reserved)``
 #: (:func:`~.replies.ack_reserved`: the stale token returned, not raised).
 ack_reserve = _leased(calls.ack_reserve, replies.ack_reserved)

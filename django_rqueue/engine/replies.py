@@ -15,6 +15,8 @@ import enum
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, cast
 
+import redis
+
 from ..exceptions import JobStateError, LeaseLost
 
 #: A Lua script's reply as redis-py returns it raw (RESP2): an integer, a bulk string
@@ -243,6 +245,18 @@ def reserved(reply: Reply) -> Reserved:
     """Read ``{wait, reservation, ...}`` (``reserve.lua``, the tail of ``ack_reserve.lua``)."""
     got = items(reply)
     return Reserved([_reservation(item) for item in got[1:]], number(got[0]))
+
+
+def reserved_from(reply: Reply | redis.ResponseError) -> Reserved:
+    """:func:`reserved` of a reply read raw behind another command (the idle ``BLPOP``'s
+    pickup), which may be the error Redis answered.
+
+    Raises:
+        redis.ResponseError: the reply is an error (``NOSCRIPT``, bad arguments).
+    """
+    if isinstance(reply, redis.ResponseError):
+        raise reply
+    return reserved(reply)
 
 
 def ack_reserved(reply: Reply, job_id: str, token: int) -> tuple[LeaseLost | None, Reserved]:

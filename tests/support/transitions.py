@@ -4,21 +4,23 @@ The package sends each transition as ``run.execute(client,
 commands.<transition>(...))`` (:mod:`django_rqueue.engine.run`,
 :mod:`django_rqueue.engine.commands`); the tests move jobs around with these
 shells, which take the arguments by the names tests use (``retention=``,
-``ttl=``) and return the parsed reply. The shells the package
-itself still calls are re-exported from :mod:`django_rqueue.engine.transitions`.
+``ttl=``) and return the parsed reply. The few shells the
+package itself still calls are re-exported from
+:mod:`django_rqueue.engine.transitions`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
 import redis.asyncio
 
 from django_rqueue.conf import RateLimit
-from django_rqueue.engine import commands
-from django_rqueue.engine.calls import CancelMode, NewJob, Retention, new_request_id
+from django_rqueue.engine import calls, commands, replies
+from django_rqueue.engine.calls import CancelMode, NewJob, Retention, ScriptCall, new_request_id
+from django_rqueue.engine.commands import BatchItem
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.replies import (
     ClaimOutcome,
@@ -30,22 +32,21 @@ from django_rqueue.engine.replies import (
     Reservation,
     Reserved,
 )
-from django_rqueue.engine.run import ReplicaWait, aexecute, execute
+from django_rqueue.engine.run import (
+    ReplicaWait,
+    aexecute,
+    execute,
+    execute_and_wait,
+    execute_pipelined,
+)
 from django_rqueue.engine.transitions import (
-    BatchItem,
-    ack_and_reserve,
     empty_queue,
-    enqueue,
-    enqueue_and_wait,
-    enqueue_batch,
-    enqueue_batch_and_wait,
     failed_batch,
     pause,
-    renew_lease,
-    reserve_many,
     resume,
     schedule_run_now,
 )
+from django_rqueue.exceptions import LeaseLost
 
 __all__ = [
     "BatchItem",
@@ -273,3 +274,145 @@ def schedule_claim(
         keys, job, entry=entry, tick_ms=tick_ms, next_tick_ms=next_tick_ms
     )
     return execute(client, command)
+
+
+def enqueue(
+    client: redis.Redis, call: ScriptCall, meanwhile: Callable[[], object] | None = None
+) -> EnqueueReply:
+    """Create a job (``enqueue.lua``), given its call (:meth:`.calls.EnqueueShared.call`).
+
+    Returns ``(outcome, job id, state, enqueued_ms)`` (:class:`EnqueueReply`).
+    """
+    return execute(client, commands.enqueue(call), meanwhile)
+
+
+def enqueue_and_wait(
+    client: redis.Redis, call: ScriptCall, wait: ReplicaWait
+) -> tuple[EnqueueReply, int]:
+    """:func:`enqueue` given its call (:meth:`.calls.EnqueueShared.call`), then ``WAIT`` on the same
+    connection (:class:`ReplicaWait`): ``(enqueued, replicas known to have the job)``."""
+    enqueued, acked = execute_and_wait(client, commands.enqueue(call), wait)
+    return enqueued, replies.confirmed([enqueued.outcome], acked)
+
+
+def enqueue_batch(
+    client: redis.Redis,
+    shared: calls.BatchShared,
+    items: Sequence[BatchItem],
+    *,
+    batch_size: int = 500,
+) -> list[Enqueued]:
+    """Create many jobs that share their options, ``batch_size`` per ``enqueue_batch.lua`` call
+    pipelined two deep (:func:`~django_rqueue.engine.run.execute_pipelined`): the outcomes of
+    every batch in one list, in item order. The batches written before an error stay written.
+    """
+    batches = execute_pipelined(client, commands.enqueue_batches(shared, items, batch_size))
+    return [enqueued for batch in batches for enqueued in batch]
+
+
+def enqueue_batch_and_wait(
+    client: redis.Redis, shared: calls.BatchShared, items: Sequence[BatchItem], wait: ReplicaWait
+) -> tuple[list[Enqueued], int]:
+    """One batch of :func:`enqueue_batch` (all of ``items`` in one call), then ``WAIT`` on the
+    same connection (:class:`ReplicaWait`): ``(enqueued, replicas known to have the jobs)``."""
+    command = commands.enqueue_batch(shared, items)
+    enqueued, acked = execute_and_wait(client, command, wait)
+    return enqueued, replies.confirmed((outcome for outcome, _, _ in enqueued), acked)
+
+
+def reserve_many(
+    client: redis.Redis,
+    keys: QueueKeys,
+    *,
+    lease_ms: int,
+    worker_id: str,
+    count: int,
+    request_id: str | None = None,
+    group_concurrency: int | None = None,
+    rate_limit: RateLimit | None = None,
+) -> Reserved:
+    """Reserve up to ``count`` jobs (1..1000) in one round trip (``reserve.lua``).
+
+    Returns the reservations in the order one-by-one reserves would have
+    handed them out (priority, then round-robin between groups, then FIFO);
+    fewer than ``count``, or none, when the queue runs dry. Each job has its
+    own lease deadline (now + ``lease_ms``) and fencing token.
+    ``request_id`` (default: a fresh random one) makes the call idempotent:
+    the same call resent, as redis-py does after a broken connection, returns
+    the jobs the first one reserved instead of reserving more.
+
+    ``group_concurrency`` (the queue's ``group_concurrency`` setting, ``>= 1``;
+    ``None``: no cap): each job reserved holds one of its group's slots until
+    its run ends (ack, fail, reclaim, release), and a group whose slots are
+    all held is skipped (parked) until one is given back; see
+    ``include/reserve_next.lua``. Fewer jobs, or none, may then come back
+    while others are queued.
+
+    ``rate_limit`` (the queue's ``rate_limit``; ``None``: unlimited) is
+    enforced across every worker on the Redis clock; when it holds jobs back,
+    :attr:`Reserved.wait_ms` says when to ask again.
+
+    Raises:
+        redis.ResponseError: ``count`` or ``group_concurrency`` is out of range
+            (nothing reserved).
+    """
+    command = commands.reserve(
+        keys,
+        lease_ms=lease_ms,
+        worker_id=worker_id,
+        count=count,
+        request_id=request_id or new_request_id(),
+        group_concurrency=group_concurrency,
+        rate_limit=rate_limit,
+    )
+    return execute(client, command)
+
+
+def ack_and_reserve(
+    client: redis.Redis,
+    keys: QueueKeys,
+    job_id: str,
+    token: int,
+    result: str,
+    result_ttl: int,
+    *,
+    lease_ms: int,
+    worker_id: str,
+    count: int = 1,
+    request_id: str | None = None,
+    group_concurrency: int | None = None,
+    rate_limit: RateLimit | None = None,
+) -> tuple[LeaseLost | None, Reserved]:
+    """An ack, then :func:`reserve_many` on the same queue, in one call (``ack_reserve.lua``).
+
+    The ack gives its job's group slot back before the reservations are made
+    (``group_concurrency``, ``rate_limit``: as :func:`reserve_many`).
+
+    Returns ``(stale, reserved)``: ``stale`` is ``None`` when the ack was
+    applied, else the :class:`LeaseLost` that an ack would have raised
+    (returned, not raised, so that the reservations made in the same call are
+    never dropped); ``reserved`` as :func:`reserve_many` (up to ``count``;
+    idempotent per ``request_id`` the same way). After :class:`RedisUnavailable`
+    send a plain ack (:func:`.commands.ack`): a new call would reserve more jobs.
+    """
+    command = commands.ack_reserve(
+        keys,
+        job_id,
+        token,
+        result,
+        result_ttl,
+        lease_ms=lease_ms,
+        worker_id=worker_id,
+        count=count,
+        request_id=request_id or new_request_id(),
+        group_concurrency=group_concurrency,
+        rate_limit=rate_limit,
+    )
+    return execute(client, command)
+
+
+def renew_lease(
+    client: redis.Redis, keys: QueueKeys, job_id: str, token: int, lease_ms: int
+) -> int:
+    """Extend a running job's lease (``renew.lua``); return the new deadline in ms."""
+    return execute(client, commands.renew(keys, job_id, token, lease_ms))
