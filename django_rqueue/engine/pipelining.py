@@ -41,29 +41,24 @@ from typing import Any
 
 import redis
 from redis.exceptions import (
-    AskError,
-    ClusterDownError,
     NoScriptError,
     RedisClusterException,
-    TryAgainError,
 )
 
 from ..exceptions import LeaseLost
 from . import calls, replies
 from .calls import Arg
-from .connection import is_cluster
 from .dedicated import packer
+from .errors import REDIRECTED
 from .keys import QueueKeys
 from .replies import Reply
 from .scripts import LuaScript, load
+from .servers import as_cluster
 
 #: ``(KEYS, ARGV)`` of one script call.
 Call = tuple[list[str], list[Arg]]
 #: Calls in flight at once: two is enough to overlap one encoder with one Redis.
 DEPTH = 2
-#: Replies of a cluster whose slot moves or fails over (``MOVED`` is an ``AskError`` too):
-#: the call did not run there, and the cluster client's resend follows them.
-REDIRECTED = (AskError, TryAgainError, ClusterDownError)
 
 
 class InFlight:
@@ -108,10 +103,10 @@ class InFlight:
 
     def _pool(self, key: str) -> Any:  # a redis.ConnectionPool
         """The pool of the client, or of the cluster master that serves ``key`` now."""
-        if not is_cluster(self.client):
+        cluster = as_cluster(self.client)
+        if cluster is None:
             return self.client.connection_pool
-        cluster: Any = self.client  # a redis.cluster.RedisCluster
-        node = cluster.get_node_from_key(key)
+        node = cluster.get_node_from_key(key)  # type: ignore[no-untyped-call]
         return cluster.get_redis_connection(node).connection_pool
 
     def read(self) -> Reply:
