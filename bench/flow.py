@@ -57,7 +57,7 @@ ENTRIES = 10_000
 
 
 def reserve_options(queue: str) -> dict[str, Any]:
-    """The per-queue keyword arguments a worker passes to ``transitions.reserve_many``."""
+    """The per-queue keyword arguments a worker passes to ``commands.reserve``."""
     from django_rqueue.conf import get_config
 
     config = get_config().queue(queue)
@@ -72,7 +72,7 @@ def _redis_usec(client: redis.Redis) -> float:
 def _store_entries(client: redis.Redis, queue: str, n: int, due: int) -> None:
     """Store ``n`` periodic entries on ``queue`` (``schedule_sync.lua``), ``due`` of them due."""
     from django_rqueue.conf import get_config
-    from django_rqueue.engine import transitions
+    from django_rqueue.engine import commands, run
     from django_rqueue.engine.keys import QueueKeys
 
     keys = QueueKeys.of(get_config().key_prefix, queue)
@@ -81,13 +81,14 @@ def _store_entries(client: redis.Redis, queue: str, n: int, due: int) -> None:
         (f"e{i}", f"every:{60 + i}", now - 60_000 if i < due else now + 3_600_000 + i)
         for i in range(n)
     ]
-    transitions.schedule_sync(client, keys, entries)
+    run.execute(client, commands.schedule_sync(keys, entries))
 
 
 def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dict[str, Any]:
     from bench.jobs import noop
     from django_rqueue.conf import get_config
-    from django_rqueue.engine import transitions
+    from django_rqueue.engine import commands, run
+    from django_rqueue.engine.calls import new_request_id
     from django_rqueue.engine.connection import get_client
     from django_rqueue.engine.keys import QueueKeys
 
@@ -114,12 +115,18 @@ def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dic
         t = time.perf_counter()
         for i in range(ops):
             bound[i % len(bound)].delay(0.0, 0.0, "")
-            got = transitions.reserve_many(
-                rclient, keys, lease_ms=30_000, worker_id="bench", count=1, **options
-            ).jobs
+            reserve = commands.reserve(
+                keys,
+                lease_ms=30_000,
+                worker_id="bench",
+                count=1,
+                request_id=new_request_id(),
+                **options,
+            )
+            got = run.execute(rclient, reserve).jobs
             assert got, f"{queue}: the backlog never runs dry"
             job_id, fields = got[0]
-            transitions.ack(rclient, keys, job_id, int(fields[b"token"]), "null", 60)
+            run.execute(rclient, commands.ack(keys, job_id, int(fields[b"token"]), "null", 60))
         wall = (time.perf_counter() - t) / ops * 1e6
         return wall, (_redis_usec(client) - usec) / ops
 
@@ -141,7 +148,7 @@ def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dic
         for _ in range(max(3, params.runs)):
             usec = _redis_usec(client)
             for _ in range(200):
-                got = transitions.schedule_due(client, keys, 500)
+                got = run.execute(client, commands.schedule_due(keys, 500))
                 assert len(got.due) == due, (name, len(got.due))
             rounds[name].append((_redis_usec(client) - usec) / 200)
     client.flushall()

@@ -20,7 +20,8 @@ import redis
 def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dict[str, Any]:
     from bench.jobs import noop
     from django_rqueue.conf import get_config
-    from django_rqueue.engine import transitions
+    from django_rqueue.engine import commands, run
+    from django_rqueue.engine.calls import new_request_id
     from django_rqueue.engine.connection import get_client
     from django_rqueue.engine.keys import QueueKeys
 
@@ -58,10 +59,13 @@ def measure(client: redis.Redis, params: Any, log: Callable[[str], None]) -> dic
         t = time.perf_counter()
         for i in range(n):
             (bound[i % len(bound)] if grouped else plain).delay(0.0, 0.0, "")
-            got = transitions.reserve(rclient, keys, lease_ms=30_000, worker_id="bench")
-            assert got is not None  # the backlog never runs dry
-            job_id, fields = got
-            transitions.ack(rclient, keys, job_id, int(fields[b"token"]), "null", 60)
+            reserve = commands.reserve(
+                keys, lease_ms=30_000, worker_id="bench", count=1, request_id=new_request_id()
+            )
+            got = run.execute(rclient, reserve).jobs
+            assert got  # the backlog never runs dry
+            job_id, fields = got[0]
+            run.execute(rclient, commands.ack(keys, job_id, int(fields[b"token"]), "null", 60))
         return (time.perf_counter() - t) / n * 1e6
 
     cases = {"1k": ("scale1k", False), "1M": ("scale1m", False), "10k groups": ("groups", True)}

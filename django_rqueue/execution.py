@@ -304,10 +304,9 @@ def announce(
     is not decoded again for a ``job_succeeded`` nobody listens to: a worker announces
     every job).
     """
-    if outcome.ok and not signals.job_succeeded.has_listeners(job_function):
-        return
-    signal, kwargs = _outcome_signal(job, outcome, delay)
-    signals.send(signal, job_function, **kwargs)
+    if _listened(job_function, outcome):
+        signal, kwargs = _outcome_signal(job, outcome, delay)
+        signals.send(signal, job_function, **kwargs)
 
 
 async def aannounce(
@@ -317,8 +316,15 @@ async def aannounce(
     delay: float | None,
 ) -> None:
     """:func:`announce` from async code (sync receivers run in ``sync_to_async``'s thread)."""
-    signal, kwargs = _outcome_signal(job, outcome, delay)
-    await signals.asend(signal, job_function, **kwargs)
+    if _listened(job_function, outcome):
+        signal, kwargs = _outcome_signal(job, outcome, delay)
+        await signals.asend(signal, job_function, **kwargs)
+
+
+def _listened(job_function: JobSpec | None, outcome: AttemptResult) -> bool:
+    """Whether announcing ``outcome`` is worth building: a ``job_succeeded`` nobody listens
+    to is skipped (its result would be decoded again for nothing)."""
+    return not outcome.ok or signals.job_succeeded.has_listeners(job_function)
 
 
 def run_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import enum
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -14,7 +13,7 @@ from asgiref.sync import sync_to_async
 
 from .conf import get_config
 from .encryption import open_fields
-from .engine import transitions, waiting
+from .engine import commands, flows, run
 from .engine.calls import CancelMode
 from .engine.connection import (
     as_text,
@@ -56,19 +55,6 @@ class CancelReason(enum.StrEnum):
 
 #: The states a job does not leave by itself; ``Job.wait`` returns in them.
 FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
-
-
-def _deadline(timeout: float) -> float:
-    """The ``time.monotonic()`` deadline of a wait of ``timeout`` seconds (``ValueError``
-    unless a number >= 0)."""
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or math.isnan(timeout)
-        or timeout < 0
-    ):
-        raise ValueError(f"timeout must be a number of seconds >= 0, not {timeout!r}")
-    return time.monotonic() + timeout
 
 
 #: Job states by name (a dict lookup costs less than ``JobStatus(name)``).
@@ -329,20 +315,11 @@ class Job[R]:
                 success with ``result_ttl=0``).
             RedisUnavailable: Redis cannot be reached.
         """
-        deadline = _deadline(timeout)
+        deadline = flows.deadline_of(timeout)
         ref = queue_ref(self.queue)
-        keys, client = ref.keys, ref.client()
-        woken = False
-        while True:
-            self._assign_fields(waiting.mark_and_read(client, keys, self.id))
-            if self.status in FINISHED:
-                if woken:
-                    waiting.pass_on(client, keys, self.id)
-                return self
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"job {self.id} is still {self.status} after {timeout} s")
-            woken = waiting.block(client, keys, self.id, remaining)
+        if not run.drive(ref.client(), self._wait_flow(deadline)):
+            raise self._timed_out(timeout)
+        return self
 
     async def await_(self, timeout: float) -> Job[R]:
         """:meth:`wait` for async code (``await job.await_(5)``), without blocking the event loop.
@@ -351,30 +328,30 @@ class Job[R]:
         ``CACHE_ALIAS`` (django-redis has no asyncio client) :meth:`wait` runs
         in a worker thread instead. Raises what :meth:`wait` raises.
         """
-        deadline = _deadline(timeout)
+        deadline = flows.deadline_of(timeout)
         client = new_async_client(self.queue)
         if client is None:
             return await sync_to_async(self.wait, thread_sensitive=False)(timeout)
-        keys = queue_ref(self.queue).keys
         try:
-            woken = False
-            while True:
-                self._assign_fields(await waiting.amark_and_read(client, keys, self.id))
-                if self.status in FINISHED:
-                    if woken:
-                        await waiting.apass_on(client, keys, self.id)
-                    return self
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"job {self.id} is still {self.status} after {timeout} s")
-                woken = await waiting.ablock(client, keys, self.id, remaining)
+            if not await run.adrive(client, self._wait_flow(deadline)):
+                raise self._timed_out(timeout)
+            return self
         finally:
             await client.aclose()
 
-    def _assign_fields(self, fields: dict[bytes, bytes]) -> None:
+    def _wait_flow(self, deadline: float) -> flows.Flow[bool]:
+        """:func:`~.engine.flows.wait_for_job` for this job, refreshing it at each read."""
+        return flows.wait_for_job(queue_ref(self.queue).keys, self.id, deadline, self._settled)
+
+    def _settled(self, fields: dict[bytes, bytes]) -> bool:
+        """Refresh from a read of the record (``JobStateError``: it is gone); whether finished."""
         if not fields:
             raise JobStateError(f"job {self.id} no longer exists", None)
         self.assign(Job.from_fields(self.id, fields))
+        return self.status in FINISHED
+
+    def _timed_out(self, timeout: float) -> TimeoutError:
+        return TimeoutError(f"job {self.id} is still {self.status} after {timeout} s")
 
     def assign(self, other: Job[Any]) -> None:
         """Make this object a copy of ``other`` (in place: callers keep their reference)."""
@@ -410,7 +387,7 @@ class Job[R]:
         ref = queue_ref(self.queue)
         ttl = max(1, self.result_ttl or ref.config.result_ttl)
         keys, client = ref.keys, ref.client()
-        if transitions.cancel(client, keys, self.id, mode=mode, ttl=ttl) == JobStatus.RUNNING:
+        if run.execute(client, commands.cancel(keys, self.id, mode, ttl)) == JobStatus.RUNNING:
             self.status = JobStatus.RUNNING
             with redis_errors(client):
                 requested = client.hget(keys.job(self.id), JobFields.CANCEL_REQUESTED)
@@ -426,7 +403,7 @@ class Job[R]:
             RedisUnavailable: Redis cannot be reached.
         """
         ref = queue_ref(self.queue)
-        transitions.run_now(ref.client(), ref.keys, self.id)
+        run.execute(ref.client(), commands.run_now(ref.keys, self.id))
         self.status = JobStatus.QUEUED
 
     def retry(self) -> None:
@@ -436,7 +413,7 @@ class Job[R]:
             JobStateError: the job is not in state ``failed``.
         """
         ref = queue_ref(self.queue)
-        transitions.retry_failed(ref.client(), ref.keys, self.id)
+        run.execute(ref.client(), commands.retry(ref.keys, self.id))
         self.status = JobStatus.QUEUED
         self.attempts = 0
 
@@ -471,7 +448,7 @@ def get_job(job_id: str) -> Job[Any] | None:
         return None
     ref = queue_ref(queue)
     try:
-        fields = transitions.read_job(ref.client(), ref.keys, job_id)
+        fields = run.execute(ref.client(), commands.read_job(ref.keys, job_id))
     except redis.ResponseError as exc:
         if not wrong_type(exc):
             raise
@@ -496,7 +473,7 @@ async def aget_job(job_id: str) -> Job[Any] | None:
     if client is None:
         return await sync_to_async(get_job, thread_sensitive=False)(job_id)
     try:
-        fields = await transitions.aread_job(client, queue_ref(queue).keys, job_id)
+        fields = await run.aexecute(client, commands.read_job(queue_ref(queue).keys, job_id))
     except redis.ResponseError as exc:
         if not wrong_type(exc):
             raise

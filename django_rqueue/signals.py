@@ -67,6 +67,8 @@ def send(signal: Signal, sender: object, **kwargs: Any) -> None:
 async def asend(signal: Signal, sender: object, **kwargs: Any) -> None:
     """:func:`send` from async code: sync receivers run in ``sync_to_async``'s thread
     (where they may use the ORM), async ones on the event loop (Django's ``asend_robust``)."""
+    if not signal.receivers:  # as send(): nothing to schedule
+        return
     _log_errors(await signal.asend_robust(sender, **kwargs))
 
 

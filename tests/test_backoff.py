@@ -9,9 +9,9 @@ import redis
 
 from django_rqueue import JobStatus, get_job, job
 from django_rqueue.backoff import BASE, CAP, NAMED, exponential, odd_minutes, retry_delay
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.loop import Worker
+from tests.support import transitions
 from tests.support.waiting import wait_until
 
 KEYS = QueueKeys.of("rqueue", "default")

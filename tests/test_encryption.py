@@ -17,10 +17,10 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue import JobStatus, get_job
 from django_rqueue.encryption import PREFIX
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.serialization import join_payload
 from tests.jobs_app.jobs import fail_always, fail_then_succeed, read_ledger, record
+from tests.support import transitions
 from tests.support.inprocess import poller_thread, run_worker
 from tests.support.processes import Processes, command_env
 from tests.support.waiting import wait_until

@@ -13,9 +13,9 @@ import redis
 from pytest_django import DjangoDbBlocker
 
 from django_rqueue import Job, JobStateError, JobStatus, aget_job, get_job, job
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.worker.loop import Worker
+from tests.support import transitions
 
 KEYS = QueueKeys.of("rqueue", "default")
 

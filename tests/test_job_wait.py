@@ -14,10 +14,10 @@ from pytest_django import DjangoDbBlocker
 from pytest_django.fixtures import Settings
 
 from django_rqueue import Job, JobStateError, JobStatus, job
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import reset_clients
 from django_rqueue.engine.keys import JobFields, QueueKeys
 from django_rqueue.execution import error_record
+from tests.support import transitions
 from tests.support.inprocess import run_worker
 from tests.support.jobs_in_state import retention
 

@@ -16,10 +16,10 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from ..conf import get_config
 from ..display import hidden, shown_arguments
+from ..engine import commands, run
 from ..engine.connection import as_text, ms_to_datetime, wrong_type
 from ..engine.keys import JobFields, queue_of
 from ..engine.queue_ref import queue_ref
-from ..engine.transitions import read_job
 from ..job import CancelReason, Job, JobStatus
 from ..ops.listings import STATES
 from ..ops.operations import JobAction
@@ -93,7 +93,7 @@ def load(job_id: str) -> tuple[Job[Any], dict[str, str]]:
         raise Http404(_("No job with this id."))
     try:
         ref = queue_ref(queue)
-        raw = read_job(ref.client(), ref.keys, job_id)
+        raw = run.execute(ref.client(), commands.read_job(ref.keys, job_id))
     except redis.ResponseError as exc:
         if not wrong_type(exc):
             raise

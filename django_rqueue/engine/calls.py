@@ -1,24 +1,21 @@
 """One builder per Lua script: the ``KEYS`` and ``ARGV`` of a call, in the script's order.
 
 Every caller of a script, whether it waits for the reply
-(:mod:`~django_rqueue.engine.transitions`) or sends now and reads later
+(:mod:`~django_rqueue.engine.commands`) or sends now and reads later
 (:mod:`~django_rqueue.engine.pipelining`), builds its call here, so a change
 to a script's header is made in exactly one Python function. Each builder
 says which script it calls; the header of that ``.lua`` file documents every
-key and argument. Durations are milliseconds, TTLs seconds.
-
-Also here: the reading of the replies that more than one caller reads
-(:func:`applied` and :func:`stale_lease` for acks).
+key and argument. Durations are milliseconds, TTLs seconds. The replies are
+read by :mod:`~django_rqueue.engine.replies`.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from ..conf import RateLimit
-from ..exceptions import LeaseLost
-from .connection import as_text
 from .keys import QueueKeys
 
 if TYPE_CHECKING:
@@ -175,6 +172,11 @@ def _rate_args(rate_limit: RateLimit | None) -> list[Arg]:
     return [rate_limit.interval_ms, rate_limit.tolerance_ms]
 
 
+def new_request_id() -> str:
+    """A random id for one reserve call (16 hex digits): :func:`reserve`'s ``request_id``."""
+    return os.urandom(8).hex()
+
+
 def reserve(
     keys: QueueKeys,
     *,
@@ -182,12 +184,12 @@ def reserve(
     worker_id: str,
     count: int,
     request_id: str,
-    group_cap: int | None = None,
+    group_concurrency: int | None = None,
     rate_limit: RateLimit | None = None,
 ) -> ScriptCall:
     """``reserve.lua``: reserve up to ``count`` jobs, idempotent per ``request_id``.
 
-    ``group_cap``: at most this many running jobs per group (``None``: no cap).
+    ``group_concurrency``: at most this many running jobs per group (``None``: no cap).
     ``rate_limit``: the queue's (``None``: unlimited); jobs go no faster than that.
     """
     return ScriptCall(
@@ -200,7 +202,7 @@ def reserve(
             keys.notify,
             keys.reservation(request_id),
         ],
-        [lease_ms, worker_id, count, request_id, group_cap or 0, *_rate_args(rate_limit)],
+        [lease_ms, worker_id, count, request_id, group_concurrency or 0, *_rate_args(rate_limit)],
     )
 
 
@@ -215,10 +217,10 @@ def ack_reserve(
     worker_id: str,
     count: int,
     request_id: str,
-    group_cap: int | None = None,
+    group_concurrency: int | None = None,
     rate_limit: RateLimit | None = None,
 ) -> ScriptCall:
-    """``ack_reserve.lua``: ack one job and reserve up to ``count`` more (``group_cap``,
+    """``ack_reserve.lua``: ack one job and reserve up to ``count`` more (``group_concurrency``,
     ``rate_limit``: as :func:`reserve`)."""
     return ScriptCall(
         "ack_reserve",
@@ -240,7 +242,7 @@ def ack_reserve(
             worker_id,
             count,
             request_id,
-            group_cap or 0,
+            group_concurrency or 0,
             *_rate_args(rate_limit),
         ],
     )
@@ -451,31 +453,3 @@ def resume(keys: QueueKeys) -> ScriptCall:
 def mark_awaited(keys: QueueKeys, job_id: str) -> ScriptCall:
     """``mark_awaited.lua``: mark a job as awaited and read it."""
     return ScriptCall("mark_awaited", [keys.job(job_id)], [])
-
-
-#: The state a script reports for a job whose record in Redis is not a hash (a foreign
-#: write put a string, list ... there) or has no state: ``scripts/include/record_problem.lua``.
-CORRUPT_STATE = "corrupt"
-
-
-def stale_lease(job_id: str, reply: list[Any]) -> LeaseLost:
-    """The :class:`LeaseLost` for a ``{'stale', state, current token}`` script reply."""
-    state, token = as_text(reply[1]) or "missing", as_text(reply[2])
-    if state == CORRUPT_STATE:  # then the third item says what is wrong with the record
-        return LeaseLost(
-            f"job {job_id}: its record in Redis is corrupt ({token}); the job goes to the "
-            "failed store when its lease expires"
-        )
-    return LeaseLost(f"job {job_id}: stale fencing token (job is {state}, token {token})")
-
-
-def applied(ack_reply: list[Any], token: int) -> bool:
-    """Whether an ``ack.lua`` reply says the job is acked under ``token``.
-
-    ``{'stale', 'succeeded', <our token>}`` means an earlier try of this very
-    ack (redis-py retries after a timeout) was applied and only its reply was
-    lost: acks are idempotent.
-    """
-    if as_text(ack_reply[0]) == "ok":
-        return True
-    return as_text(ack_reply[1]) == "succeeded" and as_text(ack_reply[2]) == str(token)

@@ -67,6 +67,7 @@ from .errors import certificate_refused as certificate_refused
 from .errors import redis_errors as redis_errors
 from .errors import unavailable as unavailable
 from .errors import wrong_type as wrong_type
+from .servers import as_cluster as as_cluster
 from .servers import is_cluster as is_cluster
 from .servers import server_name as server_name
 from .servers import servers as servers

@@ -57,6 +57,11 @@ CLUSTER_IN_FLUX = (TryAgainError, AskError, ClusterError, RedisClusterException)
 #: Those of :data:`CLUSTER_IN_FLUX` that concern one slot (:class:`SlotMoving`); the others
 #: (the slot map cannot be read) concern the whole cluster.
 SLOT_IN_FLUX = (TryAgainError, AskError, ClusterError, SlotNotCoveredError)
+#: Replies of a cluster whose slot moves or fails over, read on a raw connection to one of
+#: its masters (``MOVED`` is an ``AskError`` too): the command did not run there; resent
+#: through the cluster client, it follows them (pipelined calls), or the wait it was ends
+#: as a wake-up (the idle ``BLPOP``).
+REDIRECTED = (AskError, TryAgainError, ClusterDownError)
 
 
 class _RedisErrors:

@@ -301,6 +301,32 @@ class DurationFields:
         return (kind, name) if sep else ("", field)
 
 
+class StatsFields:
+    """Field names of a queue's counters ``<prefix>:{<queue>}:stats`` (``include/add_count.lua``):
+    :attr:`QUEUED` goes up and down, the others count since the queue was created."""
+
+    #: Jobs queued now.
+    QUEUED = "queued"
+    #: Jobs created, by any enqueue path.
+    ENQUEUED = "enqueued"
+    SUCCEEDED = "succeeded"
+    #: Final failures (the job went to the failed store).
+    FAILED = "failed"
+    #: Failed attempts scheduled again.
+    RETRIED = "retried"
+    #: Expired leases taken back.
+    RECLAIMED = "reclaimed"
+    #: Failed jobs deleted by the failed store's retention.
+    TRIMMED = "trimmed"
+    #: Jobs cancelled by their expiry before they started.
+    EXPIRED = "expired"
+    #: Running jobs stopped by their cancel (``cancel_running.lua``).
+    CANCELLED = "cancelled"
+
+    #: Every counter, in the order above.
+    ALL = (QUEUED, ENQUEUED, SUCCEEDED, FAILED, RETRIED, RECLAIMED, TRIMMED, EXPIRED, CANCELLED)
+
+
 #: Separator between the queue name and the random part of a job id.
 ID_SEPARATOR = ":"
 #: Random bytes of a job id, and the length of their URL-safe base64 form (no padding).

@@ -41,28 +41,24 @@ from typing import Any
 
 import redis
 from redis.exceptions import (
-    AskError,
-    ClusterDownError,
     NoScriptError,
     RedisClusterException,
-    TryAgainError,
 )
 
 from ..exceptions import LeaseLost
-from . import calls
+from . import calls, replies
 from .calls import Arg
-from .connection import is_cluster
 from .dedicated import packer
+from .errors import REDIRECTED
 from .keys import QueueKeys
+from .replies import Reply
 from .scripts import LuaScript, load
+from .servers import as_cluster
 
 #: ``(KEYS, ARGV)`` of one script call.
 Call = tuple[list[str], list[Arg]]
 #: Calls in flight at once: two is enough to overlap one encoder with one Redis.
 DEPTH = 2
-#: Replies of a cluster whose slot moves or fails over (``MOVED`` is an ``AskError`` too):
-#: the call did not run there, and the cluster client's resend follows them.
-REDIRECTED = (AskError, TryAgainError, ClusterDownError)
 
 
 class InFlight:
@@ -107,15 +103,16 @@ class InFlight:
 
     def _pool(self, key: str) -> Any:  # a redis.ConnectionPool
         """The pool of the client, or of the cluster master that serves ``key`` now."""
-        if not is_cluster(self.client):
+        cluster = as_cluster(self.client)
+        if cluster is None:
             return self.client.connection_pool
-        cluster: Any = self.client  # a redis.cluster.RedisCluster
-        node = cluster.get_node_from_key(key)
+        node = cluster.get_node_from_key(key)  # type: ignore[no-untyped-call]
         return cluster.get_redis_connection(node).connection_pool
 
-    def read(self) -> Any:  # a Lua reply
+    def read(self) -> Reply:
         """Read the next reply owed (redis-py's exceptions propagate; the caller drops)."""
-        return self.connection.read_response()
+        reply: Reply = self.connection.read_response()
+        return reply
 
     @property
     def connected(self) -> bool:
@@ -138,7 +135,7 @@ class InFlight:
 
 def pipelined(
     client: redis.Redis, script: LuaScript, calls: Iterable[Call], depth: int = DEPTH
-) -> Iterator[Any]:
+) -> Iterator[Reply]:
     """Yield the reply of each call in ``calls``, in order, keeping up to ``depth`` in flight.
 
     ``calls`` is consumed lazily: the next call is built (and sent) while
@@ -156,7 +153,7 @@ def pipelined(
     def send(call: Call) -> int | None:
         return wire.generation if wire.send(script, *call) else None
 
-    def read_one() -> Any:  # a Lua reply
+    def read_one() -> Reply:
         call, sent_on = in_flight.popleft()
         if sent_on == wire.generation and wire.connected:
             try:
@@ -245,10 +242,10 @@ class AckStream:
             except redis.ResponseError:  # NOSCRIPT, or the server refused the call
                 verdicts.append((ack, None))
                 continue
-            if calls.applied(reply, ack.token):
+            if replies.applied(reply, ack.token):
                 verdicts.append((ack, True))
             else:
-                verdicts.append((ack, calls.stale_lease(ack.job_id, reply)))
+                verdicts.append((ack, replies.stale_lease(ack.job_id, reply)))
         unsent, self._unsent = self._unsent, []
         return verdicts + [(ack, None) for ack in unsent]
 

@@ -16,16 +16,24 @@ def is_cluster(client: redis.Redis | redis.asyncio.Redis) -> bool:
     return isinstance(client, kinds)
 
 
+def as_cluster(client: object) -> redis.cluster.RedisCluster | None:
+    """``client`` (typed as a ``redis.Redis``) as the Redis Cluster client it is
+    (``REDIS_CLUSTER``), else ``None``: the typed :func:`is_cluster`, for the calls only a
+    cluster client has (its nodes, a slot's master)."""
+    return client if isinstance(client, redis.cluster.RedisCluster) else None
+
+
 def servers(client: redis.Redis) -> list[tuple[str, redis.Redis]]:
     """The servers behind ``client``, each as ``(name, a client of that server alone)``:
     ``client`` itself named ``""``, or, for a cluster client, each master named
     ``"host:port"`` (as the cluster client knows them now), for per-server commands
     (``INFO``, ``CONFIG GET``, ``SCRIPT EXISTS``) that a cluster client would send to one
     node picked at random."""
-    if not is_cluster(client):
+    cluster = as_cluster(client)
+    if cluster is None:
         return [("", client)]
-    cluster: Any = client  # a redis.cluster.RedisCluster
-    return [(node.name, cluster.get_redis_connection(node)) for node in cluster.get_primaries()]
+    masters = cluster.get_primaries()  # type: ignore[no-untyped-call]
+    return [(node.name, cluster.get_redis_connection(node)) for node in masters]
 
 
 def server_name(client: redis.Redis | redis.asyncio.Redis) -> str:

@@ -21,10 +21,12 @@ from redis.backoff import EqualJitterBackoff
 
 from .. import signals
 from ..conf import Config, get_config
-from ..engine import transitions
+from ..engine import commands, run
+from ..engine.commands import BatchItem
 from ..engine.connection import get_async_client, get_client, ms_to_datetime
 from ..engine.keys import QueueKeys
-from ..engine.transitions import EnqueueOutcome, ReplicaWait
+from ..engine.replies import Enqueued, EnqueueOutcome, EnqueueReply, confirmed
+from ..engine.run import ReplicaWait
 from ..exceptions import (
     EnqueueIncomplete,
     NotReplicated,
@@ -73,10 +75,11 @@ def write_one(submission: Submission) -> Job[Any]:
     client, wait = get_client(plan.queue), replica_wait(get_config())
     call = submission.call()
     if wait is None:
-        reply = transitions.enqueue(client, call, meanwhile=submission.make_job)
+        reply = run.execute(client, commands.enqueue(call), submission.make_job)
         acked = 0
     else:
-        reply, acked = transitions.enqueue_and_wait(client, call, wait)
+        reply, acked = run.execute_and_wait(client, commands.enqueue(call), wait)
+        acked = confirmed([reply.outcome], acked)
     outcome, job_id = reply.outcome, reply.job_id
     existing = get_job(job_id) if _another_holds(submission, outcome) else None
     if _written(submission, reply, existing):
@@ -95,10 +98,11 @@ async def awrite_one(submission: Submission) -> Job[Any]:
     call = submission.call()
     wait = replica_wait(get_config())
     if wait is None:
-        reply = await transitions.aenqueue(client, call)
+        reply = await run.aexecute(client, commands.enqueue(call))
         acked = 0
     else:
-        reply, acked = await transitions.aenqueue_and_wait(client, call, wait)
+        reply, acked = await run.aexecute_and_wait(client, commands.enqueue(call), wait)
+        acked = confirmed([reply.outcome], acked)
     outcome, job_id = reply.outcome, reply.job_id
     existing = await aget_job(job_id) if _another_holds(submission, outcome) else None
     if _written(submission, reply, existing):
@@ -117,9 +121,7 @@ def _another_holds(submission: Submission, outcome: EnqueueOutcome) -> bool:
     )
 
 
-def _written(
-    submission: Submission, reply: transitions.EnqueueReply, existing: Job[Any] | None
-) -> bool:
+def _written(submission: Submission, reply: EnqueueReply, existing: Job[Any] | None) -> bool:
     """Apply the script's answer to ``submission.job``; whether a job was created (announce it).
 
     A created job gets the enqueue time its record holds (Redis's clock, from
@@ -217,18 +219,17 @@ class BatchSubmission:
         if wait is None:
             items = [self._item(s) for s in pending]
             start = 0
-            for replies in transitions.enqueue_batches(
-                client, shared, items, batch_size=self.batch_size
-            ):
+            batches = commands.enqueue_batches(shared, items, self.batch_size)
+            for replies in run.execute_pipelined(client, batches):
                 self._apply(pending[start : start + len(replies)], replies)
                 start += len(replies)
                 yield len(replies)
             return
         for start in range(0, len(pending), self.batch_size):
             batch = pending[start : start + self.batch_size]
-            replies, acked = transitions.enqueue_batch_and_wait(
-                client, shared, [self._item(s) for s in batch], wait
-            )
+            command = commands.enqueue_batch(shared, [self._item(s) for s in batch])
+            replies, acked = run.execute_and_wait(client, command, wait)
+            acked = confirmed((outcome for outcome, _, _ in replies), acked)
             self._apply(batch, replies)
             yield len(batch)
             wrote = [job_id for outcome, job_id, _ in replies if outcome in WROTE]
@@ -243,7 +244,7 @@ class BatchSubmission:
         not_written = {id(s.job) for s in pending[len(sent) :]}
         unknown: set[int] = set()
         try:
-            found = transitions.existing_jobs(client, keys, [s.job.id for s in sent])
+            found = run.execute(client, commands.existing_jobs(keys, [s.job.id for s in sent]))
         except RedisUnavailable:
             unknown = {id(s.job) for s in sent}
         else:
@@ -257,12 +258,10 @@ class BatchSubmission:
         )
 
     @staticmethod
-    def _item(submission: Submission) -> transitions.BatchItem:
-        return transitions.BatchItem(
-            submission.job.id, submission.job.unique_key, submission.payload
-        )
+    def _item(submission: Submission) -> BatchItem:
+        return BatchItem(submission.job.id, submission.job.unique_key, submission.payload)
 
-    def _apply(self, written: list[Submission], replies: list[transitions.Enqueued]) -> None:
+    def _apply(self, written: list[Submission], replies: list[Enqueued]) -> None:
         """Apply the script's answers to the Jobs of ``written``; announce the created ones."""
         announce = signals.job_enqueued.has_listeners(self.job_function)
         for submission, (outcome, job_id, state) in zip(written, replies, strict=True):

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from ..conf import get_config
-from ..engine import transitions
+from ..engine import commands, run
 from ..engine.connection import location_of
 from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable
@@ -71,9 +71,8 @@ class Renewals:
         running.renew_at = now + lease / 3
         ref = queue_ref(running.queue)
         try:
-            transitions.renew_lease(
-                ref.client(), ref.keys, running.job_id, running.token, ref.lease_ms
-            )
+            renew = commands.renew(ref.keys, running.job_id, running.token, ref.lease_ms)
+            run.execute(ref.client(), renew)
         except LeaseLost as exc:
             if child.runs(running):
                 self._lease_lost(child, running, exc)

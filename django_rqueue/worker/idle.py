@@ -46,24 +46,22 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import redis
-from redis.exceptions import AskError, ClusterDownError, TryAgainError
 
 from ..engine.connection import (
+    as_cluster,
     get_client,
-    is_cluster,
     location_of,
     redis_errors,
     server_name,
     unavailable,
 )
+from ..engine.errors import REDIRECTED
 from ..exceptions import RedisUnavailable
 from .blocking import FALLBACK_SLICE, Arg, Blocker, can_unblock
 from .outages import Outages
 
 logger = logging.getLogger("django_rqueue.worker")
 
-#: Replies of a cluster whose slot moved or is failing over: the wait ends as a wake-up.
-REDIRECTED = (AskError, TryAgainError, ClusterDownError)
 #: Seconds past its own timeout that a blocked call is given to come back (Redis checks
 #: blocking timeouts ~10 times a second) before the waiter ends it with ``CLIENT UNBLOCK``.
 SLACK = 0.5
@@ -107,10 +105,11 @@ def targets_of(lists: Sequence[tuple[str, str]]) -> list[Target]:
     found: list[Target] = []
     for queue, key in lists:
         server, client = location_of(queue), get_client(queue)
-        if is_cluster(client):
-            cluster: Any = client  # a redis.cluster.RedisCluster
+        cluster = as_cluster(client)
+        if cluster is not None:
             with redis_errors(client):  # SlotNotCoveredError: the slot has no master now
-                node = cluster.get_redis_connection(cluster.get_node_from_key(key))
+                master = cluster.get_node_from_key(key)  # type: ignore[no-untyped-call]
+                node = cluster.get_redis_connection(master)
             found.append(Target(server, node, (key,), key))
         else:
             by_server.setdefault(server, (client, []))[1].append(key)

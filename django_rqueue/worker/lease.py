@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..engine import transitions
+from ..engine import commands, run
 from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable
 from .reconnect import BASE, Reconnect
@@ -35,9 +35,8 @@ class LeaseKeeper(threading.Thread):
         reconnect = Reconnect(base=min(BASE, cap), cap=cap)
         while not self.done.wait(wait):
             try:
-                transitions.renew_lease(
-                    ref.client(), ref.keys, self.job_id, self.token, int(self.lease * 1000)
-                )
+                renew = commands.renew(ref.keys, self.job_id, self.token, int(self.lease * 1000))
+                run.execute(ref.client(), renew)
                 wait = self.lease / 3
                 reconnect.reset()
             except LeaseLost as exc:

@@ -51,9 +51,10 @@ from types import FrameType
 from typing import Any
 
 from .. import registry
-from ..engine import transitions
+from ..engine import commands
 from ..engine.connection import redis_errors
 from ..engine.queue_ref import queue_ref
+from ..engine.replies import Reserved
 from ..exceptions import RedisUnavailable
 from ..job import Job
 from . import cancelling
@@ -340,7 +341,7 @@ class Worker:
         jobs = [Job.from_fields(job_id, fields) for job_id, fields in reserved.jobs]
         self._prefetched.add(queue, jobs, since=reserved_at)
 
-    def _start(self, queue: str, reserved: transitions.Reserved, reserved_at: float) -> bool:
+    def _start(self, queue: str, reserved: Reserved, reserved_at: float) -> bool:
         """Run the first job of a reservation of ``queue`` requested at ``reserved_at``
         (``time.monotonic()``) and hold the rest; return whether it had any."""
         if not reserved.jobs:
@@ -414,7 +415,7 @@ class Worker:
         if pickup is None:
             self.idle.wait(wait.lists(), wait.seconds)
             return
-        command = transitions.reserve_command(pickup.call)
+        command = commands.evalsha(pickup.call)
         self.reserver.pickup = pickup  # before the write: from here on it may run in Redis
         pickup.sent_at = time.monotonic()
         woken = self.idle.wait_then(wait.lists(), wait.seconds, command)

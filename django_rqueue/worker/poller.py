@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import redis
 
 from ..conf import get_config
-from ..engine import transitions
+from ..engine import commands, run
 from ..engine.calls import Retention
 from ..engine.connection import MIN_BLOCK, get_client, location_of, redis_errors, redis_time_ms
 from ..engine.keys import pollers_key
@@ -140,17 +140,14 @@ class Poller:
         client, keys = ref.client(), ref.keys
         promoted, next_due = 0, -1
         try:
-            promoted, next_due = transitions.promote_due(client, keys, self.batch)
+            promoted, next_due = run.execute(client, commands.promote(keys, self.batch))
         except redis.ResponseError as exc:
             logger.error("queue %s: could not promote due jobs: %s", queue, exc)
         requeued, failed, next_deadline = 0, 0, -1
         try:
-            requeued, failed, next_deadline = transitions.reclaim_expired(
+            requeued, failed, next_deadline = run.execute(
                 client,
-                keys,
-                self.batch,
-                self._lease_error,
-                retention=Retention.of(ref.config),
+                commands.reclaim(keys, self.batch, self._lease_error, Retention.of(ref.config)),
             )
         except redis.ResponseError as exc:
             logger.error("queue %s: could not reclaim expired leases: %s", queue, exc)
@@ -198,7 +195,7 @@ class Poller:
             if not self.outages.usable(server, queue):
                 continue
             try:
-                deleted, left = transitions.trim_failed(ref.client(), ref.keys, retention)
+                deleted, left = run.execute(ref.client(), commands.trim_failed(ref.keys, retention))
             except redis.ResponseError as exc:  # a corrupt failed store: logged, not fatal
                 logger.error("queue %s: could not apply the failed-store retention: %s", queue, exc)
                 continue

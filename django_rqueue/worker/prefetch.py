@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..conf import get_config
-from ..engine import transitions
+from ..engine import commands, run
 from ..engine.queue_ref import queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable
 from ..job import Job
@@ -65,7 +65,7 @@ def still_ours(queue: str, job: Job[Any], since: float) -> None:
     if fresh(since):
         return
     ref = queue_ref(queue)
-    transitions.renew_lease(ref.client(), ref.keys, job.id, job.token, ref.lease_ms)
+    run.execute(ref.client(), commands.renew(ref.keys, job.id, job.token, ref.lease_ms))
 
 
 class Prefetched:

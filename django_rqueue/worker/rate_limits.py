@@ -4,7 +4,7 @@ A queue with a ``rate_limit`` hands out jobs no faster than that to all
 workers together (the reserving scripts enforce it on the Redis clock, see
 ``engine/scripts/include/rate_allowance.lua``). A reserving call that the
 limit left short while jobs are still queued replies with the milliseconds
-until the queue's next slot (:attr:`~django_rqueue.engine.transitions.Reserved.wait_ms`);
+until the queue's next slot (:attr:`~django_rqueue.engine.replies.Reserved.wait_ms`);
 the worker notes them here and, until then, neither asks that queue again
 nor blocks on its ``notify`` list (a wake-up token there would only wake it
 for an empty reservation). It serves its other queues meanwhile and, when

@@ -38,7 +38,7 @@ import redis
 from .. import registry
 from ..display import printable
 from ..encryption import seal
-from ..engine import transitions
+from ..engine import commands, run
 from ..engine.calls import Retention
 from ..engine.connection import get_client
 from ..engine.keys import QueueKeys
@@ -90,7 +90,9 @@ def deliver_ack(ack: PendingAck) -> AttemptOutcome:
 
     def deliver() -> AttemptOutcome:
         client = get_client(ack.queue)
-        transitions.ack(client, ack.keys, ack.job_id, ack.token, ack.result, ack.result_ttl)
+        run.execute(
+            client, commands.ack(ack.keys, ack.job_id, ack.token, ack.result, ack.result_ttl)
+        )
         return AttemptOutcome.SUCCEEDED
 
     return retry_while_unreachable(ack.job_id, deliver)
@@ -111,10 +113,8 @@ def deliver_failure(
     def deliver() -> AttemptOutcome:
         client = ref.client()
         error = seal(outcome.error_json(job.worker))
-        result, _ = transitions.fail(
-            client, keys, job.id, job.token, error, delay_ms, retention=retention
-        )
-        return AttemptOutcome(result)
+        fail = commands.fail(keys, job.id, job.token, error, delay_ms, retention)
+        return AttemptOutcome(run.execute(client, fail).outcome)
 
     return retry_while_unreachable(job.id, deliver)
 
@@ -142,14 +142,15 @@ def deliver_cancel(queue: str, job: Job[Any]) -> AttemptOutcome:
 
     def deliver() -> AttemptOutcome:
         client = ref.client()
-        transitions.cancel_running(client, ref.keys, job.id, job.token, ttl=_cancel_ttl(queue, job))
+        ttl = _cancel_ttl(queue, job)
+        run.execute(client, commands.cancel_running(ref.keys, job.id, job.token, ttl))
         return AttemptOutcome.CANCELLED
 
     return retry_while_unreachable(job.id, deliver)
 
 
 def read_record(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes, bytes] | None:
-    """The record of a job whose run the master ends (:func:`.transitions.read_job`;
+    """The record of a job whose run the master ends (:func:`.commands.read_job`;
     ``{}`` when it is gone), or ``None`` when it is not a hash: a foreign write replaced it
     (``WRONGTYPE``). There is nothing to report on such a record; the poller's reclaim of
     its lease puts the job in the failed store with an error saying so.
@@ -159,7 +160,7 @@ def read_record(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes
         redis.ResponseError: any other error reply.
     """
     try:
-        return transitions.read_job(client, keys, job_id)
+        return run.execute(client, commands.read_job(keys, job_id))
     except redis.ResponseError as exc:
         if not str(exc).startswith("WRONGTYPE"):
             raise
@@ -188,7 +189,8 @@ def cancel_lost_attempt(queue: str, job_id: str, token: int, reason: str) -> Att
     if job.token != token:
         return None
     try:
-        transitions.cancel_running(client, keys, job_id, token, ttl=_cancel_ttl(queue, job))
+        ttl = _cancel_ttl(queue, job)
+        run.execute(client, commands.cancel_running(keys, job_id, token, ttl))
     except LeaseLost:
         return None
     _log_line(job, queue, AttemptOutcome.CANCELLED, None, reason, None)
@@ -224,15 +226,15 @@ def fail_lost_attempt(
     delay, note = next_delay(job_function, job, attempt)
     attempt = attempt.noted(note)
     try:
-        result, _ = transitions.fail(
-            client,
+        fail = commands.fail(
             keys,
             job.id,
             job.token,
             seal(attempt.error_json(job.worker)),
             -1 if delay is None else int(delay * 1000),
-            retention=Retention.of(ref.config),
+            Retention.of(ref.config),
         )
+        result = run.execute(client, fail).outcome
     except LeaseLost:
         return None
     reported = AttemptOutcome(result)
@@ -249,7 +251,7 @@ def hand_back(queue: str, job_id: str, token: int) -> bool:
     """
     ref = queue_ref(queue)
     try:
-        transitions.release(ref.client(), ref.keys, job_id, token)
+        run.execute(ref.client(), commands.release(ref.keys, job_id, token))
     except LeaseLost:
         return False
     except RedisUnavailable as exc:

@@ -30,10 +30,11 @@ from typing import Any, NamedTuple
 import redis
 
 from .. import signals
-from ..engine import calls, transitions
+from ..engine import calls, commands, run
 from ..engine.calls import ScriptCall
 from ..engine.connection import MIN_BLOCK, Location, get_client, location_of
 from ..engine.queue_ref import QueueRef, queue_ref
+from ..engine.replies import Reservation, Reserved, reserved_from
 from ..exceptions import LeaseLost, RedisUnavailable
 from ..job import Job
 from ..types import JobSpec
@@ -67,7 +68,7 @@ TRANSIENT = (
 )
 
 #: ``(queue, reservation, when its request was sent)`` (``time.monotonic()``).
-Taken = tuple[str, transitions.Reserved, float]
+Taken = tuple[str, Reserved, float]
 
 
 class IdleWait(NamedTuple):
@@ -126,23 +127,22 @@ class ReserveParams:
             lease_ms=ref.lease_ms,
             worker_id=self.worker_id,
             count=count,
-            request_id=transitions.new_request_id(),
-            group_cap=ref.config.group_concurrency,
+            request_id=calls.new_request_id(),
+            group_concurrency=ref.config.group_concurrency,
             rate_limit=ref.config.rate_limit,
         )
 
     def ack_and_reserve(
         self, job: Job[Any], result: str, count: int
-    ) -> tuple[LeaseLost | None, transitions.Reserved]:
+    ) -> tuple[LeaseLost | None, Reserved]:
         """Ack ``job`` (its sealed ``result``) and reserve up to ``count`` jobs in one round
-        trip (``ack_reserve.lua``: :func:`~django_rqueue.engine.transitions.ack_and_reserve`).
+        trip (``ack_reserve.lua``: :data:`~django_rqueue.engine.commands.ack_reserve`).
 
         Raises:
             RedisUnavailable: its Redis could not be reached.
         """
         ref = self.ref
-        return transitions.ack_and_reserve(
-            ref.client(),
+        command = commands.ack_reserve(
             ref.keys,
             job.id,
             job.token,
@@ -151,9 +151,11 @@ class ReserveParams:
             lease_ms=ref.lease_ms,
             worker_id=self.worker_id,
             count=count,
+            request_id=calls.new_request_id(),
             group_concurrency=ref.config.group_concurrency,
             rate_limit=ref.config.rate_limit,
         )
+        return run.execute(ref.client(), command)
 
 
 class Reserver:
@@ -275,7 +277,7 @@ class Reserver:
         """
         return ReserveParams(queue_ref(queue), self.worker_id)
 
-    def reserve(self, queue: str, count: int) -> transitions.Reserved:
+    def reserve(self, queue: str, count: int) -> Reserved:
         """Reserve up to ``count`` jobs of ``queue`` and note its next slot.
 
         Raises:
@@ -283,7 +285,7 @@ class Reserver:
             redis.ResponseError: Redis refused (see :meth:`refused`; :data:`TRANSIENT`).
         """
         params = self.params(queue)
-        reserved = transitions.reserve_call(params.ref.client(), params.reserve(count))
+        reserved = run.execute(params.ref.client(), commands.reserving(params.reserve(count)))
         self.next_slots.note(queue, reserved.wait_ms)
         return reserved
 
@@ -292,7 +294,7 @@ class Reserver:
         (sent again, it returns the jobs its first send reserved)."""
         return self.params(queue).reserve(count)
 
-    async def areserve(self, queue: str, count: int) -> tuple[list[transitions.Reservation], float]:
+    async def areserve(self, queue: str, count: int) -> tuple[list[Reservation], float]:
         """:meth:`reserve` from an event loop (its asyncio client, or the sync one in a
         thread under ``CACHE_ALIAS``): ``(reservations, when the request was first sent)``
         (``time.monotonic()``, taken before the write).
@@ -313,9 +315,11 @@ class Reserver:
         client = ref.async_client()
         try:
             if client is None:  # CACHE_ALIAS: no asyncio client
-                reserved = await asyncio.to_thread(transitions.reserve_call, ref.client(), call)
+                reserved = await asyncio.to_thread(
+                    run.execute, ref.client(), commands.reserving(call)
+                )
             else:
-                reserved = await transitions.areserve_call(client, call)
+                reserved = await run.aexecute(client, commands.reserving(call))
         except RedisUnavailable:
             self.unanswered[queue] = (call, sent_at)
             raise
@@ -324,7 +328,7 @@ class Reserver:
 
     def ack_and_reserve(
         self, queue: str, job: Job[Any], result: str, count: int
-    ) -> tuple[LeaseLost | None, transitions.Reserved]:
+    ) -> tuple[LeaseLost | None, Reserved]:
         """Ack ``job`` (its sealed ``result``) and reserve up to ``count`` jobs of ``queue``
         in one round trip (``ack_reserve.lua``); note its next slot.
 
@@ -457,7 +461,7 @@ class Reserver:
         queue = pickup.queue
         if pickup.reply is not None:
             try:
-                reserved = transitions.reserved_from(pickup.reply)
+                reserved = reserved_from(pickup.reply)
             except redis.ResponseError:  # NOSCRIPT (a restarted Redis): sent again below
                 pickup.reply = None
             else:
@@ -465,7 +469,7 @@ class Reserver:
                 self.next_slots.note(queue, reserved.wait_ms)
                 return queue, reserved, pickup.sent_at
         try:
-            reserved = transitions.reserve_call(get_client(queue), pickup.call)
+            reserved = run.execute(get_client(queue), commands.reserving(pickup.call))
         except RedisUnavailable as exc:
             self.server_failed(queue, location_of(queue), exc)
             raise

@@ -25,11 +25,11 @@ import redis
 
 from .. import registry
 from ..conf import get_config
-from ..engine import transitions
+from ..engine import commands, run
 from ..engine.connection import redis_errors
 from ..engine.keys import QueueKeys
 from ..engine.queue_ref import queue_ref
-from ..engine.transitions import ClaimOutcome
+from ..engine.replies import ClaimOutcome
 from ..exceptions import RedisUnavailable, UnknownJob
 from ..periodic import runtime
 from ..periodic.runtime import ResolvedEntry
@@ -114,7 +114,7 @@ class Scheduler:
                 del entries[name]
                 continue
             stored.append((name, resolved.entry.spec, first))
-        added, removed = transitions.schedule_sync(client, ref.keys, stored)
+        added, removed = run.execute(client, commands.schedule_sync(ref.keys, stored))
         logger.debug("queue %s: %d schedule entries set, %d removed", queue, added, removed)
         self._stored.add(queue)
 
@@ -155,7 +155,7 @@ class Scheduler:
     def _run_queue(self, queue: str, entries: dict[str, ResolvedEntry]) -> float | None:
         ref = queue_ref(queue)
         client, keys = ref.client(), ref.keys
-        read = transitions.schedule_due(client, keys, self.batch)
+        read = run.execute(client, commands.schedule_due(keys, self.batch))
         upcoming = [read.next_ms] if read.next_ms > 0 else []
         claimed = False
         for name, tick in read.due:
@@ -184,14 +184,14 @@ class Scheduler:
         submission = resolved.submission()
         job = submission.job
         job.run_at = runtime.tick_datetime(tick)
-        reply = transitions.schedule_claim(
-            client,
+        claim = commands.schedule_claim(
             keys,
             submission.new_job(),
             entry=resolved.entry.name,
             tick_ms=tick,
             next_tick_ms=-1 if next_tick is None else next_tick,
         )
+        reply = run.execute(client, claim)
         name = resolved.entry.name
         if reply is ClaimOutcome.TAKEN:
             return

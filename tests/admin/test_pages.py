@@ -13,11 +13,11 @@ import redis
 from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
 
-from django_rqueue.engine import transitions
 from django_rqueue.execution import error_record
 from django_rqueue.master.heartbeat import publish
 from django_rqueue.ops import listings
 from django_rqueue.ops.workers import WorkerInfo, WorkerJob
+from tests.support import transitions
 from tests.support.jobs_in_state import Jobs, retention
 
 from .conftest import BASE, MakeClient

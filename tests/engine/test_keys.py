@@ -11,7 +11,6 @@ from redis.crc import key_slot
 
 from django_rqueue import job
 from django_rqueue.conf import RateLimit
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import (
     DONE,
     DURATIONS,
@@ -32,6 +31,7 @@ from django_rqueue.engine.keys import (
     DurationFields,
     JobFields,
     QueueKeys,
+    StatsFields,
     new_job_id,
     pollers_key,
     queue_of,
@@ -39,6 +39,7 @@ from django_rqueue.engine.keys import (
 from django_rqueue.engine.scripts import load
 from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import Poller
+from tests.support import transitions
 from tests.support.jobs_in_state import retention
 from tests.support.waiting import wait_until
 
@@ -371,6 +372,14 @@ def test_no_script_spells_a_job_field_by_its_old_long_name():
         )
         hits = [f for f in old if re.search(rf"'{f}'(?!,\s*(st|job\[1\]))", code)]
         assert hits == [], f"{name}.lua uses old field names {hits}"
+
+
+def test_every_stats_counter_the_scripts_add_to_is_a_statsfields_name():
+    scripts = resources.files("django_rqueue.engine.scripts")
+    sources = [p.read_text() for p in scripts.iterdir() if p.name.endswith(".lua")]
+    sources += [p.read_text() for p in scripts.joinpath("include").iterdir()]
+    added = {m for text in sources for m in re.findall(r"add_count\(\w+, '(\w+)'", text)}
+    assert added == set(StatsFields.ALL)
 
 
 def test_the_lua_record_defaults_are_those_of_keys_py():

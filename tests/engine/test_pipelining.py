@@ -18,11 +18,12 @@ import redis
 from redis.crc import key_slot
 
 from django_rqueue import LeaseLost
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.pipelining import AckStream, Call, PendingAck, pipelined
+from django_rqueue.engine.replies import items
 from django_rqueue.engine.scripts import LuaScript, load
+from tests.support import transitions
 from tests.support.jobs_in_state import enqueue_raw
 from tests.support.redis_cluster import LocalCluster
 
@@ -102,7 +103,7 @@ def test_a_connection_killed_mid_stream_loses_nothing_and_applies_nothing_twice(
             redis_client.client_kill_filter(_id=str(cid))
             killed.append(cid)
 
-    replies = list(pipelined(other, SET_ONCE, calls(10, between={kill_at: kill})))
+    replies = [items(r) for r in pipelined(other, SET_ONCE, calls(10, between={kill_at: kill}))]
     assert killed, "the pipelined connection was not found"
     assert [reply[1] for reply in replies] == [str(i).encode() for i in range(10)]
     # Calls whose replies were lost with the connection were made again: they

@@ -26,7 +26,6 @@ from django_rqueue import (
     get_job,
     job,
 )
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.loop import Worker
 from django_rqueue.worker.poller import Poller
@@ -40,6 +39,7 @@ from tests.enqueue.jobs import (
     server_ms,
     work_one,
 )
+from tests.support import transitions
 from tests.support.waiting import wait_until
 
 KEYS = QueueKeys.of("rqueue", "default")

@@ -13,12 +13,12 @@ from django.db import transaction
 from pytest_django.fixtures import Settings
 
 from django_rqueue import Job, JobStatus, get_job
-from django_rqueue.engine import transitions
 from django_rqueue.engine.calls import EnqueueShared
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.scripts import load
 from django_rqueue.worker.loop import Worker
 from tests.enqueue.jobs import add, calls, carry, digest, job_ids
+from tests.support import transitions
 
 KEYS = QueueKeys.of("rqueue", "default")
 

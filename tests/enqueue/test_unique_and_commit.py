@@ -16,9 +16,9 @@ from django_rqueue import (
     get_job,
     job,
 )
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from tests.enqueue.jobs import bare, job_hash, job_ids, work_one
+from tests.support import transitions
 from tests.support.waiting import wait_until
 
 KEYS = QueueKeys.of("rqueue", "default")

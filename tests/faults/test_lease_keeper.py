@@ -18,11 +18,11 @@ import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue.conf import get_config
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client, reset_clients
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.worker.lease import LeaseKeeper
 from tests.jobs_app.jobs import record
+from tests.support import transitions
 from tests.support.redis_commands import hold
 from tests.support.redis_server import RedisServer
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import redis
 
-from django_rqueue.engine import transitions
 from django_rqueue.job import Job
 from django_rqueue.master.children import Child, ChildKind, PipeHooks
 from django_rqueue.master.supervisor import Supervisor
 from django_rqueue.worker.settings import WorkerSettings
+from tests.support import transitions
 from tests.support.inprocess import keys
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import redis
 
-from django_rqueue.engine import transitions
 from django_rqueue.master.children import Child, KillReason
 from django_rqueue.master.supervisor import Supervisor
 from django_rqueue.worker.hooks import AttemptOutcome
 from tests.jobs_app.jobs import record
 from tests.master.support import FakeChild, reserve
+from tests.support import transitions
 from tests.support.inprocess import keys
 from tests.support.processes import alive
 

@@ -23,7 +23,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client, redis_time_ms
 from django_rqueue.engine.keys import DurationFields
 from django_rqueue.execution import error_record
@@ -34,6 +33,7 @@ from django_rqueue.ops.workers import WorkerInfo
 from django_rqueue.worker.poller import Poller
 from tests.jobs_app.jobs import fail_then_succeed, record, slow
 from tests.jobs_app.tasks import record_task
+from tests.support import transitions
 from tests.support.inprocess import run_worker
 from tests.support.jobs_in_state import Jobs, retention
 from tests.support.redis_cluster import LocalCluster

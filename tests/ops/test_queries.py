@@ -14,7 +14,6 @@ import pytest
 import redis
 
 from django_rqueue import JobStatus, get_job
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.execution import error_record
 from django_rqueue.master.heartbeat import publish
@@ -32,6 +31,7 @@ from django_rqueue.ops.listings import (
     priorities,
 )
 from django_rqueue.ops.workers import WorkerInfo, list_workers
+from tests.support import transitions
 from tests.support.jobs_in_state import Jobs, retention
 from tests.support.waiting import wait_until
 

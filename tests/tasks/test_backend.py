@@ -22,7 +22,6 @@ from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import JobStatus, get_job, job, signals
 from django_rqueue.backends import RQueueBackend, job_function_of, task_job_function
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.exceptions import UnknownJob
 from django_rqueue.tasks_api import (
@@ -39,6 +38,7 @@ from django_rqueue.tasks_api import (
 from django_rqueue.testing import capture_jobs
 from tests.jobs_app.jobs import record
 from tests.jobs_app.tasks import async_task, email_task, flaky_task, record_task
+from tests.support import transitions
 from tests.support.jobs_in_state import Jobs, retention
 
 TASKS_DEFAULT = {"default": {"BACKEND": "django_rqueue.backends.RQueueBackend"}}

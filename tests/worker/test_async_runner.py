@@ -22,8 +22,9 @@ import redis
 from pytest_django.fixtures import Settings
 
 from django_rqueue import JobStatus, aget_job, get_job
-from django_rqueue.engine import transitions
+from django_rqueue.engine import run
 from django_rqueue.engine.calls import ScriptCall
+from django_rqueue.engine.commands import Command
 from django_rqueue.engine.connection import close_async_clients, location_of, reset_clients
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.worker.async_runner import AsyncRunner, is_async_job
@@ -347,16 +348,18 @@ def test_async_jobs_whose_reserve_reply_came_back_after_their_lease_are_not_run(
     async_record.delay(ledger, "first")  # reserved by the loop: it opens the session
     enqueued = [async_record.delay(ledger, tag) for tag in ("a", "b")]
     poller = Poller(["default"])
-    reserve, pending = transitions.areserve_call, [True]
+    reserve, pending = run.aexecute, [True]
 
     def taken_back(ids: list[str]) -> bool:
         poller.run_once()
         return all(rqueue_redis.hget(keys().job(i), "s") == b"queued" for i in ids)
 
-    async def late(*args: Any, **kwargs: Any) -> transitions.Reserved:
+    async def late(client: Any, step: Any) -> Any:
         """The session's reserve for its free slots, whose reply comes back only after the
         poller took the jobs it reserved back (a partition, a paused process)."""
-        reserved = await reserve(*args, **kwargs)
+        reserved = await reserve(client, step)
+        if not (isinstance(step, Command) and step.call.script == "reserve"):
+            return reserved
         if pending and reserved.jobs:
             pending.clear()
             ids = [job_id for job_id, _ in reserved.jobs]
@@ -369,7 +372,7 @@ def test_async_jobs_whose_reserve_reply_came_back_after_their_lease_are_not_run(
             )
         return reserved
 
-    monkeypatch.setattr(transitions, "areserve_call", late)
+    monkeypatch.setattr(run, "aexecute", late)
 
     run_worker(burst=True, async_concurrency=3)
 
@@ -426,16 +429,18 @@ def test_an_async_reserve_whose_reply_was_lost_is_sent_again_under_its_request_i
     ids = [async_record.delay(ledger, str(n)).id for n in range(4)]
     worker = Worker(["default"], with_poller=False, async_concurrency=4)
     sent: list[ScriptCall] = []
-    real = transitions.areserve_call
+    real = run.aexecute
 
-    async def lose_the_first_reply(client: Any, call: ScriptCall) -> transitions.Reserved:
-        sent.append(call)
-        reserved = await real(client, call)
+    async def lose_the_first_reply(client: Any, step: Any) -> Any:
+        if not (isinstance(step, Command) and step.call.script == "reserve"):
+            return await real(client, step)
+        sent.append(step.call)
+        reserved = await real(client, step)
         if len(sent) == 1:
             raise RedisUnavailable("connection lost before the reply")
         return reserved
 
-    monkeypatch.setattr(transitions, "areserve_call", lose_the_first_reply)
+    monkeypatch.setattr(run, "aexecute", lose_the_first_reply)
 
     async def reserve_twice() -> list[str]:
         try:

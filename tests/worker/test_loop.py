@@ -18,7 +18,8 @@ import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import JobStatus, get_job, signals
-from django_rqueue.engine import transitions
+from django_rqueue.engine import run
+from django_rqueue.engine.commands import Command
 from django_rqueue.engine.scripts import load
 from django_rqueue.exceptions import RedisUnavailable
 from django_rqueue.job import Job
@@ -36,6 +37,7 @@ from tests.jobs_app.jobs import (
     read_ledger,
     record,
 )
+from tests.support import transitions
 from tests.support.inprocess import keys, poller_thread, run_to_end, run_worker, stats, tags
 from tests.support.jobs_in_state import Jobs
 from tests.support.redis_commands import blocked_clients
@@ -438,6 +440,20 @@ def reclaimed_meanwhile[**P, R](reserving: Callable[P, R], client: redis.Redis) 
     return late
 
 
+def late_for(script: str, client: redis.Redis) -> Callable[..., Any]:
+    """``run.execute`` whose first reply to a ``<script>.lua`` call arrives late
+    (:func:`reclaimed_meanwhile`); every other command runs as usual."""
+    real = run.execute
+    late = reclaimed_meanwhile(real, client)
+
+    def execute(redis_client: Any, step: Any, *args: Any) -> Any:
+        if isinstance(step, Command) and step.call.script == script:
+            return late(redis_client, step, *args)
+        return real(redis_client, step, *args)
+
+    return execute
+
+
 @pytest.mark.parametrize("batch", [False, True], ids=["one", "batch"])
 def test_jobs_whose_reserve_reply_came_back_after_their_lease_ran_out_are_not_run(
     ledger: str,
@@ -452,8 +468,7 @@ def test_jobs_whose_reserve_reply_came_back_after_their_lease_ran_out_are_not_ru
     worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
     if batch:  # reserve both in one round trip: the first one runs at once, b is held
         worker.reserver.quiet["default"], worker.reserver.run_times["default"] = True, 0.001
-    late = reclaimed_meanwhile(transitions.reserve_call, rqueue_redis)
-    monkeypatch.setattr(transitions, "reserve_call", late)
+    monkeypatch.setattr(run, "execute", late_for("reserve", rqueue_redis))
 
     assert worker.run() == 0
 
@@ -484,8 +499,7 @@ def test_a_job_reserved_with_an_ack_whose_reply_came_back_after_its_lease_is_not
     first, second = record.delay(ledger, "first"), record.delay(ledger, "second")
     hooks = RecordingHooks()
     worker = Worker(["default"], with_poller=False, hooks=hooks, burst=True)
-    late = reclaimed_meanwhile(transitions.ack_and_reserve, rqueue_redis)
-    monkeypatch.setattr(transitions, "ack_and_reserve", late)
+    monkeypatch.setattr(run, "execute", late_for("ack_reserve", rqueue_redis))
 
     assert worker.run() == 0
 

@@ -14,13 +14,16 @@ import redis
 
 from django_rqueue import Job, JobStatus, get_job
 from django_rqueue.conf import get_config
-from django_rqueue.engine import transitions
+from django_rqueue.engine import commands
 from django_rqueue.engine.calls import TRIM_LIMIT, Retention
+from django_rqueue.engine.commands import Command
 from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import pollers_key
+from django_rqueue.engine.replies import Reply
 from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import MAX_SLEEP, Poller
 from tests.jobs_app.jobs import read_ledger, record
+from tests.support import transitions
 from tests.support.inprocess import keys, poller_thread, queued_ids, run_worker, stats
 from tests.support.jobs_in_state import Jobs
 from tests.support.waiting import wait_until
@@ -125,16 +128,21 @@ def test_two_pollers_racing_promote_5000_due_jobs_exactly_once(
 
     # Count what each poller promoted (the real script runs; this only tallies replies).
     promoted: Counter[str] = Counter()
-    real_promote = transitions.promote_due
+    real_promote = commands.promote
     lock = threading.Lock()
 
-    def counting_promote(*args: object, **kwargs: object) -> tuple[int, int]:
-        result = real_promote(*args, **kwargs)  # type: ignore[arg-type]
-        with lock:
-            promoted[threading.current_thread().name] += result[0]
-        return result
+    def counting_promote(*args: Any, **kwargs: Any) -> Command[tuple[int, int]]:
+        command = real_promote(*args, **kwargs)
 
-    monkeypatch.setattr(transitions, "promote_due", counting_promote)
+        def parse(reply: Reply) -> tuple[int, int]:
+            result = command.parse(reply)
+            with lock:
+                promoted[threading.current_thread().name] += result[0]
+            return result
+
+        return command._replace(parse=parse)
+
+    monkeypatch.setattr(commands, "promote", counting_promote)
     barrier = threading.Barrier(2)
     pollers = [Poller(["default"], batch=50) for _ in range(2)]
 

@@ -3,8 +3,9 @@
 Each ``<name>.lua`` here starts with a header listing its ``KEYS[i]`` and
 ``ARGV[i]``. Shared helpers live in ``include/`` and are pulled in by a line
 ``--@include <file>.lua`` (each file at most once per script; nested includes
-are expanded in place), the way BullMQ composes its scripts. Python calls a
-script only through the named functions of :mod:`django_rqueue.engine.transitions`.
+are expanded in place), the way BullMQ composes its scripts. Python sends a
+script only through the executors of :mod:`django_rqueue.engine.run` (and the
+pipelined sends of :mod:`django_rqueue.engine.pipelining`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import re
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
-from typing import Any
 
 import redis
 from redis.exceptions import NoScriptError
 
 from ..dedicated import execute
+from ..replies import Reply
 
 _INCLUDE = re.compile(r"^--@include (\S+\.lua)$", re.MULTILINE)
 
@@ -60,24 +61,28 @@ class LuaScript:
         keys: list[str],
         args: list[str | int | float],
         meanwhile: Callable[[], object] | None = None,
-    ) -> Any:
+    ) -> Reply:
+        reply: Reply
         try:
-            return execute(
+            reply = execute(
                 client, "EVALSHA", self.sha, len(keys), *keys, *args, meanwhile=meanwhile
             )
         except NoScriptError:
             client.script_load(self.source)
-            return execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
+            reply = execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
+        return reply
 
     async def acall(
         self, client: redis.asyncio.Redis, keys: list[str], args: list[str | int | float]
-    ) -> Any:  # a Lua reply
+    ) -> Reply:
         """:meth:`__call__` on an asyncio client."""
+        reply: Reply
         try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            reply = await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
             await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            reply = await client.evalsha(self.sha, len(keys), *keys, *args)
+        return reply
 
     def queue_in(
         self, pipe: redis.client.Pipeline, keys: list[str], args: list[str | int | float]

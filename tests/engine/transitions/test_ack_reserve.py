@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from django_rqueue import LeaseLost
-from django_rqueue.engine import transitions
-from tests.engine.transitions.conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 
 
 def ack_reserve(

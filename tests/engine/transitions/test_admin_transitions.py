@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from django_rqueue.engine import transitions
 from django_rqueue.exceptions import JobStateError
-
-from .conftest import Engine, _s
+from tests.support import transitions
+from tests.support.engine import Engine, _s
 
 
 def failed_job(engine: Engine, name: str = "tests.noop") -> str:

@@ -6,9 +6,9 @@ import pytest
 import redis
 
 from django_rqueue import JobStateError, LeaseLost
-from django_rqueue.engine import transitions
 from django_rqueue.engine.calls import CancelMode
-from tests.engine.transitions.conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 
 
 def _in_state(engine: Engine, state: str) -> str:

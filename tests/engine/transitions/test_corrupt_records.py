@@ -15,10 +15,11 @@ import pytest
 import redis
 
 from django_rqueue import JobStateError, LeaseLost
-from django_rqueue.engine import calls, transitions
-from django_rqueue.engine.calls import CORRUPT_STATE, FailedBatchMode
-
-from .conftest import Engine
+from django_rqueue.engine import calls
+from django_rqueue.engine.calls import FailedBatchMode
+from django_rqueue.engine.replies import CORRUPT_STATE
+from tests.support import transitions
+from tests.support.engine import Engine
 
 #: How a record is spoiled -> the problem the failed store names.
 KINDS = {

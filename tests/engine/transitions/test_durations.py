@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from django_rqueue import LeaseLost
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import as_text
 from django_rqueue.engine.keys import DurationFields
-from tests.engine.transitions.conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 from tests.support.waiting import wait_until
 
 NAME = "tests.noop"

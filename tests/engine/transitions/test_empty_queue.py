@@ -3,9 +3,8 @@ nothing else."""
 
 from __future__ import annotations
 
-from django_rqueue.engine import transitions
-
-from .conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 
 
 def test_emptying_deletes_every_queued_job_in_bounded_chunks_and_nothing_else(engine: Engine):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue.engine import calls, transitions
+from django_rqueue.engine import calls
 from django_rqueue.engine.keys import JobFields, QueueKeys
-from django_rqueue.engine.transitions import EnqueueOutcome
+from django_rqueue.engine.replies import EnqueueOutcome
 from django_rqueue.serialization import join_payload
-from tests.engine.transitions.conftest import Engine, _s
+from tests.support import transitions
+from tests.support.engine import Engine, _s
 from tests.support.redis_sentinel import SentinelSet
 from tests.support.waiting import wait_until
 

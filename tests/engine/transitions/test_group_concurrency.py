@@ -10,10 +10,11 @@ import pytest
 import redis
 
 from django_rqueue import LeaseLost
-from django_rqueue.engine import calls, transitions
+from django_rqueue.engine import calls
 from django_rqueue.engine.keys import new_job_id
 from django_rqueue.engine.scripts import load
-from tests.engine.transitions.conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 from tests.support.waiting import wait_until
 
 

@@ -8,10 +8,10 @@ import traceback
 import pytest
 
 from django_rqueue import JobStatus, LeaseLost, get_job
-from django_rqueue.engine import transitions
 from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import Poller
-from tests.engine.transitions.conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 from tests.support.waiting import wait_until
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import new_async_client
 from django_rqueue.engine.scripts import load
-from tests.engine.transitions.conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 
 
 def pause(engine: Engine) -> bool:

@@ -14,10 +14,11 @@ import pytest
 import redis
 
 from django_rqueue.conf import RateLimit
-from django_rqueue.engine import calls, transitions
+from django_rqueue.engine import calls
 from django_rqueue.engine.connection import new_async_client
 from django_rqueue.engine.scripts import load
-from tests.engine.transitions.conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 
 #: One job a minute: 60 000 ms apart, so no test ever gets a second slot by waiting.
 PER_MINUTE = RateLimit.parse("1/m")

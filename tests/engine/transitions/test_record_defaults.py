@@ -4,9 +4,8 @@ the scripts that read 'max' and 'ttl' treat an absent field as its default."""
 from __future__ import annotations
 
 from django_rqueue.engine.keys import RECORD_DEFAULTS, JobFields
+from tests.support.engine import Engine
 from tests.support.waiting import wait_until
-
-from .conftest import Engine
 
 DEFAULT_MAX = RECORD_DEFAULTS[JobFields.MAX_ATTEMPTS]
 DEFAULT_TTL = RECORD_DEFAULTS[JobFields.RESULT_TTL]

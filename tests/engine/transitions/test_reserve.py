@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue.engine import transitions
-from tests.engine.transitions.conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 
 
 def test_reserve_of_an_empty_queue_returns_none_and_clears_notify(engine: Engine):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import redis
 
-from django_rqueue.engine import calls, transitions
-from django_rqueue.engine.transitions import ClaimOutcome, EnqueueOutcome
-
-from .conftest import Engine
+from django_rqueue.engine import calls
+from django_rqueue.engine.replies import ClaimOutcome, EnqueueOutcome
+from tests.support import transitions
+from tests.support.engine import Engine
 
 FIELDS: dict[str, str | int] = {"n": "tests.noop", "p": "[]", "max": 3, "tmo": 300_000, "ttl": 600}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.transitions.conftest import Engine
+from tests.support.engine import Engine
 from tests.support.waiting import wait_until
 
 

@@ -8,10 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
-from django_rqueue.engine import transitions
 from django_rqueue.engine.keys import JobFields
-
-from .conftest import Engine
+from tests.support import transitions
+from tests.support.engine import Engine
 
 
 def _ack(engine: Engine, job_id: str) -> None:

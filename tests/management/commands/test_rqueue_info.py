@@ -9,11 +9,11 @@ from typing import Any
 import redis
 from django.core.management import call_command
 
-from django_rqueue.engine import transitions
 from django_rqueue.engine.connection import get_client
 from django_rqueue.master.heartbeat import publish
 from django_rqueue.ops.operations import pause_queue
 from django_rqueue.ops.workers import WorkerInfo
+from tests.support import transitions
 from tests.support.jobs_in_state import Jobs
 from tests.support.redis_cluster import LocalCluster
 

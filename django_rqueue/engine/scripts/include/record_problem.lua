@@ -8,7 +8,7 @@
 -- record_problem(jkey) -> what is wrong with the record at `jkey`, in words ('it is a
 -- string, not a hash'), or nil when it is a hash with a state or does not exist. One
 -- TYPE (and one HEXISTS for a hash): call it only once a read failed or found no state.
--- CORRUPT_STATE ('corrupt'; django_rqueue.engine.calls.CORRUPT_STATE) is the state a
+-- CORRUPT_STATE ('corrupt'; django_rqueue.engine.replies.CORRUPT_STATE) is the state a
 -- script reports to its caller for such a record, in a {'stale', state, problem} or
 -- {'state', state} reply.
 local CORRUPT_STATE = 'corrupt'
