@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 from django.utils.translation import gettext_lazy
 
 from ..conf import get_config
-from ..engine import transitions
+from ..engine import commands
 from ..engine.calls import FailedBatchMode
 from ..engine.connection import redis_errors, redis_time_ms
 from ..engine.keys import queue_of
 from ..engine.queue_ref import queue_ref
+from ..engine.run import execute
 from ..exceptions import JobStateError
 from ..job import Job, JobStatus, get_job
 
@@ -176,9 +177,10 @@ def process_failed(
     upto = redis_time_ms(client)
     result = BulkResult()
     while True:
-        done, skipped, stale, scanned = transitions.failed_batch(
-            client, keys, mode=mode, limit=batch, offset=result.skipped, upto_ms=upto, name=name
+        command = commands.failed_batch(
+            keys, mode=mode, limit=batch, offset=result.skipped, upto_ms=upto, name=name
         )
+        done, skipped, stale, scanned = execute(client, command)
         result.done += done
         result.skipped += skipped
         result.stale += stale
@@ -227,7 +229,7 @@ def empty_queue(
     result = EmptyResult()
     while result.deleted + result.stale < limit:
         size = min(batch, limit - result.deleted - result.stale)
-        deleted, stale, more = transitions.empty_queue(client, keys, size)
+        deleted, stale, more = execute(client, commands.empty_queue(keys, size))
         result.deleted += deleted
         result.stale += stale
         result.batches += 1
@@ -251,7 +253,7 @@ def pause_queue(queue: str) -> bool:
         RedisUnavailable: Redis cannot be reached (nothing changed).
     """
     ref = queue_ref(queue)
-    return transitions.pause(ref.client(), ref.keys)
+    return execute(ref.client(), commands.pause(ref.keys))
 
 
 def resume_queue(queue: str) -> bool:
@@ -263,4 +265,4 @@ def resume_queue(queue: str) -> bool:
         RedisUnavailable: Redis cannot be reached (nothing changed).
     """
     ref = queue_ref(queue)
-    return transitions.resume(ref.client(), ref.keys)
+    return execute(ref.client(), commands.resume(ref.keys))

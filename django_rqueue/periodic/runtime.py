@@ -20,10 +20,12 @@ from typing import Any
 
 from .. import registry, signals
 from ..conf import Config, get_config
-from ..engine import transitions
+from ..engine import commands
 from ..engine.connection import as_text, ms_to_datetime, redis_errors, wrong_type
 from ..engine.keys import EntryFields
 from ..engine.queue_ref import queue_ref
+from ..engine.replies import Enqueued, EnqueueOutcome
+from ..engine.run import execute
 from ..enqueue import Plan, Submission
 from ..exceptions import UnknownEntry, UnknownJob
 from ..job import Job, JobStatus, get_job
@@ -91,17 +93,15 @@ def tick_datetime(tick_ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(tick_ms / 1000, tz=datetime.UTC)
 
 
-def announce(
-    resolved: ResolvedEntry, submission: Submission, reply: transitions.Enqueued
-) -> Job[Any]:
+def announce(resolved: ResolvedEntry, submission: Submission, reply: Enqueued) -> Job[Any]:
     """Apply an enqueue reply to ``submission``'s job and return it (the unique key's holder
     for a duplicate); send ``job_enqueued`` when a job was created."""
     outcome, job_id, state = reply
     job = submission.job
-    if outcome is transitions.EnqueueOutcome.DUPLICATE:
+    if outcome is EnqueueOutcome.DUPLICATE:
         return get_job(job_id) or job
     job.status = JobStatus(state)
-    if outcome is transitions.EnqueueOutcome.CREATED:
+    if outcome is EnqueueOutcome.CREATED:
         signals.send(signals.job_enqueued, resolved.job_function, job=job)
     return job
 
@@ -120,7 +120,8 @@ def run_now(name: str) -> Job[Any]:
     resolved = resolve(entry(name))
     submission = resolved.submission()
     ref = queue_ref(resolved.queue)
-    reply = transitions.schedule_run_now(ref.client(), ref.keys, submission.new_job(), entry=name)
+    command = commands.schedule_run_now(ref.keys, submission.new_job(), entry=name)
+    reply = execute(ref.client(), command)
     return announce(resolved, submission, reply)
 
 

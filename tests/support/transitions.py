@@ -4,9 +4,7 @@ The package sends each transition as ``run.execute(client,
 commands.<transition>(...))`` (:mod:`django_rqueue.engine.run`,
 :mod:`django_rqueue.engine.commands`); the tests move jobs around with these
 shells, which take the arguments by the names tests use (``retention=``,
-``ttl=``) and return the parsed reply. The few shells the
-package itself still calls are re-exported from
-:mod:`django_rqueue.engine.transitions`.
+``ttl=``) and return the parsed reply.
 """
 
 from __future__ import annotations
@@ -19,7 +17,14 @@ import redis.asyncio
 
 from django_rqueue.conf import RateLimit
 from django_rqueue.engine import calls, commands, replies
-from django_rqueue.engine.calls import CancelMode, NewJob, Retention, ScriptCall, new_request_id
+from django_rqueue.engine.calls import (
+    CancelMode,
+    FailedBatchMode,
+    NewJob,
+    Retention,
+    ScriptCall,
+    new_request_id,
+)
 from django_rqueue.engine.commands import BatchItem
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.replies import (
@@ -38,13 +43,6 @@ from django_rqueue.engine.run import (
     execute,
     execute_and_wait,
     execute_pipelined,
-)
-from django_rqueue.engine.transitions import (
-    empty_queue,
-    failed_batch,
-    pause,
-    resume,
-    schedule_run_now,
 )
 from django_rqueue.exceptions import LeaseLost
 
@@ -416,3 +414,41 @@ def renew_lease(
 ) -> int:
     """Extend a running job's lease (``renew.lua``); return the new deadline in ms."""
     return execute(client, commands.renew(keys, job_id, token, lease_ms))
+
+
+def failed_batch(
+    client: redis.Redis,
+    keys: QueueKeys,
+    *,
+    mode: FailedBatchMode,
+    limit: int,
+    offset: int,
+    upto_ms: int,
+    name: str = "",
+) -> tuple[int, int, int, int]:
+    """Retry or delete one batch of failed jobs (``failed_batch.lua``):
+    ``(done, skipped, stale, scanned)``."""
+    command = commands.failed_batch(
+        keys, mode=mode, limit=limit, offset=offset, upto_ms=upto_ms, name=name
+    )
+    return execute(client, command)
+
+
+def empty_queue(client: redis.Redis, keys: QueueKeys, limit: int) -> tuple[int, int, bool]:
+    """Delete up to ``limit`` queued jobs (``empty_queue.lua``): ``(deleted, dropped, more)``."""
+    return execute(client, commands.empty_queue(keys, limit))
+
+
+def schedule_run_now(client: redis.Redis, keys: QueueKeys, job: NewJob, *, entry: str) -> Enqueued:
+    """Enqueue ``entry``'s ``job`` now as its latest run (``schedule_run_now.lua``)."""
+    return execute(client, commands.schedule_run_now(keys, job, entry=entry))
+
+
+def pause(client: redis.Redis, keys: QueueKeys) -> bool:
+    """Pause the queue (``pause.lua``): whether it was running."""
+    return execute(client, commands.pause(keys))
+
+
+def resume(client: redis.Redis, keys: QueueKeys) -> bool:
+    """Resume the queue (``resume.lua``): whether it was paused."""
+    return execute(client, commands.resume(keys))
