@@ -1,3 +1,5 @@
+"""The app's configuration: on ready, it registers the system checks and the ``task:`` resolver."""
+
 from __future__ import annotations
 
 from django.apps import AppConfig

@@ -1,3 +1,5 @@
+"""The webhooks app's configuration: on ready, it registers its system checks."""
+
 from __future__ import annotations
 
 from django.apps import AppConfig
