@@ -43,7 +43,7 @@ from ..engine.calls import Retention
 from ..engine.connection import get_client
 from ..engine.keys import QueueKeys
 from ..engine.pipelining import PendingAck
-from ..engine.queue_ref import queue_ref
+from ..engine.queue_ref import QueueRef, queue_ref
 from ..exceptions import LeaseLost, RedisUnavailable, UnknownJob, WorkerLost
 from ..execution import AttemptResult, aannounce, announce, failure, next_delay
 from ..job import Job
@@ -172,6 +172,21 @@ def read_record(client: redis.Redis, keys: QueueKeys, job_id: str) -> dict[bytes
         return None
 
 
+def _held_job(queue: str, job_id: str, token: int) -> tuple[QueueRef, Job[Any]] | None:
+    """The queue's handle and the job ``job_id`` when its record still holds the attempt
+    under ``token``; ``None`` when the record is gone or another attempt holds it.
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached.
+    """
+    ref = queue_ref(queue)
+    fields = read_record(ref.client(), ref.keys, job_id)
+    if not fields:
+        return None
+    job = Job.from_fields(job_id, fields)
+    return (ref, job) if job.token == token else None
+
+
 def cancel_lost_attempt(queue: str, job_id: str, token: int, reason: str) -> AttemptOutcome | None:
     """The master's hard stop: end as cancelled the job whose child it killed (or lost)
     after its cancel was asked, and log its line with ``reason=``. ``None`` when there is
@@ -180,14 +195,11 @@ def cancel_lost_attempt(queue: str, job_id: str, token: int, reason: str) -> Att
     Raises:
         RedisUnavailable: Redis cannot be reached (nothing changed; report again later).
     """
-    ref = queue_ref(queue)
+    held = _held_job(queue, job_id, token)
+    if held is None:
+        return None
+    ref, job = held
     keys, client = ref.keys, ref.client()
-    fields = read_record(client, keys, job_id)
-    if not fields:
-        return None
-    job = Job.from_fields(job_id, fields)
-    if job.token != token:
-        return None
     try:
         ttl = _cancel_ttl(queue, job)
         run.execute(client, commands.cancel_running(keys, job_id, token, ttl))
@@ -210,14 +222,11 @@ def fail_lost_attempt(
     Raises:
         RedisUnavailable: Redis cannot be reached (nothing changed; report again later).
     """
-    ref = queue_ref(queue)
+    held = _held_job(queue, job_id, token)
+    if held is None:
+        return None  # gone, or already reclaimed and handed to someone else
+    ref, job = held
     keys, client = ref.keys, ref.client()
-    fields = read_record(client, keys, job_id)
-    if not fields:
-        return None
-    job = Job.from_fields(job_id, fields)
-    if job.token != token:
-        return None  # already reclaimed and handed to someone else
     attempt = failure(exc)
     try:
         job_function: JobSpec | None = registry.resolve(job)
