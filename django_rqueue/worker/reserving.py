@@ -25,11 +25,12 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 import redis
 
 from .. import signals
+from ..conf import RateLimit
 from ..engine import calls, commands, run
 from ..engine.calls import ScriptCall
 from ..engine.connection import MIN_BLOCK, Location, get_client, location_of
@@ -108,6 +109,19 @@ class Pickup:
     reply: Any = None
 
 
+class ReserveOptions(TypedDict):
+    """The keywords every reserving call takes besides the keys (:func:`~..engine.calls.reserve`,
+    :func:`~..engine.calls.ack_reserve`): lease (ms), worker, count, request id, the queue's
+    ``group_concurrency`` and ``rate_limit``."""
+
+    lease_ms: int
+    worker_id: str
+    count: int
+    request_id: str
+    group_concurrency: int | None
+    rate_limit: RateLimit | None
+
+
 @dataclass(frozen=True, slots=True)
 class ReserveParams:
     """What every reserving call of one queue by one worker says besides its count, built
@@ -121,9 +135,12 @@ class ReserveParams:
     def reserve(self, count: int) -> ScriptCall:
         """``reserve.lua`` for up to ``count`` jobs, with a fresh request id (sent again, it
         returns the jobs its first send reserved)."""
+        return calls.reserve(self.ref.keys, **self.options(count))
+
+    def options(self, count: int) -> ReserveOptions:
+        """The keywords of a reserving call for up to ``count`` jobs, with a fresh request id."""
         ref = self.ref
-        return calls.reserve(
-            ref.keys,
+        return ReserveOptions(
             lease_ms=ref.lease_ms,
             worker_id=self.worker_id,
             count=count,
@@ -143,17 +160,7 @@ class ReserveParams:
         """
         ref = self.ref
         command = commands.ack_reserve(
-            ref.keys,
-            job.id,
-            job.token,
-            result,
-            job.result_ttl,
-            lease_ms=ref.lease_ms,
-            worker_id=self.worker_id,
-            count=count,
-            request_id=calls.new_request_id(),
-            group_concurrency=ref.config.group_concurrency,
-            rate_limit=ref.config.rate_limit,
+            ref.keys, job.id, job.token, result, job.result_ttl, **self.options(count)
         )
         return run.execute(ref.client(), command)
 
