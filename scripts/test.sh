@@ -3,7 +3,7 @@
 #
 # Usage: ./scripts/test.sh [PYTEST_ARGS...]
 #
-#   1. bootstrap .venv       (Python 3.13 if present, Django 6.1.x)
+#   1. bootstrap .venv       (Python 3.13 if present, Django 6.1.x, the docs tools)
 #   2. ruff check + ruff format --check
 #   3. mypy (strict, config in pyproject.toml)
 #   4. manage.py check + makemigrations --check (with tests.settings)
@@ -71,14 +71,14 @@ as_acl_user() {  # as_acl_user CMD...: run CMD with RQUEUE_TEST_ACL=1 (functions
 # --- cell 1: Python 3.13 (if present) + Django 6.1 ---------------------------
 section "bootstrap .venv (Django 6.1)"
 py_main="$(scripts/find_python.sh 3.13)"
-bash scripts/bootstrap.sh .venv '>=6.1,<6.2' "$py_main"
+bash scripts/bootstrap.sh .venv '>=6.1,<6.2' "$py_main" dev,hiredis,docs
 
 section "ruff"
 run_step "ruff check" .venv/bin/ruff check .
 run_step "ruff format" .venv/bin/ruff format --check .
 
 section "mypy"
-mapfile -t mypy_targets < <(existing django_rqueue example_project tests scripts)
+mapfile -t mypy_targets < <(existing django_rqueue example_project tests scripts docs)
 run_step "mypy" .venv/bin/mypy "${mypy_targets[@]}"
 
 section "django check / makemigrations --check"
