@@ -31,20 +31,35 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.intersphinx",
+    "sphinx.ext.napoleon",
     "offline_refs",
+    "short_refs",
+    "rqueue_reference",
 ]
 
 source_suffix = {".md": "markdown"}
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+# reference/_generated/: the pages rqueue_reference writes, included by those beside it.
+exclude_patterns = ["_build", "reference/_generated", "Thumbs.db", ".DS_Store"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
+
+# The pages quote code (`--queue`, 'high,low'): no typographic dashes and quotes.
+smartquotes = False
 
 html_theme = "furo"
 html_title = "django-rqueue"
 
+add_module_names = False
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
-autodoc_default_options = {"members": True}
+# arguments and signature_check: what the worker and enqueue call on a job function, not API.
+autodoc_default_options = {"members": True, "exclude-members": "arguments, signature_check"}
+
+napoleon_numpy_docstring = False
+# The type parameters of the generic classes and functions (``Job[R]``, ``JobFunction[P, R]``)
+# and the private helpers their signatures name have no page of their own.
+nitpick_ignore = [("py:class", n) for n in ("P", "P.args", "P.kwargs", "R")]
+nitpick_ignore_regex = [("py:class", r"django_rqueue(\.\w+)*\._\w+")]
 
 #: Used only with ``RQUEUE_DOCS_INTERSPHINX=1`` (they are downloaded); see the module docstring.
 INVENTORIES = {
