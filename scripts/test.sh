@@ -7,15 +7,16 @@
 #   2. ruff check + ruff format --check
 #   3. mypy (strict, config in pyproject.toml)
 #   4. manage.py check + makemigrations --check (with tests.settings)
-#   5. pytest                 (Django 6.1 / Python 3.13)
+#   5. the documentation site (scripts/docs.sh: sphinx-build -n -W --keep-going)
+#   6. pytest                 (Django 6.1 / Python 3.13)
 #      + the worker tests again as the README's least-privilege Redis user
 #        (RQUEUE_TEST_ACL=1, ~1 minute)
-#   6. bootstrap .venv-dj60  (Python 3.12 if present, Django 6.0.x) + pytest
-#   7. bootstrap .venv-dj52  (Python 3.12 if present, Django 5.2.x LTS with the
+#   7. bootstrap .venv-dj60  (Python 3.12 if present, Django 6.0.x) + pytest
+#   8. bootstrap .venv-dj52  (Python 3.12 if present, Django 5.2.x LTS with the
 #      django-tasks backport, the "tasks" extra) + pytest
 #
 # Env:
-#   RQUEUE_TEST_QUICK=1   run only steps 1-5 (the first matrix cell)
+#   RQUEUE_TEST_QUICK=1   run only steps 1-6 (the first matrix cell)
 #   RQUEUE_FORCE_INSTALL=1  re-run pip even if nothing changed
 #   RQUEUE_TEST_PROCESSES=N  pytest processes per cell (pytest-xdist; default 2,
 #                            0 runs the tests in the pytest process itself)
@@ -86,6 +87,10 @@ run_step "django check" env DJANGO_SETTINGS_MODULE=tests.settings \
     .venv/bin/python -m django check --fail-level WARNING
 run_step "makemigrations --check" env DJANGO_SETTINGS_MODULE=tests.settings \
     .venv/bin/python -m django makemigrations --check --dry-run
+
+# Every reference resolves and no page warns; a broken docstring reference fails here.
+section "docs (scripts/docs.sh)"
+run_step "docs" bash scripts/docs.sh
 
 section "pytest: Django 6.1 / $(.venv/bin/python -V)"
 run_step "pytest dj61" run_pytest .venv dj61 "$@"
