@@ -32,6 +32,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.intersphinx",
     "sphinx.ext.napoleon",
+    "attribute_docs",
     "offline_refs",
     "short_refs",
     "rqueue_reference",
