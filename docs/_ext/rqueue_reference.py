@@ -132,6 +132,9 @@ def _text(node: ast.expr, namespace: dict[str, Any], *, template: bool) -> str |
         else:
             pieces.append((text, None))
 
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # "..." + (...)
+        left, right = (_text(n, namespace, template=template) for n in (node.left, node.right))
+        return None if left is None else left + (right if right is not None else "`{…}`")
     if isinstance(node, ast.JoinedStr):
         for part in node.values:
             if isinstance(part, ast.Constant):
@@ -150,9 +153,27 @@ def _text(node: ast.expr, namespace: dict[str, Any], *, template: bool) -> str |
     return "".join(escaped(text) + (f"`{{{name}}}`" if name else "") for text, name in pieces)
 
 
+def _parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any]:
+    """The constant defaults of ``function``'s parameters (``check_id="rqueue.E002"``)."""
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    defaulted = positional[len(positional) - len(args.defaults) :]
+    pairs = [
+        *zip(defaulted, args.defaults, strict=True),
+        *zip(args.kwonlyargs, args.kw_defaults, strict=True),
+    ]
+    return {a.arg: d.value for a, d in pairs if isinstance(d, ast.Constant)}
+
+
 def _calls_with_ids(tree: ast.AST, namespace: dict[str, Any]) -> Iterator[tuple[str, ast.Call]]:
-    """Every call of ``tree`` given a check id (``id=...`` or a positional argument)."""
+    """Every call of ``tree`` given a check id (``id=...`` or a positional argument), a
+    function's calls also with its parameters' defaults (``id=check_id``)."""
     for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            defaults = _parameter_defaults(node)
+            if defaults:
+                for inner in node.body:
+                    yield from _calls_with_ids(inner, {**namespace, **defaults})
         if not isinstance(node, ast.Call):
             continue
         given = [kw.value for kw in node.keywords if kw.arg == "id"] + list(node.args)
