@@ -8,7 +8,7 @@ retries of many failing jobs instead of having them return in lock-step.
 ``"odd_minutes"`` is the schedule of many notification services: "notify again
 after 1, 3, 5, 7 minutes" (its interval ``2n + 1`` minutes for n = 0, 1, ...), without
 jitter, for callbacks to a partner's endpoint where a predictable schedule is
-part of the contract (:mod:`django_rqueue.contrib.webhooks` uses it).
+part of the contract (``django_rqueue.contrib.webhooks`` uses it).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-#: Seconds: the upper bound of the first retry's delay.
+#: The upper bound of the first retry's delay, in seconds.
 BASE = 2.0
-#: Seconds: no exponential delay exceeds this (one hour).
+#: The longest exponential delay, in seconds (one hour).
 CAP = 3600.0
 
 BackoffPolicy = str | Callable[[int, BaseException], float | int | None]

@@ -56,7 +56,9 @@ class BaseJobFunction[**P, R]:
 
     def __init__(self, func: Callable[..., Any], name: str, options: JobOptions) -> None:
         self.func = func
+        #: The job's name, by which workers find it (``"<module>.<qualname>"`` unless given).
         self.name = name
+        #: The options of ``@job`` (and of :meth:`using`, on a copy).
         self.options = options
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
@@ -379,7 +381,7 @@ def job(
     seconds | None``; ``unique_key`` a string or a callable of the job's
     arguments. ``expires``: a job no worker has started by then is never run
     (seconds or a ``timedelta`` from each enqueue, or an aware datetime; see
-    :meth:`JobFunction.using`). Whether ``queue`` is declared is checked at
+    :meth:`BaseJobFunction.using`). Whether ``queue`` is declared is checked at
     ``.delay()``, when settings are read.
     ``takes_context=True`` passes a :class:`JobContext` as the first argument
     when the job runs (``.delay()`` takes the arguments after it).

@@ -70,7 +70,7 @@ class EnqueueIncomplete(RedisUnavailable):
     batch again through a transient failure (Redis unreachable for a moment,
     a Redis Cluster slot moving: :class:`RedisUnavailable`) with the same job
     ids, which Redis does not write twice. When the failure outlasts that
-    retry (:data:`django_rqueue.enqueue.write.ENQUEUE_PATIENCE` seconds), or cannot
+    retry (``django_rqueue.enqueue.write.ENQUEUE_PATIENCE`` seconds), or cannot
     heal (refused credentials), it raises this, with the jobs of the call split
     by what Redis holds, each list in call order (a call whose unique key an
     earlier call of the same ``delay_many`` holds appears with that job):

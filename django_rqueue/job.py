@@ -179,7 +179,7 @@ class Job[R]:
 
     @property
     def corrupt(self) -> bool:
-        """Whether the record was corrupt: :attr:`problems` says what."""
+        """Whether the record was corrupt (:attr:`problems` says what)."""
         return bool(self.problems)
 
     @classmethod

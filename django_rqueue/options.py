@@ -47,8 +47,8 @@ class JobOptions:
     delay: float | None = None
     run_at: datetime.datetime | None = None
     on_commit: bool | None = None
-    #: When the job expires if no worker has started it: seconds from the enqueue (Redis
-    #: clock; ``using()`` and ``@job`` convert a ``timedelta``) or an aware datetime.
+    #: When the job expires if no worker has started it, in seconds from the enqueue (Redis
+    #: clock; ``using()`` and ``@job`` convert a ``timedelta``) or as an aware datetime.
     expires: float | datetime.datetime | None = None
     #: A caller-chosen id (``using()`` only): the job's id is ``"<queue>:<job_id>"``, and
     #: enqueueing it again while its record exists writes nothing (an idempotent retry).

@@ -7,7 +7,7 @@ page, ``manage.py rqueue_failed show`` and ``list --json``. The worker's log
 lines never carry arguments at all.
 
 Which arguments are hidden is written into the job's record when it is enqueued
-(:attr:`~django_rqueue.engine.keys.JobFields.SENSITIVE`), so that a process that
+(its ``JobFields.SENSITIVE`` field), so that a process that
 never imported the job's module (the web server showing the admin) still hides
 them; the job function's own declaration, when registered there, is applied on
 top (it covers jobs enqueued before the declaration was added). An argument
@@ -15,7 +15,7 @@ named by ``sensitive`` is hidden whether it was passed by keyword or by position
 
 This hides values from people, not from Redis: whoever reads Redis reads the
 arguments unless ``RQUEUE["ENCRYPTION_KEYS"]`` encrypts them
-(:mod:`django_rqueue.encryption`). When an attempt fails, the hidden values (each
+(``django_rqueue.encryption``). When an attempt fails, the hidden values (each
 string of at least :data:`SHORTEST_SCRUBBED` characters in them) are replaced by
 :data:`MASK` in the exception's message and traceback before they are stored or
 logged (:func:`scrub`); signal receivers get the exception object as raised.

@@ -3,19 +3,20 @@
 #
 # Usage: ./scripts/test.sh [PYTEST_ARGS...]
 #
-#   1. bootstrap .venv       (Python 3.13 if present, Django 6.1.x)
+#   1. bootstrap .venv       (Python 3.13 if present, Django 6.1.x, the docs tools)
 #   2. ruff check + ruff format --check
 #   3. mypy (strict, config in pyproject.toml)
 #   4. manage.py check + makemigrations --check (with tests.settings)
-#   5. pytest                 (Django 6.1 / Python 3.13)
+#   5. the documentation site (scripts/docs.sh: sphinx-build -n -W --keep-going)
+#   6. pytest                 (Django 6.1 / Python 3.13)
 #      + the worker tests again as the README's least-privilege Redis user
 #        (RQUEUE_TEST_ACL=1, ~1 minute)
-#   6. bootstrap .venv-dj60  (Python 3.12 if present, Django 6.0.x) + pytest
-#   7. bootstrap .venv-dj52  (Python 3.12 if present, Django 5.2.x LTS with the
+#   7. bootstrap .venv-dj60  (Python 3.12 if present, Django 6.0.x) + pytest
+#   8. bootstrap .venv-dj52  (Python 3.12 if present, Django 5.2.x LTS with the
 #      django-tasks backport, the "tasks" extra) + pytest
 #
 # Env:
-#   RQUEUE_TEST_QUICK=1   run only steps 1-5 (the first matrix cell)
+#   RQUEUE_TEST_QUICK=1   run only steps 1-6 (the first matrix cell)
 #   RQUEUE_FORCE_INSTALL=1  re-run pip even if nothing changed
 #   RQUEUE_TEST_PROCESSES=N  pytest processes per cell (pytest-xdist; default 2,
 #                            0 runs the tests in the pytest process itself)
@@ -71,14 +72,14 @@ as_acl_user() {  # as_acl_user CMD...: run CMD with RQUEUE_TEST_ACL=1 (functions
 # --- cell 1: Python 3.13 (if present) + Django 6.1 ---------------------------
 section "bootstrap .venv (Django 6.1)"
 py_main="$(scripts/find_python.sh 3.13)"
-bash scripts/bootstrap.sh .venv '>=6.1,<6.2' "$py_main"
+bash scripts/bootstrap.sh .venv '>=6.1,<6.2' "$py_main" dev,hiredis,docs
 
 section "ruff"
 run_step "ruff check" .venv/bin/ruff check .
 run_step "ruff format" .venv/bin/ruff format --check .
 
 section "mypy"
-mapfile -t mypy_targets < <(existing django_rqueue example_project tests scripts)
+mapfile -t mypy_targets < <(existing django_rqueue example_project tests scripts docs)
 run_step "mypy" .venv/bin/mypy "${mypy_targets[@]}"
 
 section "django check / makemigrations --check"
@@ -86,6 +87,10 @@ run_step "django check" env DJANGO_SETTINGS_MODULE=tests.settings \
     .venv/bin/python -m django check --fail-level WARNING
 run_step "makemigrations --check" env DJANGO_SETTINGS_MODULE=tests.settings \
     .venv/bin/python -m django makemigrations --check --dry-run
+
+# Every reference resolves and no page warns; a broken docstring reference fails here.
+section "docs (scripts/docs.sh)"
+run_step "docs" bash scripts/docs.sh
 
 section "pytest: Django 6.1 / $(.venv/bin/python -V)"
 run_step "pytest dj61" run_pytest .venv dj61 "$@"

@@ -1,0 +1,103 @@
+"""The documentation site's generated reference (docs/_ext): settings, checks, commands, links.
+
+The site's build (scripts/docs.sh, in CI) checks that the pages render without a warning;
+these tests check that they say everything the code declares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from types import ModuleType
+
+import pytest
+from django.core.management import BaseCommand, load_command_class
+
+from django_rqueue.conf.settings import GENERAL_CHECKS, OPTIONS, QUEUE_OPTIONS, SETTINGS
+from tests.support.processes import REPO
+
+pytest.importorskip("sphinx", reason="the docs extra is installed in the first cell only")
+
+COMMANDS = [
+    "rqueue_failed",
+    "rqueue_info",
+    "rqueue_pause",
+    "rqueue_poller",
+    "rqueue_restart",
+    "rqueue_resume",
+    "rqueue_work",
+]
+
+
+def _extension(name: str) -> ModuleType:
+    path = str(REPO / "docs" / "_ext")
+    if path not in sys.path:
+        sys.path.append(path)
+    return importlib.import_module(name)
+
+
+@pytest.fixture(scope="module")
+def reference() -> ModuleType:
+    return _extension("rqueue_reference")
+
+
+def test_the_settings_page_has_every_key(reference) -> None:
+    page = reference.settings_page()
+    for row in (*SETTINGS, *OPTIONS, *QUEUE_OPTIONS):
+        assert f"| `{row.key}`" in page
+    assert "](#" not in page  # the rows' links to README sections are not links here
+
+
+def test_every_check_id_has_a_message_and_its_settings(reference) -> None:
+    found = reference.collected_checks()
+    declared = {i for row in (*SETTINGS, *OPTIONS, *QUEUE_OPTIONS) for i in row.checks}
+    assert declared | set(GENERAL_CHECKS) <= set(found)
+    assert [i for i, check in found.items() if not check.messages] == []
+    # An id given as a module constant, as a parameter's default, and a message that
+    # computes a list from the module's constants.
+    assert "rqueue.E013" in found and found["rqueue.E013"].modules
+    assert found["rqueue.E002"].messages == ["`{where}` has an unknown key `{key}`."]
+    assert "exponential" in found["rqueue.E006"].messages[0]
+    assert "## rqueue.W010" in reference.checks_page()
+
+
+def test_the_commands_page_has_every_command_and_argument(reference) -> None:
+    page = reference.commands_page()
+    common = {a.dest for a in BaseCommand().create_parser("manage.py", "x")._actions}
+    for name in COMMANDS:
+        assert f"\n## {name}\n" in page
+        parser = load_command_class("django_rqueue", name).create_parser("manage.py", name)
+        for action in parser._actions:
+            if action.dest not in common and not isinstance(action, argparse._SubParsersAction):
+                assert (action.option_strings or [str(action.metavar or action.dest)])[0] in page
+    for sub in ("list", "show", "retry", "delete"):
+        assert f"\n### rqueue_failed {sub}\n" in page
+    assert "`--max-jobs MAX_JOBS`" in page and "`--settings`" in page
+
+
+def test_markup_of_the_code_text_is_escaped(reference) -> None:
+    assert reference.escaped("RQUEUE['QUEUES'] <queue> a|b *x*") == (
+        r"RQUEUE\['QUEUES'\] \<queue\> a\|b \*x\*"
+    )
+
+
+def test_a_re_exported_name_is_looked_up_where_it_is_defined() -> None:
+    defined_at = _extension("short_refs").defined_at
+    assert defined_at("django_rqueue.Job") == "django_rqueue.job.Job"
+    assert (
+        defined_at("django_rqueue.RedisUnavailable") == "django_rqueue.exceptions.RedisUnavailable"
+    )
+    assert defined_at("django_rqueue.job.Job") is None
+    assert defined_at("django_rqueue.NoSuchName") is None
+    assert defined_at("django.db.models.Model") is None
+
+
+def test_only_references_outside_the_package_may_be_left_unlinked() -> None:
+    inventory = _extension("offline_refs").inventory
+    assert inventory("int") == inventory("collections.abc.Mapping") == "python"
+    assert inventory("django.db.models.Model") == "django"
+    assert inventory("redis.asyncio.Redis") == "redis"
+    assert inventory("httpx.Client") == ""  # no inventory: unlinked even online
+    for target in ("django_rqueue.job.Job", "RedisUnavailable", ".model.Config"):
+        assert inventory(target) is None
