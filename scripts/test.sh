@@ -11,7 +11,7 @@
 #   6. pytest                 (Django 6.1 / Python 3.13)
 #      + the worker tests again as the README's least-privilege Redis user
 #        (RQUEUE_TEST_ACL=1, ~1 minute)
-#   7. bootstrap .venv-dj60  (Python 3.12 if present, Django 6.0.x) + pytest
+#   7. bootstrap .venv-dj60  (Python 3.12 if present, Django 6.0.x, the docs tools) + pytest
 #   8. bootstrap .venv-dj52  (Python 3.12 if present, Django 5.2.x LTS with the
 #      django-tasks backport, the "tasks" extra) + pytest
 #
@@ -111,13 +111,13 @@ else
     py_second="$(scripts/find_python.sh 3.12)"
 
     section "bootstrap .venv-dj60 (Django 6.0)"
-    bash scripts/bootstrap.sh .venv-dj60 '>=6.0,<6.1' "$py_second"
+    bash scripts/bootstrap.sh .venv-dj60 '>=6.0,<6.1' "$py_second" dev,hiredis,docs
 
     section "pytest: Django 6.0 / $(.venv-dj60/bin/python -V)"
     run_step "pytest dj60" run_pytest .venv-dj60 dj60 "$@"
 
     section "bootstrap .venv-dj52 (Django 5.2 LTS + the django-tasks backport)"
-    bash scripts/bootstrap.sh .venv-dj52 '>=5.2,<6.0' "$py_second" dev,hiredis,tasks
+    bash scripts/bootstrap.sh .venv-dj52 '>=5.2,<6.0' "$py_second" dev,hiredis,tasks,docs
 
     section "pytest: Django 5.2 / $(.venv-dj52/bin/python -V)"
     run_step "pytest dj52" run_pytest .venv-dj52 dj52 "$@"

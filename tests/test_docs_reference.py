@@ -17,8 +17,6 @@ from django.core.management import BaseCommand, load_command_class
 from django_rqueue.conf.settings import GENERAL_CHECKS, OPTIONS, QUEUE_OPTIONS, SETTINGS
 from tests.support.processes import REPO
 
-pytest.importorskip("sphinx", reason="the docs extra is installed in the first cell only")
-
 COMMANDS = [
     "rqueue_failed",
     "rqueue_info",
