@@ -68,8 +68,8 @@ def get_config() -> Config:
     """Return the parsed ``RQUEUE`` setting.
 
     Raises:
-        ImproperlyConfigured: the setting has an error (the first one found,
-            with its check id); ``manage.py check`` lists them all.
+        django.core.exceptions.ImproperlyConfigured: the setting has an error (the first one
+            found, with its check id); ``manage.py check`` lists them all.
     """
     global _cache
     if _cache is None:

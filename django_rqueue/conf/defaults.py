@@ -1,6 +1,6 @@
 """Every default of the ``RQUEUE`` setting, written once (as rq's ``defaults.py``).
 
-The settings rows (:mod:`.settings`), the parser (:mod:`.parse`), the checks
+The settings rows (:mod:`.conf.settings`), the parser (:mod:`.parse`), the checks
 (:mod:`.validation`) and the generated settings table all take their defaults from here;
 so does the stored job format: :data:`django_rqueue.engine.keys.RECORD_DEFAULTS` leaves a
 job option out of the record while it holds :data:`TIMEOUT`, :data:`MAX_ATTEMPTS` or

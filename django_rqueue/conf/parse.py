@@ -1,6 +1,6 @@
 """Parsing: a raw ``RQUEUE`` value without errors -> :class:`~.model.Config`.
 
-Every absent key takes its row's default (:mod:`.settings`); ``DEFAULTS`` merges over the
+Every absent key takes its row's default (:mod:`.conf.settings`); ``DEFAULTS`` merges over the
 built-in job options, and each queue's options over ``DEFAULTS``.
 """
 

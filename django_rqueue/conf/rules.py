@@ -1,6 +1,6 @@
 """The check of one setting's value alone: a :data:`ValueCheck` per kind of value.
 
-A settings row (:mod:`.settings`) names its value check; :mod:`.validation` calls it as
+A settings row (:mod:`.conf.settings`) names its value check; :mod:`.validation` calls it as
 ``check(where, value)`` when the key is given, with ``where`` the key as a message names it
 (``"RQUEUE['LEASE']"``, ``"RQUEUE['QUEUES']['emails']['timeout']"``), and adds the checks
 that look at several settings together. Every default passes its own row's check.
@@ -33,6 +33,7 @@ QUEUE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: A dotted module path (``TASK_MODULES``).
 MODULE_PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 KEY_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+#: The URL schemes of a Redis location (``unix`` for a Unix socket).
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 
 
@@ -40,7 +41,7 @@ REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 class Rule:
     """A :data:`ValueCheck` of one test and one error: ``[]`` when ``test(value)`` holds.
 
-    :attr:`message` is a :meth:`str.format` template of ``{where}`` and ``{value}`` (so a
+    ``message`` is a :meth:`str.format` template of ``{where}`` and ``{value}`` (so a
     literal brace is doubled).
     """
 

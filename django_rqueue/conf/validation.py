@@ -1,9 +1,9 @@
-"""Every problem of a raw ``RQUEUE`` value (:func:`problems`), reading the rows of :mod:`.settings`.
+"""Every problem of a raw ``RQUEUE`` value (:func:`problems`), read by the settings rows.
 
-Each row's value check (:mod:`.rules`) runs when its key is given; right after it, the
-key's entry in :data:`WITH_OTHERS` checks what depends on other keys too (a default queue
-that ``QUEUES`` must declare, Sentinel with a cache alias, ...). The same list feeds the
-system checks (:func:`django_rqueue.checks.check_settings`) and the
+Each row of :mod:`.conf.settings` has a value check (:mod:`.rules`), run when its key is
+given; right after it, the key's entry in :data:`WITH_OTHERS` checks what depends on other
+keys too (a default queue that ``QUEUES`` must declare, Sentinel with a cache alias, ...).
+The same list feeds the system checks (:func:`django_rqueue.checks.check_settings`) and the
 ``ImproperlyConfigured`` of :func:`django_rqueue.conf.get_config`.
 """
 
@@ -44,11 +44,11 @@ def problems(raw: object) -> list[CheckMessage]:
     ``SCHEDULE`` (:func:`django_rqueue.periodic.entries.problems`); E030 a bad ``rate_limit``;
     E040 a bad ``failed_ttl`` or ``failed_max`` (the failed store's retention: an integer >= 1, or
     ``None``); E060 a queue's ``group_concurrency`` is not an integer >= 1 or None; E070-E075
-    Redis Sentinel and durable enqueue (:func:`_sentinels`); E080-E084 Redis Cluster
-    (:func:`_cluster`); E090, E135 ``MAX_PAYLOAD_BYTES``; E091 ``TASK_MODULES``; E110-E112 a
+    Redis Sentinel and durable enqueue (``_sentinels``); E080-E084 Redis Cluster
+    (``_cluster``); E090, E135 ``MAX_PAYLOAD_BYTES``; E091 ``TASK_MODULES``; E110-E112 a
     bad ``ENCRYPTION_KEYS`` (:func:`.rules.encryption_keys`). W001 no
     ``REDIS_URL``/``CACHE_ALIAS`` given (the local default is used); W070 ``SENTINEL_KWARGS``
-    without ``SENTINELS``. Each row of :mod:`.settings` lists the ids of its key.
+    without ``SENTINELS``. Each row of :mod:`.conf.settings` lists the ids of its key.
     """
     if not isinstance(raw, Mapping):
         return [
