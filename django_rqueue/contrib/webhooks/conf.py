@@ -177,8 +177,8 @@ def webhook_settings() -> WebhookSettings:
     """Return ``RQUEUE["WEBHOOKS"]``, parsed now (settings are read at each delivery).
 
     Raises:
-        ImproperlyConfigured: the setting has an error (its check id first; ``manage.py
-            check`` lists them all).
+        django.core.exceptions.ImproperlyConfigured: the setting has an error (its check id
+            first; ``manage.py check`` lists them all).
     """
     raw = raw_setting()
     errors = [p for p in problems(raw) if p.is_serious()]

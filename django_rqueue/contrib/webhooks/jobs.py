@@ -20,7 +20,7 @@ webhook senders and of RFC 9110):
 ``timeout`` (seconds) bounds the whole attempt, wall-clock: resolving the name, connecting,
 sending and reading the reply (a reply still arriving then is a timeout, and retries).
 Only the first ``RQUEUE["WEBHOOKS"]["MAX_RESPONSE_BYTES"]`` bytes of a reply's body are
-read (64 KiB by default, :mod:`.conf`); the rest is never read, so a huge reply cannot
+read (64 KiB by default, :mod:`.webhooks.conf`); the rest is never read, so a huge reply cannot
 fill the worker's memory.
 
 A job declared with :func:`webhook_job` and ``retry_if`` decides instead: its

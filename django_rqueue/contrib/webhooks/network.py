@@ -5,7 +5,7 @@ Every connection a delivery opens goes through :class:`GuardedBackend`:
 1. the URL's host is resolved once (``getaddrinfo``, in a helper thread so that it stays
    within the delivery's deadline);
 2. every address it resolves to is vetted (:func:`refusal`): unless the host name or the
-   address is allowed by ``RQUEUE["WEBHOOKS"]["ALLOWED_HOSTS"]`` (:mod:`.conf`), a single
+   address is allowed by ``RQUEUE["WEBHOOKS"]["ALLOWED_HOSTS"]`` (:mod:`.webhooks.conf`), a single
    loopback, private, link-local, shared (carrier-grade NAT), unspecified, multicast,
    reserved or otherwise non-global address refuses the destination
    (:class:`DestinationRefused`, a :class:`~django_rqueue.Reject`: the job fails at once);
@@ -47,6 +47,7 @@ import httpx
 from ...exceptions import Reject
 from .conf import WebhookSettings
 
+#: An IP address a host name resolves to.
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 #: NAT64's well-known prefix (RFC 6052 §2.1): the last 32 bits are an IPv4 address.

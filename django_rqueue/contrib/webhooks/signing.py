@@ -48,6 +48,7 @@ class InvalidSignature(ValueError):  # noqa: N818 - named as the receiver reads 
     gives the details. A subclass of ``ValueError``."""
 
     def __init__(self, problem: SignatureProblem, detail: str) -> None:
+        #: What is wrong, a :class:`SignatureProblem`.
         self.problem = problem
         super().__init__(f"{problem}: {detail}")
 
