@@ -48,7 +48,7 @@ DEMOTED = "UNBLOCKED"
 #: (:class:`~redis.exceptions.MovedError` is an ``AskError``) read outside the cluster
 #: client's own redirection, ``ClusterError: TTL exhausted`` (the cluster client's 16
 #: tries, about 0.4 s, all redirected or refused; ``CLUSTERDOWN``'s
-#: :class:`ClusterDownError` is a ``ClusterError`` too), and
+#: :class:`~redis.exceptions.ClusterDownError` is a ``ClusterError`` too), and
 #: :class:`~redis.exceptions.RedisClusterException`, which redis-py raises when it cannot
 #: read the slot map again (the nodes disagree mid-reshard, no node answers, a slot has
 #: no master: ``SlotNotCoveredError``), and also for a command it cannot route, which

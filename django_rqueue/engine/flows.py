@@ -1,6 +1,6 @@
 """Multi-step exchanges with Redis written once, as generators that yield commands (pure).
 
-A :data:`Flow` yields each :data:`~.commands.Step` it needs run and receives its
+A :type:`Flow` yields each :type:`~.commands.Step` it needs run and receives its
 result; it does no I/O itself, so one flow serves sync and async code alike:
 :func:`~.run.drive` runs it on a sync client, :func:`~.run.adrive` on an
 asyncio one.

@@ -94,21 +94,36 @@ from dataclasses import dataclass
 
 from ..conf import defaults
 
-#: Suffixes appended to a queue's base key (Lua mirrors them).
+# Suffixes appended to a queue's base key ``<prefix>:{<queue>}:`` (Lua mirrors them).
+#: The job record, ``job:<job id>``.
 JOB = "job:"
+#: The groups with queued jobs at a priority, ``ring:<prio>``.
 RING = "ring:"
+#: A group's queued job ids, ``group:<prio>:<group>``.
 GROUP = "group:"
+#: Successes and failures per minute.
 THROUGHPUT = "throughput"
+#: Attempt durations per job name.
 DURATIONS = "durations"
+#: The latest successes kept.
 SUCCEEDED = "succeeded"
+#: The wake-up tokens of ``Job.wait``, ``done:<job id>``.
 DONE = "done:"
+#: A periodic entry's state, ``schedule:<entry>``.
 SCHEDULE_ENTRY = "schedule:"
+#: Present while the queue is paused.
 PAUSED = "paused"
+#: A rate-limited queue's GCRA state.
 RATE = "rate"
+#: The priority levels with queued jobs.
 PRIOS = "prios"
+#: The wake-up tokens of idle workers.
 NOTIFY = "notify"
+#: Each group's running jobs that hold a ``group_concurrency`` slot.
 GROUPRUN = "grouprun"
+#: The groups at their ``group_concurrency`` cap.
 GROUPFULL = "groupfull"
+#: The priorities at which a group at its cap has parked jobs, ``parked:<group>``.
 PARKED = "parked:"
 #: A key name no command ever runs on (:attr:`QueueKeys.permission_probe`); Lua never uses it.
 PERMISSION_PROBE = "permission-probe"

@@ -73,6 +73,8 @@ class InFlight:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
+        #: The connection taken at the first :meth:`send`; ``None`` before it and after
+        #: :meth:`release` or :meth:`drop`.
         self.connection: Any = None
         #: The pool :attr:`connection` came from (a cluster node's, or the client's).
         self.pool: Any = None

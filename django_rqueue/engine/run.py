@@ -11,7 +11,7 @@ script Redis lost (``NOSCRIPT``) is loaded and the call sent again;
 redis-py's retries and the cluster client's redirections apply as for any
 command. Connection problems are raised as
 :class:`~django_rqueue.exceptions.RedisUnavailable`
-(:func:`~.connection.redis_errors`); what the parser raises, as it raises it.
+(:func:`~.errors.redis_errors`); what the parser raises, as it raises it.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ class LuaScript:
     async def acall(
         self, client: redis.asyncio.Redis, keys: list[str], args: list[str | int | float]
     ) -> Reply:
-        """:meth:`__call__` on an asyncio client."""
+        """``__call__`` on an asyncio client."""
         reply: Reply
         try:
             reply = await client.evalsha(self.sha, len(keys), *keys, *args)
@@ -91,6 +91,7 @@ class LuaScript:
         pipe.evalsha(self.sha, len(keys), *keys, *args)
 
     def ensure_loaded(self, client: redis.Redis) -> None:
+        """Load the script into ``client``'s server unless it has it already."""
         if not client.script_exists(self.sha)[0]:
             client.script_load(self.source)
 
