@@ -67,8 +67,9 @@ def current() -> MultiFernet | None:
     """The ``MultiFernet`` of ``RQUEUE["ENCRYPTION_KEYS"]`` (read now), or ``None`` when unset.
 
     Raises:
-        ImproperlyConfigured: keys are set but ``cryptography`` is not installed (check
-            ``rqueue.E112``; :func:`~django_rqueue.conf.get_config` raises it first).
+        django.core.exceptions.ImproperlyConfigured: keys are set but ``cryptography`` is
+            not installed (check ``rqueue.E112``; :func:`~django_rqueue.conf.get_config`
+            raises it first).
     """
     keys = get_config().encryption_keys
     return _fernet(keys) if keys else None
@@ -82,8 +83,9 @@ def seal(text: str) -> str:
     is written to Redis.
 
     Raises:
-        ImproperlyConfigured: keys are set but ``cryptography`` is not installed (check
-            ``rqueue.E112``; :func:`~django_rqueue.conf.get_config` raises it first).
+        django.core.exceptions.ImproperlyConfigured: keys are set but ``cryptography`` is
+            not installed (check ``rqueue.E112``; :func:`~django_rqueue.conf.get_config`
+            raises it first).
     """
     fernet = current()
     if fernet is None:
@@ -104,8 +106,9 @@ def unseal(value: bytes | str) -> bytes:
     Raises:
         ValueError: no configured key decrypts it, or no keys are set; the message
             says which (with ``{what}`` left for the caller to fill in).
-        ImproperlyConfigured: keys are set but ``cryptography`` is not installed (check
-            ``rqueue.E112``; :func:`~django_rqueue.conf.get_config` raises it first).
+        django.core.exceptions.ImproperlyConfigured: keys are set but ``cryptography`` is
+            not installed (check ``rqueue.E112``; :func:`~django_rqueue.conf.get_config`
+            raises it first).
     """
     fernet = current()
     if fernet is None:

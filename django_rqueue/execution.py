@@ -53,8 +53,11 @@ class DelayNote:
 class AttemptResult:
     """What one attempt produced: a JSON result, or an exception with its traceback."""
 
+    #: The return value as JSON, ``None`` when the attempt raised.
     result_json: str | None = None
+    #: What the attempt raised, ``None`` when it returned.
     exception: BaseException | None = None
+    #: The formatted traceback of :attr:`exception` (``""`` when it returned).
     traceback: str = ""
     #: Replaces ``str(exception)`` as the stored error's message when set.
     message: str | None = None
@@ -135,8 +138,8 @@ def run_attempt(job_function: JobSpec, job: Job[Any]) -> AttemptResult:
     default handler is installed: Ctrl-C on an in-process worker or in EAGER
     mode), when it propagates (see :func:`interrupted`). A return value JSON cannot carry is a
     failure with a ``TypeError`` naming its type. The function is called with
-    :meth:`~django_rqueue.decorators.JobFunction.arguments` (a
-    ``takes_context`` function gets a :class:`JobContext` first). An
+    ``JobFunction.arguments`` (a ``takes_context`` function gets a :class:`JobContext`
+    first). An
     ``async def`` function runs to completion on an event loop of its own
     (:func:`run_coroutine`). A failure's message and traceback have the job's
     sensitive values hidden (:func:`hide_secrets`).

@@ -59,7 +59,7 @@ def submit(
     options: JobOptions | None = None,
     fields: Mapping[str, str] | None = None,
 ) -> Job[Any]:
-    """Enqueue one call of ``job_function`` (see :meth:`JobFunction.delay`).
+    """Enqueue one call of ``job_function`` (see :meth:`~.BaseJobFunction.delay`).
 
     ``options``: this call's options instead of ``job_function.options`` for
     its :class:`Plan` (the ``django.tasks`` backend passes a task's queue,
@@ -80,7 +80,7 @@ def submit(
 async def asubmit(
     job_function: JobSpec, args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> Job[Any]:
-    """:func:`submit` for async code (see :meth:`JobFunction.adelay`)."""
+    """:func:`submit` for async code (see :meth:`~.BaseJobFunction.adelay`)."""
     submission, captured = _prepare(job_function, args, kwargs)
     if captured is not None:
         return captured
@@ -116,7 +116,7 @@ def submit_many(
     calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]],
     batch_size: int,
 ) -> list[Job[Any]]:
-    """Enqueue one run per ``(args, kwargs)`` pair (see :meth:`JobFunction.delay_many`)."""
+    """Enqueue one run per ``(args, kwargs)`` pair (see :meth:`~.BaseJobFunction.delay_many`)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
     config = get_config()

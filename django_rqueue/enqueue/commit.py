@@ -6,7 +6,7 @@ when the outermost transaction commits and not at all on a rollback.
 
 Unique keys inside a transaction: a call whose ``unique_key`` is held by a
 job that waits for the same commit gets that job. The package keeps its own
-record of the submissions waiting for commit (:class:`_Pending`), one per
+record of the submissions waiting for commit (``_Pending``), one per
 database connection, holding each submission *weakly*: Django holds the
 on-commit callback, so a submission stays visible exactly as long as Django
 would still run it. A rollback (of the transaction or of the savepoint it

@@ -73,7 +73,7 @@ class Plan:
     #: What every ``enqueue_batch.lua`` call of the plan shares (``record`` as its fields).
     batch_shared: calls.BatchShared
     #: ``RQUEUE["MAX_PAYLOAD_BYTES"]`` (for ``None``, the most a worker decodes:
-    #: :data:`~django_rqueue.serialization.MAX_JSON_BYTES`).
+    #: :data:`~django_rqueue.conf.defaults.MAX_JSON_BYTES`).
     max_payload: int
     #: A caller-chosen id, ``"<queue>:<using(job_id=...)>"``; ``None``: a new random one each call.
     job_id: str | None
@@ -169,7 +169,7 @@ class Plan:
 
         Raises:
             TypeError: the arguments do not fit the job function's signature
-                (:meth:`JobFunction.check_arguments`), or JSON cannot carry one.
+                (:meth:`~.BaseJobFunction.check_arguments`), or JSON cannot carry one.
             ValueError: their JSON is larger than ``RQUEUE["MAX_PAYLOAD_BYTES"]``.
         """
         self.job_function.check_arguments(args, kwargs)

@@ -139,7 +139,7 @@ def _written(submission: Submission, reply: EnqueueReply, existing: Job[Any] | N
 
 
 class BatchSubmission:
-    """Writes the jobs of one :meth:`JobFunction.delay_many` call, now or on commit.
+    """Writes the jobs of one :meth:`~.BaseJobFunction.delay_many` call, now or on commit.
 
     ``jobs`` are the Jobs returned to the caller, in call order; a call whose
     unique key an earlier call of the batch (or, after :meth:`resolve_pending`,
