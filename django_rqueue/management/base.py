@@ -91,15 +91,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 class QueueSwitchCommand(BaseCommand):
-    """``manage.py <command> <queue>``: apply :meth:`switch` to one declared queue.
+    """``manage.py <command> <queue>``: apply :attr:`switch` to one declared queue.
 
     ``switch(queue)`` returns whether the state changed; the command prints
     :attr:`changed` or :attr:`unchanged` (each formatted with ``queue``).
     An undeclared queue or an unreachable Redis is a ``CommandError``.
     """
 
+    #: The operation, ``switch(queue)``: whether it changed the queue's state.
     switch: Callable[[str], bool]
+    #: What the command prints when the state changed.
     changed = ""
+    #: What it prints when the queue was already in that state.
     unchanged = ""
 
     def add_arguments(self, parser: CommandParser) -> None:

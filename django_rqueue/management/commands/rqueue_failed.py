@@ -47,6 +47,8 @@ def _job_dict(job: Job[Any]) -> dict[str, Any]:
 
 
 class Command(BaseCommand):
+    """The ``rqueue_failed`` command, with its subcommands."""
+
     help = "List, show, retry or delete failed jobs."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -81,6 +81,8 @@ class ScheduleLine:
     last_run: datetime.datetime | None
     last_job: str | None
     paused: bool
+    #: Why the entry cannot run (its job is unknown, its state in Redis is unreadable...),
+    #: or ``None``.
     error: str | None
 
 
@@ -143,6 +145,8 @@ def warning_text(warning: QueueWarning) -> str:
 
 
 class Command(BaseCommand):
+    """The ``rqueue_info`` command; :meth:`collect` reads what it prints."""
+
     help = "Show queues with their counts, workers, periodic jobs, and the health of Redis."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -199,6 +203,7 @@ class Command(BaseCommand):
         sys.exit(int(status))
 
     def collect(self) -> Report:
+        """Read the servers, the queues, the workers and the periodic entries."""
         config = get_config()
         servers: dict[str, ServerFacts] = {}
         looked_at: set[str] = set()

@@ -7,6 +7,8 @@ from django_rqueue.ops.operations import pause_queue
 
 
 class Command(QueueSwitchCommand):
+    """The ``rqueue_pause`` command."""
+
     help = (
         "Pause a queue: it keeps accepting jobs (and the poller keeps queuing due ones) but "
         "no worker reserves any until rqueue_resume. Running jobs finish."

@@ -20,6 +20,8 @@ logger = logging.getLogger("django_rqueue.poller")
 
 
 class Command(BaseCommand):
+    """The ``rqueue_poller`` command."""
+
     help = "Promote due scheduled jobs and reclaim expired leases (any number may run)."
 
     def add_arguments(self, parser: CommandParser) -> None:

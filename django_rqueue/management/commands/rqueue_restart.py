@@ -11,6 +11,8 @@ from django_rqueue.ops.workers import list_workers
 
 
 class Command(BaseCommand):
+    """The ``rqueue_restart`` command."""
+
     help = (
         "Ask every django-rqueue worker, on every host, to finish its running jobs and "
         "re-exec itself with the same command line (new code is picked up). Workers see "

@@ -7,6 +7,8 @@ from django_rqueue.ops.operations import resume_queue
 
 
 class Command(QueueSwitchCommand):
+    """The ``rqueue_resume`` command."""
+
     help = "Resume a paused queue: its idle workers are woken and take its queued jobs at once."
     switch = staticmethod(resume_queue)
     changed = "Queue {queue!r} resumed."

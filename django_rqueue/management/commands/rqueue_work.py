@@ -20,6 +20,8 @@ from django_rqueue.worker.settings import WorkerSettings
 
 
 class Command(BaseCommand):
+    """The ``rqueue_work`` command."""
+
     help = (
         "Run a django-rqueue worker: a master process supervising N child processes that "
         "reserve jobs, run them and report the outcome."
