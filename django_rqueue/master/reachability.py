@@ -24,6 +24,7 @@ class Reachability:
         self.worker_id = worker_id
         #: Backoff while Redis is unreachable: no Redis call before :attr:`retry_at`.
         self.reconnect = Reconnect(base=base, cap=cap)
+        #: When the master may call Redis again (``0.0``: at once).
         self.retry_at = 0.0
         #: When the outage began (``None``: Redis answers).
         self.down_since: float | None = None

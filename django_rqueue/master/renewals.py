@@ -29,7 +29,7 @@ logger = logging.getLogger("django_rqueue.supervisor")
 
 class Renewals:
     """Renews the children's leases; ``read(child)`` reads what a child's pipe has (the
-    master's :meth:`~.supervisor.Supervisor._read`, which counts the ends it hears)."""
+    master's ``Supervisor._read``, which counts the ends it hears)."""
 
     def __init__(self, read: Callable[[Child], None]) -> None:
         self.read = read

@@ -125,6 +125,7 @@ class IdleWaiter:
     """
 
     def __init__(self, outages: Outages | None = None) -> None:
+        #: The servers left out while they are down.
         self.outages = outages or Outages()
         self._blockers: dict[tuple[int, str | None], Blocker] = {}
         self._threads: concurrent.futures.ThreadPoolExecutor | None = None

@@ -12,7 +12,7 @@ starts within milliseconds and an idle worker costs Redis about one command
 per second. A worker of one queue (on one server, not a cluster) sends its
 next reserve in the same write as that ``BLPOP``, so Redis reserves the job
 the moment its token comes (one round trip, not two:
-:meth:`Worker._wait_for_work`). A server that fails is left out, its queues
+``Worker._wait_for_work``). A server that fails is left out, its queues
 neither reserved from nor blocked on, until its retry time (:mod:`~.outages`),
 while the queues of the others are served. A queue whose ``rate_limit`` held
 jobs back is treated as empty until its next slot (:mod:`~.rate_limits`): not
@@ -209,7 +209,7 @@ class Worker:
 
     @property
     def processed(self) -> int:
-        """Jobs run so far (:attr:`limits`)."""
+        """Jobs run so far (kept in its :class:`~.limits.Limits`)."""
         return self.limits.processed
 
     @processed.setter
@@ -218,7 +218,7 @@ class Worker:
 
     @property
     def stopping(self) -> bool:
-        """Whether a stop was requested (:attr:`limits`)."""
+        """Whether a stop was requested (kept in its :class:`~.limits.Limits`)."""
         return self.limits.stopping
 
     @stopping.setter

@@ -63,6 +63,7 @@ class Poller:
         self.queues = list(queues)
         self.batch = batch
         self.scheduler = Scheduler(self.queues)
+        #: Set to end :meth:`run` (after the round in progress).
         self.stop = threading.Event()
         self._lease_error = error_record(LeaseExpired("lease expired"))
         self.id = new_worker_id()

@@ -9,7 +9,7 @@ the worker notes them here and, until then, neither asks that queue again
 nor blocks on its ``notify`` list (a wake-up token there would only wake it
 for an empty reservation). It serves its other queues meanwhile and, when
 they are idle, blocks on theirs no longer than until the earliest next slot
-(:meth:`~.loop.Worker.idle_wait`). So a limited queue costs a worker about
+(:meth:`~.reserving.Reserver.idle_wait`). So a limited queue costs a worker about
 one reserving call per slot it tries for, never a busy loop.
 """
 

@@ -17,7 +17,7 @@ with ``error='<type>: <message>'``; a final failure at ERROR with the same
 and the exception's traceback (so log alerting and Sentry's logging
 integration see it; when the message or traceback quoted a sensitive argument,
 ``@job(sensitive=...)``, the traceback is the text with it hidden, in the message);
-a :class:`~..exceptions.WorkerLost` or :class:`~..exceptions.UnknownJob` attempt at
+a :class:`~.exceptions.WorkerLost` or :class:`~.exceptions.UnknownJob` attempt at
 ERROR, whatever comes next, with what to do about it.
 Every report is fenced by the job's token: one whose lease was lost changes
 nothing and reads as :attr:`AttemptOutcome.DISCARDED`.

@@ -89,7 +89,7 @@ class IdleWait(NamedTuple):
 
 @dataclass
 class Pickup:
-    """A reserve sent behind the idle ``BLPOP`` (:meth:`~.loop.Worker._wait_for_work`),
+    """A reserve sent behind the idle ``BLPOP`` (``Worker._wait_for_work``),
     taken by the next :meth:`~.loop.Worker.work_once`.
 
     Its jobs are dated by when it was sent: a reply that waited while the worker was
@@ -99,7 +99,7 @@ class Pickup:
     with one lease renewal before it starts (:mod:`~.prefetch`)."""
 
     queue: str
-    #: The reserve call (:func:`~..engine.calls.reserve`): sent again, its request id makes it
+    #: The reserve call (:func:`~.engine.calls.reserve`): sent again, its request id makes it
     #: return the jobs it reserved.
     call: ScriptCall
     #: When it was first sent (``time.monotonic()``, taken before the write): the jobs it
@@ -110,8 +110,8 @@ class Pickup:
 
 
 class ReserveOptions(TypedDict):
-    """The keywords every reserving call takes besides the keys (:func:`~..engine.calls.reserve`,
-    :func:`~..engine.calls.ack_reserve`): lease (ms), worker, count, request id, the queue's
+    """The keywords every reserving call takes besides the keys (:func:`~.engine.calls.reserve`,
+    :func:`~.engine.calls.ack_reserve`): lease (ms), worker, count, request id, the queue's
     ``group_concurrency`` and ``rate_limit``."""
 
     lease_ms: int
@@ -414,7 +414,7 @@ class Reserver:
         return Pickup(queue, self.reserve_call(queue, count))
 
     def take_pickup(self) -> Taken | None:
-        """The reservation of :attr:`pickup` (see :meth:`_take`), or ``None`` when there is
+        """The reservation of :attr:`pickup` (see ``_take``), or ``None`` when there is
         none or Redis refused it (:meth:`refused`: the script reserved nothing).
 
         Raises:
