@@ -30,6 +30,7 @@ from .common import (
 if TYPE_CHECKING:
     from django.utils.functional import _StrPromise
 
+#: A column's cell: what it shows of a listed row.
 Cell = Callable[[listings.Row], Any]
 
 

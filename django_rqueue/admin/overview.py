@@ -28,6 +28,8 @@ BAR, GAP, HEIGHT = 4, 1, 40
 
 @dataclass
 class QueueCard:
+    """One queue on the overview page: its counts, the last hour's throughput, its links."""
+
     counts: counts.QueueCounts
     bars: list[dict[str, Any]] = field(default_factory=list)
     succeeded_hour: int = 0

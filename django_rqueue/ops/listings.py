@@ -276,6 +276,9 @@ def _finish(
 
 @dataclass
 class GroupRow:
+    """A group as :func:`groups` lists it: how many jobs it has queued (``backlog``) and the
+    id of the next one to run (``next_job``)."""
+
     group: str
     backlog: int
     next_job: str

@@ -8,7 +8,7 @@ queue's ``stats`` and ``durations`` hashes, ``django_rqueue.engine.keys``),
 so every worker and web process reports the same values, whichever process
 Prometheus scrapes, and nothing is lost when a process restarts. A scrape
 reads each queue in a bounded number of pipelined round trips
-(:func:`django_rqueue.queue_counts`, then one more for the duration
+(:func:`~django_rqueue.ops.counts.queue_counts`, then one more for the duration
 histograms and the Redis clock) and the worker registry in two: it never
 walks the jobs, so it costs the same with ten jobs or ten million.
 
@@ -26,7 +26,7 @@ Gauges:
   for a retry), ``running``, ``failed`` (in the failed store);
 - ``rqueue_oldest_queued_job_age_seconds``: how long the longest-waiting
   queued job has been due, on the Redis clock (0 when none is queued; the
-  sample of :func:`django_rqueue.queue_counts`);
+  sample of :func:`~django_rqueue.ops.counts.queue_counts`);
 - ``rqueue_queue_paused``: 1 while the queue is paused (``rqueue_pause``);
 - ``rqueue_workers`` (no ``queue`` label): live workers (``rqueue_work``
   masters, from the worker registry); ``rqueue_queue_workers``: those that
@@ -181,7 +181,7 @@ class QueueSample:
 def read_queue(queue: str) -> QueueSample:
     """Read ``queue``'s counts, duration histograms and the Redis clock.
 
-    :func:`django_rqueue.queue_counts` (two round trips, up to three
+    :func:`~django_rqueue.ops.counts.queue_counts` (two round trips, up to three
     more for the oldest queued job), then one more pipelined round trip.
 
     Raises:

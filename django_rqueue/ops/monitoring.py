@@ -57,6 +57,8 @@ class Status(IntEnum):
 
 @dataclass(frozen=True)
 class Problem:
+    """One problem :func:`assess` found, and how bad it is."""
+
     status: Status
     #: One line for an operator, naming the queue or server concerned.
     text: str

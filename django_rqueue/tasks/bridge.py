@@ -53,10 +53,10 @@ STATUSES = {
 class TaskJobFunction(JobFunction[..., Any]):
     """The job function of one ``django.tasks`` task (one per module path, per process).
 
-    :attr:`func` is the task's own function (a coroutine function for an
-    async task), :attr:`name` ``"task:<module path>"``, and ``takes_context``
-    the task's: a worker calls ``func`` with a ``TaskContext`` first
-    (:meth:`arguments`). Its own options are empty: each call's queue,
+    :attr:`~.BaseJobFunction.func` is the task's own function (a coroutine function for
+    an async task), :attr:`~.BaseJobFunction.name` ``"task:<module path>"``, and
+    ``takes_context`` the task's: a worker calls ``func`` with a ``TaskContext`` first
+    (``arguments``). Its own options are empty: each call's queue,
     priority and run-after come from the ``Task`` (:meth:`options_for`), so
     the rest comes from the queue's ``RQUEUE`` options. Signals are sent with
     this object as sender; it connects the receivers that send Django's.
