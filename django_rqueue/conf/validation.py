@@ -1,9 +1,9 @@
-"""Every problem of a raw ``RQUEUE`` value (:func:`problems`), read by the settings rows.
+"""Every problem of a raw ``RQUEUE`` value (:func:`problems`), from the :mod:`.conf.settings` rows.
 
-Each row of :mod:`.conf.settings` has a value check (:mod:`.rules`), run when its key is
-given; right after it, the key's entry in :data:`WITH_OTHERS` checks what depends on other
-keys too (a default queue that ``QUEUES`` must declare, Sentinel with a cache alias, ...).
-The same list feeds the system checks (:func:`django_rqueue.checks.check_settings`) and the
+Each row's value check (:mod:`.rules`) runs when its key is given; right after it, the
+key's entry in :data:`WITH_OTHERS` checks what depends on other keys too (a default queue
+that ``QUEUES`` must declare, Sentinel with a cache alias, ...). The same list feeds the
+system checks (:func:`django_rqueue.checks.check_settings`) and the
 ``ImproperlyConfigured`` of :func:`django_rqueue.conf.get_config`.
 """
 
