@@ -57,9 +57,13 @@ autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "exclude-members": "arguments, signature_check"}
 
 napoleon_numpy_docstring = False
-# The type parameters of the generic classes and functions (``Job[R]``, ``JobFunction[P, R]``)
-# and the private helpers their signatures name have no page of their own.
-nitpick_ignore = [("py:class", n) for n in ("P", "P.args", "P.kwargs", "R")]
+# The type parameters of the generic classes and functions (``Job[R]``, ``JobFunction[P, R]``,
+# the engine's ``Command[T]`` and ``Flow[T]``) and the private helpers their signatures name
+# have no page of their own.
+nitpick_ignore = [("py:class", n) for n in ("P", "P.args", "P.kwargs", "R", "T")]
+# django-stubs' type of a lazy translated string (``gettext_lazy``), which the admin's
+# annotations name: it exists only in the stubs, so no inventory has it.
+nitpick_ignore.append(("py:class", "_StrPromise"))
 nitpick_ignore_regex = [("py:class", r"django_rqueue(\.\w+)*\._\w+")]
 
 #: Used only with ``RQUEUE_DOCS_INTERSPHINX=1`` (they are downloaded); see the module docstring.

@@ -26,7 +26,15 @@ from sphinx.environment import BuildEnvironment
 INVENTORIED = {"django": "django", "redis": "redis"}
 #: Top-level packages documented elsewhere, with no inventory here.
 EXTERNAL = frozenset(
-    {"asgiref", "cryptography", "django_redis", "django_tasks", "httpx", "prometheus_client"}
+    {
+        "asgiref",
+        "cryptography",
+        "django_redis",
+        "django_tasks",
+        "httpcore",
+        "httpx",
+        "prometheus_client",
+    }
 )
 
 
