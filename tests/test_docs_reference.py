@@ -1,4 +1,4 @@
-"""The documentation site's generated reference (docs/_ext): settings, checks, commands, links.
+"""The documentation site's reference (docs/_ext): settings, checks, commands, links, internals.
 
 The site's build (scripts/docs.sh, in CI) checks that the pages render without a warning;
 these tests check that they say everything the code declares.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from types import ModuleType
 
@@ -16,6 +17,8 @@ from django.core.management import BaseCommand, load_command_class
 
 from django_rqueue.conf.settings import GENERAL_CHECKS, OPTIONS, QUEUE_OPTIONS, SETTINGS
 from tests.support.processes import REPO
+
+INTERNALS = REPO / "docs" / "reference" / "internals"
 
 COMMANDS = [
     "rqueue_failed",
@@ -99,3 +102,57 @@ def test_only_references_outside_the_package_may_be_left_unlinked() -> None:
     assert inventory("httpx.Client") == ""  # no inventory: unlinked even online
     for target in ("django_rqueue.job.Job", "RedisUnavailable", ".model.Config"):
         assert inventory(target) is None
+
+
+def test_a_short_name_is_qualified_by_what_its_module_imports() -> None:
+    imported_as = _extension("short_refs").imported_as
+    options = "django_rqueue.options.JobOptions"
+    assert imported_as("django_rqueue.enqueue", "JobOptions") == options
+    assert imported_as("django_rqueue.conf", "parse") == "django_rqueue.conf.parse.parse"
+    assert (
+        imported_as("django_rqueue.admin.overview", "counts.QueueCounts")
+        == "django_rqueue.ops.counts.QueueCounts"
+    )
+    # Imported only for the type checker: a name of another project, in full.
+    assert (
+        imported_as("django_rqueue.encryption", "MultiFernet") == "cryptography.fernet.MultiFernet"
+    )
+    assert imported_as("django_rqueue.enqueue", "NoSuchName") is None
+    assert imported_as(None, "JobOptions") is None
+    assert imported_as("django.db", "models") is None  # only the package's own modules
+
+
+def _modules() -> set[str]:
+    """Every module of the package but its migrations, by dotted name."""
+    found = set()
+    for path in (REPO / "django_rqueue").rglob("*.py"):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        if "migrations" not in parts:
+            found.add(".".join(parts).removesuffix(".__init__"))
+    return found
+
+
+def _internals_sections() -> dict[str, str]:
+    """Each ``## `<module>``` section of the internals pages: module -> its text."""
+    sections: dict[str, str] = {}
+    for page in sorted(INTERNALS.glob("*.md")):
+        for section in re.split(r"^## ", page.read_text(encoding="utf-8"), flags=re.M)[1:]:
+            heading, _, body = section.partition("\n")
+            assert heading.strip("`") not in sections, f"{heading} twice"
+            sections[heading.strip("`")] = body
+    return sections
+
+
+def test_the_internals_pages_document_every_module_of_the_package() -> None:
+    modules, sections = _modules(), _internals_sections()
+    assert len(modules) > 100 and "django_rqueue.engine.keys" in modules
+    # A new module needs a place on one of the pages; a page names no module that is gone.
+    assert sorted(modules - sections.keys()) == []
+    assert sorted(sections.keys() - modules) == []
+    for module, body in sections.items():
+        documented = re.findall(r"^\.\. automodule:: (\S+)$", body, flags=re.M)
+        # Either autodoc over the module itself, or a link to the API page, which has it.
+        assert documented == [module] or (not documented and f"{{py:mod}}`{module}`" in body)
+    index = (REPO / "docs" / "reference" / "internals.md").read_text(encoding="utf-8")
+    for page in INTERNALS.glob("*.md"):
+        assert f"\ninternals/{page.stem}\n" in index
