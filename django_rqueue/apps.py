@@ -9,11 +9,14 @@ from .types import JobSpec
 
 
 class RqueueConfig(AppConfig):
+    """The app ``django_rqueue`` of ``INSTALLED_APPS``."""
+
     name = "django_rqueue"
     verbose_name = "Rqueue"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        """Register the system checks and the resolver of ``task:`` job names."""
         from . import checks  # noqa: F401 - registers the system checks
 
         registry.add_resolver(registry.TASK_PREFIX, _task_job_function)
