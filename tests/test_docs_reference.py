@@ -122,6 +122,14 @@ def test_a_short_name_is_qualified_by_what_its_module_imports() -> None:
     assert imported_as("django.db", "models") is None  # only the package's own modules
 
 
+def test_a_class_documented_under_another_module_is_read_where_it_is_written() -> None:
+    written_in = _extension("short_refs").written_in
+    # RQueueBackend's __module__ is the path settings name it at.
+    assert written_in("django_rqueue.backends", "RQueueBackend") == "django_rqueue.tasks.backend"
+    assert written_in("django_rqueue.job", "Job") is None
+    assert written_in("django_rqueue.backends", None) is None
+
+
 def _modules() -> set[str]:
     """Every module of the package but its migrations, by dotted name."""
     found = set()

@@ -8,7 +8,8 @@ and class, then (for the types of an annotation, or a target written ``.Name``) 
 documented object of that name. Two steps add to that:
 
 - Before Sphinx resolves a reference it cannot resolve to exactly one object, a name the
-  current module imports (also under ``if TYPE_CHECKING:``) is replaced by what it imports
+  current module imports (also under ``if TYPE_CHECKING:``; for a class documented under
+  another ``__module__``, the module it is written in) is replaced by what it imports
   (:class:`ByImports`): ``JobOptions`` in :mod:`django_rqueue.enqueue` is
   ``django_rqueue.options.JobOptions``, never another documented ``JobOptions``; a name
   imported from another project (``MultiFernet``) is left, in full, to the handlers of
@@ -94,6 +95,24 @@ def imported_as(module: str | None, target: str) -> str | None:
     return None if origin is None else origin + dot + rest
 
 
+def written_in(module: str | None, cls: str | None) -> str | None:
+    """The module whose source defines class ``cls`` of ``module``, when it is another one:
+    ``RQueueBackend`` is documented in :mod:`django_rqueue.backends` (its ``__module__``)
+    but written in ``django_rqueue.tasks.backend``, whose imports its annotations name."""
+    if not module or not cls:
+        return None
+    try:
+        obj = pkgutil.resolve_name(f"{module}:{cls}")
+    except (ImportError, AttributeError, ValueError):
+        return None
+    for member in vars(obj).values() if isinstance(obj, type) else ():
+        function = getattr(member, "__func__", getattr(member, "fget", member))
+        source = getattr(function, "__globals__", {}).get("__name__")
+        if isinstance(source, str):
+            return source if source != module else None
+    return None
+
+
 class ByImports(SphinxPostTransform):
     """Qualify a Python reference by the current module's imports when Sphinx would not
     resolve it to exactly one object (see the module docstring)."""
@@ -107,7 +126,9 @@ class ByImports(SphinxPostTransform):
             if node.get("refdomain") != "py":
                 continue
             module, target = node.get("py:module"), node["reftarget"]
-            full = imported_as(module, target)
+            full = imported_as(module, target) or imported_as(
+                written_in(module, node.get("py:class")), target
+            )
             if full is None or full == target:
                 continue
             searchmode = 1 if node.hasattr("refspecific") else 0
