@@ -12,7 +12,7 @@ afford it beside them.
 :func:`execute` sends a command on a connection that the calling thread
 keeps for itself, one per connection pool: made by the pool's own connection
 class with the pool's own options (so Sentinel's master discovery, TLS,
-credentials, the health check every 15 s and the client's :class:`Retry` all
+credentials, the health check every 15 s and the client's :class:`~redis.retry.Retry` all
 apply unchanged), and never handed to another thread. A connection or timeout
 error disconnects it and the command is sent again under that retry policy,
 as ``execute_command`` does; a connection error on a connection used before

@@ -182,6 +182,7 @@ class PipeHooks:
         self.buffer.append(dumps(message).encode() + b"\n")  # 2 per job: the fast encoder
 
     def flush(self) -> None:
+        """Write the buffered lines to the pipe, in one write."""
         if self.buffer:
             data, self.buffer = b"".join(self.buffer), []
             os.write(self.fd, data)
