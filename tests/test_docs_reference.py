@@ -92,6 +92,7 @@ def test_a_re_exported_name_is_looked_up_where_it_is_defined() -> None:
     assert defined_at("django_rqueue.job.Job") is None
     assert defined_at("django_rqueue.NoSuchName") is None
     assert defined_at("django.db.models.Model") is None
+    assert defined_at("django_rqueue.engine.replies.Enqueued") is None  # a type alias
 
 
 def test_only_references_outside_the_package_may_be_left_unlinked() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
+import inspect
 import pkgutil
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,8 @@ def defined_at(target: str) -> str | None:
         obj = pkgutil.resolve_name(target)
     except (ImportError, AttributeError, ValueError):
         return None
+    if not (isinstance(obj, type) or inspect.isroutine(obj)):
+        return None  # a constant, or a type alias (``tuple[str, int]`` says it is ``tuple``)
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     home = f"{module}.{qualname}" if module and qualname else None
     return home if home != target else None
