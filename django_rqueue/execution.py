@@ -139,8 +139,7 @@ def run_attempt(job_function: JobSpec, job: Job[Any]) -> AttemptResult:
     mode), when it propagates (see :func:`interrupted`). A return value JSON cannot carry is a
     failure with a ``TypeError`` naming its type. The function is called with
     ``JobFunction.arguments`` (a ``takes_context`` function gets a :class:`JobContext`
-    first). An
-    ``async def`` function runs to completion on an event loop of its own
+    first). An ``async def`` function runs to completion on an event loop of its own
     (:func:`run_coroutine`). A failure's message and traceback have the job's
     sensitive values hidden (:func:`hide_secrets`).
     """
