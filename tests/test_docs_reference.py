@@ -128,6 +128,8 @@ def test_a_class_documented_under_another_module_is_read_where_it_is_written() -
     # RQueueBackend's __module__ is the path settings name it at.
     assert written_in("django_rqueue.backends", "RQueueBackend") == "django_rqueue.tasks.backend"
     assert written_in("django_rqueue.job", "Job") is None
+    # Its switch is a function of ops.operations, but the class is written in its module.
+    assert written_in("django_rqueue.management.commands.rqueue_pause", "Command") is None
     assert written_in("django_rqueue.backends", None) is None
 
 

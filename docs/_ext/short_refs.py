@@ -110,6 +110,8 @@ def written_in(module: str | None, cls: str | None) -> str | None:
         return None
     for member in vars(obj).values() if isinstance(obj, type) else ():
         function = getattr(member, "__func__", getattr(member, "fget", member))
+        if not getattr(function, "__qualname__", "").startswith(f"{obj.__qualname__}."):
+            continue  # not written in the class's body (``switch = staticmethod(...)``)
         source = getattr(function, "__globals__", {}).get("__name__")
         if isinstance(source, str):
             return source if source != module else None
