@@ -5,7 +5,8 @@ Public API::
     from django_rqueue import job, get_job, aget_job, Job, JobStatus, JobContext, Retry, Reject
     from django_rqueue import CancelReason
 
-See the README for settings and commands, ``docs/design.md`` for the Redis key schema.
+See the README for settings and commands, ``docs/explanation/data-model.md`` for the Redis
+key schema.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from .serialization import decode_arguments, join_payload, loads
 
 
 class JobStatus(enum.StrEnum):
-    """Where a job is in its lifecycle (``docs/design.md``, "Job lifecycle")."""
+    """Where a job is in its lifecycle (``docs/explanation/guarantee.md``, "The job lifecycle")."""
 
     #: Waiting for its run-at time (delayed, or between retries).
     SCHEDULED = "scheduled"
@@ -304,7 +304,7 @@ class Job[R]:
         The job is refreshed in place (as :meth:`refresh` does) and returned.
         No polling: the waiter marks the job as awaited, reads it, then blocks
         on a Redis list (``BLPOP``) that the job's terminal transition pushes
-        to (``docs/design.md``, "Waiting for a job"). A job that is already
+        to (``docs/explanation/enqueue.md``, "Waiting for a job"). A job that is already
         finished returns at once.
 
         Raises:

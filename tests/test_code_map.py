@@ -1,4 +1,4 @@
-"""docs/design.md's code map is generated from the modules' docstrings and kept current."""
+"""The code map of docs/explanation/layout.md is generated from the docstrings and kept current."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_code_map_in_design_md_matches_the_modules() -> None:
+def test_the_code_map_in_the_layout_page_matches_the_modules() -> None:
     checked = run("--check")
     assert checked.returncode == 0, checked.stderr
 

@@ -18,7 +18,7 @@ one per list (on the master of its slot), and blocks on all of them at once:
   the meantime is pushed back, so that no later wake-up meant for another
   idle worker is stolen. The alternative, short timeouts on every server in
   turn, would cost a round trip per server per slice and wake up to a slice
-  late (``docs/design.md``, "Idle waiting across servers").
+  late (``docs/explanation/worker.md``, "Idle waiting across servers").
 
 With one target, :meth:`IdleWaiter.wait_then` sends a command behind the
 ``BLPOP`` in the same write (the worker's next reserve), so that Redis runs it

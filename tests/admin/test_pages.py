@@ -104,7 +104,7 @@ def test_overview_and_failed_list_show_the_failed_jobs_deleted_by_retention(
     assert (card.counts.failed, card.counts.trimmed) == (2, 3)
     assert b"3 deleted (retention)" in overview.content
     failed = admin_client_rq.get(f"{BASE}queues/default/failed/")
-    # Oldest first; jobs failed in the same ms go in id order (docs/design.md), so the
+    # Oldest first; jobs failed in the same ms go in id order (the data-model page), so the
     # kept two are the newest only up to such ties: check what was listed, and deleted.
     listed = {r["id"] for r in failed.context["rows"]}
     assert len(listed) == 2 and listed <= set(ids)

@@ -4,7 +4,7 @@ The driver calls the real Lua scripts on the session's redis-server; it only
 fills in the boring arguments (jobs are enqueued through
 ``tests.support.jobs_in_state``), reads back structures, and checks the
 queue's invariants after a test has moved jobs around: the key schema of
-``docs/design.md`` holds together, and every job sits in exactly the
+``docs/explanation/data-model.md`` holds together, and every job sits in exactly the
 structure its state names (:meth:`Engine.check_invariants`).
 """
 

@@ -61,7 +61,7 @@ def test_an_idle_queue_hands_out_its_burst_at_once_then_says_when_the_next_slot_
     engine: Engine, rate: str, burst: int
 ):
     limit = RateLimit.parse(rate)
-    assert limit.burst == burst  # what the README and design.md promise
+    assert limit.burst == burst  # what the README and the fairness page promise
     ids = [engine.add() for _ in range(burst + 3)]
     before = engine.now_ms()
     got = reserve(engine, limit, count=burst + 3)
