@@ -1,5 +1,5 @@
 """The README's quick start, run as its reader would: the code is read from README.md itself;
-and its webhook receiver, fed a real signed delivery.
+and the webhook receiver of docs/howto/webhooks.md, fed a real signed delivery.
 
 Its Python block holds three files (each starts with a ``# <path>`` comment): the settings
 lines go into a new project's settings (``...`` is the project's own apps, the Redis URL
@@ -31,6 +31,7 @@ from tests.support.processes import REPO
 from tests.support.redis_server import RedisServer
 
 README = REPO / "README.md"
+WEBHOOKS_PAGE = REPO / "docs" / "howto" / "webhooks.md"
 README_URL = "redis://localhost:6379/0"
 
 
@@ -157,10 +158,9 @@ def test_the_quick_start_runs(tmp_path: Path, redis_server: RedisServer) -> None
 
 
 def webhook_receiver() -> str:
-    """The receiver view of the README's Webhooks section (its ``# partner/views.py`` block)."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Webhooks\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    """The receiver view of the webhooks how-to (its ``# partner/views.py`` block)."""
+    text = WEBHOOKS_PAGE.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
     (block,) = [b for b in blocks if b.lstrip().startswith("# partner/views.py")]
     return textwrap.dedent(block)
 
@@ -169,13 +169,13 @@ def webhook_receiver() -> str:
 def test_the_webhook_receiver_accepts_a_real_delivery_and_refuses_forgeries(
     settings: SettingsFixture,
 ) -> None:
-    """A real signed delivery (in-process worker, real local server) is fed to the README's
+    """A real signed delivery (in-process worker, real local server) is fed to the how-to's
     view as it was received; a changed body, a replayed signature and a missing header get
     400 naming the problem."""
     settings.RQUEUE = {**settings.RQUEUE, "WEBHOOKS": {"ALLOWED_HOSTS": ["127.0.0.1"]}}
     settings.PARTNER_HOOK_SECRET = "partner-s3cret"
     views: dict[str, Any] = {}
-    exec(compile(webhook_receiver(), "README.md: partner/views.py", "exec"), views)  # noqa: S102
+    exec(compile(webhook_receiver(), "webhooks.md: partner/views.py", "exec"), views)  # noqa: S102
     handled: list[tuple[str, object]] = []
     views["handle_order"] = lambda delivery_id, data: handled.append((delivery_id, data))
 
