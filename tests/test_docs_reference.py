@@ -99,3 +99,21 @@ def test_only_references_outside_the_package_may_be_left_unlinked() -> None:
     assert inventory("httpx.Client") == ""  # no inventory: unlinked even online
     for target in ("django_rqueue.job.Job", "RedisUnavailable", ".model.Config"):
         assert inventory(target) is None
+
+
+def test_the_metrics_page_has_every_metric_the_collector_yields(reference) -> None:
+    pytest.importorskip("prometheus_client")
+    page = reference.metrics_page()
+    families = reference.metric_families()
+
+    assert len(families) == 14
+    for family in families:
+        suffix = "_total" if family.type == "counter" else ""
+        assert f"| `{family.name}{suffix}`" in page
+        assert f"| {family.type} |" in page
+    assert "| `rqueue_jobs` | gauge | `queue`, `state` (queued, scheduled, running, failed) |" in (
+        page
+    )
+    assert "| `rqueue_job_duration_seconds` (`_bucket`, `_sum`, `_count`) | histogram | " in page
+    assert "`queue`, `job` |" in page and "| `rqueue_workers` | gauge | none |" in page
+    assert "`0.005`, `0.01`," in page and "`3600.0`, `+Inf`." in page
