@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from types import ModuleType
 
@@ -117,3 +118,18 @@ def test_the_metrics_page_has_every_metric_the_collector_yields(reference) -> No
     assert "| `rqueue_job_duration_seconds` (`_bucket`, `_sum`, `_count`) | histogram | " in page
     assert "`queue`, `job` |" in page and "| `rqueue_workers` | gauge | none |" in page
     assert "`0.005`, `0.01`," in page and "`3600.0`, `+Inf`." in page
+
+
+def test_the_signals_page_documents_every_signal_from_its_doc_comment() -> None:
+    from django.dispatch import Signal
+    from sphinx.pycode import ModuleAnalyzer
+
+    from django_rqueue import signals
+
+    declared = {name for name, value in vars(signals).items() if isinstance(value, Signal)}
+    page = (REPO / "docs" / "reference" / "signals.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\.\. autodata:: django_rqueue\.signals\.(\w+)$", page, re.M))
+    comments = ModuleAnalyzer.for_module("django_rqueue.signals").find_attr_docs()
+
+    assert documented == declared
+    assert all(comments.get(("", name)) for name in declared), "a signal without a #: comment"
