@@ -58,8 +58,8 @@ class RedisPermissionDenied(RedisUnavailable):
     A :class:`RedisUnavailable`, as :class:`RedisAuthenticationFailed`: callers that
     handle an outage handle it (the admin and the metrics view show the server as
     unavailable, workers back off and retry), and it is raised at once. The message
-    names the server and Redis's reason; the fix is the user's ACL (the README's
-    "Redis user (ACL)" gives the rules django-rqueue needs).
+    names the server and Redis's reason; the fix is the user's ACL (the documentation's
+    "Secure it" how-to gives the rules django-rqueue needs).
     """
 
 

@@ -1,42 +1,26 @@
-"""Signals sent as jobs move through their lifecycle.
+"""Signals sent as jobs move through their lifecycle, and when a worker loses Redis.
 
-Every signal is sent with the ``@job`` function object (a
-:class:`~django_rqueue.decorators.JobFunction`) as ``sender`` — ``None`` for a
-job whose name no ``@job`` registered — and in the process that runs the
-job (the caller's process for ``job_enqueued`` and in EAGER mode). Receivers
-are called with ``send_robust``: one that raises is logged on the
-``django_rqueue`` logger and never breaks a worker.
+The five job signals are sent with the ``@job`` function object (a
+:class:`~django_rqueue.decorators.JobFunction`) as ``sender`` (``None`` for a
+job whose name no ``@job`` registered), so a receiver can listen to one job
+only: ``@receiver(job_failed, sender=send_invoice)``. Each is sent in the
+process that runs the job: a worker's child, or the worker's master for an
+attempt it failed itself (a hard timeout, a child that died); the caller's
+process for ``job_enqueued`` and in EAGER mode.
 
-=================  =====================================================
-signal             keyword arguments
-=================  =====================================================
-``job_enqueued``   ``job``
-``job_started``    ``job`` (``attempts`` already counts this attempt)
-``job_succeeded``  ``job``, ``result`` (the decoded return value)
-``job_retrying``   ``job``, ``exception``, ``traceback`` (str), ``delay``
-                   (seconds until the next attempt, float)
-``job_failed``     ``job``, ``exception``, ``traceback`` (str); final:
-                   the job is now in the failed store
-=================  =====================================================
+Receivers are called with ``send_robust``: one that raises is logged on the
+``django_rqueue`` logger and never breaks a worker or an enqueue. Receivers of
+an ``async def`` job's signals may be ``async def`` themselves (they run on the
+job's event loop); sync ones then run in ``sync_to_async``'s thread, where they
+may use the ORM.
 
-Two more are about Redis, not a job, and are sent by each worker's master
-process (``rqueue_work``; sender: the worker id, a ``str``), once per outage,
-so a receiver can mail or page someone:
-
-=====================  =================================================
-signal                 keyword arguments
-=====================  =================================================
-``redis_unavailable``  ``worker_id``, ``error`` (the ``RedisUnavailable``),
-                       ``since`` (aware UTC datetime of the first failure)
-``redis_recovered``    ``worker_id``, ``downtime`` (seconds, float, from
-                       the first failure to the first success)
-=====================  =================================================
-
-The master notices an outage when it next talks to Redis: at once for a
-worker with running jobs (lease renewals), else at its next heartbeat (every
-few seconds), or at startup. A receiver runs in the master's loop: keep it
-short (a mail through Django's backend is fine; a slow one delays lease
-renewals by as long as it takes).
+The two Redis signals are sent by each worker's master process (``rqueue_work``)
+with the worker id (a ``str``) as ``sender``, once per outage, so a receiver
+can mail or page someone. The master notices an outage when it next talks to
+Redis: at once for a worker with running jobs (lease renewals), else at its
+next heartbeat (every few seconds), or at startup. A receiver runs in the
+master's loop: keep it short (a mail through Django's backend is fine; a slow
+one delays lease renewals by as long as it takes).
 """
 
 from __future__ import annotations
@@ -48,12 +32,37 @@ from django.dispatch import Signal
 
 logger = logging.getLogger("django_rqueue")
 
+#: A job was created: by ``.delay()``, ``adelay()``, ``delay_many()`` (once per
+#: job), a periodic tick or "run now", or a ``django.tasks`` ``enqueue()``. Keyword
+#: argument: ``job`` (the :class:`~django_rqueue.job.Job`). Sent in the enqueueing
+#: process once the job is written: inside ``transaction.atomic()``, at the commit.
+#: Not sent when the enqueue returned an existing job (a held ``unique_key``, a
+#: ``job_id`` already used), nor for a staff retry of a failed job.
 job_enqueued = Signal()
+#: An attempt starts, in the process that runs it, before the function is called.
+#: Keyword argument: ``job`` (its ``attempts`` already counts this attempt).
 job_started = Signal()
+#: An attempt succeeded and its result was stored. Keyword arguments: ``job``,
+#: ``result`` (the return value as read back from JSON: a tuple comes back a list).
 job_succeeded = Signal()
+#: An attempt failed and the job will run again after its backoff. Keyword
+#: arguments: ``job``, ``exception`` (the exception raised), ``traceback`` (a
+#: ``str``), ``delay`` (seconds until the next attempt, a ``float``).
 job_retrying = Signal()
+#: The job's last attempt failed (or it raised :class:`~django_rqueue.Reject`): it
+#: is now in the failed store. Keyword arguments: ``job``, ``exception``,
+#: ``traceback`` (a ``str``). Not sent for a job failed by a poller because its
+#: worker was lost on its last attempt (its lease expired): the
+#: ``rqueue_jobs_failed_total`` metric counts those too.
 job_failed = Signal()
+#: A worker's master could not reach Redis, for the first time in this outage (at
+#: startup or while running). Sender: the worker id. Keyword arguments:
+#: ``worker_id``, ``error`` (the :class:`~django_rqueue.RedisUnavailable`),
+#: ``since`` (an aware UTC ``datetime``: the first failure).
 redis_unavailable = Signal()
+#: The master reached Redis again after a ``redis_unavailable``. Sender: the worker
+#: id. Keyword arguments: ``worker_id``, ``downtime`` (seconds, a ``float``, from
+#: the first failure to the first success).
 redis_recovered = Signal()
 
 

@@ -167,3 +167,36 @@ def test_the_internals_pages_document_every_module_of_the_package() -> None:
     index = (REPO / "docs" / "reference" / "internals.md").read_text(encoding="utf-8")
     for page in INTERNALS.glob("*.md"):
         assert f"\ninternals/{page.stem}\n" in index
+
+
+def test_the_metrics_page_has_every_metric_the_collector_yields(reference) -> None:
+    pytest.importorskip("prometheus_client")
+    page = reference.metrics_page()
+    families = reference.metric_families()
+
+    assert len(families) == 14
+    for family in families:
+        suffix = "_total" if family.type == "counter" else ""
+        assert f"| `{family.name}{suffix}`" in page
+        assert f"| {family.type} |" in page
+    assert "| `rqueue_jobs` | gauge | `queue`, `state` (queued, scheduled, running, failed) |" in (
+        page
+    )
+    assert "| `rqueue_job_duration_seconds` (`_bucket`, `_sum`, `_count`) | histogram | " in page
+    assert "`queue`, `job` |" in page and "| `rqueue_workers` | gauge | none |" in page
+    assert "`0.005`, `0.01`," in page and "`3600.0`, `+Inf`." in page
+
+
+def test_the_signals_page_documents_every_signal_from_its_doc_comment() -> None:
+    from django.dispatch import Signal
+    from sphinx.pycode import ModuleAnalyzer
+
+    from django_rqueue import signals
+
+    declared = {name for name, value in vars(signals).items() if isinstance(value, Signal)}
+    page = (REPO / "docs" / "reference" / "signals.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\.\. autodata:: django_rqueue\.signals\.(\w+)$", page, re.M))
+    comments = ModuleAnalyzer.for_module("django_rqueue.signals").find_attr_docs()
+
+    assert documented == declared
+    assert all(comments.get(("", name)) for name in declared), "a signal without a #: comment"

@@ -4,7 +4,7 @@
 Lua scripts (Redis checks a script's commands against the caller's ACL too), by its
 ACL name (``client|unblock``: a subcommand); :data:`CLUSTER_COMMANDS` those redis-py's
 cluster client adds (the slot map, key lookups, ``ASK`` redirects).
-:func:`acl_rules` is the least-privilege ``ACL SETUSER`` line the README gives:
+:func:`acl_rules` is the least-privilege ``ACL SETUSER`` line the "Secure it" how-to gives:
 those commands only (no category: ``+@read`` would grant ``SCAN`` over every key of
 the database, ``+@write`` and ``+@scripting`` ``FUNCTION FLUSH`` and ``SCRIPT
 FLUSH``, server-wide), keys under ``<KEY_PREFIX>:`` only, no pub/sub channel.
@@ -36,7 +36,7 @@ KEY = object()
 NO_SCRIPT = "0" * 40
 
 #: Every command django-rqueue sends, by ACL name, with harmless arguments for the probe
-#: (:data:`KEY`: a key that is never written). In the order of the README's line.
+#: (:data:`KEY`: a key that is never written). In the order of the documented line.
 COMMANDS: dict[str, tuple[Any, ...]] = {
     # Connections: redis-py checks an idle connection with PING before it reuses it.
     "ping": ("PING",),

@@ -203,7 +203,7 @@ def _missing_commands(where: str, commands: Sequence[str]) -> CheckMessage:
     return checks.Error(
         f"{where}: the Redis user may not run {', '.join(commands)} (NOPERM).",
         hint=f"Grant {' '.join('+' + c for c in commands)} to the user in its ACL "
-        "(the README's 'Redis user (ACL)' gives every rule django-rqueue needs).",
+        "(the documentation's 'Secure it' how-to gives every rule django-rqueue needs).",
         id=MISSING_COMMANDS,
     )
 

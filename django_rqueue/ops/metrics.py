@@ -227,7 +227,11 @@ def queue_metrics(samples: Mapping[str, QueueSample | None]) -> Iterator[Metric]
         "1 when the queue's Redis answered this scrape, else 0.",
         labels=["queue"],
     )
-    jobs = GaugeMetricFamily("rqueue_jobs", "Jobs by state.", labels=["queue", "state"])
+    jobs = GaugeMetricFamily(
+        "rqueue_jobs",
+        "Jobs by state (scheduled: delayed, or waiting for a retry; failed: in the failed store).",
+        labels=["queue", "state"],
+    )
     age = GaugeMetricFamily(
         "rqueue_oldest_queued_job_age_seconds",
         "How long the longest-waiting queued job has been due (0: none queued).",
@@ -242,7 +246,7 @@ def queue_metrics(samples: Mapping[str, QueueSample | None]) -> Iterator[Metric]
     }
     durations = HistogramMetricFamily(
         "rqueue_job_duration_seconds",
-        "Attempts ended by an ack or a failure report, by duration (Redis clock).",
+        "Attempts ended by an ack or a failure report, by duration (Redis clock), per job name.",
         labels=["queue", "job"],
     )
     for queue, sample in samples.items():
@@ -264,7 +268,9 @@ def queue_metrics(samples: Mapping[str, QueueSample | None]) -> Iterator[Metric]
 
 def worker_metrics(workers: list[WorkerInfo], queues: list[str]) -> Iterator[Metric]:
     """``rqueue_workers`` and ``rqueue_queue_workers`` of the live ``workers``."""
-    yield GaugeMetricFamily("rqueue_workers", "Live workers (rqueue_work).", value=len(workers))
+    yield GaugeMetricFamily(
+        "rqueue_workers", "Live workers (rqueue_work masters).", value=len(workers)
+    )
     per_queue = GaugeMetricFamily(
         "rqueue_queue_workers", "Live workers that take the queue's jobs.", labels=["queue"]
     )

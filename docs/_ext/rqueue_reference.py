@@ -1,10 +1,11 @@
-"""The generated reference pages: settings, system checks and management commands.
+"""The generated reference pages: settings, system checks, management commands and metrics.
 
 Each page is Markdown written, when the build starts, from what the code declares: the
 settings rows (:mod:`django_rqueue.conf.settings`, rendered by
 :func:`django_rqueue.conf.table.markdown_table` as in the README), the check ids of those
 rows and of every ``checks.Error``/``checks.Warning`` in the package (read from its source,
-with their messages and hints), and the argparse parser of every ``rqueue_*`` command.
+with their messages and hints), the argparse parser of every ``rqueue_*`` command, and the
+metric families the Prometheus collector yields (:mod:`django_rqueue.ops.metrics`).
 The pages are written to ``docs/reference/_generated/`` (not committed) and included by
 the pages beside it, which say what they are.
 """
@@ -316,10 +317,79 @@ def commands_page() -> str:
     return "\n\n".join(out) + "\n"
 
 
+# ------------------------------------------------------------------------- metrics --
+
+#: The queue and job names of the sample scrape the metrics page is read from.
+_QUEUE, _JOB = "<queue>", "<job>"
+
+
+def metric_families() -> list[Any]:
+    """The metric families of a scrape of one queue holding one job's durations, as the
+    collector yields them (``prometheus_client`` ``Metric`` objects); nothing reads Redis."""
+    from django_rqueue.ops import metrics  # needs prometheus_client (the prometheus extra)
+    from django_rqueue.ops.counts import QueueCounts
+
+    sample = metrics.QueueSample(QueueCounts(_QUEUE), 0, {_JOB: metrics.Histogram()})
+    return [
+        *metrics.queue_metrics({_QUEUE: sample}),
+        *metrics.worker_metrics([], [_QUEUE]),
+    ]
+
+
+def _exposed(family: Any) -> str:
+    """The series name a scraper sees: a counter's ``_total``, a histogram's three."""
+    if family.type == "counter":
+        return f"`{family.name}_total`"
+    if family.type == "histogram":
+        return f"`{family.name}` (`_bucket`, `_sum`, `_count`)"
+    return f"`{family.name}`"
+
+
+def _labels(family: Any) -> str:
+    """A family's labels, each label of a fixed set of values with its values."""
+    values: dict[str, list[str]] = {}
+    for sample in family.samples:
+        for label, value in sample.labels.items():
+            if label != "le" and value not in values.setdefault(label, []):
+                values[label] = [*values[label], value]
+    found = []
+    for label, seen in values.items():
+        fixed = [v for v in seen if v not in (_QUEUE, _JOB)]
+        found.append(f"`{label}`" + (f" ({', '.join(fixed)})" if fixed else ""))
+    return ", ".join(found) or "none"
+
+
+def metrics_page() -> str:
+    """A table of every metric (series, type, labels, help text), then the histogram's buckets."""
+    families = metric_families()
+    rows = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
+    for family in families:
+        meaning = escaped(family.documentation)
+        rows.append(f"| {_exposed(family)} | {family.type} | {_labels(family)} | {meaning} |")
+    buckets = [
+        s.labels["le"]
+        for f in families
+        if f.type == "histogram"
+        for s in f.samples
+        if s.name.endswith("_bucket")
+    ]
+    return (
+        "\n".join(rows)
+        + "\n\nThe buckets of the duration histogram (`le`, seconds): "
+        + ", ".join(f"`{le}`" for le in buckets)
+        + ".\n"
+    )
+
+
 # -------------------------------------------------------------------------- sphinx --
 
 #: The generated pages: file name -> what writes it.
-PAGES = {"settings.md": settings_page, "checks.md": checks_page, "commands.md": commands_page}
+PAGES = {
+    "settings.md": settings_page,
+    "checks.md": checks_page,
+    "commands.md": commands_page,
+    "metrics.md": metrics_page,
+}
 
 
 def write_pages(app: Sphinx) -> None:

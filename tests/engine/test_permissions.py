@@ -1,6 +1,7 @@
-"""The ACL line django-rqueue needs (django_rqueue.engine.permissions), against the README and
-a real redis-server: the README gives the rules the code checks, the Lua scripts send only
-commands those rules grant, and the probe names what a user lacks without running anything."""
+"""The ACL line django-rqueue needs (django_rqueue.engine.permissions), against the documentation
+and a real redis-server: the "Secure it" how-to (docs/howto/secure.md) gives the rules the code
+checks, the Lua scripts send only commands those rules grant, and the probe names what a user
+lacks without running anything."""
 
 from __future__ import annotations
 
@@ -22,14 +23,14 @@ from tests.support import redis_acl
 from tests.support.processes import REPO
 from tests.support.redis_server import RedisServer
 
-README = REPO / "README.md"
+SECURE = REPO / "docs" / "howto" / "secure.md"
 KEYS = ["rqueue:{default}:permission-probe", "rqueue:permission-probe"]
 PASSWORD = "s3cret"
 
 
-def readme_acl_line() -> list[str]:
-    """The rules of the README's ``ACL SETUSER rqueue on >password <rules>`` line."""
-    text = README.read_text(encoding="utf-8")
+def documented_acl_line() -> list[str]:
+    """The rules of the how-to's ``ACL SETUSER rqueue on >password <rules>`` line."""
+    text = SECURE.read_text(encoding="utf-8")
     lines: list[str] = re.findall(r"^ACL SETUSER rqueue on >\S+ (.+)$", text, flags=re.MULTILINE)
     (line,) = lines
     return line.split()
@@ -48,13 +49,13 @@ def user(server: RedisServer, name: str, *rules: str) -> redis.Redis:
     return server.client(username=name, password=PASSWORD)
 
 
-def test_the_readme_gives_the_rules_the_code_checks_and_the_test_user_has() -> None:
-    rules = readme_acl_line()
+def test_the_docs_give_the_rules_the_code_checks_and_the_test_user_has() -> None:
+    rules = documented_acl_line()
 
     assert rules == acl_rules("rqueue")
     assert rules == redis_acl.rules()  # RQUEUE_TEST_ACL=1 runs the tests as that user
     cluster = " ".join(f"+{name}" for name in CLUSTER_COMMANDS)
-    assert f"add `{cluster}`" in README.read_text(encoding="utf-8")
+    assert f"add `{cluster}`" in SECURE.read_text(encoding="utf-8")
 
 
 def test_the_acl_grants_every_command_of_the_lua_scripts() -> None:
@@ -70,7 +71,7 @@ def test_the_acl_grants_every_command_of_the_lua_scripts() -> None:
     assert sent - set(COMMANDS) == set(), "commands a script sends that the ACL line lacks"
 
 
-def test_the_readme_user_lacks_nothing(server: RedisServer) -> None:
+def test_the_documented_user_lacks_nothing(server: RedisServer) -> None:
     client = user(server, "complete", *acl_rules("rqueue"))
 
     assert not missing(client, KEYS, [*COMMANDS])

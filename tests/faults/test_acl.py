@@ -1,5 +1,5 @@
 """Real ``rqueue_work``, ``rqueue_poller`` and ``rqueue_info --check`` processes logged in as
-Redis users that lack part of the README's ACL line.
+Redis users that lack part of the ACL line of docs/howto/secure.md.
 
 - a key pattern that does not cover ``KEY_PREFIX``: the worker and the poller refuse to
   start (``rqueue.E121``, naming the server without its password and the pattern to add),

@@ -127,8 +127,8 @@ def test_a_user_without_info_or_scripting_rights_is_e012(
     assert e012.is_serious() and says in e012.msg and e012.hint is not None
 
 
-def readme_user(client: redis.Redis, name: str, *changes: str) -> None:
-    """(Re)create ``name`` with the README's rules for ``rqueue``, then ``changes``."""
+def documented_user(client: redis.Redis, name: str, *changes: str) -> None:
+    """(Re)create ``name`` with the rules of docs/howto/secure.md, then ``changes``."""
     client.execute_command("ACL", "SETUSER", name, "reset", "on", ">pw", *acl_rules("rqueue"))
     if changes:
         client.execute_command("ACL", "SETUSER", name, *changes)
@@ -137,7 +137,7 @@ def readme_user(client: redis.Redis, name: str, *changes: str) -> None:
 @pytest.mark.parametrize(
     ("changes", "found", "says", "hint"),
     [
-        ((), ["rqueue.W010"], "", ""),  # the README's user lacks nothing
+        ((), ["rqueue.W010"], "", ""),  # the documented user lacks nothing
         (("-hset", "-zadd"), ["rqueue.E120"], "may not run hset, zadd", "+hset +zadd"),
         (("resetkeys", "~other:*"), ["rqueue.E121"], "rqueue:{default}:", "~rqueue:*"),
         (("-client|unblock",), ["rqueue.W120"], "CLIENT UNBLOCK", "+client|unblock"),
@@ -153,7 +153,7 @@ def test_a_user_that_lacks_a_command_or_key_pattern_is_told_what_to_grant(
     says: str,
     hint: str,
 ) -> None:
-    readme_user(redis_client, acl_user, *changes)
+    documented_user(redis_client, acl_user, *changes)
     keys = probe_keys(["default"], shared=True)
     with redis_server.client(username=acl_user, password="pw", retry=NO_RETRY) as client:
         # CONFIG GET is refused to this user: the persistence check assumes RDB snapshots.
@@ -170,7 +170,7 @@ def test_a_user_that_lacks_a_command_or_key_pattern_is_told_what_to_grant(
 def test_without_select_a_database_other_than_0_is_e120(
     redis_server: RedisServer, redis_client: redis.Redis, acl_user: str
 ) -> None:
-    readme_user(redis_client, acl_user, "-select")
+    documented_user(redis_client, acl_user, "-select")
     with redis_server.client(db=1, username=acl_user, password="pw", retry=NO_RETRY) as client:
         [problem] = redis_problems(client, "Redis", probe_keys(["default"], shared=True))
 

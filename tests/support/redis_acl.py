@@ -2,12 +2,12 @@
 
 With that variable set, the Redis fixtures of ``tests/conftest.py`` create
 :data:`USER` on the servers they hand out, with exactly the rules of
-:func:`django_rqueue.engine.permissions.acl_rules` (the README's line; a test
-checks both are the same), and point ``RQUEUE`` and ``RQUEUE_TEST_REDIS_URL``
+:func:`django_rqueue.engine.permissions.acl_rules` (the line of docs/howto/secure.md;
+a test checks both are the same), and point ``RQUEUE`` and ``RQUEUE_TEST_REDIS_URL``
 (worker subprocesses) at URLs that log in as that user. Test code keeps its own
 clients of the default user, for setting up and inspecting data. After each
 test, the user must have been refused nothing (``ACL LOG``): a refused command
-is a rule the README's line lacks.
+is a rule the documented line lacks.
 
 Usage::
 

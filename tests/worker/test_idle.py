@@ -244,7 +244,7 @@ def test_no_command_goes_behind_a_wait_on_several_servers(
 def no_unblock_user(
     redis_server: RedisServer, other_redis_server: RedisServer, settings: SettingsFixture
 ) -> Iterator[list[redis.Redis]]:
-    """``default`` and ``emails`` reached as a user of the README's rules without
+    """``default`` and ``emails`` reached as a user of the documented rules without
     ``CLIENT UNBLOCK``; yields admin clients of both servers (ACL logs reset)."""
     admins = [redis_server.client(), other_redis_server.client()]
     for admin in admins:

@@ -157,12 +157,12 @@ def test_redis_down_is_critical_and_exits_2_from_a_real_process(
 @pytest.mark.parametrize(
     ("changes", "status", "says"),
     [
-        ((), Status.OK, ""),  # the README's user: nothing to report
+        ((), Status.OK, ""),  # the documented user: nothing to report
         (("-client|unblock",), Status.WARNING, "rqueue.W120"),
         (("-zadd",), Status.CRITICAL, "may not run zadd (NOPERM). (rqueue.E120)"),
         (("resetkeys", "~other:*"), Status.CRITICAL, "(rqueue.E121)"),
     ],
-    ids=["readme-user", "no-client-unblock", "no-zadd", "other-keys"],
+    ids=["documented-user", "no-client-unblock", "no-zadd", "other-keys"],
 )
 @pytest.mark.usefixtures("live")
 def test_the_users_acl_is_checked(
