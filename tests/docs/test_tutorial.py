@@ -10,8 +10,8 @@ reader does it:
   test's redis-server. The lines that set up the machine (venv, pip, apt, brew, docker)
   are checked, not run. The output lines a command shows must be what it printed.
 - ``python``: ``# settings.py`` lines go into the project's settings (``...`` is what
-  ``startproject`` wrote), a ``# <path>.py`` block is written as that file (the comment
-  names it), ``>>>`` blocks run in ``manage.py shell``.
+  ``startproject`` wrote), a ``# <path>.py`` block is written as that file, as the reader
+  copies it (with that comment), ``>>>`` blocks run in ``manage.py shell``.
 - ``text``: what the worker's terminal shows next: each line must appear in its output.
 - A paragraph telling the reader to click **Retry**, then **Yes, retry** is done in the
   admin, over HTTP, as the superuser the page created; every admin label the page names in
@@ -315,7 +315,7 @@ def do_python(reader: Reader, block: Block) -> None:
     elif first == "# settings.py":
         add_settings(reader, rest)
     elif match := re.fullmatch(r"# ((?:\w+/)+\w+\.py)", first):
-        (reader.folder / match.group(1)).write_text(rest)  # the first line names the file
+        (reader.folder / match.group(1)).write_text(block.text)  # as copied, with its name
         reader.changes += 1
     else:
         raise AssertionError(f"{block.page}:{block.line}: a Python block the reader cannot place")
