@@ -12,6 +12,7 @@ reader does it:
 - ``python``: ``# settings.py`` lines go into the project's settings (``...`` is what
   ``startproject`` wrote), a ``# <path>.py`` block is written as that file, as the reader
   copies it (with that comment), ``>>>`` blocks run in ``manage.py shell``.
+- Prose: what a paragraph says to add to the settings on the running Django's version.
 - ``text``: what the worker's terminal shows next: each line must appear in its output.
 - A paragraph telling the reader to click **Retry**, then **Yes, retry** is done in the
   admin, over HTTP, as the superuser the page created; every admin label the page names in
@@ -41,6 +42,7 @@ from pathlib import Path
 from urllib.parse import urlencode, urljoin
 from urllib.request import HTTPCookieProcessor, Request, build_opener
 
+import django
 import pytest
 
 from tests.support.processes import REPO, kill_tree
@@ -339,6 +341,17 @@ def add_settings(reader: Reader, fragment: str) -> None:
     reader.changes += 1
 
 
+def follow_version_notes(reader: Reader, prose: str) -> None:
+    """Do what a paragraph says to add to the settings on the running Django's version
+    ("On Django 6.0 or 5.2, add `EMAIL_BACKEND = ...`")."""
+    running = "{}.{}".format(*django.VERSION[:2])
+    for versions, line in re.findall(
+        r"On Django ([\d.]+(?:(?:, | or )[\d.]+)*),\s+add\s+`(\w+ = [^`]+)`", prose
+    ):
+        if running in re.split(r", | or ", versions):
+            add_settings(reader, line + "\n")
+
+
 SHELL = """\
 import doctest, sys
 test = doctest.DocTestParser().get_doctest({text!r}, {{}}, "tutorial", None, 0)
@@ -446,6 +459,7 @@ def test_the_tutorial_as_its_reader_follows_it(tmp_path: Path, redis_server: Red
     admin_labels: list[str] = []
     try:
         for block in blocks():
+            follow_version_notes(reader, block.prose)
             if "/admin/" in block.prose or "**Retry" in block.prose:  # the admin's paragraphs
                 admin_labels += bold(block.prose)
             {"console": do_console, "python": do_python, "text": do_text}[block.language](
