@@ -12,6 +12,7 @@ import pytest
 import redis
 from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
+from django.urls import reverse
 
 from django_rqueue.execution import error_record
 from django_rqueue.master.heartbeat import publish
@@ -364,6 +365,25 @@ def test_a_name_filter_scans_a_bounded_window_and_continues(
     assert rest.context["next_cursor"] is None
     assert found == expected
     assert b"Continue searching" in first.content
+
+
+def test_a_job_page_is_found_by_the_url_reverse_gives_for_its_plain_id(
+    admin_client_rq: Client, jobs: Jobs
+):
+    """``reverse(..., args=[job.id])`` (what a receiver linking to the job would write) puts
+    the id in the URL unquoted; read as quoted, ``_3A`` and ``_5F`` in it were decoded into
+    another id, a 404."""
+    job_id = jobs.failed(job_id="default:order_3A44_5Fx")
+    for page, action in ((job_url(job_id), ""), (job_url(job_id, "retry"), "retry")):
+        name, args = ("job_action", [job_id, action]) if action else ("job_change", [job_id])
+        plain = reverse(f"admin:django_rqueue_{name}", args=args)
+        assert plain != page and ":" in plain
+        for url in (page, plain):
+            response = admin_client_rq.get(url)
+            assert response.status_code == 200, url
+            assert job_id in response.text, url
+    assert admin_client_rq.post(plain).status_code == 302  # "Yes, retry", from the plain URL
+    assert jobs.state(job_id) == "queued"
 
 
 def _breadcrumbs(html: str) -> tuple[str, list[str]]:
