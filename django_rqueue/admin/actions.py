@@ -9,7 +9,6 @@ since the page was rendered is reported and left alone.
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -33,6 +32,7 @@ from .common import (
     RqueueAdmin,
     context,
     declared_queue,
+    job_id_in_url,
     job_url,
     log,
     require,
@@ -103,7 +103,7 @@ def job_action(
     what = _action(action)
     verb = str(what.done)
     require(request, model_admin, what.permission)
-    job_id = unquote(job_id)
+    job_id = job_id_in_url(job_id)
     job, _raw = load(job_id)
     back = url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
     if job.status.value not in STATES:

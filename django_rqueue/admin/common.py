@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import django
 from django.contrib.admin import AdminSite
 from django.contrib.admin.models import CHANGE, DELETION, LogEntry
-from django.contrib.admin.utils import quote
+from django.contrib.admin.utils import quote, unquote
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
@@ -103,6 +103,14 @@ def job_url(model_admin: RqueueAdmin, job_id: str, action: str = "") -> str:
     if action:
         return url(model_admin, "django_rqueue_job_action", quote(job_id), action)
     return url(model_admin, "django_rqueue_job_change", quote(job_id))
+
+
+def job_id_in_url(value: str) -> str:
+    """The job id in a job page's URL: quoted as the admin quotes ids (:func:`job_url`:
+    ``":"`` -> ``"_3A"``, ``"_"`` -> ``"_5F"``), or as it is, as
+    ``reverse("admin:django_rqueue_job_change", args=[job.id])`` puts it. Every id has a
+    ``":"`` (``<queue>:<...>``) and no quoted one has, so either is read right."""
+    return value if ":" in value else unquote(value)
 
 
 def declared_queue(queue: str) -> str:

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import redis
-from django.contrib.admin.utils import unquote
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -24,7 +23,7 @@ from ..job import CancelReason, Job, JobStatus
 from ..ops.listings import STATES
 from ..ops.operations import JobAction
 from ..sensitive import MASK
-from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_url, url
+from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_id_in_url, job_url, url
 from .lists import duration, list_title
 
 
@@ -122,7 +121,7 @@ def pretty(value: Any) -> str:  # any JSON value
 
 def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> HttpResponse:
     """Show one job (404 when it does not exist)."""
-    job_id = unquote(job_id)
+    job_id = job_id_in_url(job_id)
     job, raw = load(job_id)
     args, kwargs = shown_arguments(job)
     list_url = (

@@ -11,7 +11,8 @@ with :func:`conclude`: the outcome signal (``job_succeeded``,
 
     <name> <id> queue=<queue> attempt=<n>/<max> outcome=<outcome> duration_ms=<ms>
 
-(``reason=<why>`` instead of ``duration_ms`` and ``error`` for an attempt the master failed).
+(``reason=<why>`` instead of ``duration_ms`` and ``error`` for an attempt the master failed;
+``retry_in=<s>s`` after it for an attempt that will be retried: the backoff's delay).
 A success is logged at INFO; a failed attempt that will be retried at WARNING
 with ``error='<type>: <message>'``; a final failure at ERROR with the same
 and the exception's traceback (so log alerting and Sentry's logging
@@ -288,7 +289,7 @@ def conclude(
     """
     if reported not in (AttemptOutcome.DISCARDED, AttemptOutcome.CANCELLED):
         announce(job_function, job, attempt, delay if reported is AttemptOutcome.RETRYING else None)
-    _log_line(job, queue, reported, duration, reason, attempt)
+    _log_line(job, queue, reported, duration, reason, attempt, delay)
 
 
 async def aconclude(
@@ -306,7 +307,7 @@ async def aconclude(
     if reported not in (AttemptOutcome.DISCARDED, AttemptOutcome.CANCELLED):
         retry = delay if reported is AttemptOutcome.RETRYING else None
         await aannounce(job_function, job, attempt, retry)
-    _log_line(job, queue, reported, duration, None, attempt)
+    _log_line(job, queue, reported, duration, None, attempt, delay)
 
 
 #: Longest exception message quoted in a log line (the stored error keeps it whole).
@@ -342,8 +343,11 @@ def _log_line(
     duration: float | None,
     reason: str | None,
     attempt: AttemptResult | None,
+    delay: float | None = None,
 ) -> None:
     extra = f"duration_ms={int(duration * 1000)}" if duration is not None else f"reason={reason!r}"
+    if reported is AttemptOutcome.RETRYING and delay is not None:
+        extra += f" retry_in={delay:.1f}s"
     level = logging.INFO
     exc_info: BaseException | None = None
     exception = None if attempt is None else attempt.exception

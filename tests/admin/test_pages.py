@@ -12,6 +12,7 @@ import pytest
 import redis
 from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
+from django.urls import reverse
 
 from django_rqueue.execution import error_record
 from django_rqueue.master.heartbeat import publish
@@ -366,6 +367,25 @@ def test_a_name_filter_scans_a_bounded_window_and_continues(
     assert b"Continue searching" in first.content
 
 
+def test_a_job_page_is_found_by_the_url_reverse_gives_for_its_plain_id(
+    admin_client_rq: Client, jobs: Jobs
+):
+    """``reverse(..., args=[job.id])`` (what a receiver linking to the job would write) puts
+    the id in the URL unquoted; read as quoted, ``_3A`` and ``_5F`` in it were decoded into
+    another id, a 404."""
+    job_id = jobs.failed(job_id="default:order_3A44_5Fx")
+    for page, action in ((job_url(job_id), ""), (job_url(job_id, "retry"), "retry")):
+        name, args = ("job_action", [job_id, action]) if action else ("job_change", [job_id])
+        plain = reverse(f"admin:django_rqueue_{name}", args=args)
+        assert plain != page and ":" in plain
+        for url in (page, plain):
+            response = admin_client_rq.get(url)
+            assert response.status_code == 200, url
+            assert job_id in response.text, url
+    assert admin_client_rq.post(plain).status_code == 302  # "Yes, retry", from the plain URL
+    assert jobs.state(job_id) == "queued"
+
+
 def _breadcrumbs(html: str) -> tuple[str, list[str]]:
     """The tag of the breadcrumbs container and its texts, one per crumb."""
     match = re.search(r'<(ol|div) class="breadcrumbs">(.*?)</\1>', html, re.S)
@@ -400,6 +420,10 @@ def test_breadcrumbs_use_the_markup_of_the_running_django(admin_client_rq: Clien
         assert _breadcrumbs(html) == (django_tag, crumbs), path
         if django_tag == "ol":  # Django 6.1: the current page is marked, not linked
             assert f'<li aria-current="page">{crumbs[-1]}</li>' in html, path
+            # Only the last: Django's CSS puts no "›" after a crumb marked current, so a
+            # crumb without a link before it ("default") would run into the next one.
+            crumbs_html = re.search(r'<ol class="breadcrumbs">.*?</ol>', html, re.S)
+            assert crumbs_html and crumbs_html.group(0).count('aria-current="page"') == 1, path
 
 
 def test_the_index_links_the_overview_as_view_and_its_title_matches(admin_client_rq: Client):

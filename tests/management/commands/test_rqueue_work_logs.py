@@ -54,6 +54,7 @@ def test_a_retried_attempt_is_a_warning_and_a_final_failure_an_error_with_its_tr
     for line, attempt in ((first, 1), (second, 2)):
         assert " WARNING django_rqueue.worker: " in line, line
         assert f"attempt={attempt}/3 outcome=retrying" in line, line
+        assert re.search(r" duration_ms=\d+ retry_in=\d+\.\ds error=", line), line
         assert "error='RuntimeError: boom gateway'" in line, line
     assert " ERROR django_rqueue.worker: " in last, last
     assert "attempt=3/3 outcome=failed" in last and "error='RuntimeError: boom gateway'" in last
