@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests.support.docs_pages import check_command, command_lines
 from tests.support.processes import REPO
 from tests.support.redis_server import RedisServer
 
@@ -144,3 +147,17 @@ def test_the_quick_start_runs(tmp_path: Path, redis_server: RedisServer) -> None
     outcome, admin_status = run("-c", SHOW_THE_JOB, job_id).splitlines()
     assert outcome == "succeeded welcome mail for user 42"
     assert admin_status == "200"
+
+
+def test_the_install_line_names_declared_extras_and_the_projects_url() -> None:
+    """The README's commands are checked as the documentation's are (tests.support.docs_pages):
+    ``pip install`` names only extras pyproject.toml declares, from the project's own URL."""
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```console\n(.*?)```", text, flags=re.DOTALL)
+    lines = [line for block in blocks for line in command_lines(block)]
+    installs = [line for line in lines if line.startswith("pip install")]
+    assert installs, "no pip install line"
+    for line in lines:
+        check_command(shlex.split(line))
+    urls = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]
+    assert all(f"git+{urls['Source']}" in line for line in installs), (installs, urls)

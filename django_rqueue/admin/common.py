@@ -100,6 +100,7 @@ def url(model_admin: RqueueAdmin, name: str, *args: str) -> str:
 
 
 def job_url(model_admin: RqueueAdmin, job_id: str, action: str = "") -> str:
+    """The admin URL of the page of ``job_id``, or of its ``action``'s confirmation page."""
     if action:
         return url(model_admin, "django_rqueue_job_action", quote(job_id), action)
     return url(model_admin, "django_rqueue_job_change", quote(job_id))

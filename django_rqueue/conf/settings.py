@@ -2,8 +2,8 @@
 
 :data:`SETTINGS` holds the top-level keys, :data:`OPTIONS` the job options of ``DEFAULTS``
 and of every ``QUEUES[name]``, :data:`QUEUE_OPTIONS` the options of a queue alone. The
-checks (:mod:`.validation`), the parser (:mod:`.parse`) and the settings table of the
-README (:mod:`.table`) all read these rows, so a new setting is one new row (plus, when it
+checks (:mod:`.validation`), the parser (:mod:`.parse`) and the settings reference page
+(:mod:`.table`) all read these rows, so a new setting is one new row (plus, when it
 lands in :class:`~.model.Config`, one line of the parser).
 """
 
@@ -89,7 +89,7 @@ OPTIONS: tuple[Setting, ...] = (
         "str | None",
         defaults.RATE_LIMIT,
         'how fast the queue hands out jobs to all workers together: `"100/s"`, `"6000/m"`, '
-        '`"1000/h"` ([Rate limits](#rate-limits))',
+        '`"1000/h"` ([Rate limits](/howto/rate-limits.md))',
         ("rqueue.E030",),
         rules.rate_limit,
         shown_default="`None` (unlimited)",
@@ -99,7 +99,8 @@ OPTIONS: tuple[Setting, ...] = (
             key,
             "int | None",
             default,
-            f"{what}; `None`: no limit ([Retention of failed jobs](#retention-of-failed-jobs))",
+            f"{what}; `None`: no limit ([Retention of failed jobs]"
+            "(/howto/failed-jobs.md#keep-failures-as-long-as-you-need))",
             ("rqueue.E040",),
             Rule(
                 lambda v: v is None or is_int(v, 1),
@@ -122,7 +123,8 @@ QUEUE_OPTIONS: tuple[Setting, ...] = (
         "REDIS_URL",
         "str",
         None,
-        "the queue's own Redis server ([Several Redis servers](#several-redis-servers))",
+        "the queue's own Redis server "
+        "([Several Redis servers](/howto/deploy-redis.md#several-redis-servers))",
         ("rqueue.E007", "rqueue.E071", "rqueue.E083"),
         rules.redis_url,
         shown_default="the global one",
@@ -133,7 +135,7 @@ QUEUE_OPTIONS: tuple[Setting, ...] = (
         None,
         "at most this many jobs of one group of the queue run at once, across all workers; an "
         "integer ≥ 1; jobs without a group are one group "
-        "([Per-group concurrency](#per-group-concurrency))",
+        "([Per-group concurrency](/howto/fairness.md#cap-each-tenant-group-concurrency))",
         ("rqueue.E060",),
         Rule(
             lambda v: v is None or is_int(v, 1),
@@ -151,7 +153,7 @@ BUILTIN_DEFAULTS: Mapping[str, Any] = {row.key: row.default for row in OPTIONS}
 
 # ----------------------------------------------------------------- top-level keys --
 
-#: The keys of ``RQUEUE``, in the order they are checked (and listed in the README).
+#: The keys of ``RQUEUE``, in the order they are checked (and listed in the reference).
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "REDIS_URL",
@@ -268,7 +270,7 @@ SETTINGS: tuple[Setting, ...] = (
         "int",
         defaults.ASYNC_CONCURRENCY,
         "`async def` jobs a worker child runs at once on its event loop (an integer ≥ 1); "
-        "`rqueue_work --async-concurrency` overrides it ([Async jobs](#async-jobs))",
+        "`rqueue_work --async-concurrency` overrides it ([Async jobs](/howto/jobs.md#async-jobs))",
         ("rqueue.E005",),
         Rule(
             lambda v: is_int(v, 1),
@@ -300,7 +302,7 @@ SETTINGS: tuple[Setting, ...] = (
         'periodic jobs: entry name → `{"job": name, "cron": "m h dom mon dow" or "every": '
         'seconds, "args": [...], "kwargs": {...}, "timezone": IANA name (default '
         '`TIME_ZONE`), "queue"/"priority"/"group" (default: the job\'s)}` '
-        "([Periodic jobs](#periodic-jobs))",
+        "([Periodic jobs](/howto/periodic.md))",
         tuple(f"rqueue.E02{n}" for n in range(6)),
     ),
     Setting(
@@ -310,7 +312,7 @@ SETTINGS: tuple[Setting, ...] = (
         "`[(host, port), ...]` of the Redis Sentinels watching the master; every `REDIS_URL` "
         "then names the master, `redis://[user:password@]<service name>/<db>` (or "
         "`rediss://`, no port), and clients follow a failover "
-        "([Deploying on Sentinel](#deploying-on-sentinel); not with `CACHE_ALIAS`)",
+        "([Deploying on Sentinel](/howto/deploy-redis.md#redis-sentinel); not with `CACHE_ALIAS`)",
         ("rqueue.E070", "rqueue.E071", "rqueue.E072"),
         rules.sentinels,
     ),
@@ -361,7 +363,8 @@ SETTINGS: tuple[Setting, ...] = (
         "bool",
         defaults.REDIS_CLUSTER,
         "every `REDIS_URL` (global and per queue) names any node of a Redis Cluster, served by "
-        "redis-py's cluster client ([Deploying on Redis Cluster](#deploying-on-redis-cluster);"
+        "redis-py's cluster client "
+        "([Deploying on Redis Cluster](/howto/deploy-redis.md#redis-cluster);"
         " not with `CACHE_ALIAS`, `SENTINELS` or `MIN_REPLICAS_ACK`, no db other than 0)",
         tuple(f"rqueue.E08{n}" for n in range(5)),
         Rule(is_bool, "{where} must be True or False, got {value!r}.", "rqueue.E080"),
@@ -387,7 +390,7 @@ SETTINGS: tuple[Setting, ...] = (
         "`ALLOWED_HOSTS`: host names, `.domains` and IP networks webhook deliveries may reach "
         "although not public (default none); `MAX_RESPONSE_BYTES` (default "
         f"`{defaults.WEBHOOK_MAX_RESPONSE_BYTES}`): bytes of a reply's body a delivery reads "
-        "([Webhooks](#webhooks); checked by `django_rqueue.contrib.webhooks`)",
+        "([Webhooks](/howto/webhooks.md); checked by `django_rqueue.contrib.webhooks`)",
         ("rqueue.E100", "rqueue.E101", "rqueue.E102", "rqueue.W100"),
     ),
 )

@@ -2,7 +2,7 @@
 
 Each page is Markdown written, when the build starts, from what the code declares: the
 settings rows (:mod:`django_rqueue.conf.settings`, rendered by
-:func:`django_rqueue.conf.table.markdown_table` as in the README), the check ids of those
+:func:`django_rqueue.conf.table.markdown_table`), the check ids of those
 rows and of every ``checks.Error``/``checks.Warning`` in the package (read from its source,
 with their messages and hints), the argparse parser of every ``rqueue_*`` command, and the
 metric families the Prometheus collector yields (:mod:`django_rqueue.ops.metrics`).
@@ -44,15 +44,8 @@ def escaped(text: str) -> str:
 # ------------------------------------------------------------------------ settings --
 
 
-#: A link of a row's doc to a section of the README: ``[Rate limits](#rate-limits)``.
-_README_LINK = re.compile(r"\[([^\]]+)\]\(#[^)]+\)")
-
-
 def settings_page() -> str:
-    """Both settings tables, as the README shows them, and the checks of the whole setting.
-
-    The rows' links to sections of the README are shown as the README section's name.
-    """
+    """Both settings tables and the checks of the whole setting."""
     queue_only = {row.key for row in QUEUE_OPTIONS}
     general = ", ".join(f"[`{i}`](checks.md#{anchor(i)}) ({m})" for i, m in GENERAL_CHECKS.items())
     text = (
@@ -62,9 +55,7 @@ def settings_page() -> str:
         f"{OPTIONS_INTRO}\n\n"
         f"{markdown_table((*OPTIONS, *QUEUE_OPTIONS), only_queue=queue_only)}\n"
     )
-    return (
-        _README_LINK.sub(r"the README's *\1*", text) + f"Checks of the whole setting: {general}.\n"
-    )
+    return text + f"Checks of the whole setting: {general}.\n"
 
 
 # -------------------------------------------------------------------------- checks --
