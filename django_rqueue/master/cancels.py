@@ -60,7 +60,8 @@ class CancelWatch:
 
     def look(self, children: Iterable[Child], now: float) -> None:
         """Ask the children to stop the running jobs whose cancel was asked: one pipelined
-        ``HGET`` of each running job's request field per Redis.
+        ``HGET`` of each running job's request field per Redis. A record that cannot be
+        read (corrupt: not a hash) is passed over; its lease renewal deals with it.
 
         Raises:
             RedisUnavailable: the first Redis that could not be read (after the others).
@@ -86,11 +87,16 @@ class CancelWatch:
                     for _, running in entries:
                         key = queue_ref(running.queue).keys.job(running.job_id)
                         pipe.hget(key, JobFields.CANCEL_REQUESTED)
-                    requested = pipe.execute()
+                    # A corrupt record answers WRONGTYPE: that job only, the others are read.
+                    requested = pipe.execute(raise_on_error=False)
             except RedisUnavailable as exc:  # that server only: look at the others
                 failed = exc
                 continue
             for (child, running), asked in zip(entries, requested, strict=True):
+                if isinstance(asked, redis.ResponseError):
+                    # Its lease renewal finds the record corrupt and stops the job.
+                    logger.debug("%s: cancel request unreadable: %s", running.job_id, asked)
+                    continue
                 if asked is None or not child.runs(running):
                     continue
                 logger.info(
