@@ -1,7 +1,7 @@
 """Run the documentation's examples: the rules a page's code blocks follow (Sybil).
 
 ``docs/conftest.py`` hands every ``docs/**/*.md`` page to :func:`sybil` (with the
-fixtures :func:`docs_page` and :func:`docs_redis_server`), so
+fixtures :func:`docs_page`, :func:`docs_database` and :func:`docs_redis_server`), so
 ``pytest docs/`` runs each page's blocks in order, one namespace per page:
 
 - ```` ```python ````: executed with Django set up (the test settings), the test
@@ -48,7 +48,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.core.management import get_commands, load_command_class
-from django.test.utils import override_settings
+from django.test.utils import override_settings, setup_databases, teardown_databases
 from pytest_django import DjangoDbBlocker
 from sybil import Document, Example, Region, Sybil
 from sybil.evaluators.python import pad
@@ -322,10 +322,31 @@ def docs_redis_server() -> Iterator[RedisServer]:
         server.close()
 
 
+@pytest.fixture(scope="session")
+def docs_database(
+    django_test_environment: None, django_db_blocker: DjangoDbBlocker
+) -> Iterator[None]:
+    """A test database for the pages (never the settings' own database file), in Django's
+    test environment (``django_test_environment``: the in-memory mail outbox and the like).
+
+    pytest-django creates one only for tests that ask for the ``db`` fixture or the
+    ``django_db`` mark, and a page, whose blocks share their rows, uses neither. If
+    pytest-django has made one already, this makes it again (empty, migrated), which is
+    harmless: each undoes its own change of the settings at the session's end.
+    """
+    with django_db_blocker.unblock():
+        created = setup_databases(verbosity=0, interactive=False)
+    try:
+        yield
+    finally:
+        with django_db_blocker.unblock():
+            teardown_databases(created, verbosity=0)
+
+
 @pytest.fixture(scope="module")
 def docs_page(
     docs_redis_server: RedisServer,
-    django_db_setup: None,
+    docs_database: None,
     django_db_blocker: DjangoDbBlocker,
 ) -> Iterator[Page]:
     """One page's run: its Redis emptied and ``RQUEUE`` pointed at it, the test database

@@ -12,7 +12,7 @@ from .processes import REPO
 
 CONFTEST = """\
 from pathlib import Path
-from tests.support.docs_pages import docs_page, docs_redis_server, sybil
+from tests.support.docs_pages import docs_database, docs_page, docs_redis_server, sybil
 pytest_collect_file = sybil(Path(__file__).resolve().parent).pytest()
 """
 
@@ -82,6 +82,11 @@ raise AssertionError("skipped")
 [tool]
 broken =
 ```
+
+```python
+from django.db import connection
+assert "memory" in connection.settings_dict["NAME"]  # a test database, not the settings' file
+```
 """
 
 #: Page line -> whether its block must pass.
@@ -98,6 +103,7 @@ EXPECTED = {
     52: False,  # the job is queued, not run
     56: True,  # the skip instruction (the block after it is skipped)
     62: False,  # not TOML
+    67: True,  # the page's database is a test database
 }
 
 
