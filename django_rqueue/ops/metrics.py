@@ -3,58 +3,16 @@
 Needs ``prometheus_client`` (``pip install "django-rqueue[prometheus]"``);
 importing this module without it raises ``ImportError`` naming the extra.
 
-The numbers are counted in Redis by the transition scripts themselves (the
-queue's ``stats`` and ``durations`` hashes, ``django_rqueue.engine.keys``),
-so every worker and web process reports the same values, whichever process
-Prometheus scrapes, and nothing is lost when a process restarts. A scrape
-reads each queue in a bounded number of pipelined round trips
-(:func:`~django_rqueue.ops.counts.queue_counts`, then one more for the duration
-histograms and the Redis clock) and the worker registry in two: it never
-walks the jobs, so it costs the same with ten jobs or ten million.
-
-Every metric but ``rqueue_workers`` is labelled ``queue``; ``rqueue_jobs``
-adds ``state``, the duration histogram ``job``: the name jobs are enqueued
-under, that of a registered ``@job`` or task, a finite set, so the series
-stay bounded (a name no longer used keeps its series until the queue's
-``durations`` key is deleted).
-
-Gauges:
-
-- ``rqueue_redis_up``: 1 when the queue's Redis answered this scrape, else 0
-  (and the queue's other series are left out);
-- ``rqueue_jobs{state}``: jobs ``queued``, ``scheduled`` (delayed, or waiting
-  for a retry), ``running``, ``failed`` (in the failed store);
-- ``rqueue_oldest_queued_job_age_seconds``: how long the longest-waiting
-  queued job has been due, on the Redis clock (0 when none is queued; the
-  sample of :func:`~django_rqueue.ops.counts.queue_counts`);
-- ``rqueue_queue_paused``: 1 while the queue is paused (``rqueue_pause``);
-- ``rqueue_workers`` (no ``queue`` label): live workers (``rqueue_work``
-  masters, from the worker registry); ``rqueue_queue_workers``: those that
-  take the queue's jobs.
-
-Counters (``stats`` hash): ``rqueue_jobs_enqueued_total`` (jobs created by
-any enqueue path: ``delay``, ``delay_many``, periodic ticks, ``django.tasks``),
-``rqueue_jobs_succeeded_total``, ``rqueue_jobs_failed_total`` (moved to the
-failed store), ``rqueue_jobs_retried_total`` (failed attempts scheduled again),
-``rqueue_jobs_reclaimed_total`` (expired leases taken back by a poller, the
-job requeued or failed), ``rqueue_jobs_expired_total`` (cancelled by their
-expiry), ``rqueue_jobs_trimmed_total`` (failed jobs deleted by the retention).
-
-Histogram ``rqueue_job_duration_seconds{job}``: the attempts that ended by an
-ack or a failure report, by duration (Redis clock), in the buckets of
-:attr:`~django_rqueue.engine.keys.DurationFields.BUCKETS_MS` (Prometheus'
-default buckets, 5 ms to 10 s, extended to 1 h).
-
-The counters count since the queue's keys were created; a Redis that lost
-them (no persistence, ``FLUSHDB``) starts them again from 0, which
-Prometheus' ``rate()`` and ``increase()`` read as a counter reset.
-
-A Redis that cannot be reached makes its queues' ``rqueue_redis_up`` 0 and
-leaves out their other series; the view still answers 200, as Prometheus
-exporters do, so that alerts can tell "Redis is down" from "the site is
-down". Queues on the same Redis are not tried again in the same scrape (each
-try may take the client's ~2 s of connect retries). The worker gauges are
-read from the default Redis (``REDIS_URL``) and left out when it is down.
+The metrics, their labels and meanings are listed in the documentation's metrics reference,
+generated from what :class:`QueueCollector` yields (its ``HELP`` texts are the meanings);
+how they are counted is in its explanation of the metrics. In short: the numbers are
+counted in Redis by the transition scripts themselves (the queue's ``stats`` and
+``durations`` hashes, :mod:`django_rqueue.engine.keys`), so every process reports the same
+values; a scrape reads each queue in a bounded number of pipelined round trips
+(:func:`~django_rqueue.ops.counts.queue_counts`, then one more for the duration histograms
+and the Redis clock) and the worker registry in two, whatever the number of jobs. A Redis
+that cannot be reached makes its queues' ``rqueue_redis_up`` 0 and leaves out their other
+series, and is not tried again in the same scrape; the view still answers 200.
 """
 
 from __future__ import annotations
