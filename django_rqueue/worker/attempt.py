@@ -285,7 +285,7 @@ class AttemptLifecycle(AttemptSteps):
             try:
                 stale, reserved = reserver.ack_and_reserve(queue, job, result, count)
             except RedisUnavailable:
-                pass  # resent below as a plain ack: a repeat must not reserve more jobs
+                pass  # sent again for RESEND_PATIENCE s already; a plain ack reserves nothing
             else:
                 jobs = [Job.from_fields(*r) for r in reserved.jobs]
                 self.prefetched.add(queue, jobs, since=reserved_at)

@@ -42,6 +42,7 @@ from ..types import JobSpec
 from .limits import Limits
 from .outages import Outages
 from .rate_limits import NextSlots
+from .reconnect import Reconnect
 from .weights import QueueOrder
 
 logger = logging.getLogger("django_rqueue.worker")
@@ -51,6 +52,13 @@ logger = logging.getLogger("django_rqueue.worker")
 #: an idle in-process worker takes to notice SIGTERM (a supervised child is
 #: interrupted at once).
 IDLE_BLOCK = 4.0
+#: Seconds an ack-and-reserve whose reply was lost is sent again, as the same request, before
+#: the caller falls back to a plain ack (a third of the default 30 s lease: the jobs it
+#: reserved are still under their lease when it gets them).
+RESEND_PATIENCE = 10.0
+#: Longest pause in seconds between two sends of that request.
+RESEND_DELAY = 0.5
+
 #: Seconds of work (at the average run time seen) a batch reservation may hold.
 BATCH_BUDGET = 0.05
 #: Most jobs reserved in one round trip: jobs of 1 ms or more reach BATCH_BUDGET first.
@@ -155,14 +163,35 @@ class ReserveParams:
         """Ack ``job`` (its sealed ``result``) and reserve up to ``count`` jobs in one round
         trip (``ack_reserve.lua``: :data:`~django_rqueue.engine.commands.ack_reserve`).
 
+        While Redis is unreachable the same request (same request id) is sent again for
+        :data:`RESEND_PATIENCE` seconds, with :class:`~.reconnect.Reconnect` delays of at
+        most :data:`RESEND_DELAY` seconds.
+
         Raises:
-            RedisUnavailable: its Redis could not be reached.
+            RedisUnavailable: its Redis could not be reached within that time.
         """
         ref = self.ref
+        # One request id for every send: a resend after a lost reply acks nothing twice and
+        # returns the jobs that reply carried, instead of leaving them reserved by no one
+        # until their lease runs out (each one charged an attempt it never ran).
         command = commands.ack_reserve(
             ref.keys, job.id, job.token, result, job.result_ttl, **self.options(count)
         )
-        return run.execute(ref.client(), command)
+        deadline = time.monotonic() + RESEND_PATIENCE
+        reconnect = Reconnect(cap=RESEND_DELAY)
+        while True:
+            try:
+                return run.execute(ref.client(), command)
+            except RedisUnavailable as exc:
+                if time.monotonic() > deadline:
+                    raise
+                logger.warning(
+                    "worker %s: no reply to the ack of %s (%s); sending the same request again",
+                    self.worker_id,
+                    job.id,
+                    exc,
+                )
+                time.sleep(reconnect.next_delay())
 
 
 class Reserver:
@@ -340,8 +369,9 @@ class Reserver:
         in one round trip (``ack_reserve.lua``); note its next slot.
 
         Raises:
-            RedisUnavailable: its Redis could not be reached (resend as a plain ack: a
-                repeat must not reserve more jobs).
+            RedisUnavailable: its Redis could not be reached, even by the same request sent
+                again for :data:`RESEND_PATIENCE` seconds (then ack it plainly: a new
+                request would reserve more jobs).
         """
         stale, reserved = self.params(queue).ack_and_reserve(job, result, count)
         self.next_slots.note(queue, reserved.wait_ms)

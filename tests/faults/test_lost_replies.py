@@ -14,14 +14,23 @@ more than once.
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import pytest
 import redis
+from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue.engine.connection import SOCKET_TIMEOUT
+from django_rqueue.engine import commands, run
+from django_rqueue.engine.connection import SOCKET_TIMEOUT, reset_clients
+from django_rqueue.engine.queue_ref import queue_ref
 from django_rqueue.engine.scripts import load
-from tests.jobs_app.jobs import fault_sleep
+from django_rqueue.job import Job
+from django_rqueue.worker.reserving import ReserveParams
+from tests.jobs_app.jobs import fault_sleep, record
+from tests.support import transitions
+from tests.support.inprocess import keys
 
 from .harness import Faults, wait_until
 from .proxy import FaultProxy
@@ -89,3 +98,70 @@ def test_lost_ack_reply_is_retried_and_the_job_runs_once(
     assert report.jobs[job.id]["attempts"] == "1"
     assert "discard" not in worker.stderr()  # the repeated ack was not taken for a lost lease
     assert worker.alive()
+
+
+def test_an_ack_and_reserve_whose_reply_is_lost_is_sent_again_as_the_same_request(
+    proxy: FaultProxy,
+    redis_client: redis.Redis,
+    settings: SettingsFixture,
+    ledger: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The ack of ``a`` reserves ``b`` and ``c`` in the same call; Redis applies it, the reply
+    is lost and Redis stays unreachable past redis-py's own retries. Sent again as the same
+    request once Redis answers, it acks nothing twice and hands back ``b`` and ``c``: they
+    are not left reserved by no one until their lease runs out, each charged an attempt."""
+    a, b, c = (record.delay(ledger, tag).id for tag in "abc")
+    held = transitions.reserve(redis_client, keys(), lease_ms=60_000, worker_id="w")
+    assert held is not None and held[0] == a
+    token = int(held[1][b"token"])
+    redis_client.script_load(load("ack_reserve").source)  # applied, not answered NOSCRIPT
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": proxy.url()}
+    reset_clients()
+    params = ReserveParams(queue_ref("default"), "w")
+    job = Job.from_fields(a, held[1])
+    outcome: dict[str, Any] = {}
+    connected, dropping = threading.Event(), threading.Event()
+
+    def ack_and_reserve() -> None:
+        # Script calls go on a connection of this thread's own: open it (and have its
+        # handshake answered) with a reserve of the empty queue emails, before the drop.
+        emails = ReserveParams(queue_ref("emails"), "w")
+        run.execute(emails.ref.client(), commands.reserving(emails.reserve(1)))
+        connected.set()
+        dropping.wait(timeout=10)
+        try:
+            outcome["reply"] = params.ack_and_reserve(job, '"done"', 2)
+        except Exception as exc:  # reported by the assertion below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=ack_and_reserve)
+    thread.start()
+    try:
+        assert connected.wait(timeout=10)
+        proxy.set_mode("drop_replies")
+        dropping.set()
+        wait_until(
+            lambda: transitions.read_job(redis_client, keys(), a).get(b"s") == b"succeeded",
+            timeout=5,
+            message="the ack never arrived",
+        )
+        proxy.set_mode("refuse")  # the lost reply's connection reset; no new one accepted
+        wait_until(  # redis-py's own retries are spent
+            lambda: "sending the same request again" in caplog.text,
+            timeout=10,
+            message="the request was not sent again",
+        )
+        proxy.set_mode("pass")
+    finally:
+        thread.join(timeout=30)
+        reset_clients()
+
+    assert "error" not in outcome, outcome
+    stale, reserved = outcome["reply"]
+    assert stale is None
+    assert [job_id for job_id, _fields in reserved.jobs] == [b, c]  # the first send's jobs
+    assert set(redis_client.zrange(keys().reserved, 0, -1)) == {b.encode(), c.encode()}
+    for job_id in (b, c):
+        assert transitions.read_job(redis_client, keys(), job_id)[b"attempts"] == b"1"
+    assert int(transitions.read_job(redis_client, keys(), a)[b"token"]) == token
