@@ -26,6 +26,8 @@ fixtures :func:`docs_page`, :func:`docs_database` and :func:`docs_redis_server`)
   ``$ pip install "django-rqueue[a,b]..."`` must be declared in pyproject.toml.
   Other lines are shown, not run.
 - ```` ```toml ```` and ```` ```json ````: parsed.
+- on Django 5.2, ``django.tasks`` is the ``django_tasks`` backport (the pages tell 5.2
+  readers to import it in its place).
 - ``% skip: next "why"`` (a MyST comment) skips the next block;
   ``% invisible-code-block: python`` runs code the reader does not see, where
   :func:`work` runs queued jobs.
@@ -33,6 +35,8 @@ fixtures :func:`docs_page`, :func:`docs_database` and :func:`docs_redis_server`)
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import re
 import shlex
@@ -96,6 +100,18 @@ class Page:
         change = override_settings(**values)
         change.enable()
         self._overrides.append(change)
+
+    def alias_tasks_backport(self) -> None:
+        """On Django 5.2, make ``django.tasks`` the ``django_tasks`` backport for the page, as
+        the pages tell 5.2 readers to import it (nothing when Django has ``django.tasks``)."""
+        if importlib.util.find_spec("django.tasks") is not None:
+            return
+        try:
+            backport = importlib.import_module("django_tasks")
+        except ImportError:
+            return  # without the tasks extra: the pages that need it fail, naming the module
+        sys.modules["django.tasks"] = backport
+        self._modules.append("django.tasks")
 
     def undo_last(self) -> None:
         """Undo the latest :meth:`override`."""
@@ -356,6 +372,7 @@ def docs_page(
     with docs_redis_server.client() as client:
         client.flushall()
     page = Page(docs_redis_server.url)
+    page.alias_tasks_backport()
     # A new project's settings where pages rely on them: Django's default task backend
     # (the test settings' backends name queues a page's RQUEUE may not declare).
     page.override(
