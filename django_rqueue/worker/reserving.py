@@ -177,21 +177,26 @@ class ReserveParams:
         command = commands.ack_reserve(
             ref.keys, job.id, job.token, result, job.result_ttl, **self.options(count)
         )
+        try:
+            return run.execute(ref.client(), command)
+        except RedisUnavailable as exc:
+            lost = exc  # the resend loop's state is made only when a reply was lost
         deadline = time.monotonic() + RESEND_PATIENCE
         reconnect = Reconnect(cap=RESEND_DELAY)
         while True:
+            logger.warning(
+                "worker %s: no reply to the ack of %s (%s); sending the same request again",
+                self.worker_id,
+                job.id,
+                lost,
+            )
+            time.sleep(reconnect.next_delay())
             try:
                 return run.execute(ref.client(), command)
             except RedisUnavailable as exc:
                 if time.monotonic() > deadline:
                     raise
-                logger.warning(
-                    "worker %s: no reply to the ack of %s (%s); sending the same request again",
-                    self.worker_id,
-                    job.id,
-                    exc,
-                )
-                time.sleep(reconnect.next_delay())
+                lost = exc
 
 
 class Reserver:
