@@ -59,10 +59,15 @@ EdgePath = Literal["i", "o"]
 #: How :class:`DependencyFailed` says an input ended.
 DependencyStatus = Literal["failed", "cancelled", "expired"]
 
+#: The kind of an input that succeeded.
 SUCCEEDED: Final = "s"
+#: The kind of an input that failed after its last attempt.
 FAILED: Final = "f"
+#: The kind of an input that was cancelled, expired or deleted.
 CANCELLED: Final = "c"
+#: The kind of the gate's opening (input ``0``).
 GATE: Final = "g"
+#: The kind of a tombstone: an input re-armed by ``retry_failed()``, not arrived.
 TOMBSTONE: Final = "r"
 #: The entry of :attr:`~django_rqueue.engine.keys.JobFields.DEPENDENTS` that says "also
 #: deliver to the dependents linked later, in ``next:<job id>``".
