@@ -175,7 +175,7 @@ def test_the_documented_key_shapes_of_dependencies_and_workflows():
 
 def test_the_module_docstring_lists_every_key_of_dependencies_and_workflows():
     doc = keys_module.__doc__ or ""
-    listed = set(re.findall(r"^\s+<prefix>:\{<queue>\}:(\S+)", doc, re.MULTILINE))
+    listed = set(re.findall(r"^\s+<prefix>:\{<queue>\}:(.+?) {2,}", doc, re.MULTILINE))
     assert {"waiting", "next:<job id>", "outbox", "wf:<workflow id>", "wfs", "wfopen"} <= listed
     assert {"job:<job id>", "paused"} <= listed  # positive control: the older rows
 
