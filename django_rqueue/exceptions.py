@@ -168,6 +168,62 @@ class JobStateError(RqueueError):
         self.state = state
 
 
+class WorkflowStateError(RqueueError):
+    """An action does not apply to the workflow's current state.
+
+    Raised by ``Workflow.cancel()`` on a workflow that has finished (succeeded, failed
+    or cancelled: as :class:`JobStateError` for ``Job.cancel()`` of a finished job), and
+    by ``Workflow.retry_failed()`` on a workflow that is still running, has succeeded or
+    was cancelled (it re-runs the failed nodes of a workflow that ended ``failed``), or
+    whose records it needs (the failed nodes and the nodes they cancelled) have expired,
+    which the message names. ``Job.retry()`` of a node of a workflow raises
+    :class:`JobStateError` instead, naming the workflow.
+
+    ``workflow_id``: the workflow's id. ``state``: the state found in Redis (a
+    ``WorkflowState`` value), or ``None`` when the workflow's record no longer exists.
+    """
+
+    def __init__(self, message: str, workflow_id: str, state: str | None) -> None:
+        super().__init__(message)
+        self.workflow_id = workflow_id
+        self.state = state
+
+
+class WorkflowNotCreated(RedisUnavailable):
+    """A workflow's ``.delay()`` could not complete its writes (or ``.delay()`` of a job
+    with ``using(depends_on=...)``, which is written the same way).
+
+    A workflow is written whole or not at all: its nodes cannot run before its commit
+    point (one ``MULTI`` on one Redis server or Cluster slot; in several steps otherwise,
+    where the commit is one write of its record). Transient failures (Redis unreachable
+    for a moment, a Cluster slot moving) are retried for
+    ``django_rqueue.enqueue.write.ENQUEUE_PATIENCE`` seconds; after that, or when the
+    pollers rolled back a creation that took longer than its grace, ``.delay()`` raises
+    this, and ``committed`` says where it stopped:
+
+    - ``False``: nothing of the workflow runs, and whatever was written is removed (by the
+      pollers, within about two minutes); enqueue it again (a new workflow, new ids).
+    - ``True``: the commit point was reached: the workflow exists and will run, and the
+      pollers finish its creation; do **not** enqueue it again
+      (``get_workflow(workflow_id)`` finds it once Redis answers).
+
+    The cause (a :class:`RedisUnavailable`, or ``None`` for a rolled-back creation) is
+    chained as ``__cause__``. A :class:`RedisUnavailable`, so existing ``except
+    RedisUnavailable`` clauses still catch it. Inside ``transaction.atomic()`` it is
+    raised by the on-commit write, after the commit.
+    """
+
+    def __init__(self, workflow_id: str, committed: bool, reason: str) -> None:
+        self.workflow_id = workflow_id
+        self.committed = committed
+        outcome = (
+            "was committed and will run, but its creation could not be confirmed"
+            if committed
+            else "was not created (nothing of it runs)"
+        )
+        super().__init__(f"workflow {workflow_id} {outcome}: {reason}")
+
+
 class JobTimeout(RqueueError):  # noqa: N818
     """Raised inside a running job when it reaches its ``timeout`` (soft timeout)."""
 

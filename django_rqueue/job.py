@@ -33,6 +33,10 @@ from .serialization import decode_arguments, join_payload, loads
 class JobStatus(enum.StrEnum):
     """Where a job is in its lifecycle (``docs/explanation/guarantee.md``, "The job lifecycle")."""
 
+    #: Waiting for its inputs (a node of a workflow, or ``using(depends_on=...)``): it is
+    #: released (queued, or scheduled after its ``delay``) in the same Redis script as
+    #: its last input's end, or ends ``cancelled`` (:class:`CancelReason`).
+    WAITING = "waiting"
     #: Waiting for its run-at time (delayed, or between retries).
     SCHEDULED = "scheduled"
     #: Ready; a worker will reserve it.
@@ -51,6 +55,16 @@ class CancelReason(enum.StrEnum):
 
     #: Its expiry (``expires=``) came before a worker started it: it never ran.
     EXPIRED = "expired"
+    #: It waited for inputs under ``on_dependency_failure="cancel"`` (the default) and one
+    #: of them failed, was cancelled or expired: it never ran.
+    DEPENDENCY_FAILED = "dependency_failed"
+    #: Its inputs had not all ended by its dependency deadline
+    #: (``RQUEUE["WORKFLOW_DEPENDENCY_TIMEOUT"]``, ``using(dependency_timeout=...)``): it
+    #: never ran.
+    DEPENDENCY_TIMEOUT = "dependency_timeout"
+    #: Its workflow was cancelled (``Workflow.cancel()``) before it ended; a running job was
+    #: stopped as :meth:`Job.cancel` stops one.
+    WORKFLOW_CANCELLED = "workflow_cancelled"
 
 
 #: The states a job does not leave by itself; ``Job.wait`` returns in them.

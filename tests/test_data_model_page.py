@@ -40,11 +40,24 @@ def test_the_page_names_every_stored_job_field() -> None:
         for name, value in vars(keys.JobFields).items()
         if name.isupper() and isinstance(value, str) and value != keys.JobFields.EXPIRES_IN
     }
-    fields |= {keys.JobFields.payload_part(2), "err:<n>", "err_at:<n>"}
+    fields |= {keys.JobFields.payload_part(2), "err:<n>", "err_at:<n>", "i:<k>"}
     missing = sorted(f for f in fields if f"`{f}`" not in text)
     assert missing == []
     assert keys.JobFields.error_part(1).replace("1", "<n>") == "err:<n>"
     assert keys.JobFields.error_time_part(1).replace("1", "<n>") == "err_at:<n>"
+    assert keys.JobFields.input_part(1).replace("1", "<k>") == "i:<k>"
+
+
+def test_the_page_names_every_workflow_record_field() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    section = text.partition("### Workflow records")[2].partition("\n## ")[0]
+    fields = {
+        value
+        for name, value in vars(keys.WorkflowFields).items()
+        if name.isupper() and isinstance(value, str)
+    }
+    assert section and fields
+    assert sorted(f for f in fields if f"`{f}`" not in section) == []
 
 
 def test_a_key_missing_from_the_page_is_found() -> None:

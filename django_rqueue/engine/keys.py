@@ -19,7 +19,16 @@ each Lua script touches a single slot::
                                                       trimmed (failed jobs deleted by retention),
                                                       expired (jobs cancelled by their expiry),
                                                       cancelled (running jobs stopped by their
-                                                      cancel, ``cancel_running.lua``)
+                                                      cancel, ``cancel_running.lua``),
+                                                      released (waiting jobs whose inputs all
+                                                      ended, queued or scheduled), depcancelled
+                                                      (waiting jobs cancelled
+                                                      ``dependency_failed``), deptimeout
+                                                      (waiting jobs cancelled
+                                                      ``dependency_timeout``); on a workflow's home
+                                                      queue: wfstarted (workflows started, and
+                                                      restarted by ``retry_failed``), wfsucceeded,
+                                                      wffailed, wfcancelled (workflows finished so)
     <prefix>:{<queue>}:throughput             hash    succeeded/failed per minute, a 60-slot ring
     <prefix>:{<queue>}:durations              hash    attempt durations per job name, a histogram
                                                       (fields: :class:`DurationFields`)
@@ -51,6 +60,27 @@ each Lua script touches a single slot::
     <prefix>:{<queue>}:parked:<group>         set     priorities at which a group at its cap
                                                       has queued jobs, held out of the rings
                                                       until one of its running jobs ends
+    <prefix>:{<queue>}:waiting                zset    waiting job id -> its dependency deadline
+                                                      (ms, Redis clock; ``+inf``: none): the jobs
+                                                      in state ``waiting``, whose inputs have not
+                                                      all ended
+    <prefix>:{<queue>}:next:<job id>          list    edge entries of the dependents linked to an
+                                                      existing job (``using(depends_on=...)``);
+                                                      delivered and deleted by that job's
+                                                      terminal transition
+    <prefix>:{<queue>}:outbox                 stream  outcomes of this queue's jobs for dependents
+                                                      on other queues (fields ``d`` dependent id,
+                                                      ``x`` input index, ``v`` arrival value),
+                                                      consumer group ``relay`` of the pollers
+    <prefix>:{<queue>}:wf:<workflow id>       hash    a workflow's record, on its home queue
+                                                      (fields: :class:`WorkflowFields`); expires
+                                                      after the home queue's ``result_ttl`` once
+                                                      the workflow finished
+    <prefix>:{<queue>}:wfs                    zset    workflow id -> created (ms): the workflows
+                                                      whose home is this queue
+    <prefix>:{<queue>}:wfopen                 zset    workflow id -> the deadline (ms) by which a
+                                                      creation in several steps, or a restart by
+                                                      ``retry_failed``, is rolled back or forward
     <prefix>:{<queue>}:permission-probe       -       never written: the permission check
                                                       queues every command on it in a
                                                       ``MULTI`` that is never executed
@@ -83,6 +113,11 @@ that queue jobs need no extra ``KEYS`` entry for it; the reserving scripts deriv
 that reserves, queues or ends a job; the end of a run (ack, fail, reclaim, release)
 may put a parked group back in its rings, so it also derives :data:`PRIOS`,
 :data:`RING` and :data:`NOTIFY` (``ack.lua`` and ``fail.lua`` do not otherwise need them).
+Dependencies (workflows, ``depends_on``) add no ``KEYS`` entry to the scripts that end a
+job: a job with dependents carries :attr:`JobFields.DEPENDENTS`, and its terminal script
+derives :data:`WAITING`, :data:`OUTBOX`, the ``wake`` list, :data:`NEXT` (``next:<job id>``),
+:data:`WORKFLOW` (``wf:<workflow id>``) and the same-queue dependents' :data:`JOB` keys from
+the base; a dependent's own queue is that of its id (:func:`queue_of`).
 """
 
 from __future__ import annotations
@@ -125,6 +160,18 @@ GROUPRUN = "grouprun"
 GROUPFULL = "groupfull"
 #: The priorities at which a group at its cap has parked jobs, ``parked:<group>``.
 PARKED = "parked:"
+#: The waiting jobs of a queue, scored by their dependency deadline.
+WAITING = "waiting"
+#: The dependents linked to an existing job, ``next:<job id>``.
+NEXT = "next:"
+#: The outcomes to deliver to dependents on other queues (a stream).
+OUTBOX = "outbox"
+#: A workflow's record, ``wf:<workflow id>``.
+WORKFLOW = "wf:"
+#: The workflows whose home is the queue.
+WORKFLOWS = "wfs"
+#: The workflows being created in several steps, or restarted, with their deadlines.
+OPENING = "wfopen"
 #: A key name no command ever runs on (:attr:`QueueKeys.permission_probe`); Lua never uses it.
 PERMISSION_PROBE = "permission-probe"
 
@@ -144,7 +191,7 @@ class JobFields:
     ``tests/engine/test_keys.py`` checks that the scripts use no other spelling.
     """
 
-    #: ``scheduled|queued|running|succeeded|failed|cancelled``.
+    #: ``waiting|scheduled|queued|running|succeeded|failed|cancelled``.
     STATE = "s"
     #: Redis time (ms since the epoch, UTC) the job was enqueued.
     ENQUEUED_AT = "at"
@@ -191,7 +238,10 @@ class JobFields:
     #: The latest failed attempt's error record (JSON); cleared by a success.
     ERROR = "error"
     #: Why a ``cancelled`` job was cancelled when it was not by ``cancel()``: ``"expired"``
-    #: (its :attr:`EXPIRES` came before it started). Absent otherwise.
+    #: (its :attr:`EXPIRES` came before it started), ``"dependency_failed"`` (an input
+    #: failed, was cancelled or expired, under the ``"cancel"`` policy),
+    #: ``"dependency_timeout"`` (its inputs had not all ended by its dependency deadline),
+    #: ``"workflow_cancelled"`` (``Workflow.cancel()``). Absent otherwise.
     CANCEL_REASON = "cancel_reason"
     #: How many error records ``err:1`` .. ``err:<n>`` the history holds.
     ERROR_COUNT = "nerr"
@@ -217,6 +267,54 @@ class JobFields:
     #: "a": [positions]}`` (:meth:`django_rqueue.sensitive.Sensitive.field`), written at
     #: enqueue; only jobs that declare some carry it.
     SENSITIVE = "sens"
+
+    # Only on the jobs of a workflow or with ``depends_on`` (a plain job carries none of
+    # them). An *input* of a job is a job whose outcome it waits for; a *dependent* of a
+    # job waits for its outcome. Short like the enqueue-time names.
+    #: The id of the workflow the job belongs to (its nodes, its finisher, its callbacks).
+    WORKFLOW = "wf"
+    #: The job's outgoing edges, one entry per dependent, separated by one space (the
+    #: entry format: :mod:`django_rqueue.dependencies`); the entry ``+`` means "also
+    #: deliver to the dependents listed in :meth:`QueueKeys.next`", and a workflow's
+    #: finisher has the single entry ``w``. Absent on a job nobody depends on: that
+    #: absence is how every terminal script knows it has nothing to deliver.
+    DEPENDENTS = "nx"
+    #: Number of inputs, indexed ``1`` .. ``dn`` (the gate, input ``0``, not counted).
+    INPUT_COUNT = "dn"
+    #: Inputs whose outcome has not arrived yet (the gate included while it is closed);
+    #: the job leaves ``waiting`` in the script that takes it to 0.
+    INPUTS_MISSING = "dw"
+    #: Inputs that arrived failed (absent: 0); on a finisher, the workflow's failed nodes.
+    INPUTS_FAILED = "df"
+    #: Inputs that arrived cancelled (absent: 0); on a finisher, the workflow's cancelled nodes.
+    INPUTS_CANCELLED = "dc"
+    #: The inputs' job ids in index order, separated by one space (absent on a finisher).
+    INPUT_IDS = "di"
+    #: ``"r"``: run once every input has ended, a failed one passed as a ``DependencyFailed``
+    #: (``on_dependency_failure="run"``). Absent: ``"cancel"``, end ``cancelled`` with
+    #: :attr:`CANCEL_REASON` ``"dependency_failed"`` when an input did not succeed.
+    ON_DEPENDENCY_FAILURE = "dp"
+    #: What is prepended to the job's arguments when it runs: ``"1"`` input 1's result,
+    #: ``"L"`` the list of inputs ``1`` .. ``dn``, else a JSON tree of input indices
+    #: (``[[1,2],3]``). Absent: nothing (``.si()``, ``pass_results=False``).
+    PASS_SHAPE = "dr"  # noqa: S105 - a hash field name, not a secret
+    #: Milliseconds between the job's release from ``waiting`` and its run
+    #: (``using(delay=...)`` on a job that waits). Absent: none.
+    RELEASE_DELAY = "rd"
+    #: Present while the job's gate (input ``0``) is closed, during a creation in several
+    #: steps: the dependency deadline (ms, Redis clock, or ``inf``) to put in
+    #: :attr:`QueueKeys.waiting` when it opens.
+    GATE = "gt"
+    #: Set (``"1"``) with :attr:`CANCEL_REQUESTED` when ``Workflow.cancel()`` asked a
+    #: running job to stop: it then ends with :attr:`CANCEL_REASON` ``"workflow_cancelled"``.
+    CANCEL_BY_WORKFLOW = "cxw"
+
+    @staticmethod
+    def input_part(k: int) -> str:
+        """Name of the field holding input ``k``'s arrival (``k >= 1``; ``0`` is the gate):
+        present once it arrived, its value the outcome
+        (:func:`django_rqueue.dependencies.decode`)."""
+        return f"i:{k}"
 
     @staticmethod
     def payload_part(n: int) -> str:
@@ -248,6 +346,47 @@ RECORD_DEFAULTS: dict[str, int] = {
     JobFields.TIMEOUT_MS: defaults.TIMEOUT * 1000,
     JobFields.RESULT_TTL: defaults.RESULT_TTL,
 }
+
+
+class WorkflowFields:
+    """Field names of a workflow's record ``<prefix>:{<queue>}:wf:<workflow id>``, on its home
+    queue (the queue holding most of its nodes).
+
+    The record's state :attr:`STATE` is one of ``creating`` (written in several steps, not
+    committed yet), ``running``, ``cancelling`` (``Workflow.cancel()`` asked, nodes still
+    ending), ``reopening`` (``retry_failed()`` re-arming its nodes), ``succeeded``,
+    ``failed``, ``cancelled``; ``Workflow.state`` shows the first four as ``running``.
+    """
+
+    #: The record's state (see above).
+    STATE = "st"
+    #: Redis time (ms) the workflow was created.
+    CREATED_AT = "t0"
+    #: Redis time (ms) it finished (absent while it runs).
+    FINISHED_AT = "t1"
+    #: Number of declared nodes (the finisher and the callbacks not counted).
+    NODE_COUNT = "n"
+    #: What the admin calls it: the job name of its last sink.
+    NAME = "name"
+    #: Compact JSON of its shape: ``nodes`` (``[[id, name], ...]`` in declared order),
+    #: ``edges`` (``[[from, to], ...]`` by node index), the exits and the result's shape,
+    #: ``locs`` (the locations its nodes are written in).
+    SPEC = "spec"
+    #: JSON of the ``on_error`` and ``on_complete`` signatures (absent: none).
+    CALLBACKS = "cb"
+    #: The dependency timeout of its nodes, in seconds (absent: none).
+    DEPENDENCY_TIMEOUT = "dto"
+    #: The finish generation, from 0; ``retry_failed()`` adds 1.
+    GENERATION = "gen"
+    #: The generation whose ``workflow_finished`` signal was sent (absent: none yet).
+    SIGNALLED = "sig"
+    #: The workflow's result (JSON, or encrypted as a job's result), once it finished.
+    RESULT = "res"
+    #: The stored re-arm plan while :attr:`STATE` is ``reopening`` (JSON).
+    PLAN = "plan"
+    #: ``"1"`` when the finisher job ended other than by running (cancelled, deleted,
+    #: failed for good): the record was then ended ``failed`` without a result.
+    LOST = "lost"
 
 
 class EntryFields:
@@ -337,9 +476,30 @@ class StatsFields:
     EXPIRED = "expired"
     #: Running jobs stopped by their cancel (``cancel_running.lua``).
     CANCELLED = "cancelled"
+    #: Waiting jobs released (queued or scheduled) once their inputs had all ended.
+    RELEASED = "released"
+    #: Waiting jobs cancelled with ``cancel_reason`` ``"dependency_failed"``.
+    DEPENDENCY_FAILED = "depcancelled"
+    #: Waiting jobs cancelled with ``cancel_reason`` ``"dependency_timeout"``.
+    DEPENDENCY_TIMEOUT = "deptimeout"
+    # On a workflow's home queue, one count per workflow (never per node); the workflows
+    # running now are WORKFLOWS_STARTED minus the three finished counts.
+    #: Workflows started (a ``retry_failed()`` restarts one, and counts again).
+    WORKFLOWS_STARTED = "wfstarted"
+    WORKFLOWS_SUCCEEDED = "wfsucceeded"
+    WORKFLOWS_FAILED = "wffailed"
+    WORKFLOWS_CANCELLED = "wfcancelled"
 
+    #: The counters of workflows and dependencies (a queue without any keeps none of them).
+    WORKFLOW_COUNTERS = (
+        *(RELEASED, DEPENDENCY_FAILED, DEPENDENCY_TIMEOUT),
+        *(WORKFLOWS_STARTED, WORKFLOWS_SUCCEEDED, WORKFLOWS_FAILED, WORKFLOWS_CANCELLED),
+    )
     #: Every counter, in the order above.
-    ALL = (QUEUED, ENQUEUED, SUCCEEDED, FAILED, RETRIED, RECLAIMED, TRIMMED, EXPIRED, CANCELLED)
+    ALL = (
+        *(QUEUED, ENQUEUED, SUCCEEDED, FAILED, RETRIED, RECLAIMED, TRIMMED, EXPIRED, CANCELLED),
+        *WORKFLOW_COUNTERS,
+    )
 
 
 #: Separator between the queue name and the random part of a job id.
@@ -474,6 +634,36 @@ class QueueKeys:
     def paused(self) -> str:
         """Present while the queue is paused; its value is the Redis time (ms) of the pause."""
         return f"{self.base}{PAUSED}"
+
+    @property
+    def waiting(self) -> str:
+        """Zset: the queue's ``waiting`` jobs -> their dependency deadline (ms, Redis clock)."""
+        return f"{self.base}{WAITING}"
+
+    def next(self, job_id: str) -> str:
+        """List: the edge entries of the dependents linked to ``job_id`` after it was created."""
+        return f"{self.base}{NEXT}{job_id}"
+
+    @property
+    def outbox(self) -> str:
+        """Stream: outcomes of this queue's jobs for dependents on other queues."""
+        return f"{self.base}{OUTBOX}"
+
+    def workflow(self, workflow_id: str) -> str:
+        """Hash: the record of the workflow ``workflow_id`` whose home is this queue
+        (fields: :class:`WorkflowFields`)."""
+        return f"{self.base}{WORKFLOW}{workflow_id}"
+
+    @property
+    def workflows(self) -> str:
+        """Zset: the workflows whose home is this queue -> created (ms)."""
+        return f"{self.base}{WORKFLOWS}"
+
+    @property
+    def opening(self) -> str:
+        """Zset: workflows created in several steps or restarting -> their roll-back or
+        roll-forward deadline (ms)."""
+        return f"{self.base}{OPENING}"
 
     @property
     def permission_probe(self) -> str:

@@ -41,6 +41,7 @@ __all__ = ["STATUSES", "TaskJobFunction", "job_function_at", "job_function_of", 
 
 #: ``Job.status`` -> ``TaskResult.status``.
 STATUSES = {
+    JobStatus.WAITING: TaskResultStatus.READY,
     JobStatus.SCHEDULED: TaskResultStatus.READY,
     JobStatus.QUEUED: TaskResultStatus.READY,
     JobStatus.RUNNING: TaskResultStatus.RUNNING,
