@@ -2,12 +2,12 @@
 
 A job that waits for others (a node of a workflow, or a job enqueued with
 ``using(depends_on=...)``) is a *dependent*; the jobs it waits for are its *inputs*,
-numbered ``1`` .. ``dn`` (:attr:`~django_rqueue.engine.keys.JobFields.INPUT_COUNT`; input
+numbered ``1`` .. ``dn`` (:attr:`~django_rqueue.engine.fields.JobFields.INPUT_COUNT`; input
 ``0`` is the gate of a creation in several steps). The Lua scripts write both formats
 below and this module reads them (``include/outcome.lua`` builds arrival values with the
 same concatenations, no ``cjson``); it touches no Redis.
 
-**Edge entry** (in an input's :attr:`~django_rqueue.engine.keys.JobFields.DEPENDENTS`
+**Edge entry** (in an input's :attr:`~django_rqueue.engine.fields.JobFields.DEPENDENTS`
 field, entries separated by one space, and in its ``next:<job id>`` list), :class:`Edge`::
 
     <copy><path><k>:<dependent id>          e.g.  pi3:io:AbC...
@@ -35,7 +35,7 @@ The result and the error record are as stored, so encrypted ones stay encrypted 
 :func:`input_value` opens them; both are empty on a ``c`` edge. A tombstone accepts only
 an outcome whose token is greater (a later run's). A job that runs with inputs gets, in
 front of its own arguments, the value :func:`prepend` builds from its
-:attr:`~django_rqueue.engine.keys.JobFields.PASS_SHAPE`: each input's result, or a
+:attr:`~django_rqueue.engine.fields.JobFields.PASS_SHAPE`: each input's result, or a
 :class:`DependencyFailed` in place of an input that did not succeed.
 """
 
@@ -46,7 +46,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
 
 from .encryption import sealed, unseal
-from .engine.keys import JobFields, queue_of
+from .engine.fields import JobFields
+from .engine.keys import queue_of
 from .exceptions import RqueueError
 from .serialization import loads
 
@@ -69,12 +70,12 @@ CANCELLED: Final = "c"
 GATE: Final = "g"
 #: The kind of a tombstone: an input re-armed by ``retry_failed()``, not arrived.
 TOMBSTONE: Final = "r"
-#: The entry of :attr:`~django_rqueue.engine.keys.JobFields.DEPENDENTS` that says "also
+#: The entry of :attr:`~django_rqueue.engine.fields.JobFields.DEPENDENTS` that says "also
 #: deliver to the dependents linked later, in ``next:<job id>``".
 LINKED: Final = "+"
 #: The single entry of a workflow finisher's dependents: its end marks the workflow record.
 FINISHER: Final = "w"
-#: The value :attr:`~django_rqueue.engine.keys.JobFields.PASS_SHAPE` holds to pass the
+#: The value :attr:`~django_rqueue.engine.fields.JobFields.PASS_SHAPE` holds to pass the
 #: list of every input's value, in index order.
 EVERY_INPUT: Final = "L"
 
@@ -182,7 +183,7 @@ class Edge:
 
 @dataclass(frozen=True, slots=True)
 class Dependents:
-    """What an input's :attr:`~django_rqueue.engine.keys.JobFields.DEPENDENTS` field holds."""
+    """What an input's :attr:`~django_rqueue.engine.fields.JobFields.DEPENDENTS` field holds."""
 
     edges: tuple[Edge, ...] = ()
     #: :data:`LINKED` is there: dependents were linked later, in ``next:<job id>``.
@@ -353,7 +354,7 @@ def inputs_of(fields: Mapping[str, bytes | str]) -> list[Any]:
 def prepend(shape: bytes | str, inputs: Sequence[Any]) -> Any:  # the inputs' values, arranged
     """The value a job that waited gets in front of its own arguments.
 
-    ``shape`` is its :attr:`~django_rqueue.engine.keys.JobFields.PASS_SHAPE`: ``"L"`` the
+    ``shape`` is its :attr:`~django_rqueue.engine.fields.JobFields.PASS_SHAPE`: ``"L"`` the
     list of ``inputs``; else JSON: an input index ``k`` (1-based) is ``inputs[k - 1]``,
     a list of indices and lists the same list of values (``"[[1,2],3]"`` is
     ``[[inputs[0], inputs[1]], inputs[2]]``; ``"[]"`` an empty list). ``inputs`` are the

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import ImproperlyConfigured
 
 from .conf import get_config
-from .engine.keys import JobFields
+from .engine.fields import JobFields
 from .serialization import join_payload
 
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from .engine.connection import (
     redis_errors,
     wrong_type,
 )
-from .engine.keys import RECORD_DEFAULTS, JobFields, queue_of
+from .engine.fields import RECORD_DEFAULTS, JobFields
+from .engine.keys import queue_of
 from .engine.queue_ref import queue_ref
 from .exceptions import JobStateError
 from .sensitive import Sensitive

@@ -38,7 +38,7 @@ from typing import Any
 from django.utils.functional import Promise
 
 from .conf.defaults import MAX_JSON_BYTES as MAX_JSON_BYTES
-from .engine.keys import JobFields
+from .engine.fields import JobFields
 
 TAG = "__rqueue__"
 

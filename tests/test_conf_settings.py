@@ -18,7 +18,7 @@ from django_rqueue.conf.settings import (
     Setting,
 )
 from django_rqueue.conf.validation import WITH_OTHERS
-from django_rqueue.engine.keys import RECORD_DEFAULTS, JobFields
+from django_rqueue.engine.fields import RECORD_DEFAULTS, JobFields
 
 URL = "redis://127.0.0.1:6379/0"
 ALL_ROWS = [*SETTINGS, *OPTIONS, *QUEUE_OPTIONS]

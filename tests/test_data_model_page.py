@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from django_rqueue.engine import keys
+from django_rqueue.engine.fields import JobFields, WorkflowFields
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "explanation" / "data-model.md"
 #: A key pattern as the key module's docstring lists it: ``<prefix>:{<queue>}:job:<job id>``.
@@ -37,15 +38,15 @@ def test_the_page_names_every_stored_job_field() -> None:
     text = PAGE.read_text(encoding="utf-8")
     fields = {
         value
-        for name, value in vars(keys.JobFields).items()
-        if name.isupper() and isinstance(value, str) and value != keys.JobFields.EXPIRES_IN
+        for name, value in vars(JobFields).items()
+        if name.isupper() and isinstance(value, str) and value != JobFields.EXPIRES_IN
     }
-    fields |= {keys.JobFields.payload_part(2), "err:<n>", "err_at:<n>", "i:<k>"}
+    fields |= {JobFields.payload_part(2), "err:<n>", "err_at:<n>", "i:<k>"}
     missing = sorted(f for f in fields if f"`{f}`" not in text)
     assert missing == []
-    assert keys.JobFields.error_part(1).replace("1", "<n>") == "err:<n>"
-    assert keys.JobFields.error_time_part(1).replace("1", "<n>") == "err_at:<n>"
-    assert keys.JobFields.input_part(1).replace("1", "<k>") == "i:<k>"
+    assert JobFields.error_part(1).replace("1", "<n>") == "err:<n>"
+    assert JobFields.error_time_part(1).replace("1", "<n>") == "err_at:<n>"
+    assert JobFields.input_part(1).replace("1", "<k>") == "i:<k>"
 
 
 def test_the_page_names_every_workflow_record_field() -> None:
@@ -53,7 +54,7 @@ def test_the_page_names_every_workflow_record_field() -> None:
     section = text.partition("### Workflow records")[2].partition("\n## ")[0]
     fields = {
         value
-        for name, value in vars(keys.WorkflowFields).items()
+        for name, value in vars(WorkflowFields).items()
         if name.isupper() and isinstance(value, str)
     }
     assert section and fields

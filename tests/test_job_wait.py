@@ -15,7 +15,8 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue import Job, JobStateError, JobStatus, job
 from django_rqueue.engine.connection import reset_clients
-from django_rqueue.engine.keys import JobFields, QueueKeys
+from django_rqueue.engine.fields import JobFields
+from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.execution import error_record
 from tests.support import transitions
 from tests.support.inprocess import run_worker

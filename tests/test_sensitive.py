@@ -11,7 +11,8 @@ import redis
 
 from django_rqueue import JobContext, JobStatus, get_job, job, registry
 from django_rqueue.display import shown_arguments
-from django_rqueue.engine.keys import JobFields, QueueKeys
+from django_rqueue.engine.fields import JobFields
+from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.sensitive import MASK, Sensitive
 from tests.conftest import Event
 from tests.jobs_app.jobs import log_in, read_ledger

@@ -17,7 +17,8 @@ from ..conf import get_config
 from ..display import hidden, shown_arguments
 from ..engine import commands, run
 from ..engine.connection import as_text, ms_to_datetime, wrong_type
-from ..engine.keys import JobFields, queue_of
+from ..engine.fields import JobFields
+from ..engine.keys import queue_of
 from ..engine.queue_ref import queue_ref
 from ..job import CancelReason, Job, JobStatus
 from ..ops.listings import STATES

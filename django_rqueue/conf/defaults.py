@@ -2,7 +2,7 @@
 
 The settings rows (:mod:`.conf.settings`), the parser (:mod:`.parse`), the checks
 (:mod:`.validation`) and the generated settings table all take their defaults from here;
-so does the stored job format: :data:`django_rqueue.engine.keys.RECORD_DEFAULTS` leaves a
+so does the stored job format: :data:`django_rqueue.engine.fields.RECORD_DEFAULTS` leaves a
 job option out of the record while it holds :data:`TIMEOUT`, :data:`MAX_ATTEMPTS` or
 :data:`RESULT_TTL`, hence those three never change. It imports nothing of the package.
 """

@@ -6,7 +6,7 @@ result; it does no I/O itself, so one flow serves sync and async code alike:
 asyncio one.
 
 :func:`wait_for_job` is the Redis side of ``Job.wait`` / ``Job.await_``. A
-waiter first marks the job as awaited (:attr:`~.keys.JobFields.AWAITED`) and
+waiter first marks the job as awaited (:attr:`~.fields.JobFields.AWAITED`) and
 reads it in one step (``mark_awaited.lua``, which writes nothing for a job that
 is gone), so a terminal transition that runs after the read sees the mark and
 pushes a token to :meth:`~.keys.QueueKeys.done` (``include/wake_waiters.lua``);

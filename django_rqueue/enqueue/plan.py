@@ -26,7 +26,8 @@ from ..conf import Config
 from ..encryption import seal
 from ..engine import calls
 from ..engine.calls import NewJob, ScriptCall
-from ..engine.keys import RECORD_DEFAULTS, JobFields, QueueKeys, new_job_id
+from ..engine.fields import RECORD_DEFAULTS, JobFields
+from ..engine.keys import QueueKeys, new_job_id
 from ..job import Job, JobStatus
 from ..options import JobOptions
 from ..serialization import MAX_JSON_BYTES, encode_arguments

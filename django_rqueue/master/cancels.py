@@ -25,7 +25,7 @@ from collections.abc import Iterable
 import redis
 
 from ..engine.connection import get_client, redis_errors
-from ..engine.keys import JobFields
+from ..engine.fields import JobFields
 from ..engine.queue_ref import queue_ref
 from ..exceptions import RedisUnavailable
 from ..worker import cancelling

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import redis
 
 from ..engine.connection import as_text, is_cluster, ms_to_datetime, redis_errors, wrong_type
-from ..engine.keys import JobFields, QueueKeys
+from ..engine.fields import JobFields
+from ..engine.keys import QueueKeys
 from ..engine.queue_ref import queue_ref
 
 #: Priority levels and groups per level sampled for the oldest queued job.

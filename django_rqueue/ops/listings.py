@@ -18,7 +18,8 @@ import redis
 
 from ..conf import get_config
 from ..engine.connection import as_text, ms_to_datetime, redis_errors, wrong_type
-from ..engine.keys import JobFields, QueueKeys, queue_of
+from ..engine.fields import JobFields
+from ..engine.keys import QueueKeys, queue_of
 from ..engine.queue_ref import queue_ref
 from ..exceptions import RedisUnavailable
 from ..job import Job, JobStatus

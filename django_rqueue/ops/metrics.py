@@ -27,7 +27,7 @@ from django.views.decorators.http import require_safe
 
 from ..conf import get_config
 from ..engine.connection import as_text, get_client
-from ..engine.keys import DurationFields
+from ..engine.fields import DurationFields
 from ..engine.queue_ref import queue_ref
 from ..exceptions import RedisUnavailable
 from .counts import QueueCounts, hash_and_time, queue_counts

@@ -22,7 +22,7 @@ from .. import registry, signals
 from ..conf import Config, get_config
 from ..engine import commands
 from ..engine.connection import as_text, ms_to_datetime, redis_errors, wrong_type
-from ..engine.keys import EntryFields
+from ..engine.fields import EntryFields
 from ..engine.queue_ref import queue_ref
 from ..engine.replies import Enqueued, EnqueueOutcome
 from ..engine.run import execute

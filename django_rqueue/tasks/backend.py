@@ -86,7 +86,7 @@ from django.utils.module_loading import import_string
 
 from .. import enqueue, signals
 from ..conf import get_config
-from ..engine.keys import JobFields
+from ..engine.fields import JobFields
 from ..exceptions import UnknownJob
 from ..job import FINISHED, Job, get_job
 from ..registry import TASK_PREFIX

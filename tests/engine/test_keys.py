@@ -12,6 +12,13 @@ from redis.crc import key_slot
 from django_rqueue import job
 from django_rqueue.conf import RateLimit
 from django_rqueue.engine import keys as keys_module
+from django_rqueue.engine.fields import (
+    RECORD_DEFAULTS,
+    DurationFields,
+    JobFields,
+    StatsFields,
+    WorkflowFields,
+)
 from django_rqueue.engine.keys import (
     DONE,
     DURATIONS,
@@ -27,7 +34,6 @@ from django_rqueue.engine.keys import (
     PAUSED,
     PRIOS,
     RATE,
-    RECORD_DEFAULTS,
     RING,
     SCHEDULE_ENTRY,
     SUCCEEDED,
@@ -35,11 +41,7 @@ from django_rqueue.engine.keys import (
     WAITING,
     WORKFLOW,
     WORKFLOWS,
-    DurationFields,
-    JobFields,
     QueueKeys,
-    StatsFields,
-    WorkflowFields,
     new_job_id,
     pollers_key,
     queue_of,

@@ -9,7 +9,8 @@ import pytest
 
 from django_rqueue.conf import get_config
 from django_rqueue.engine import calls
-from django_rqueue.engine.keys import JobFields, QueueKeys
+from django_rqueue.engine.fields import JobFields
+from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.enqueue.plan import Plan
 from django_rqueue.job import JobStatus
 from tests.enqueue.jobs import add, carry

@@ -7,7 +7,7 @@ import os
 
 import redis
 
-from django_rqueue.engine.keys import JobFields
+from django_rqueue.engine.fields import JobFields
 from django_rqueue.worker.cancelling import read_requests
 from tests.jobs_app.jobs import record
 from tests.master.support import FakeChild, reserve

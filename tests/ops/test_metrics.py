@@ -24,7 +24,7 @@ from prometheus_client.samples import Sample
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue.engine.connection import get_client, redis_time_ms
-from django_rqueue.engine.keys import DurationFields
+from django_rqueue.engine.fields import DurationFields
 from django_rqueue.execution import error_record
 from django_rqueue.master.heartbeat import publish
 from django_rqueue.ops import operations

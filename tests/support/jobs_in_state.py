@@ -14,7 +14,8 @@ from django_rqueue.conf import get_config
 from django_rqueue.engine import calls
 from django_rqueue.engine.calls import Retention
 from django_rqueue.engine.connection import get_client
-from django_rqueue.engine.keys import JobFields, QueueKeys, new_job_id
+from django_rqueue.engine.fields import JobFields
+from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.engine.replies import Enqueued
 from django_rqueue.execution import error_record
 from tests.support import transitions

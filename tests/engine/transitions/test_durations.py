@@ -7,7 +7,7 @@ import pytest
 
 from django_rqueue import LeaseLost
 from django_rqueue.engine.connection import as_text
-from django_rqueue.engine.keys import DurationFields
+from django_rqueue.engine.fields import DurationFields
 from tests.support import transitions
 from tests.support.engine import Engine
 from tests.support.waiting import wait_until

@@ -6,7 +6,8 @@ import pytest
 import redis
 
 from django_rqueue.engine import calls
-from django_rqueue.engine.keys import JobFields, QueueKeys
+from django_rqueue.engine.fields import JobFields
+from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.engine.replies import EnqueueOutcome
 from django_rqueue.serialization import join_payload
 from tests.support import transitions

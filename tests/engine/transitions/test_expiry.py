@@ -3,7 +3,7 @@ reserve (include/reserve_next.lua) and promote end it as cancelled with reason '
 
 from __future__ import annotations
 
-from django_rqueue.engine.keys import JobFields
+from django_rqueue.engine.fields import JobFields
 from tests.support import transitions
 from tests.support.engine import Engine
 from tests.support.waiting import wait_until

@@ -3,7 +3,7 @@ the scripts that read 'max' and 'ttl' treat an absent field as its default."""
 
 from __future__ import annotations
 
-from django_rqueue.engine.keys import RECORD_DEFAULTS, JobFields
+from django_rqueue.engine.fields import RECORD_DEFAULTS, JobFields
 from tests.support.engine import Engine
 from tests.support.waiting import wait_until
 

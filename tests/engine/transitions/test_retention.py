@@ -8,7 +8,7 @@ import redis
 
 from django_rqueue import get_job
 from django_rqueue.engine.calls import Retention
-from django_rqueue.engine.keys import JobFields
+from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.scripts import load
 from tests.support.engine import Engine
 from tests.support.waiting import wait_until

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from django_rqueue.engine.keys import JobFields
+from django_rqueue.engine.fields import JobFields
 from tests.support import transitions
 from tests.support.engine import Engine
 

@@ -9,7 +9,7 @@
 -- hash ('n', 'p', 'max', 'tmo', 'ttl', 'exp'), except 'exp_in' (an expiry relative to
 -- the enqueue, ms), stored as 'exp' = now + its value: the job's expiry on the Redis clock.
 --
--- Job hash fields (names as in django_rqueue.engine.keys.JobFields): 's' state,
+-- Job hash fields (names as in django_rqueue.engine.fields.JobFields): 's' state,
 -- 'at' enqueued-at ms, 'due' run-at ms, 'n' job name, 'p' payload, 'max'
 -- max attempts, 'tmo' timeout ms, 'ttl' result TTL s, 'uk' unique key, 'exp'
 -- expiry ms (include/expire_if_due.lua).

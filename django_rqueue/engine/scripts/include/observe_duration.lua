@@ -4,7 +4,7 @@
 -- (include/ack_job.lua) reads those fields with its others and calls count_duration.
 --
 -- Derived key: base .. 'durations', a hash of one histogram per job name (names as in
--- django_rqueue.engine.keys.DurationFields): '<bound>:<job name>' counts the attempts
+-- django_rqueue.engine.fields.DurationFields): '<bound>:<job name>' counts the attempts
 -- that lasted more than the previous bound and at most <bound> ms ('inf': longer than
 -- the last bound), 'sum:<job name>' the ms they lasted in all. Only the one bucket the
 -- attempt falls in is incremented (the reader cumulates them, and the count is their
