@@ -27,7 +27,7 @@ from django_rqueue.engine.connection import SOCKET_TIMEOUT, reset_clients
 from django_rqueue.engine.queue_ref import queue_ref
 from django_rqueue.engine.scripts import load
 from django_rqueue.job import Job
-from django_rqueue.worker.reserving import ReserveParams
+from django_rqueue.worker.reserve_params import ReserveParams
 from tests.jobs_app.jobs import fault_sleep, record
 from tests.support import transitions
 from tests.support.inprocess import keys
