@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime
 import enum
-import math
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
 from asgiref.sync import sync_to_async
 
+from . import record
 from .conf import get_config
 from .encryption import open_fields
 from .engine import commands, flows, run
@@ -23,10 +23,11 @@ from .engine.connection import (
     redis_errors,
     wrong_type,
 )
-from .engine.fields import RECORD_DEFAULTS, JobFields
+from .engine.fields import JobFields
 from .engine.keys import queue_of
 from .engine.queue_ref import queue_ref
 from .exceptions import JobStateError
+from .record import MAX_TIMEOUT as MAX_TIMEOUT  # the public name django_rqueue.job.MAX_TIMEOUT
 from .sensitive import Sensitive
 from .serialization import decode_arguments, join_payload, loads
 
@@ -74,62 +75,6 @@ FINISHED = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED
 
 #: Job states by name (a dict lookup costs less than ``JobStatus(name)``).
 STATUSES: dict[str, JobStatus] = {status.value: status for status in JobStatus}
-#: The job hash's fixed field names as Redis returns them (bytes), and as text.
-_FIELD_NAMES: dict[bytes, str] = {
-    value.encode(): value
-    for name, value in vars(JobFields).items()
-    if name.isupper() and isinstance(value, str)
-}
-_DEFAULT_MAX_ATTEMPTS = RECORD_DEFAULTS[JobFields.MAX_ATTEMPTS]
-_DEFAULT_TIMEOUT_MS = RECORD_DEFAULTS[JobFields.TIMEOUT_MS]
-_DEFAULT_RESULT_TTL = RECORD_DEFAULTS[JobFields.RESULT_TTL]
-
-
-#: The longest ``timeout`` a job is read with, in seconds (about 3 years): a record's
-#: ``tmo`` above it (a corrupt record, or a huge ``@job(timeout=...)``) reads as this. The
-#: worker arms ``setitimer`` with it, which refuses values not far above (``OverflowError``
-#: from 10^12 s on Linux x86-64), and it stays below 2^31 s for a 32-bit ``time_t``.
-MAX_TIMEOUT = 100_000_000
-_MAX_TIMEOUT_MS = MAX_TIMEOUT * 1000
-
-
-def _int(value: bytes | str | None, default: int = 0) -> int:
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default
-
-
-def _number(f: dict[str, bytes | str], name: str, default: int, problems: list[str]) -> int:
-    """The number field ``name`` of a job hash: an integer (a finite float is truncated);
-    ``default`` when absent or empty, and when not a number (noted in ``problems``)."""
-    value = f.get(name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        pass
-    if value in (b"", ""):
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if math.isfinite(number):
-        return int(number)
-    problems.append(f"field {name!r} is not a number: {as_text(value)[:40]!r}")
-    return default
-
-
-def _time(f: dict[str, bytes | str], name: str, problems: list[str]) -> datetime.datetime | None:
-    """The time field ``name`` (ms since the epoch); ``None`` when absent or not a time
-    (then noted in ``problems``)."""
-    value = f.get(name)
-    when = ms_to_datetime(value)
-    if when is None and value:
-        problems.append(f"field {name!r} is not a time: {as_text(value)[:40]!r}")
-    return when
 
 
 @dataclass
@@ -156,7 +101,7 @@ class Job[R]:
     group: str = ""
     attempts: int = 0
     max_attempts: int = 1
-    #: Hard limit of one attempt, in seconds (at most :data:`MAX_TIMEOUT`).
+    #: Hard limit of one attempt, in seconds (at most :data:`~.record.MAX_TIMEOUT`).
     timeout: float = 0.0
     #: Seconds the finished record is kept.
     result_ttl: int = 0
@@ -213,15 +158,15 @@ class Job[R]:
         invalid, nested deeper than ``serialization.MAX_JSON_DEPTH`` or longer than
         ``serialization.MAX_JSON_BYTES``, bytes that are not UTF-8, an unknown state)
         is left at its default and described in :attr:`problems`. A ``timeout`` above
-        :data:`MAX_TIMEOUT` reads as :data:`MAX_TIMEOUT`; the error history reads at most
-        as many ``err:<n>`` fields as the hash has fields, whatever its count says.
+        :data:`~.record.MAX_TIMEOUT` reads as that; the error history reads at most as
+        many ``err:<n>`` fields as the hash has fields, whatever its count says.
         """
         f: dict[str, bytes | str]
         if fields and type(next(iter(fields))) is bytes:
             # A worker builds one Job per job it runs: a lookup of the known names costs
             # less than decoding each.
             from_redis = cast(dict[bytes, bytes], fields)
-            name_of = _FIELD_NAMES.get
+            name_of = record.FIELD_NAMES.get
             f = {name_of(k) or k.decode("utf-8", "replace"): v for k, v in from_redis.items()}
         else:
             f = {as_text(k): v for k, v in fields.items()}
@@ -235,29 +180,31 @@ class Job[R]:
         name = as_text(f.get(JobFields.NAME))
         if not name:
             problems.append("no job name")
-        timeout_ms = _number(f, JobFields.TIMEOUT_MS, _DEFAULT_TIMEOUT_MS, problems)
+        timeout_ms = record.number(f, JobFields.TIMEOUT_MS, record.DEFAULT_TIMEOUT_MS, problems)
         job = cls(
             id=job_id,
             name=name,
             queue=queue_of(job_id) or "",
             status=status,
-            priority=_number(f, JobFields.PRIORITY, 0, problems),
+            priority=record.number(f, JobFields.PRIORITY, 0, problems),
             group=as_text(f.get(JobFields.GROUP)),
-            attempts=_number(f, JobFields.ATTEMPTS, 0, problems),
+            attempts=record.number(f, JobFields.ATTEMPTS, 0, problems),
             # Absent at their defaults (RECORD_DEFAULTS).
-            max_attempts=_number(f, JobFields.MAX_ATTEMPTS, _DEFAULT_MAX_ATTEMPTS, problems),
-            timeout=min(timeout_ms, _MAX_TIMEOUT_MS) / 1000,
-            result_ttl=_number(f, JobFields.RESULT_TTL, _DEFAULT_RESULT_TTL, problems),
-            enqueued_at=_time(f, JobFields.ENQUEUED_AT, problems),
+            max_attempts=record.number(
+                f, JobFields.MAX_ATTEMPTS, record.DEFAULT_MAX_ATTEMPTS, problems
+            ),
+            timeout=min(timeout_ms, record.MAX_TIMEOUT_MS) / 1000,
+            result_ttl=record.number(f, JobFields.RESULT_TTL, record.DEFAULT_RESULT_TTL, problems),
+            enqueued_at=record.time(f, JobFields.ENQUEUED_AT, problems),
             # Left out of the hash while it equals the enqueue time (enqueue_job.lua).
             run_at=ms_to_datetime(f.get(JobFields.RUN_AT) or f.get(JobFields.ENQUEUED_AT)),
-            started_at=_time(f, JobFields.STARTED_AT, problems),
-            finished_at=_time(f, JobFields.FINISHED_AT, problems),
-            token=_number(f, JobFields.TOKEN, 0, problems),
+            started_at=record.time(f, JobFields.STARTED_AT, problems),
+            finished_at=record.time(f, JobFields.FINISHED_AT, problems),
+            token=record.number(f, JobFields.TOKEN, 0, problems),
             worker=as_text(f.get(JobFields.WORKER)),
             unique_key=as_text(f.get(JobFields.UNIQUE_KEY)),
-            expires_at=_time(f, JobFields.EXPIRES, problems),
-            cancel_requested_at=_time(f, JobFields.CANCEL_REQUESTED, problems),
+            expires_at=record.time(f, JobFields.EXPIRES, problems),
+            cancel_requested_at=record.time(f, JobFields.CANCEL_REQUESTED, problems),
             problems=problems,
         )
         try:
@@ -271,10 +218,10 @@ class Job[R]:
                 problems.append(f"undecodable result: {exc}")
         errors = []
         # Bounded by the fields present: a corrupt count (10**9) costs nothing.
-        for n in range(1, min(_int(f.get(JobFields.ERROR_COUNT)), len(f)) + 1):
+        for n in range(1, min(record.integer(f.get(JobFields.ERROR_COUNT)), len(f)) + 1):
             raw = f.get(JobFields.error_part(n))
             if raw is not None:
-                errors.append(_decode_error(raw, problems))
+                errors.append(record.error_record(raw, problems))
         job.errors = errors
         if JobFields.TASK_RUN_AFTER in f:
             try:
@@ -284,7 +231,7 @@ class Job[R]:
             except ValueError:
                 problems.append("undecodable task run_after")
         if JobFields.ERROR in f:
-            job.error = _decode_error(f[JobFields.ERROR], problems)
+            job.error = record.error_record(f[JobFields.ERROR], problems)
         if JobFields.SENSITIVE in f:
             job.sensitive = Sensitive.parse(f[JobFields.SENSITIVE])
         if JobFields.CANCEL_REASON in f:
@@ -431,20 +378,6 @@ class Job[R]:
         run.execute(ref.client(), commands.retry(ref.keys, self.id))
         self.status = JobStatus.QUEUED
         self.attempts = 0
-
-
-def _decode_error(raw: bytes | str, problems: list[str]) -> dict[str, str]:
-    try:
-        value = loads(raw)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        problems.append("undecodable error record")
-        return {"type": "", "message": as_text(raw), "traceback": ""}
-    error = {k: str(value.get(k, "")) for k in ("type", "message", "traceback")}
-    if "worker" in value:
-        error["worker"] = str(value["worker"])
-    return error
 
 
 def get_job(job_id: str) -> Job[Any] | None:

@@ -28,9 +28,10 @@ from pytest_django.fixtures import Settings as SettingsFixture
 from django_rqueue import aget_job, get_job
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys, restart_key, worker_key, workers_key
-from django_rqueue.job import MAX_TIMEOUT, Job
+from django_rqueue.job import Job
 from django_rqueue.master.heartbeat import publish
 from django_rqueue.ops.workers import WorkerInfo, list_workers
+from django_rqueue.record import MAX_TIMEOUT
 from tests.jobs_app.jobs import fault_noop
 from tests.support.jobs_in_state import Jobs
 
