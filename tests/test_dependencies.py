@@ -1,16 +1,13 @@
 """The wire format of dependencies (django_rqueue.dependencies): edge entries, arrival values,
-what a dependent receives. Pure: nothing here touches Redis."""
+DependencyFailed. Pure: nothing here touches Redis."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import pickle
 from typing import Any, cast
 
 import pytest
-from cryptography.fernet import Fernet
-from pytest_django.fixtures import Settings
 
 from django_rqueue.dependencies import (
     GATE_OPEN,
@@ -20,13 +17,8 @@ from django_rqueue.dependencies import (
     Dependents,
     Edge,
     decode,
-    input_value,
-    inputs_of,
-    prepend,
 )
-from django_rqueue.encryption import seal
 from django_rqueue.exceptions import RqueueError
-from django_rqueue.serialization import dumps
 
 ERROR = json.dumps({"type": "ValueError", "message": "bad input", "traceback": "T", "worker": "w"})
 
@@ -160,160 +152,6 @@ def test_the_dependents_field_holds_edges_and_the_two_markers(stored: str, depen
 def test_the_dependents_field_refuses_an_entry_that_is_not_one():
     with pytest.raises(ValueError, match="not an edge entry"):
         Dependents.decode("pi1:q:a pi0:q:b")
-
-
-# ------------------------------------------------------------------ what a dependent gets --
-
-WHEN = datetime.datetime(2026, 11, 28, 10, 30, tzinfo=datetime.UTC)
-
-
-@pytest.mark.parametrize(
-    ("arrival", "value"),
-    [
-        (Arrival("s", 1, '{"a":[1,2]}'), {"a": [1, 2]}),
-        (Arrival("s", 1, dumps(WHEN)), WHEN),  # tagged types decode as a result does
-        (Arrival("s", 1, ""), None),  # a count-only edge
-        (Arrival("s", 1, "null"), None),
-        (
-            Arrival("f", 3, ERROR, name="app.x"),
-            DependencyFailed("q:in", "app.x", "failed", "ValueError", "bad input"),
-        ),
-        (Arrival("f", 3, "", name="app.x"), DependencyFailed("q:in", "app.x", "failed")),
-        (
-            Arrival("c", 3, name="app.x", reason=""),
-            DependencyFailed("q:in", "app.x", "cancelled"),
-        ),
-        (
-            Arrival("c", 3, name="app.x", reason="expired"),
-            DependencyFailed("q:in", "app.x", "expired", "", "expired"),
-        ),
-        (
-            Arrival("c", 3, name="app.x", reason="dependency_timeout"),
-            DependencyFailed("q:in", "app.x", "cancelled", "", "dependency_timeout"),
-        ),
-    ],
-)
-def test_a_dependent_gets_the_result_or_a_dependency_failed(arrival: Arrival, value: Any):
-    got = input_value(arrival, "q:in")
-    assert got == value
-    assert type(got) is type(value)
-
-
-@pytest.mark.parametrize(
-    ("body", "error_type", "message"),
-    [
-        ("{", "", "(unreadable error record: "),
-        ("[1]", "", "(unreadable error record: not an object)"),
-        ("[" * 200 + "]" * 200, "", "(unreadable error record: JSON nested deeper"),
-        ('{"type": 1, "message": null}', "1", ""),
-        ("{}", "", ""),
-    ],
-)
-def test_an_unreadable_error_record_still_gives_a_dependency_failed(
-    body: str, error_type: str, message: str
-):
-    got = input_value(Arrival("f", 1, body, name="n"), "q:in")
-    assert isinstance(got, DependencyFailed) and got.status == "failed"
-    assert got.error_type == error_type
-    assert got.message.startswith(message) if message else got.message == ""
-
-
-@pytest.mark.parametrize("arrival", [GATE_OPEN, Arrival("r", 4), Arrival("s", 1, "{")])
-def test_what_is_not_an_outcome_or_does_not_decode_is_refused(arrival: Arrival):
-    with pytest.raises(ValueError):
-        input_value(arrival, "q:in")
-
-
-def use_keys(settings: Settings, *keys: str) -> None:
-    rqueue = {k: v for k, v in settings.RQUEUE.items() if k != "ENCRYPTION_KEYS"}
-    settings.RQUEUE = {**rqueue, "ENCRYPTION_KEYS": list(keys)} if keys else rqueue
-
-
-def test_encrypted_results_and_errors_are_opened(settings: Settings):
-    key = Fernet.generate_key().decode()
-    use_keys(settings, key)
-    result, error = seal('{"secret":1}'), seal(ERROR)
-    assert result.startswith("fernet:") and "secret" not in result
-    assert input_value(decode(f"s1:{result}"), "q:a") == {"secret": 1}
-    failed = input_value(decode(f"f1:1:n{error}"), "q:a")
-    assert failed == DependencyFailed("q:a", "n", "failed", "ValueError", "bad input")
-    # Without the key: the result cannot be passed, the failure still is, saying why.
-    use_keys(settings, Fernet.generate_key().decode())
-    with pytest.raises(ValueError, match="inputs are encrypted with a key"):
-        input_value(decode(f"s1:{result}"), "q:a")
-    failed = input_value(decode(f"f1:1:n{error}"), "q:a")
-    assert isinstance(failed, DependencyFailed) and failed.error_type == ""
-    assert "errors are encrypted with a key" in failed.message
-
-
-@pytest.mark.parametrize(
-    ("fields", "values"),
-    [
-        ({}, []),
-        ({"dn": "0"}, []),
-        ({"dn": "1", "di": "q:a", "i:1": "s4:7"}, [7]),
-        (
-            {"dn": "2", "di": "q:a r:b", "i:0": "g0:", "i:1": "s4:[1]", "i:2": "c9::1:n"},
-            [[1], DependencyFailed("r:b", "n", "cancelled")],
-        ),
-        # A finisher lists no ids: its DependencyFailed have none.
-        ({"dn": "1", "i:1": "f2:1:n"}, [DependencyFailed("", "n", "failed")]),
-    ],
-)
-def test_the_inputs_of_a_record_in_index_order(fields: dict[str, str], values: list[Any]):
-    assert inputs_of(fields) == values
-    assert inputs_of({k: v.encode() for k, v in fields.items()}) == values
-
-
-@pytest.mark.parametrize(
-    ("fields", "error"),
-    [
-        ({"dn": "2", "i:1": "s1:1"}, "input 2 has not arrived"),
-        ({"dn": "1", "i:1": "r5"}, "input 1 has not arrived"),
-        ({"dn": "x"}, "input count is not a whole number"),
-        ({"dn": "-1"}, "input count is not a whole number"),
-        ({"dn": "1", "i:1": "zz"}, "not an arrival value"),
-    ],
-)
-def test_inputs_that_cannot_be_read_are_refused(fields: dict[str, str], error: str):
-    with pytest.raises(ValueError, match=error):
-        inputs_of(fields)
-
-
-FAILED = DependencyFailed("q:c", "app.c", "failed", "KeyError", "k")
-INPUTS = ["a", {"b": 2}, FAILED]
-
-
-@pytest.mark.parametrize(
-    ("shape", "value"),
-    [
-        ("1", "a"),
-        ("3", FAILED),
-        ("L", INPUTS),
-        (b"L", INPUTS),
-        ("[]", []),
-        ("[2]", [{"b": 2}]),  # a group of one is still a list
-        ("[[1,2],3]", [["a", {"b": 2}], FAILED]),
-        ("[1,1]", ["a", "a"]),
-        (" [ [ 3 ] ] ", [[FAILED]]),
-    ],
-)
-def test_the_pass_shape_arranges_the_inputs(shape: str | bytes, value: Any):
-    assert prepend(shape, INPUTS) == value
-
-
-def test_every_input_of_no_inputs_is_an_empty_list():
-    assert prepend("L", []) == [] and prepend("[]", []) == []
-
-
-@pytest.mark.parametrize(
-    "shape",
-    ["0", "4", "-1", "true", "1.0", '"1"', "[1,[0]]", "[null]", "{}", "{", "", "l", "[4]"]
-    + ["[" * 200 + "1" + "]" * 200],  # nested too deep: a ValueError, never RecursionError
-)
-def test_a_shape_that_is_not_one_is_refused(shape: str):
-    with pytest.raises(ValueError, match="shape"):
-        prepend(shape, INPUTS)
 
 
 # ------------------------------------------------------------------- DependencyFailed --
