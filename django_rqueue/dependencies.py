@@ -300,7 +300,7 @@ def _length(name: str) -> int:
 
 def canonical(digits: bytes, positive: bool = False) -> bool:
     """Whether ``digits`` is a whole number as Lua's ``tostring`` writes it (no sign, no
-    leading zero, at most :data:`_MAX_DIGITS` digits; ``0`` only when not ``positive``)."""
+    leading zero, at most ``_MAX_DIGITS`` (20) digits; ``0`` only when not ``positive``)."""
     if not digits or len(digits) > _MAX_DIGITS or not set(digits) <= _DIGITS:
         return False
     if digits[:1] == b"0":
