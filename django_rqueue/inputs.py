@@ -8,7 +8,8 @@ into what the job function gets. It touches no Redis.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from .dependencies import (
     CANCELLED,
@@ -22,6 +23,7 @@ from .dependencies import (
     decode,
 )
 from .encryption import sealed, unseal
+from .engine.connection import as_text
 from .engine.fields import JobFields
 from .serialization import loads
 
@@ -53,30 +55,101 @@ def input_value(arrival: Arrival, job_id: str = "") -> Any:  # the input's resul
     raise ValueError(f"not an input's outcome: {arrival.encode()!r}")
 
 
+#: What a dependent does when an input did not succeed (``on_dependency_failure``).
+OnFailure = Literal["cancel", "run"]
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """A dependent's inputs as its record holds them (:attr:`.Job.inputs`): a job that
+    waits for others, or waited.
+
+    Counts come from the record's own fields (``dn``, ``dw``, ``df``, ``dc``), kept by the
+    Lua scripts as each input ends; :attr:`arrivals` holds the values themselves.
+    """
+
+    #: The inputs' job ids, in index order (``()`` when the record does not list them: a
+    #: workflow's finisher, whose inputs are the workflow's nodes).
+    ids: tuple[str, ...]
+    #: Number of inputs (indices ``1`` .. ``count``).
+    count: int
+    #: Inputs not arrived yet, the gate included while it is closed (``0`` once decided).
+    missing: int
+    #: Inputs that arrived failed (after their last attempt), and cancelled (cancelled,
+    #: expired, deleted).
+    failed: int
+    cancelled: int
+    #: ``"cancel"``: it is cancelled (``dependency_failed``) when an input did not succeed;
+    #: ``"run"``: it runs and gets a :class:`~.dependencies.DependencyFailed` in its place.
+    on_failure: OnFailure
+    #: How its inputs' values are put in front of its arguments (``"L"``: the list; JSON:
+    #: a tree of input indices); ``None``: nothing is (``.si()``, ``pass_results=False``).
+    pass_shape: str | None
+    #: Each arrival by input index (``0``: the gate), tombstones included.
+    arrivals: Mapping[int, Arrival]
+
+    @classmethod
+    def of(cls, fields: Mapping[str, bytes | str]) -> Inputs | None:
+        """The inputs of a job hash (field names as text); ``None`` for a job without any
+        (no ``dn`` field: a plain job).
+
+        Raises:
+            ValueError: a count that is not a whole number, or an arrival that is not one.
+        """
+        count_field = fields.get(JobFields.INPUT_COUNT)
+        if count_field is None:
+            return None
+        count = _whole(fields, JobFields.INPUT_COUNT)
+        arrivals: dict[int, Arrival] = {}
+        # Bounded by the fields present: a corrupt count (10**9) costs nothing.
+        for k in range(min(count, len(fields)) + 1):
+            raw = fields.get(JobFields.input_part(k))
+            if raw is not None:
+                arrivals[k] = decode(raw)
+        ids = as_text(fields.get(JobFields.INPUT_IDS))
+        return cls(
+            ids=tuple(ids.split(" ")) if ids else (),
+            count=count,
+            missing=_whole(fields, JobFields.INPUTS_MISSING),
+            failed=_whole(fields, JobFields.INPUTS_FAILED),
+            cancelled=_whole(fields, JobFields.INPUTS_CANCELLED),
+            on_failure="run" if as_text(fields.get(JobFields.ON_DEPENDENCY_FAILURE)) else "cancel",
+            pass_shape=as_text(fields[JobFields.PASS_SHAPE])
+            if JobFields.PASS_SHAPE in fields
+            else None,
+            arrivals=arrivals,
+        )
+
+    def id_of(self, k: int) -> str:
+        """Input ``k``'s job id (``""`` when the record does not list it)."""
+        return self.ids[k - 1] if 1 <= k <= len(self.ids) else ""
+
+    def values(self) -> list[Any]:
+        """The value of each input ``1`` .. :attr:`count`, in index order, as
+        :func:`input_value` gives them.
+
+        Raises:
+            ValueError: an input has not arrived (a tombstone, or no field), or its value
+                does not decode.
+        """
+        values: list[Any] = []
+        for k in range(1, self.count + 1):
+            arrival = self.arrivals.get(k)
+            if arrival is None or not arrival.arrived:
+                raise ValueError(f"input {k} has not arrived")
+            values.append(input_value(arrival, self.id_of(k)))
+        return values
+
+
 def inputs_of(fields: Mapping[str, bytes | str]) -> list[Any]:
     """The value of each input ``1`` .. ``dn`` of a job hash (field names as text), in index
-    order, as :func:`input_value` gives them; ``[]`` for a job without inputs.
+    order (:meth:`Inputs.values`); ``[]`` for a job without inputs.
 
     Raises:
-        ValueError: an input has not arrived (a tombstone, or no field), or its value does
-            not decode; ``dn`` is not a whole number.
+        ValueError: as :meth:`Inputs.of` and :meth:`Inputs.values`.
     """
-    count = fields.get(JobFields.INPUT_COUNT)
-    if count is None:
-        return []
-    raw_count = count.encode() if isinstance(count, str) else count
-    if not canonical(raw_count):
-        raise ValueError(f"input count is not a whole number: {raw_count[:20]!r}")
-    ids_field = fields.get(JobFields.INPUT_IDS, "")
-    ids = (ids_field.decode() if isinstance(ids_field, bytes) else ids_field).split(" ")
-    values: list[Any] = []
-    for k in range(1, int(raw_count) + 1):
-        raw = fields.get(JobFields.input_part(k))
-        arrival = None if raw is None else decode(raw)
-        if arrival is None or not arrival.arrived:
-            raise ValueError(f"input {k} has not arrived")
-        values.append(input_value(arrival, ids[k - 1] if k <= len(ids) else ""))
-    return values
+    inputs = Inputs.of(fields)
+    return inputs.values() if inputs is not None else []
 
 
 def prepend(shape: bytes | str, inputs: Sequence[Any]) -> Any:  # the inputs' values, arranged
@@ -131,3 +204,14 @@ def _error_of(body: str) -> tuple[str, str]:
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _whole(fields: Mapping[str, bytes | str], name: str) -> int:
+    """The whole-number field ``name`` (absent: 0), as the scripts write it."""
+    value = fields.get(name)
+    if value is None:
+        return 0
+    raw = value.encode() if isinstance(value, str) else value
+    if not canonical(raw):
+        raise ValueError(f"field {name!r} is not a whole number: {raw[:20]!r}")
+    return int(raw)

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 
 from . import record
 from .conf import get_config
+from .dependencies import Dependents
 from .encryption import open_fields
 from .engine import commands, flows, run
 from .engine.calls import CancelMode
@@ -27,6 +28,7 @@ from .engine.fields import JobFields
 from .engine.keys import queue_of
 from .engine.queue_ref import queue_ref
 from .exceptions import JobStateError
+from .inputs import Inputs
 from .record import MAX_TIMEOUT as MAX_TIMEOUT  # the public name django_rqueue.job.MAX_TIMEOUT
 from .sensitive import Sensitive
 from .serialization import decode_arguments, join_payload, loads
@@ -135,6 +137,13 @@ class Job[R]:
     #: The arguments hidden from people (``@job(sensitive=...)``), as the record names
     #: them; ``None``: none. :attr:`args` and :attr:`kwargs` keep the real values.
     sensitive: Sensitive | None = None
+    #: The workflow it is a node of (or the finisher or a callback of); ``None``: none.
+    workflow_id: str | None = None
+    #: What it waits for, or waited for (a workflow node after another, a job enqueued
+    #: with ``using(depends_on=...)``); ``None`` for a job that never had inputs.
+    inputs: Inputs | None = None
+    #: The jobs waiting for its outcome; ``None`` when none is.
+    dependents: Dependents | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -234,6 +243,18 @@ class Job[R]:
             job.error = record.error_record(f[JobFields.ERROR], problems)
         if JobFields.SENSITIVE in f:
             job.sensitive = Sensitive.parse(f[JobFields.SENSITIVE])
+        if JobFields.WORKFLOW in f:
+            job.workflow_id = as_text(f[JobFields.WORKFLOW])
+        if JobFields.INPUT_COUNT in f:
+            try:
+                job.inputs = Inputs.of(f)
+            except ValueError as exc:
+                problems.append(f"undecodable inputs: {exc}")
+        if JobFields.DEPENDENTS in f:
+            try:
+                job.dependents = Dependents.decode(f[JobFields.DEPENDENTS])
+            except ValueError as exc:
+                problems.append(f"undecodable dependents: {exc}")
         if JobFields.CANCEL_REASON in f:
             reason = as_text(f[JobFields.CANCEL_REASON])
             try:
@@ -445,3 +466,22 @@ class JobContext:
 
     job: Job[Any]
     attempt: int
+
+    @property
+    def workflow_id(self) -> str | None:
+        """The id of the workflow the job is a node of; ``None`` outside any workflow."""
+        return self.job.workflow_id
+
+    @property
+    def inputs(self) -> list[Any]:
+        """The value of each input, in order (``[]`` for a job that waited for nothing): an
+        input's result, or a :class:`~django_rqueue.dependencies.DependencyFailed` for an
+        input that did not succeed (only under ``on_dependency_failure="run"``). Readable
+        whether or not they are passed to the function (``.si()``, ``pass_results=False``).
+
+        Raises:
+            ValueError: an input's value cannot be decoded (for instance, encrypted with a
+                key no longer in ``RQUEUE["ENCRYPTION_KEYS"]``).
+        """
+        inputs = self.job.inputs
+        return inputs.values() if inputs is not None else []

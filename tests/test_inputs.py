@@ -13,7 +13,7 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue.dependencies import GATE_OPEN, Arrival, DependencyFailed, decode
 from django_rqueue.encryption import seal
-from django_rqueue.inputs import input_value, inputs_of, prepend
+from django_rqueue.inputs import Inputs, input_value, inputs_of, prepend
 from django_rqueue.serialization import dumps
 
 ERROR = json.dumps({"type": "ValueError", "message": "bad input", "traceback": "T", "worker": "w"})
@@ -126,8 +126,8 @@ def test_the_inputs_of_a_record_in_index_order(fields: dict[str, str], values: l
     [
         ({"dn": "2", "i:1": "s1:1"}, "input 2 has not arrived"),
         ({"dn": "1", "i:1": "r5"}, "input 1 has not arrived"),
-        ({"dn": "x"}, "input count is not a whole number"),
-        ({"dn": "-1"}, "input count is not a whole number"),
+        ({"dn": "x"}, "field 'dn' is not a whole number"),
+        ({"dn": "-1"}, "field 'dn' is not a whole number"),
         ({"dn": "1", "i:1": "zz"}, "not an arrival value"),
     ],
 )
@@ -170,3 +170,66 @@ def test_every_input_of_no_inputs_is_an_empty_list():
 def test_a_shape_that_is_not_one_is_refused(shape: str):
     with pytest.raises(ValueError, match="shape"):
         prepend(shape, INPUTS)
+
+
+# ------------------------------------------------------------------ a record's inputs --
+
+
+def test_a_record_without_an_input_count_has_no_inputs():
+    assert Inputs.of({"s": "queued", "n": "app.jobs.f"}) is None
+
+
+def test_a_waiting_record_says_what_arrived_and_what_is_missing():
+    fields = {
+        "s": "waiting",
+        "dn": "3",
+        "dw": "2",
+        "df": "1",
+        "di": "q:a q:b q:c",
+        "dp": "r",
+        "dr": "[[1,2],3]",
+        "i:0": "g0:",
+        "i:2": f"f4:5:app.b{ERROR}",
+        "i:3": "r7",
+    }
+    inputs = Inputs.of(fields)
+    assert inputs is not None
+    assert (inputs.count, inputs.missing, inputs.failed, inputs.cancelled) == (3, 2, 1, 0)
+    assert inputs.ids == ("q:a", "q:b", "q:c") and inputs.id_of(2) == "q:b"
+    assert inputs.on_failure == "run" and inputs.pass_shape == "[[1,2],3]"
+    assert sorted(inputs.arrivals) == [0, 2, 3]
+    assert inputs.arrivals[0] == GATE_OPEN and not inputs.arrivals[3].arrived
+    with pytest.raises(ValueError, match="input 1 has not arrived"):
+        inputs.values()
+    # Once every input arrived (as bytes, as Redis returns them), the values in order.
+    fields |= {"i:1": "s2:10", "i:3": "s9:30", "dw": "0"}
+    done = Inputs.of({k: v.encode() for k, v in fields.items()})
+    assert done is not None and done.missing == 0
+    failed = DependencyFailed("q:b", "app.b", "failed", "ValueError", "bad input")
+    assert done.values() == [10, failed, 30]
+    assert prepend(done.pass_shape or "", done.values()) == [[10, failed], 30]
+
+
+def test_defaults_cancel_on_failure_and_pass_nothing():
+    inputs = Inputs.of({"dn": "1", "dw": "1"})
+    assert inputs is not None
+    assert (inputs.on_failure, inputs.pass_shape, inputs.ids) == ("cancel", None, ())
+    assert inputs.id_of(1) == ""
+
+
+def test_a_huge_corrupt_count_reads_only_the_fields_present():
+    inputs = Inputs.of({"dn": str(10**15), "i:1": "s1:1"})
+    assert inputs is not None and list(inputs.arrivals) == [1]
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"dn": "1", "dw": "many"}, "field 'dw' is not a whole number"),
+        ({"dn": "1", "df": "-2"}, "field 'df' is not a whole number"),
+        ({"dn": "1", "i:1": "x"}, "not an arrival value"),
+    ],
+)
+def test_a_record_whose_inputs_are_corrupt_is_refused(fields: dict[str, str], error: str):
+    with pytest.raises(ValueError, match=error):
+        Inputs.of(fields)

@@ -358,3 +358,51 @@ def test_an_empty_hash_builds_a_job_with_problems():
     got = Job.from_fields("default:" + "2" * 32, {})
     assert got.problems
     assert got.name == ""
+
+
+# -- workflow fields ---------------------------------------------------------------
+
+
+def test_a_plain_job_has_no_workflow_inputs_or_dependents():
+    got = get_job(add.delay(1, 2).id)
+    assert got is not None
+    assert (got.workflow_id, got.inputs, got.dependents) == (None, None, None)
+
+
+def test_get_job_reads_a_nodes_workflow_inputs_and_dependents(redis_client: redis.Redis):
+    queued = add.delay(1, 2)
+    later = new_job_id("default")
+    redis_client.hset(
+        KEYS.job(queued.id),
+        mapping={
+            "wf": "default:W",
+            "dn": "2",
+            "dw": "1",
+            "di": "default:a default:b",
+            "dr": "L",
+            "i:1": "s3:41",
+            "nx": f"pi1:{later} +",
+        },
+    )
+    got = get_job(queued.id)
+    assert got is not None and got.problems == []
+    assert got.workflow_id == "default:W"
+    assert got.inputs is not None
+    assert (got.inputs.count, got.inputs.missing, got.inputs.ids) == (
+        2,
+        1,
+        ("default:a", "default:b"),
+    )
+    assert got.inputs.pass_shape == "L" and got.inputs.arrivals[1].body == "41"
+    assert got.dependents is not None and got.dependents.linked
+    assert [edge.dependent for edge in got.dependents.edges] == [later]
+
+
+def test_corrupt_inputs_or_dependents_are_problems_not_errors(redis_client: redis.Redis):
+    queued = add.delay(1, 2)
+    redis_client.hset(KEYS.job(queued.id), mapping={"dn": "two", "nx": "zz9:nope"})
+    got = get_job(queued.id)
+    assert got is not None and got.corrupt
+    assert (got.inputs, got.dependents) == (None, None)
+    assert any("undecodable inputs" in p for p in got.problems)
+    assert any("undecodable dependents" in p for p in got.problems)

@@ -12,6 +12,8 @@ from pytest_django.fixtures import Settings as SettingsFixture
 
 import django_rqueue
 from django_rqueue import JobContext, JobStatus, Reject, Retry, RqueueError, get_job, job
+from django_rqueue.dependencies import DependencyFailed
+from django_rqueue.inputs import Inputs
 from django_rqueue.job import Job
 from tests.conftest import Event
 from tests.jobs_app.jobs import read_ledger, rejects, retries_itself
@@ -203,3 +205,41 @@ def test_worker_reject_fails_at_once_with_attempts_left(
     assert [name for name, _ in outcome] == ["job_failed"]
     assert isinstance(outcome[0][1]["exception"], Reject)
     assert len(runs(ledger)) == 1
+
+
+# --- inputs --------------------------------------------------------------------------------
+
+
+@job(takes_context=True)
+def report_inputs(ctx: JobContext) -> list[object]:
+    return [ctx.workflow_id, ctx.inputs]
+
+
+def test_a_context_without_inputs_reads_none_and_an_empty_list() -> None:
+    plain: Job[None] = Job(id="default:x", name="n", queue="default", status=JobStatus.RUNNING)
+    context = JobContext(job=plain, attempt=1)
+    assert (context.workflow_id, context.inputs) == (None, [])
+
+
+@pytest.mark.usefixtures("worker_may_close_db_connections")
+def test_a_running_job_reads_its_inputs_from_the_record_it_reserved(
+    rqueue_redis: redis.Redis,
+) -> None:
+    queued = report_inputs.delay()
+    rqueue_redis.hset(
+        keys().job(queued.id),
+        mapping={"wf": "default:W", "dn": "2", "dw": "0", "i:1": "s3:41", "i:2": 's4:"x"'},
+    )
+    run_worker(burst=True)
+    done = get_job(queued.id)
+    assert done is not None and done.status is JobStatus.SUCCEEDED, done
+    assert done.result == ["default:W", [41, "x"]]
+
+
+def test_an_input_that_did_not_succeed_reads_as_a_dependency_failed() -> None:
+    inputs = Inputs.of({"dn": "1", "di": "default:a", "i:1": "c2:expired:5:app.a"})
+    node: Job[None] = Job(
+        id="default:x", name="n", queue="default", status=JobStatus.RUNNING, inputs=inputs
+    )
+    expired = DependencyFailed("default:a", "app.a", "expired", "", "expired")
+    assert JobContext(job=node, attempt=1).inputs == [expired]
