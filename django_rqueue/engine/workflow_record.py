@@ -1,4 +1,4 @@
-"""The transitions of a workflow's record (``wf_record.lua``): one command per mode, and its reply.
+"""The transitions of workflow records (``wf_record.lua``, ``wf_trim.lua``): commands and replies.
 
 A workflow's record lives on its home queue (``<prefix>:{<queue>}:wf:<workflow id>``,
 fields :class:`~.fields.WorkflowFields`). Every change of it goes through this one
@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 from .calls import Arg, ScriptCall, pairs
 from .commands import Command
@@ -159,3 +159,29 @@ def reopen(keys: QueueKeys, workflow_id: str, grace_ms: int, plan: str) -> Comma
 def reopened(keys: QueueKeys, workflow_id: str) -> Command[RecordReply]:
     """``retry_failed()`` re-armed every node: ``reopening`` -> ``running`` (``ok``)."""
     return _call(keys, "reopened", workflow_id)
+
+
+#: Members of a queue's ``wfs`` one :func:`trim` looks at, at most.
+TRIM_LIMIT = 200
+
+
+class Trimmed(NamedTuple):
+    """``wf_trim.lua``'s reply."""
+
+    #: Workflows forgotten (their record was gone).
+    removed: int
+    #: The rank the next call starts from (``0``: the walk reached the end).
+    next_rank: int
+
+
+def _trimmed(reply: Reply) -> Trimmed:
+    got = items(reply)
+    return Trimmed(number(got[0]), number(got[1]))
+
+
+def trim(keys: QueueKeys, first_rank: int, limit: int = TRIM_LIMIT) -> Command[Trimmed]:
+    """Forget the workflows of the queue whose record is gone (``wf_trim.lua``), looking at
+    ``limit`` members of ``wfs`` from ``first_rank`` on (oldest first)."""
+    return Command(
+        ScriptCall("wf_trim", [keys.base, keys.workflows], [first_rank, limit]), _trimmed
+    )

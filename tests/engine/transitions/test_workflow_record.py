@@ -31,6 +31,12 @@ def fields(engine: Engine, wf: str) -> dict[str, str]:
     return {as_text(k): as_text(v) for k, v in raw.items()}
 
 
+def workflows(engine: Engine) -> list[str]:
+    """The queue's ``wfs`` members, oldest first."""
+    members: list[bytes] = engine.client.zrange(engine.keys.workflows, 0, -1)  # type: ignore[assignment]
+    return [m.decode() for m in members]
+
+
 def started(engine: Engine) -> int:
     return int(engine.client.hget(engine.keys.stats, StatsFields.WORKFLOWS_STARTED) or 0)
 
@@ -143,3 +149,20 @@ def test_a_finish_with_no_ttl_deletes_the_record(engine: Engine, wf: str):
 def test_a_finisher_computes_only_success_or_failure():
     with pytest.raises(ValueError, match="succeeded or failed"):
         record.finish(QueueKeys.of("rqueue", "default"), "q:x", RecordState.CANCELLED, "", 1)
+
+
+def test_trim_forgets_only_the_workflows_whose_record_is_gone(engine: Engine):
+    for _ in range(5):
+        send(engine, record.create(engine.keys, new_job_id(engine.queue), FIELDS))
+    # Oldest first (same-millisecond ones by id, as Redis orders equal scores).
+    ids = workflows(engine)
+    for gone in (ids[0], ids[2], ids[3]):
+        engine.client.delete(engine.keys.workflow(gone))
+    # Two members per call: the walk passes over the kept ones and says where to go on.
+    walked = execute(engine.client, record.trim(engine.keys, 0, limit=2))
+    assert walked == record.Trimmed(removed=1, next_rank=1)
+    walked = execute(engine.client, record.trim(engine.keys, walked.next_rank, limit=2))
+    assert walked == record.Trimmed(removed=2, next_rank=1)
+    assert execute(engine.client, record.trim(engine.keys, 1, limit=2)).next_rank == 0
+    kept = workflows(engine)
+    assert kept == [ids[1], ids[4]]
