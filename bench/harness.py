@@ -28,7 +28,7 @@ from typing import Any
 
 import redis
 
-from bench import ceiling, flow, record, scale
+from bench import ceiling, flow, record, scale, workflows
 from bench.systems import DISTRIBUTIONS, MODULES, REPO, System, load
 from tests.support.redis_server import RedisServer
 
@@ -54,6 +54,8 @@ class Params:
     scale_groups: int
     scale_ops: int
     async_jobs: int  # async jobs (each awaits ASYNC_SLEEP) queued, then drained
+    wf_members: int = 10_000  # members of the chord (bench/workflows.py)
+    wf_cap: float = 120.0  # seconds: a chord still waiting for its body then is cut
 
     @classmethod
     def full(cls, runs: int) -> Params:
@@ -63,7 +65,7 @@ class Params:
 
     @classmethod
     def smoke(cls) -> Params:
-        return cls(1, 200, 1000, 10.0, 40, 0.005, 10, 0.05, 10, 100, 5000, 200, 200, 200)
+        return cls(1, 200, 1000, 10.0, 40, 0.005, 10, 0.05, 10, 100, 5000, 200, 200, 200, 200, 30.0)
 
 
 def log(msg: str) -> None:
@@ -305,6 +307,32 @@ class Run:
         return res
 
 
+def measure_workflows(
+    run: Run, systems: dict[str, System], params: Params
+) -> dict[str, list[dict[str, Any]]]:
+    """The chord side by side (bench/workflows.py), ``params.runs`` rounds, systems in turn."""
+    composing = {name: s for name, s in systems.items() if s.has_workflows}
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in composing}
+    for i in range(params.runs):
+        for name, system in composing.items():
+            log(f"workflows {i + 1}/{params.runs}: {name}")
+            try:
+                measured = workflows.measure(
+                    system,
+                    params.wf_members,
+                    params.wf_cap,
+                    lambda system=system: run.flush(system),
+                    lambda s, n: workers(s, n, run.server.url, run.tmp),
+                    run.out,
+                )
+            except Exception as exc:  # a peer's failure is reported, not fatal
+                log(f"  {name}: workflows failed: {exc!r}")
+                measured = {"errors": [repr(exc)]}
+            results[name].append(measured)
+            log(f"  {name}: {fmt_run(measured)}")
+    return results
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = (len(ordered) - 1) * q / 100
@@ -425,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-flow", action="store_true", help="skip the flow-control reserve cost (bench/flow.py)"
     )
+    parser.add_argument(
+        "--no-workflows", action="store_true", help="skip the chords (bench/workflows.py)"
+    )
     parser.add_argument("--output", default=None, help="JSON path (default bench/results-*.json)")
     parser.add_argument("--skipped", default="{}", help=argparse.SUPPRESS)  # from run.py
     args = parser.parse_args(argv)
@@ -467,6 +498,8 @@ def main(argv: list[str] | None = None) -> int:
                 measured = run.measure(system)
                 results["systems"][name]["runs"].append(measured)
                 log(f"  {name}: {fmt_run(measured)} ({time.monotonic() - started:.0f} s)")
+        if not args.no_workflows:
+            results["workflows"] = measure_workflows(run, systems, params)
         if not args.no_scale and "django-rqueue" in systems:
             log("django-rqueue scale test (enqueue+reserve+ack cost vs backlog)")
             results["scale"] = scale.measure(client, params, log)
@@ -516,6 +549,8 @@ def render(results: dict[str, Any], runs: int) -> str:
         text += ["", scale.table(results["scale"])]
     if "flow" in results:
         text += ["", flow.table(results["flow"])]
+    if results.get("workflows"):
+        text += ["", workflows.table(results["workflows"], results["params"]["wf_members"])]
     return "\n".join(text)
 
 

@@ -69,6 +69,8 @@ class System:
     has_async = False
     #: Whether the system is a ``django.tasks`` backend (enqueue through ``Task.enqueue``).
     has_tasks = False
+    #: Whether the system composes jobs: a chord of members and a body (bench/workflows.py).
+    has_workflows = False
 
     def enqueue_one(self, n: int, out: str) -> None:
         """Enqueue ``n`` jobs one call at a time."""
@@ -97,6 +99,11 @@ class System:
 
     def enqueue_tasks(self, n: int, out: str) -> None:
         """Enqueue ``n`` jobs one by one through ``django.tasks`` (when ``has_tasks``)."""
+        raise NotImplementedError
+
+    def enqueue_chord(self, n: int, out: str) -> None:
+        """Write ``n`` members, each recording ``(sent, 0, now)`` to ``out``, and a body that
+        runs once they all ended and records ``(sent, -1, now)`` (when ``has_workflows``)."""
         raise NotImplementedError
 
     def after_flush(self) -> None:

@@ -1,16 +1,17 @@
-"""Celery: ``task.delay`` / ``group(...).apply_async()`` / ``apply_async(eta=)``; prefork worker."""
+"""Celery: ``task.delay`` / ``group(...).apply_async()`` / ``apply_async(eta=)`` / ``chord``;
+prefork worker. Chords need a result backend: Celery's Redis backend, on the bench's Redis."""
 
 from __future__ import annotations
 
 import datetime
 import time
 
-from celery import Celery, group
+from celery import Celery, chord, group
 
 from bench.record import record
 from bench.systems import System, paced, redis_url, venv_bin
 
-app = Celery("bench", broker=redis_url())
+app = Celery("bench", broker=redis_url(), backend=redis_url())
 app.conf.update(
     task_ignore_result=True,
     task_default_queue="bench",
@@ -24,7 +25,20 @@ def noop(sent: float, due: float, out: str) -> None:
     record(sent, due, out)
 
 
+@app.task(name="bench.member", ignore_result=False)
+def member(sent: float, out: str) -> int:
+    record(sent, 0.0, out)
+    return 1
+
+
+@app.task(name="bench.body", ignore_result=False)
+def body(results: list[int], sent: float, out: str) -> None:
+    record(sent, -1.0, out)
+
+
 class CelerySystem(System):
+    has_workflows = True
+
     def after_flush(self) -> None:
         # FLUSHALL dropped kombu's queue binding; publishing caches "declared",
         # so declare it again or messages sent before a worker starts are lost.
@@ -47,6 +61,10 @@ class CelerySystem(System):
         for due in dues:
             when = datetime.datetime.fromtimestamp(due, datetime.UTC)
             noop.apply_async((time.time(), due, out), eta=when)
+
+    def enqueue_chord(self, n: int, out: str) -> None:
+        sent = time.time()
+        chord(member.s(sent, out) for _ in range(n))(body.s(sent, out))
 
     def worker_argvs(self, processes: int) -> list[list[str]]:
         return [

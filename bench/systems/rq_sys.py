@@ -1,4 +1,4 @@
-"""RQ: ``Queue.enqueue`` / ``enqueue_many`` / ``enqueue_at``; ``rq worker`` with SimpleWorker.
+"""RQ: ``Queue.enqueue`` / ``enqueue_many`` / ``enqueue_at`` / ``depends_on``; SimpleWorker.
 
 RQ's default worker forks a child per job (~30 jobs/s); SimpleWorker runs
 jobs in the worker process, as every other system here does.
@@ -20,7 +20,18 @@ def noop(sent: float, due: float, out: str) -> None:
     record(sent, due, out)
 
 
+def member(sent: float, out: str) -> int:
+    record(sent, 0.0, out)
+    return 1
+
+
+def body(sent: float, out: str) -> None:
+    record(sent, -1.0, out)
+
+
 class RQ(System):
+    has_workflows = True
+
     def __init__(self) -> None:
         self.redis = Redis.from_url(redis_url())
         self.queue = Queue("bench", connection=self.redis)
@@ -45,6 +56,14 @@ class RQ(System):
         for due in dues:
             when = datetime.datetime.fromtimestamp(due, datetime.UTC)
             self.queue.enqueue_at(when, noop, time.time(), due, out)
+
+    def enqueue_chord(self, n: int, out: str) -> None:
+        sent = time.time()
+        members = []
+        for start in range(0, n, 1000):
+            datas = [Queue.prepare_data(member, (sent, out)) for _ in range(min(1000, n - start))]
+            members += self.queue.enqueue_many(datas)
+        self.queue.enqueue(body, sent, out, depends_on=members)
 
     def worker_argvs(self, processes: int) -> list[list[str]]:
         argv = [
