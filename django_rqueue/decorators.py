@@ -25,6 +25,7 @@ from .options import (
     using_options,
 )
 from .sensitive import Sensitive
+from .workflows.signature import Signature
 
 __all__ = [
     "MAX_NAME_LENGTH",
@@ -185,6 +186,31 @@ class BaseJobFunction[**P, R]:
             or options.dependency_timeout is not None
         )
         return bound
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of a call of this job, for a workflow (``chain``, ``group``, ``chord``
+        of :mod:`django_rqueue.workflows`), with this job function's options.
+
+        After another element of a workflow it gets that element's result first, before
+        ``args`` (a group's: the list of its members' results): ``parse.s()`` after
+        ``fetch.s(url)`` runs ``parse(<fetch's result>)``. Use :meth:`si` to pass nothing.
+
+        Raises:
+            TypeError: ``args`` and ``kwargs`` fit the function's signature neither as they
+                are nor after one prepended result (when the workflow is compiled, they are
+                checked exactly, knowing whether a result is prepended).
+        """
+        return Signature.of(self, args, kwargs, immutable=False)
+
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """An immutable signature (see :meth:`s`): it runs with ``args`` and ``kwargs`` only,
+        whatever comes before it in a workflow (its inputs' outcomes stay readable from the
+        context's ``inputs``).
+
+        Raises:
+            TypeError: ``args`` and ``kwargs`` do not fit the function's signature.
+        """
+        return Signature.of(self, args, kwargs, immutable=True)
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """Enqueue a run of this job with these arguments and return its :class:`Job`.
