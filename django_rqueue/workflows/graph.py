@@ -143,7 +143,9 @@ class _Compiler:
         links = tuple(self.links(drafts, nodes))
         timeout = getattr(element, "dependency_timeout", None)
         deadline_ms = _deadline_ms(timeout, self.config)
-        places = _places([*(n.queue for n in nodes), home, *(lk.parent_queue for lk in links)])
+        # An external parent on another queue than its dependent stages the creation by
+        # itself (``here`` is false), so the places are those of the nodes and the record.
+        places = _places([*(n.queue for n in nodes), home])
         live = (
             len(places) == 1
             and len(nodes) <= ATOMIC_MAX_NODES
@@ -157,7 +159,7 @@ class _Compiler:
             WorkflowFields.SPEC: spec_json(
                 [(n.id, n.name) for n in nodes],
                 edges,
-                [(lk.parent, drafts_index(nodes, lk.dependent)) for lk in links],
+                [(parent, i) for i, d in enumerate(drafts) for parent in d.external],
                 shape,
                 places,
             ),
@@ -277,7 +279,7 @@ class _Compiler:
                 fields[JobFields.ON_DEPENDENCY_FAILURE] = "r"
         if draft.tree is not None:
             fields[JobFields.PASS_SHAPE] = encode_shape(draft.tree, len(inputs))
-        if not source and plan.delay_ms > 0:
+        if inputs and plan.delay_ms > 0:  # it waits: the delay counts from its release
             fields[JobFields.RELEASE_DELAY] = plan.delay_ms
         return NodePlan(
             index=index,
@@ -286,7 +288,7 @@ class _Compiler:
             queue=plan.queue,
             priority=plan.priority,
             group=plan.group,
-            delay_ms=plan.delay_ms if source else 0,
+            delay_ms=0 if inputs else plan.delay_ms,
             run_at_ms=plan.run_at_ms,
             source=source,
             input_ids=inputs,
@@ -385,11 +387,6 @@ def home_queue(
         if queues[i] in tied:
             return queues[i]
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-def drafts_index(nodes: Sequence[NodePlan], job_id: str) -> int:
-    """The index of the node ``job_id``."""
-    return next(n.index for n in nodes if n.id == job_id)
 
 
 def _mapped(tree: Tree, position: Mapping[int, int]) -> Tree:

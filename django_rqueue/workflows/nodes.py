@@ -46,8 +46,8 @@ class NodePlan:
     queue: str
     priority: int
     group: str
-    #: Milliseconds from the creation; only on a source (a node that waits counts its
-    #: ``delay`` from its release: field :attr:`~JobFields.RELEASE_DELAY`).
+    #: Milliseconds from the creation; only on a job without inputs (a job with inputs
+    #: counts its ``delay`` from its release: the field ``rd``, ``JobFields.RELEASE_DELAY``).
     delay_ms: int
     #: Milliseconds since the epoch (UTC), or -1.
     run_at_ms: int

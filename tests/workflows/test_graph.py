@@ -16,6 +16,7 @@ from django_rqueue.engine.keys import QueueKeys, queue_of
 from django_rqueue.enqueue import Plan
 from django_rqueue.workflows import NO_TIMEOUT, chain, chord, graph, group
 from django_rqueue.workflows.nodes import FINISHER_NAME, NodePlan, WorkflowPlan
+from tests.workflows.conftest import DepPath
 from tests.workflows.jobs import (
     anything,
     fetch,
@@ -164,6 +165,9 @@ def test_depends_on_another_queue_goes_through_the_outbox_and_stages_the_creatio
     assert link.entry == f"po1:{node.id}" and not link.here and link.parent_queue == "emails"
     assert node.fields[JobFields.PASS_SHAPE] == "L"  # pass_results on a source with depends_on
     assert node.source and plan.path == "staged"
+    # The parent is not written: the locations are the nodes' and the record's.
+    assert plan.places == (("default",),)
+    assert json.loads(str(plan.record[WorkflowFields.SPEC]))["locs"] == [["default"]]
 
 
 @pytest.mark.parametrize(
@@ -211,6 +215,14 @@ def test_force_outbox_puts_every_edge_on_the_outbox_and_stages(settings: Setting
     assert [n.id for n in plan.gated] == [plan.nodes[0].id]
 
 
+def test_the_same_chain_on_either_path(dep_path: DepPath) -> None:
+    plan = graph.compile(chain(fetch.s("a"), parse.s()))
+    path = "i" if dep_path == "inline" else "o"
+    assert edges(plan, plan.nodes[0]) == [("p", path, 1, 1), ("c", path, 1, F)]
+    assert edges(plan, plan.nodes[1]) == [("p", path, 2, F)]
+    assert plan.path == ("live" if dep_path == "inline" else "staged")
+
+
 def test_queues_on_two_servers_stage_the_creation(other_redis_server: object) -> None:
     plan = graph.compile(group(fetch.s("a"), mail.s("b")))
     assert plan.path == "staged" and len(plan.places) == 2
@@ -240,6 +252,9 @@ def test_a_delay_counts_from_the_release_on_a_waiting_node() -> None:
     a, b = plan.nodes
     assert a.delay_ms == 2000 and JobFields.RELEASE_DELAY not in a.fields
     assert b.delay_ms == 0 and b.fields[JobFields.RELEASE_DELAY] == 5000
+    waits = graph.compile(group(fetch.s("a").using(depends_on=[X_DEFAULT], delay=3)))
+    (node,) = waits.nodes
+    assert node.source and node.delay_ms == 0 and node.fields[JobFields.RELEASE_DELAY] == 3000
 
 
 @pytest.mark.parametrize(
