@@ -50,3 +50,8 @@ def anything(*args: Any, **kwargs: Any) -> None:
 @job(unique_key="only-one")
 def singleton() -> None:
     return None
+
+
+@job
+async def fetch_async(url: str) -> str:
+    return url

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from django_rqueue.workflows import Chain, Signature
-from tests.workflows.jobs import anything, fetch, parse, report, store
+from tests.workflows.jobs import anything, fetch, fetch_async, parse, report, store
 
 
 def test_s_keeps_the_call_and_the_job_functions_options() -> None:
@@ -81,3 +81,10 @@ def test_pipe_builds_one_flat_chain() -> None:
 def test_pipe_with_something_else_is_a_type_error() -> None:
     with pytest.raises(TypeError):
         fetch.s("u") | anything  # type: ignore[operator]
+
+
+def test_every_kind_of_job_function_makes_signatures() -> None:
+    assert report.si(["r"], "t").args == (["r"], "t")  # the context is left out
+    assert fetch_async.s("u").name == fetch_async.name
+    with pytest.raises(TypeError, match="fetch_async"):
+        fetch_async.si()  # type: ignore[call-arg]
