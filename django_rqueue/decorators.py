@@ -14,8 +14,18 @@ from .argument_check import ArgumentCheck
 from .backoff import BackoffPolicy
 from .conf import Config
 from .job import Job, JobContext
-from .options import MAX_NAME_LENGTH, MAX_PRIORITY, MIN_PRIORITY, JobOptions, expires_value
+from .options import (
+    MAX_NAME_LENGTH,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    DependencyPolicy,
+    JobOptions,
+    NoTimeout,
+    expires_value,
+    using_options,
+)
 from .sensitive import Sensitive
+from .workflows.signature import Signature
 
 __all__ = [
     "MAX_NAME_LENGTH",
@@ -53,6 +63,10 @@ class BaseJobFunction[**P, R]:
     sensitive: Sensitive | None = None
     #: The decorated function (each subclass says what it returns).
     func: Callable[..., Any]
+    #: Whether :meth:`using` set an option of dependencies (``depends_on``,
+    #: ``on_dependency_failure``, ``pass_results``, ``dependency_timeout``): one attribute
+    #: that a plain ``.delay()`` reads, instead of four.
+    _waits = False
 
     def __init__(self, func: Callable[..., Any], name: str, options: JobOptions) -> None:
         self.func = func
@@ -110,6 +124,10 @@ class BaseJobFunction[**P, R]:
         on_commit: bool | None = None,
         expires: float | datetime.timedelta | datetime.datetime | None = None,
         job_id: str | None = None,
+        depends_on: Iterable[Job[Any] | str] | None = None,
+        on_dependency_failure: DependencyPolicy | None = None,
+        pass_results: bool | None = None,
+        dependency_timeout: float | datetime.timedelta | NoTimeout | None = None,
     ) -> Self:
         """Return a copy of this job bound to per-call options (validated now).
 
@@ -123,12 +141,24 @@ class BaseJobFunction[**P, R]:
         again while its record exists (any state, until its ``result_ttl`` ends)
         returns that job and writes nothing, so a retried request cannot enqueue
         twice (Celery's ``task_id``, RQ's ``job_id``); not with ``delay_many``.
+
+        Dependencies (``django_rqueue.workflows``): ``depends_on``, a list of
+        :class:`Job` objects or job ids, makes the job wait (``JobStatus.WAITING``) until
+        each of them has ended, after its last attempt; ``on_dependency_failure``:
+        ``"cancel"`` (the default: when one of them did not succeed the job ends
+        ``cancelled`` with reason ``dependency_failed``) or ``"run"`` (it runs, a
+        ``DependencyFailed`` in place of that input); ``pass_results=True``: the list of
+        their results is prepended to its arguments (default: not; the context's
+        ``inputs`` have them); ``dependency_timeout``: seconds, a ``timedelta`` or
+        ``NO_TIMEOUT``, how long it waits at most, from its enqueue (default
+        ``RQUEUE["WORKFLOW_DEPENDENCY_TIMEOUT"]``). The last three also apply to a
+        signature in a workflow (``.s()``). Not with ``delay_many``.
+
         Raises ``ValueError`` for a bad value (a naive ``expires`` datetime, a
-        number or ``timedelta`` <= 0 included).
+        number or ``timedelta`` <= 0 included), ``TypeError`` when ``depends_on``
+        is a single job or id instead of a list.
         """
-        if isinstance(delay, datetime.timedelta):
-            delay = delay.total_seconds()
-        extra = JobOptions(
+        extra = using_options(
             delay=delay,
             run_at=run_at,
             group=group,
@@ -140,12 +170,47 @@ class BaseJobFunction[**P, R]:
             max_attempts=max_attempts,
             result_ttl=result_ttl,
             on_commit=on_commit,
-            expires=expires_value(expires),
+            expires=expires,
             job_id=job_id,
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
+            pass_results=pass_results,
+            dependency_timeout=dependency_timeout,
         )
         bound = copy.copy(self)
-        bound.options = self.options.merged(extra)
+        bound.options = options = self.options.merged(extra)
+        bound._waits = (
+            options.depends_on is not None
+            or options.on_dependency_failure is not None
+            or options.pass_results is not None
+            or options.dependency_timeout is not None
+        )
         return bound
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of a call of this job, for a workflow (``chain``, ``group``, ``chord``
+        of :mod:`django_rqueue.workflows`), with this job function's options.
+
+        After another element of a workflow it gets that element's result first, before
+        ``args`` (a group's: the list of its members' results): ``parse.s()`` after
+        ``fetch.s(url)`` runs ``parse(<fetch's result>)``. Use :meth:`si` to pass nothing.
+
+        Raises:
+            TypeError: ``args`` and ``kwargs`` fit the function's signature neither as they
+                are nor after one prepended result (when the workflow is compiled, they are
+                checked exactly, knowing whether a result is prepended).
+        """
+        return Signature.of(self, args, kwargs, immutable=False)
+
+    def si(self, *args: P.args, **kwargs: P.kwargs) -> Signature:
+        """An immutable signature (see :meth:`s`): it runs with ``args`` and ``kwargs`` only,
+        whatever comes before it in a workflow (its inputs' outcomes stay readable from the
+        context's ``inputs``).
+
+        Raises:
+            TypeError: ``args`` and ``kwargs`` do not fit the function's signature.
+        """
+        return Signature.of(self, args, kwargs, immutable=True)
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """Enqueue a run of this job with these arguments and return its :class:`Job`.
@@ -167,7 +232,20 @@ class BaseJobFunction[**P, R]:
                 was written to the master (inside ``transaction.atomic()``:
                 raised by the commit, after it).
         """
+        if self._waits:
+            self._check_dependencies()
         return enqueue.submit(self, args, kwargs)
+
+    def _check_dependencies(self) -> None:
+        """A ``.delay()`` / ``.adelay()`` with options of dependencies: ``ValueError`` for
+        ``on_dependency_failure``, ``pass_results`` or ``dependency_timeout`` without
+        ``depends_on``; ``NotImplementedError`` with it, until the write lands (WP2b)."""
+        if self.options.depends_on is None:
+            raise ValueError(
+                "on_dependency_failure, pass_results and dependency_timeout apply to a job "
+                "with using(depends_on=...) or to a signature in a workflow (.s())"
+            )
+        raise NotImplementedError("depends_on on .delay() lands with WP2b")
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """:meth:`delay` for async code (an async view, an async job): the write goes
@@ -181,6 +259,8 @@ class BaseJobFunction[**P, R]:
 
         Raises what :meth:`delay` raises.
         """
+        if self._waits:
+            self._check_dependencies()
         return await enqueue.asubmit(self, args, kwargs)
 
     def delay_many(
@@ -214,7 +294,15 @@ class BaseJobFunction[**P, R]:
                 not confirmed in time: its jobs were written to the master and
                 are named by ``job_ids``; earlier batches were confirmed, later
                 ones not written.
+            ValueError: with ``using(depends_on=...)`` (or another option of dependencies),
+                which ``delay_many`` does not take (nothing written).
         """
+        if self._waits:
+            raise ValueError(
+                "delay_many does not take using(depends_on=...) or the other options of "
+                "dependencies: enqueue each job with .delay(), or make a workflow "
+                "(django_rqueue.workflows.group)"
+            )
         return enqueue.submit_many(self, calls, batch_size)
 
 

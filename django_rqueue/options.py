@@ -9,17 +9,38 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import enum
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Literal, TypedDict
 
 from .backoff import BackoffPolicy
 from .conf import BACKOFF_NAMES
-from .engine.keys import ID_PART_RE
+from .engine.keys import ID_PART_RE, queue_of
 
 #: ``priority`` bounds, as in ``django.tasks``: higher runs first.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
 #: Longest accepted ``group`` / ``unique_key`` string.
 MAX_NAME_LENGTH = 200
+
+#: What a dependent does when an input did not succeed: ``"cancel"`` (end ``cancelled``,
+#: reason ``dependency_failed``) or ``"run"`` (run, a ``DependencyFailed`` in its place).
+DependencyPolicy = Literal["cancel", "run"]
+DEPENDENCY_POLICIES: Final = ("cancel", "run")
+
+
+class NoTimeout(enum.Enum):
+    """The type of :data:`NO_TIMEOUT`."""
+
+    NO_TIMEOUT = "no_timeout"
+
+    def __repr__(self) -> str:
+        return "NO_TIMEOUT"
+
+
+#: ``using(dependency_timeout=NO_TIMEOUT)``: the job waits for its inputs however long they
+#: take (``None`` means "inherit ``RQUEUE['WORKFLOW_DEPENDENCY_TIMEOUT']``").
+NO_TIMEOUT: Final = NoTimeout.NO_TIMEOUT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +74,18 @@ class JobOptions:
     #: A caller-chosen id (``using()`` only): the job's id is ``"<queue>:<job_id>"``, and
     #: enqueueing it again while its record exists writes nothing (an idempotent retry).
     job_id: str | None = None
+    #: Ids of the jobs this one waits for (``using()`` also takes :class:`Job` objects): it
+    #: runs once every one of them has ended (after its last attempt).
+    depends_on: tuple[str, ...] | None = None
+    #: What it does when one of its inputs did not succeed (``None``: ``"cancel"``).
+    on_dependency_failure: DependencyPolicy | None = None
+    #: Whether its inputs' results are prepended to its arguments (``None``: ``False`` with
+    #: ``depends_on``; a workflow node follows ``.s()`` / ``.si()``).
+    pass_results: bool | None = None
+    #: Seconds (Redis clock, from the creation) it waits for its inputs at most, then ends
+    #: ``cancelled`` with reason ``dependency_timeout``; :data:`NO_TIMEOUT`: no limit;
+    #: ``None``: ``RQUEUE["WORKFLOW_DEPENDENCY_TIMEOUT"]``. ``using()`` converts a ``timedelta``.
+    dependency_timeout: float | NoTimeout | None = None
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -116,6 +149,37 @@ def _validate(o: JobOptions) -> None:  # one check per option
             "job_id must be 1 to 128 of the characters A-Z a-z 0-9 _ . - : "
             f"(the queue and a ':' are put before it), got {o.job_id!r}"
         )
+    _validate_dependencies(o)
+
+
+def _validate_dependencies(o: JobOptions) -> None:
+    """``depends_on``, ``on_dependency_failure``, ``pass_results``, ``dependency_timeout``."""
+    if o.depends_on is not None:
+        if not isinstance(o.depends_on, tuple):
+            raise TypeError(f"depends_on must be a tuple of job ids, got {o.depends_on!r:.80}")
+        for job_id in o.depends_on:
+            if not isinstance(job_id, str) or queue_of(job_id) is None or " " in job_id:
+                raise ValueError(
+                    f"depends_on must list jobs or job ids ('<queue>:<id>'), got {job_id!r:.80}"
+                )
+    if o.on_dependency_failure not in (None, *DEPENDENCY_POLICIES):
+        raise ValueError(
+            f'on_dependency_failure must be "cancel" or "run", got {o.on_dependency_failure!r}'
+        )
+    if o.pass_results is not None and not isinstance(o.pass_results, bool):
+        raise ValueError(f"pass_results must be True or False, got {o.pass_results!r}")
+    timeout = o.dependency_timeout
+    if timeout is not None and timeout is not NO_TIMEOUT:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise ValueError(
+                "dependency_timeout must be a number of seconds > 0, a positive timedelta or "
+                f"NO_TIMEOUT, got {timeout!r}"
+            )
 
 
 def _validate_expires(expires: object) -> None:
@@ -143,3 +207,71 @@ def expires_value(
 ) -> float | datetime.datetime | None:
     """``expires`` as :class:`JobOptions` keeps it: a ``timedelta`` becomes seconds."""
     return value.total_seconds() if isinstance(value, datetime.timedelta) else value
+
+
+def dependency_timeout_value(
+    value: float | datetime.timedelta | NoTimeout | None,
+) -> float | NoTimeout | None:
+    """``dependency_timeout`` as :class:`JobOptions` keeps it: a ``timedelta`` becomes seconds."""
+    return value.total_seconds() if isinstance(value, datetime.timedelta) else value
+
+
+def depends_on_value(jobs: Iterable[object] | None) -> tuple[str, ...] | None:
+    """``depends_on`` as :class:`JobOptions` keeps it: the ids of ``jobs`` (each a ``Job``, or
+    anything with a text ``id``, or an id); ``None`` for ``None`` or no job at all.
+
+    Raises:
+        TypeError: ``jobs`` is a single id or job instead of a list of them.
+    """
+    if jobs is None:
+        return None
+    if isinstance(jobs, str | bytes) or hasattr(jobs, "id"):
+        raise TypeError(f"depends_on takes a list of jobs or job ids, got {jobs!r:.80}")
+    ids: list[Any] = [getattr(j, "id", j) for j in jobs]
+    return tuple(ids) or None
+
+
+class UsingOptions(TypedDict, total=False):
+    """The keyword arguments of ``using()`` (on a job function, and on a signature)."""
+
+    delay: float | datetime.timedelta | None
+    run_at: datetime.datetime | None
+    group: str | None
+    priority: int | None
+    queue: str | None
+    unique_key: str | None
+    unique_ttl: int | None
+    timeout: float | None
+    max_attempts: int | None
+    result_ttl: int | None
+    on_commit: bool | None
+    expires: float | datetime.timedelta | datetime.datetime | None
+    job_id: str | None
+    depends_on: Iterable[Any] | None
+    on_dependency_failure: DependencyPolicy | None
+    pass_results: bool | None
+    dependency_timeout: float | datetime.timedelta | NoTimeout | None
+
+
+def using_options(**options: Any) -> JobOptions:
+    """The :class:`JobOptions` of one ``using()`` call (see
+    :meth:`django_rqueue.decorators.BaseJobFunction.using`): ``timedelta`` values become
+    seconds, ``depends_on``'s jobs their ids.
+
+    Raises:
+        TypeError: an unknown option name, or ``depends_on`` is not a list.
+        ValueError: a bad value (the message names the option).
+    """
+    unknown = options.keys() - UsingOptions.__annotations__.keys()
+    if unknown:
+        raise TypeError(f"using() got unknown options: {', '.join(sorted(unknown))}")
+    delay = options.pop("delay", None)
+    if isinstance(delay, datetime.timedelta):
+        delay = delay.total_seconds()
+    return JobOptions(
+        delay=delay,
+        expires=expires_value(options.pop("expires", None)),
+        depends_on=depends_on_value(options.pop("depends_on", None)),
+        dependency_timeout=dependency_timeout_value(options.pop("dependency_timeout", None)),
+        **options,
+    )

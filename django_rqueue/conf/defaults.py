@@ -49,6 +49,10 @@ MIN_REPLICAS_TIMEOUT = 1.0
 MAX_REPLICAS_TIMEOUT = 5.0
 #: ``REDIS_CLUSTER``: a single server (or a Sentinel-watched master).
 REDIS_CLUSTER = False
+#: ``WORKFLOW_DEPENDENCY_TIMEOUT``: seconds a job waits for its inputs at most, 7 days.
+WORKFLOW_DEPENDENCY_TIMEOUT: float | None = 7 * 86_400
+#: ``WORKFLOW_FORCE_OUTBOX``: off; every edge that can be inline is.
+WORKFLOW_FORCE_OUTBOX = False
 #: ``WEBHOOKS["MAX_RESPONSE_BYTES"]``: bytes of a reply's body a delivery keeps (64 KiB),
 #: enough for an error message or a small JSON answer for ``retry_if``.
 WEBHOOK_MAX_RESPONSE_BYTES = 65_536

@@ -144,6 +144,12 @@ class Config:
     #: ``RQUEUE["ENCRYPTION_KEYS"]``: Fernet keys (URL-safe base64 text), the first one
     #: encrypting; empty: job data is stored plain (:mod:`django_rqueue.encryption`).
     encryption_keys: tuple[str, ...] = ()
+    #: ``RQUEUE["WORKFLOW_DEPENDENCY_TIMEOUT"]``: seconds a dependent waits for its inputs at
+    #: most, from its creation (Redis clock); ``None``: no limit.
+    workflow_dependency_timeout: float | None = defaults.WORKFLOW_DEPENDENCY_TIMEOUT
+    #: ``RQUEUE["WORKFLOW_FORCE_OUTBOX"]``: every edge through the outbox and every workflow
+    #: created in steps (a testing aid for the cross-slot path on one Redis).
+    workflow_force_outbox: bool = defaults.WORKFLOW_FORCE_OUTBOX
 
     def queues_named(self, names: Iterable[str]) -> list[str]:
         """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""

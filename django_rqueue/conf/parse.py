@@ -47,7 +47,14 @@ def parse(raw: Mapping[str, Any]) -> Config:
             k.decode("ascii") if isinstance(k, bytes) else k
             for k in _get(raw, "ENCRYPTION_KEYS") or ()
         ),
+        workflow_dependency_timeout=_timeout(_get(raw, "WORKFLOW_DEPENDENCY_TIMEOUT")),
+        workflow_force_outbox=_get(raw, "WORKFLOW_FORCE_OUTBOX") is True,
     )
+
+
+def _timeout(value: float | None) -> float | None:
+    """A number of seconds as a float; ``None`` stays ``None`` (no limit)."""
+    return None if value is None else float(value)
 
 
 def _queues(raw: Mapping[str, Any]) -> dict[str, QueueConfig]:

@@ -384,6 +384,33 @@ SETTINGS: tuple[Setting, ...] = (
         rules.encryption_keys,
     ),
     Setting(
+        "WORKFLOW_DEPENDENCY_TIMEOUT",
+        "float | None",
+        defaults.WORKFLOW_DEPENDENCY_TIMEOUT,
+        "seconds a job of a workflow (or with `using(depends_on=...)`) waits for its inputs at "
+        "most, counted from its creation on the Redis clock; then it ends `cancelled` with "
+        "reason `dependency_timeout`, and so do the jobs after it; `None`: no limit. "
+        "`using(dependency_timeout=...)` on a job or a workflow overrides it",
+        ("rqueue.E005",),
+        Rule(
+            lambda v: v is None or _positive_number(v),
+            "{where} must be a positive number of seconds or None (no limit), got {value!r}.",
+            "rqueue.E005",
+        ),
+        shown_default="`604800` (7 days)",
+    ),
+    Setting(
+        "WORKFLOW_FORCE_OUTBOX",
+        "bool",
+        defaults.WORKFLOW_FORCE_OUTBOX,
+        "a testing aid: every edge of a workflow goes through its queue's outbox, and every "
+        "workflow is created in steps (as across Redis Cluster slots), even on one Redis, so "
+        "that a test suite run with it on covers the cross-slot path; leave it off in "
+        "production (it adds a relay round trip to every dependency)",
+        ("rqueue.E003",),
+        Rule(is_bool, "{where} must be True or False, got {value!r}.", "rqueue.E003"),
+    ),
+    Setting(
         "WEBHOOKS",
         "dict",
         {},

@@ -1,0 +1,171 @@
+"""The compiled plan of a workflow (:class:`WorkflowPlan`): its jobs, links and script calls.
+
+:func:`django_rqueue.workflows.graph.compile` builds it, validated and encoded; the
+creation writes it: :meth:`WorkflowPlan.batches` gives the ``wf_nodes.lua`` calls per queue
+(``KEYS`` and ``ARGV`` in the layout of the script's header), :attr:`WorkflowPlan.links`
+the ``dep_link.lua`` calls, :attr:`WorkflowPlan.record` the record's fields. Pure data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, Literal, NamedTuple
+
+from ..engine.calls import Arg, pairs
+from ..engine.keys import QueueKeys, queue_of
+from ..enqueue.plan import Plan
+from .shapes import Tree
+
+#: Most nodes a ``live`` creation writes in its one ``MULTI`` (the ``EXEC`` holds Redis
+#: for its whole length); a larger workflow is created ``staged``.
+ATOMIC_MAX_NODES: Final = 20_000
+#: Most nodes of one ``wf_nodes.lua`` call.
+BATCH_NODES: Final = 500
+#: The finisher's job name (the reserved prefix ``rqueue:``).
+FINISHER_NAME: Final = "rqueue:workflow.finish"
+#: The finisher's id is the workflow id plus this.
+FINISHER_SUFFIX: Final = ".f"
+#: Attempts of the finisher.
+FINISHER_MAX_ATTEMPTS: Final = 10
+#: The instruction ``src 1`` among a node's field pairs in ``wf_nodes.lua``'s ARGV: the node
+#: has no input inside the workflow (read by the script, not stored).
+SOURCE_MARK: Final = "src"
+#: How a workflow is written: one ``MULTI`` (one location), or gated nodes behind a commit.
+CreationPath = Literal["live", "staged"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodePlan:
+    """One job of the workflow as ``wf_nodes.lua`` writes it (a node, or the finisher)."""
+
+    #: Declared order, from 0 (the finisher: the number of nodes).
+    index: int
+    id: str
+    name: str
+    queue: str
+    priority: int
+    group: str
+    #: Milliseconds from the creation; only on a job without inputs (a job with inputs
+    #: counts its ``delay`` from its release: the field ``rd``, ``JobFields.RELEASE_DELAY``).
+    delay_ms: int
+    #: Milliseconds since the epoch (UTC), or -1.
+    run_at_ms: int
+    #: No input inside the workflow (``src 1``; gated on the staged path).
+    source: bool
+    #: The ids of its inputs in index order (inside the workflow, then ``depends_on``).
+    input_ids: tuple[str, ...]
+    #: Its job-hash fields (the record of ``.delay()``, ``p``, ``wf``, ``nx``, ``dn``, ...).
+    fields: Mapping[str, str | int]
+    #: The resolved options (``None`` for the finisher).
+    plan: Plan | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def argv(self) -> list[Arg]:
+        """This node's part of ``wf_nodes.lua``'s ARGV: ``id, prio, group, delay_ms,
+        run_at_ms, F, F field pairs`` (with ``src 1`` among them for a source)."""
+        flat = pairs(self.fields)
+        if self.source:
+            flat += [SOURCE_MARK, 1]
+        return [
+            self.id,
+            self.priority,
+            self.group,
+            self.delay_ms,
+            self.run_at_ms,
+            len(flat) // 2,
+            *flat,
+        ]
+
+
+class Link(NamedTuple):
+    """An edge from a job outside the workflow (``using(depends_on=...)`` on a node), written
+    with ``dep_link.lua`` on the parent's queue."""
+
+    parent: str
+    dependent: str
+    #: The dependent's input index.
+    input_index: int
+    #: The edge entry (``dep_link.lua``'s ``ARGV[2]``).
+    entry: str
+    #: ``dep_link.lua``'s ``ARGV[3]``: the dependent is on the parent's queue (and the
+    #: outbox is not forced), so an ended parent is settled in the same call.
+    here: bool
+
+    @property
+    def parent_queue(self) -> str:
+        return queue_of(self.parent) or ""
+
+
+class NodeBatch(NamedTuple):
+    """One ``wf_nodes.lua`` call: its queue, ``KEYS`` and ``ARGV``."""
+
+    queue: str
+    #: base, prios, delayed, stats, notify, wake, waiting.
+    keys: tuple[str, ...]
+    argv: list[Arg]
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowPlan:
+    """Everything a workflow's creation writes, validated and encoded."""
+
+    #: ``"<home queue>:<22 characters>"``.
+    id: str
+    #: The queue of the record and the finisher.
+    home: str
+    #: The declared nodes, in declared order.
+    nodes: tuple[NodePlan, ...]
+    finisher: NodePlan
+    #: ``(from, to)`` node indices.
+    edges: tuple[tuple[int, int], ...]
+    links: tuple[Link, ...]
+    #: The workflow's result, as a tree of node indices.
+    shape: Tree
+    #: The record's fields (``wf_record.lua``): ``n``, ``name``, ``spec``, ``gen`` and, when
+    #: set, ``cb``, ``dto``.
+    record: Mapping[str, Arg]
+    path: CreationPath
+    #: Milliseconds a waiting node waits at most (``wf_nodes.lua``'s ``ARGV[2]``); -1: no limit.
+    deadline_ms: int
+    #: The queues of each location the workflow touches (one slot each under Cluster).
+    places: tuple[tuple[str, ...], ...]
+    key_prefix: str
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        """Every queue written, in order of first appearance (the home queue last if new)."""
+        seen = dict.fromkeys(n.queue for n in self.nodes)
+        seen.setdefault(self.home)
+        return tuple(seen)
+
+    @property
+    def gated(self) -> tuple[NodePlan, ...]:
+        """The jobs a staged creation gates (sources, the finisher of an empty workflow):
+        their gates (input 0) are opened after the commit."""
+        return tuple(n for n in (*self.nodes, self.finisher) if n.source)
+
+    def batches(self, size: int = BATCH_NODES) -> Iterator[NodeBatch]:
+        """The ``wf_nodes.lua`` calls: per queue (:attr:`queues` order), its nodes in declared
+        order, at most ``size`` per call; the finisher last, alone, with no deadline (it
+        waits for every node, however long they run).
+
+        ``ARGV``: ``mode`` (``live``/``gated``), the deadline offset in ms (-1: none), the
+        gate grace (-1: a workflow), then :meth:`NodePlan.argv` per node.
+        """
+        mode = "live" if self.path == "live" else "gated"
+        by_queue: dict[str, list[NodePlan]] = {q: [] for q in self.queues}
+        for node in self.nodes:
+            by_queue[node.queue].append(node)
+        for queue, nodes in by_queue.items():
+            for start in range(0, len(nodes), size):
+                head: list[Arg] = [mode, self.deadline_ms, -1]
+                for node in nodes[start : start + size]:
+                    head += node.argv()
+                yield NodeBatch(queue, self._keys(queue), head)
+        yield NodeBatch(self.home, self._keys(self.home), [mode, -1, -1, *self.finisher.argv()])
+
+    def _keys(self, queue: str) -> tuple[str, ...]:
+        k = QueueKeys.of(self.key_prefix, queue)
+        return (k.base, k.prios, k.delayed, k.stats, k.notify, k.wake, k.waiting)
