@@ -195,6 +195,16 @@ def new_job_id(queue: str) -> str:
     return f"{queue}{ID_SEPARATOR}{random.decode()}"
 
 
+#: What follows a workflow's id in the id of its finisher job (on the same, home queue).
+FINISHER_SUFFIX = ".f"
+
+
+def finisher_id(workflow_id: str) -> str:
+    """The id of the finisher job of the workflow ``workflow_id`` (a workflow id has a job
+    id's shape, ``"<home queue>:<22 characters>"``; its finisher is on the home queue)."""
+    return workflow_id + FINISHER_SUFFIX
+
+
 #: What follows ``"<queue>:"`` in a job id: :func:`new_job_id`'s 22 URL-safe base64
 #: characters, or a caller's ``using(job_id=...)``: 1 to 128 characters that need no
 #: quoting in keys, URLs or logs (a queue name has no ``:``, so the first one ends it).

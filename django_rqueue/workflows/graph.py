@@ -29,7 +29,7 @@ from ..encryption import seal
 from ..engine.calls import Arg
 from ..engine.connection import LocationKind, location_of
 from ..engine.fields import RECORD_DEFAULTS, JobFields, WorkflowFields
-from ..engine.keys import new_job_id, queue_of
+from ..engine.keys import finisher_id, new_job_id, queue_of
 from ..enqueue.plan import Plan
 from ..options import NO_TIMEOUT, JobOptions, NoTimeout
 from ..serialization import encode_arguments
@@ -37,7 +37,6 @@ from .nodes import (
     ATOMIC_MAX_NODES,
     FINISHER_MAX_ATTEMPTS,
     FINISHER_NAME,
-    FINISHER_SUFFIX,
     Link,
     NodePlan,
     WorkflowPlan,
@@ -134,12 +133,12 @@ class _Compiler:
         exits = set(flatten(shape))
         home = home_queue([d.plan.queue for d in drafts], dependents, self.config)
         wf_id = new_job_id(home)
-        finisher_id = wf_id + FINISHER_SUFFIX
+        fid = finisher_id(wf_id)
         nodes = tuple(
-            self.node(i, d, drafts, dependents[i], i in exits, wf_id, finisher_id, home)
+            self.node(i, d, drafts, dependents[i], i in exits, wf_id, fid, home)
             for i, d in enumerate(drafts)
         )
-        finisher = self.finisher(wf_id, finisher_id, home, shape)
+        finisher = self.finisher(wf_id, fid, home, shape)
         links = tuple(self.links(drafts, nodes))
         timeout = getattr(element, "dependency_timeout", None)
         deadline_ms = _deadline_ms(timeout, self.config)

@@ -24,8 +24,6 @@ ATOMIC_MAX_NODES: Final = 20_000
 BATCH_NODES: Final = 500
 #: The finisher's job name (the reserved prefix ``rqueue:``).
 FINISHER_NAME: Final = "rqueue:workflow.finish"
-#: The finisher's id is the workflow id plus this.
-FINISHER_SUFFIX: Final = ".f"
 #: Attempts of the finisher.
 FINISHER_MAX_ATTEMPTS: Final = 10
 #: The instruction ``src 1`` among a node's field pairs in ``wf_nodes.lua``'s ARGV: the node
@@ -117,20 +115,25 @@ class WorkflowPlan:
     home: str
     #: The declared nodes, in declared order.
     nodes: tuple[NodePlan, ...]
+    #: The finisher job: it waits for every node, then ends the record.
     finisher: NodePlan
     #: ``(from, to)`` node indices.
     edges: tuple[tuple[int, int], ...]
+    #: The nodes' inputs from outside the workflow (``depends_on``): one ``dep_link.lua``
+    #: call each.
     links: tuple[Link, ...]
     #: The workflow's result, as a tree of node indices.
     shape: Tree
     #: The record's fields (``wf_record.lua``): ``n``, ``name``, ``spec``, ``gen`` and, when
     #: set, ``cb``, ``dto``.
     record: Mapping[str, Arg]
+    #: ``live``: one ``MULTI``; ``staged``: gated nodes behind a commit point.
     path: CreationPath
     #: Milliseconds a waiting node waits at most (``wf_nodes.lua``'s ``ARGV[2]``); -1: no limit.
     deadline_ms: int
     #: The queues of each location the workflow touches (one slot each under Cluster).
     places: tuple[tuple[str, ...], ...]
+    #: ``RQUEUE["KEY_PREFIX"]`` when it was compiled.
     key_prefix: str
 
     @property

@@ -4,7 +4,7 @@ A *tree* is a node index, or a list of trees: the output of a workflow element (
 node's result, or a group's list in member order, nested for groups inside groups).
 :func:`encode_shape` writes a tree of input indices as
 :attr:`~django_rqueue.engine.fields.JobFields.PASS_SHAPE` (read back by
-:func:`django_rqueue.dependencies.prepend`); :func:`spec_json` writes the record's
+:func:`django_rqueue.inputs.prepend`); :func:`spec_json` writes the record's
 :attr:`~django_rqueue.engine.fields.WorkflowFields.SPEC`. Pure.
 """
 

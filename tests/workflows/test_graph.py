@@ -10,10 +10,11 @@ import pytest
 from pytest_django.fixtures import Settings
 
 from django_rqueue.conf import get_config
-from django_rqueue.dependencies import Dependents, prepend
+from django_rqueue.dependencies import Dependents
 from django_rqueue.engine.fields import JobFields, WorkflowFields
 from django_rqueue.engine.keys import QueueKeys, queue_of
 from django_rqueue.enqueue import Plan
+from django_rqueue.inputs import prepend
 from django_rqueue.workflows import NO_TIMEOUT, chain, chord, graph, group
 from django_rqueue.workflows.nodes import FINISHER_NAME, NodePlan, WorkflowPlan
 from tests.workflows.conftest import DepPath
