@@ -235,6 +235,11 @@ def read_job(keys: QueueKeys, job_id: str) -> Plain[Fields]:
     return Plain((("HGETALL", keys.job(job_id)),), _hash)
 
 
+def read_hash(key: str) -> Plain[Fields]:
+    """Read any hash of the queue's (a plain ``HGETALL``); ``{}`` when it is gone."""
+    return Plain((("HGETALL", key),), _hash)
+
+
 def block_done(keys: QueueKeys, job_id: str, timeout: float) -> Plain[bool]:
     """``BLPOP`` the job's wake-up list for ``timeout`` seconds (> 0, well under the socket
     timeout): whether a token came."""
