@@ -1,0 +1,33 @@
+"""The dependency transitions as values: each script call of
+:mod:`~django_rqueue.engine.dependency_calls` paired with its parser of
+:mod:`~django_rqueue.engine.dependency_replies` (pure).
+
+The twin of :mod:`~django_rqueue.engine.commands` (whose :class:`~.commands.Command` they
+are) for the scripts of workflows and ``depends_on``; the executors of
+:mod:`~django_rqueue.engine.run` send them. Each command takes its builder's arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import dependency_calls, dependency_replies
+from .commands import Command
+from .dependency_calls import Node, NodesMode
+from .keys import QueueKeys
+
+
+def wf_nodes(
+    keys: QueueKeys,
+    nodes: Iterable[Node],
+    *,
+    mode: NodesMode,
+    deadline_ms: int,
+    grace_ms: int = -1,
+) -> Command[list[tuple[int, str]]]:
+    """Create one batch of nodes (``wf_nodes.lua``, :func:`.dependency_calls.wf_nodes`): the
+    ``(index, outcome)`` of each node not created (:func:`.dependency_replies.nodes_refused`)."""
+    call = dependency_calls.wf_nodes(
+        keys, nodes, mode=mode, deadline_ms=deadline_ms, grace_ms=grace_ms
+    )
+    return Command(call, dependency_replies.nodes_refused)

@@ -1,0 +1,138 @@
+"""Helpers of the dependency transition tests: waiting nodes and edges built with the raw
+scripts (no canvas), their arrivals read back, and the commands a script runs counted.
+
+Nodes are written with ``wf_nodes.lua`` (:func:`add_nodes`), arrivals applied with
+``dep_apply.lua``; an edge entry is made with
+:class:`django_rqueue.dependencies.Edge`, so the tests and the scripts share one wire format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from django_rqueue import dependencies
+from django_rqueue.dependencies import Arrival, Dependents, Edge, EdgeCopy, EdgePath
+from django_rqueue.engine import dependency_commands
+from django_rqueue.engine.dependency_calls import Node, NodesMode
+from django_rqueue.engine.fields import JobFields
+from django_rqueue.engine.keys import new_job_id
+from django_rqueue.engine.run import execute
+from tests.support.engine import Engine
+from tests.support.redis_commands import command_calls
+
+#: Commands a test's client sends around the one it measures (not run by the script).
+_NOT_THE_SCRIPTS = {"evalsha", "config|resetstat", "info", "script|load", "script|exists"}
+
+
+def script_commands(engine: Engine, action: Callable[[], object]) -> dict[str, int]:
+    """The commands Redis ran while ``action`` called one script (``INFO commandstats`` counts
+    a script's commands too), by name, on the server that holds the queue."""
+    server = engine.server()
+    server.config_resetstat()
+    action()
+    calls = command_calls(server)
+    return {name: n for name, n in calls.items() if name not in _NOT_THE_SCRIPTS}
+
+
+def edge(dependent: str, k: int, path: EdgePath, copy: EdgeCopy = "p") -> str:
+    """The edge entry delivering to input ``k`` of ``dependent``."""
+    return Edge(copy, path, k, dependent).encode()
+
+
+def dependents(*entries: str) -> str:
+    """An ``nx`` field of ``entries`` (edge entries, or the ``+`` / ``w`` tokens)."""
+    return " ".join(entries)
+
+
+def node(
+    engine: Engine,
+    *,
+    job_id: str | None = None,
+    inputs: Sequence[str] = (),
+    nx: str = "",
+    run: bool = False,
+    shape: str | None = None,
+    source: bool | None = None,
+    name: str = "tests.noop",
+    ttl: int = 600,
+    priority: int = 0,
+    group: str = "",
+    delay_ms: int = 0,
+    run_at_ms: int = -1,
+    extra: Mapping[str, str | int] | None = None,
+) -> Node:
+    """A node of :func:`add_nodes`: ``inputs`` its input ids (``dn`` = their number), ``nx``
+    its dependents, ``run`` the ``"run"`` policy, ``source`` (default: no inputs) marks it
+    a source of a gated creation."""
+    fields: dict[str, str | int] = {
+        JobFields.NAME: name,
+        JobFields.PAYLOAD: '{"a":[],"k":{}}',
+        JobFields.RESULT_TTL: ttl,
+    }
+    if inputs:
+        fields[JobFields.INPUT_COUNT] = len(inputs)
+        fields[JobFields.INPUT_IDS] = " ".join(inputs)
+    if nx:
+        fields[JobFields.DEPENDENTS] = nx
+    if run:
+        fields[JobFields.ON_DEPENDENCY_FAILURE] = "r"
+    if shape is not None:
+        fields[JobFields.PASS_SHAPE] = shape
+    fields.update(extra or {})
+    return Node(
+        job_id or new_job_id(engine.queue),
+        priority,
+        group,
+        delay_ms,
+        run_at_ms,
+        fields,
+        source=not inputs if source is None else source,
+    )
+
+
+def add_nodes(
+    engine: Engine,
+    nodes: Iterable[Node],
+    *,
+    mode: NodesMode = "live",
+    deadline_ms: int = -1,
+    grace_ms: int = -1,
+) -> list[tuple[int, str]]:
+    """Write ``nodes`` with ``wf_nodes.lua``: the ``(index, outcome)`` of those not created."""
+    command = dependency_commands.wf_nodes(
+        engine.keys, list(nodes), mode=mode, deadline_ms=deadline_ms, grace_ms=grace_ms
+    )
+    return execute(engine.client, command)
+
+
+def arrivals(engine: Engine, job_id: str) -> dict[int, Arrival]:
+    """The arrivals a node's hash holds, by input index (the gate is ``0``)."""
+    fields = engine.job_like(engine.keys.job(job_id))
+    return {
+        int(name[2:]): dependencies.decode(value)
+        for name, value in fields.items()
+        if name.startswith("i:")
+    }
+
+
+def inputs(engine: Engine, job_id: str) -> list[Any]:
+    """The values a released node receives (:func:`django_rqueue.dependencies.inputs_of`)."""
+    return dependencies.inputs_of(engine.job_like(engine.keys.job(job_id)))
+
+
+def decoded(value: str) -> Arrival:
+    return dependencies.decode(value)
+
+
+__all__ = [
+    "Dependents",
+    "add_nodes",
+    "arrivals",
+    "decoded",
+    "dependents",
+    "edge",
+    "inputs",
+    "node",
+    "script_commands",
+]
