@@ -77,3 +77,12 @@ def wf_nodes(
         [keys.base, keys.prios, keys.delayed, keys.stats, keys.notify, keys.wake, keys.waiting],
         args,
     )
+
+
+def dep_apply(keys: QueueKeys, triples: Iterable[tuple[str, int, str]]) -> ScriptCall:
+    """``dep_apply.lua``: record arrivals ``(dependent id, input index, arrival value)`` on
+    waiting jobs of ``keys``'s queue (input ``0``: the gate)."""
+    args: list[Arg] = []
+    for dependent, index, value in triples:
+        args += (dependent, index, value)
+    return ScriptCall("dep_apply", [keys.base], args)

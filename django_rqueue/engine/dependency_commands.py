@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from . import dependency_calls, dependency_replies
 from .commands import Command
 from .dependency_calls import Node, NodesMode
+from .dependency_replies import Applied
 from .keys import QueueKeys
 
 
@@ -31,3 +32,9 @@ def wf_nodes(
         keys, nodes, mode=mode, deadline_ms=deadline_ms, grace_ms=grace_ms
     )
     return Command(call, dependency_replies.nodes_refused)
+
+
+def dep_apply(keys: QueueKeys, triples: Iterable[tuple[str, int, str]]) -> Command[Applied]:
+    """Record arrivals on waiting jobs of one queue (``dep_apply.lua``,
+    :func:`.dependency_calls.dep_apply`): :class:`~.dependency_replies.Applied`."""
+    return Command(dependency_calls.dep_apply(keys, triples), dependency_replies.dep_applied)

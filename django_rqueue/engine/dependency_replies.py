@@ -8,7 +8,30 @@ its reply.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .replies import Reply, items, number, text
+
+
+class Applied(NamedTuple):
+    """What one ``dep_apply.lua`` call did with its arrivals."""
+
+    #: Arrivals recorded (each on a waiting job that had not had that input yet).
+    applied: int
+    #: Arrivals that changed nothing: the input had arrived already, the outcome was older
+    #: than a re-arm, or the job was not waiting (gone, or decided).
+    duplicates: int
+    #: Jobs whose last input this was, released (queued or scheduled).
+    released: int
+    #: Jobs whose last input this was, ended instead (cancelled ``dependency_failed``, or
+    #: expired); their own dependents were notified.
+    ended: int
+
+
+def dep_applied(reply: Reply) -> Applied:
+    """``dep_apply.lua``: ``{applied, duplicates, released, ended}``."""
+    got = items(reply)
+    return Applied(number(got[0]), number(got[1]), number(got[2]), number(got[3]))
 
 
 def nodes_refused(reply: Reply) -> list[tuple[int, str]]:

@@ -2,7 +2,7 @@
 scripts (no canvas), their arrivals read back, and the commands a script runs counted.
 
 Nodes are written with ``wf_nodes.lua`` (:func:`add_nodes`), arrivals applied with
-``dep_apply.lua``; an edge entry is made with
+``dep_apply.lua`` (:func:`apply`); an edge entry is made with
 :class:`django_rqueue.dependencies.Edge`, so the tests and the scripts share one wire format.
 """
 
@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import redis
+
 from django_rqueue import dependencies
 from django_rqueue.dependencies import Arrival, Dependents, Edge, EdgeCopy, EdgePath
 from django_rqueue.engine import dependency_commands
 from django_rqueue.engine.dependency_calls import Node, NodesMode
+from django_rqueue.engine.dependency_replies import Applied
 from django_rqueue.engine.fields import JobFields
-from django_rqueue.engine.keys import new_job_id
+from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.engine.run import execute
 from tests.support.engine import Engine
 from tests.support.redis_commands import command_calls
@@ -106,6 +109,11 @@ def add_nodes(
     return execute(engine.client, command)
 
 
+def apply(engine: Engine, triples: Sequence[tuple[str, int, str]]) -> Applied:
+    """``dep_apply.lua`` on the engine's queue: ``(applied, duplicates, released, cancelled)``."""
+    return execute(engine.client, dependency_commands.dep_apply(engine.keys, triples))
+
+
 def arrivals(engine: Engine, job_id: str) -> dict[int, Arrival]:
     """The arrivals a node's hash holds, by input index (the gate is ``0``)."""
     fields = engine.job_like(engine.keys.job(job_id))
@@ -121,6 +129,26 @@ def inputs(engine: Engine, job_id: str) -> list[Any]:
     return dependencies.inputs_of(engine.job_like(engine.keys.job(job_id)))
 
 
+def outbox(engine: Engine) -> list[tuple[str, int, str]]:
+    """The queue's outbox entries as ``(dependent id, input index, value)``, oldest first."""
+    entries: list[tuple[bytes, dict[bytes, bytes]]] = engine.client.xrange(engine.keys.outbox)  # type: ignore[assignment]
+    return [(f[b"d"].decode(), int(f[b"x"]), f[b"v"].decode()) for _id, f in entries]
+
+
+def relay(engine: Engine, source: QueueKeys | None = None) -> Applied:
+    """What a poller's relay does with the queue's outbox (all of it, on one Redis): apply
+    every entry with ``dep_apply.lua`` on the dependent's queue, then delete the entries."""
+    keys = source or engine.keys
+    client: redis.Redis = engine.client
+    entries: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange(keys.outbox)  # type: ignore[assignment]
+    if not entries:
+        return Applied(0, 0, 0, 0)
+    triples = [(f[b"d"].decode(), int(f[b"x"]), f[b"v"].decode()) for _id, f in entries]
+    got = apply(engine, triples)
+    client.xdel(keys.outbox, *[entry_id for entry_id, _f in entries])
+    return got
+
+
 def decoded(value: str) -> Arrival:
     return dependencies.decode(value)
 
@@ -128,11 +156,14 @@ def decoded(value: str) -> Arrival:
 __all__ = [
     "Dependents",
     "add_nodes",
+    "apply",
     "arrivals",
     "decoded",
     "dependents",
     "edge",
     "inputs",
     "node",
+    "outbox",
+    "relay",
     "script_commands",
 ]
