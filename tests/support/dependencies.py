@@ -21,6 +21,7 @@ from django_rqueue.engine.dependency_replies import Applied
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.engine.run import execute
+from tests.support import transitions
 from tests.support.engine import Engine
 from tests.support.redis_commands import command_calls
 
@@ -149,18 +150,51 @@ def relay(engine: Engine, source: QueueKeys | None = None) -> Applied:
     return got
 
 
+def deliver(engine: Engine, path: EdgePath) -> None:
+    """What the pollers do between two steps: on the outbox path, relay every entry, and
+    the entries the relay's own cascade wrote (a bounded number of rounds); then the
+    outbox is empty."""
+    for _ in range(10):
+        if path == "i" or not outbox(engine):
+            break
+        relay(engine)
+    assert outbox(engine) == []
+
+
+def ack(engine: Engine, job_id: str, result: str, ttl: int = 600) -> int:
+    """Reserve ``job_id`` (it must be the next job) and ack it with ``result``; its token."""
+    assert engine.reserve_id() == job_id
+    token = engine.token(job_id)
+    transitions.ack(engine.client, engine.keys, job_id, token, result, ttl)
+    return token
+
+
+def fan_in(engine: Engine, path: EdgePath, count: int, **options: Any) -> tuple[list[str], str]:
+    """``count`` live sources, each an input of one waiting job (shape ``L``; ``options``:
+    :func:`node`'s for it): ``(sources, dependent)``."""
+    d = new_job_id(engine.queue)
+    sources = [new_job_id(engine.queue) for _ in range(count)]
+    nodes = [node(engine, job_id=s, nx=edge(d, k, path)) for k, s in enumerate(sources, start=1)]
+    nodes.append(node(engine, job_id=d, inputs=sources, shape="L", **options))
+    assert add_nodes(engine, nodes) == []
+    return sources, d
+
+
 def decoded(value: str) -> Arrival:
     return dependencies.decode(value)
 
 
 __all__ = [
     "Dependents",
+    "ack",
     "add_nodes",
     "apply",
     "arrivals",
     "decoded",
+    "deliver",
     "dependents",
     "edge",
+    "fan_in",
     "inputs",
     "node",
     "outbox",

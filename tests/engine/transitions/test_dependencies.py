@@ -17,11 +17,14 @@ from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import new_job_id
 from tests.support import transitions
 from tests.support.dependencies import (
+    ack,
     add_nodes,
     apply,
     arrivals,
+    deliver,
     dependents,
     edge,
+    fan_in,
     inputs,
     node,
     outbox,
@@ -35,34 +38,6 @@ def path(request: pytest.FixtureRequest) -> EdgePath:
     """The path of every edge a test writes: inline (same queue) or through the outbox."""
     value: EdgePath = request.param
     return value
-
-
-def deliver(engine: Engine, path: EdgePath) -> None:
-    """What the pollers do between two steps: on the outbox path, relay every entry, and
-    the entries the relay's own cascade wrote (a bounded number of rounds)."""
-    for _ in range(10):
-        if path == "i" or not outbox(engine):
-            break
-        relay(engine)
-    assert outbox(engine) == []
-
-
-def ack(engine: Engine, job_id: str, result: str, ttl: int = 600) -> int:
-    """Reserve ``job_id`` (the next job) and ack it with ``result``; its token."""
-    assert engine.reserve_id() == job_id
-    token = engine.token(job_id)
-    transitions.ack(engine.client, engine.keys, job_id, token, result, ttl)
-    return token
-
-
-def fan_in(engine: Engine, path: EdgePath, count: int, **options: object) -> tuple[list[str], str]:
-    """``count`` sources, each an input of one waiting job ``d`` (shape ``L``)."""
-    d = new_job_id(engine.queue)
-    sources = [new_job_id(engine.queue) for _ in range(count)]
-    nodes = [node(engine, job_id=s, nx=edge(d, k, path)) for k, s in enumerate(sources, start=1)]
-    nodes.append(node(engine, job_id=d, inputs=sources, shape="L", **options))  # type: ignore[arg-type]
-    assert add_nodes(engine, nodes) == []
-    return sources, d
 
 
 def test_a_dependent_is_released_when_its_last_input_ends_and_not_before(
