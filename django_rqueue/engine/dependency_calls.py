@@ -86,3 +86,13 @@ def dep_apply(keys: QueueKeys, triples: Iterable[tuple[str, int, str]]) -> Scrip
     for dependent, index, value in triples:
         args += (dependent, index, value)
     return ScriptCall("dep_apply", [keys.base], args)
+
+
+def dep_link(keys: QueueKeys, job_id: str, entry: str, *, same_queue: bool) -> ScriptCall:
+    """``dep_link.lua``: link the dependent of the edge ``entry``
+    (:meth:`django_rqueue.dependencies.Edge.encode`) to the existing job ``job_id`` of
+    ``keys``'s queue; ``same_queue``: the dependent is on that queue too (it is settled at
+    once when the job has ended)."""
+    return ScriptCall(
+        "dep_link", [keys.base, keys.job(job_id)], [job_id, entry, 1 if same_queue else 0]
+    )

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from . import dependency_calls, dependency_replies
 from .commands import Command
 from .dependency_calls import Node, NodesMode
-from .dependency_replies import Applied
+from .dependency_replies import Applied, Linked
 from .keys import QueueKeys
 
 
@@ -38,3 +38,10 @@ def dep_apply(keys: QueueKeys, triples: Iterable[tuple[str, int, str]]) -> Comma
     """Record arrivals on waiting jobs of one queue (``dep_apply.lua``,
     :func:`.dependency_calls.dep_apply`): :class:`~.dependency_replies.Applied`."""
     return Command(dependency_calls.dep_apply(keys, triples), dependency_replies.dep_applied)
+
+
+def dep_link(keys: QueueKeys, job_id: str, entry: str, *, same_queue: bool) -> Command[Linked]:
+    """Link a dependent to the existing job ``job_id`` (``dep_link.lua``,
+    :func:`.dependency_calls.dep_link`): :class:`~.dependency_replies.Linked`."""
+    call = dependency_calls.dep_link(keys, job_id, entry, same_queue=same_queue)
+    return Command(call, dependency_replies.linked)

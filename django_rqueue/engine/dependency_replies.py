@@ -8,6 +8,7 @@ its reply.
 
 from __future__ import annotations
 
+import enum
 from typing import NamedTuple
 
 from .replies import Reply, items, number, text
@@ -40,3 +41,36 @@ def nodes_refused(reply: Reply) -> list[tuple[int, str]]:
     batch); ``[]`` when every node was created."""
     got = items(reply)
     return [(number(got[i]) - 1, text(got[i + 1])) for i in range(0, len(got), 2)]
+
+
+class LinkOutcome(enum.StrEnum):
+    """What ``dep_link.lua`` did with a new edge to an existing job."""
+
+    #: The job has not ended: its end will deliver to the dependent.
+    LINKED = "linked"
+    #: The job had ended and the dependent, on its queue, has recorded its outcome.
+    SETTLED = "settled"
+    #: The job had ended and the dependent is on another queue: apply
+    #: :attr:`Linked.value` there (``dep_apply.lua``).
+    ENDED = "ended"
+    #: The job's record is gone (or never was, or is not a job hash): nothing to wait for.
+    MISSING = "missing"
+
+
+class Linked(NamedTuple):
+    """``dep_link.lua``'s reply."""
+
+    outcome: LinkOutcome
+    #: For :attr:`LinkOutcome.ENDED`, the arrival value to apply; else ``None``.
+    value: str | None = None
+
+
+def linked(reply: Reply) -> Linked:
+    """``dep_link.lua``: ``{'linked'}``, ``{'settled'}``, ``{'ended', value}`` or ``{'missing'}``.
+
+    Raises:
+        ValueError: an outcome this version does not know.
+    """
+    got = items(reply)
+    outcome = LinkOutcome(text(got[0]))
+    return Linked(outcome, text(got[1]) if outcome == LinkOutcome.ENDED else None)
