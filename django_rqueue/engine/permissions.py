@@ -99,6 +99,7 @@ COMMANDS: dict[str, tuple[Any, ...]] = {
     "zscore": ("ZSCORE", KEY, "x"),
     # The outbox stream of dependencies on other queues (workflows, depends_on).
     "xadd": ("XADD", KEY, "*", "f", "x"),
+    "xlen": ("XLEN", KEY),
 }
 
 #: What redis-py's cluster client sends besides (``RQUEUE["REDIS_CLUSTER"]``): the slot

@@ -318,6 +318,27 @@ def pair(reply: Reply) -> tuple[int, int]:
     return number(got[0]), number(got[1])
 
 
+class Promoted(NamedTuple):
+    """``promote.lua``'s whole reply: what the poller's round needs from the queue."""
+
+    #: Scheduled jobs queued by this call.
+    promoted: int
+    #: Ms until the next due scheduled job; -1: none; 0: the batch was full, more are due.
+    next_due_ms: int
+    #: Entries in the queue's outbox (outcomes for dependents on other queues): the relay
+    #: has work when it is above 0.
+    outbox: int
+    #: Ms until the earliest dependency deadline of a waiting job (0: one has passed, the
+    #: sweep has work); -1: no job waits, or none has a deadline.
+    next_deadline_ms: int
+
+
+def promoted(reply: Reply) -> Promoted:
+    """``promote.lua``: :class:`Promoted` (:func:`pair` reads its first two items only)."""
+    got = items(reply)
+    return Promoted(number(got[0]), number(got[1]), number(got[2]), number(got[3]))
+
+
 def reclaimed(reply: Reply) -> tuple[int, int, int]:
     """``reclaim.lua``: ``(requeued, failed, ms until the next lease deadline)``."""
     got = items(reply)

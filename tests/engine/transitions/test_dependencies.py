@@ -12,9 +12,12 @@ import pytest
 
 from django_rqueue import LeaseLost
 from django_rqueue.dependencies import Arrival, DependencyFailed, EdgePath
+from django_rqueue.engine import commands
 from django_rqueue.engine.dependency_replies import Applied
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import new_job_id
+from django_rqueue.engine.replies import Promoted
+from django_rqueue.engine.run import execute
 from tests.support import transitions
 from tests.support.dependencies import (
     ack,
@@ -355,3 +358,23 @@ def test_a_finisher_that_ends_after_its_workflow_finished_changes_nothing(engine
     ack(engine, workflow + ".f", "null")
     assert engine.job_like(record) == {"st": "succeeded", "t0": "1"}
     assert "wffailed" not in engine.stats()
+
+
+def test_promote_tells_the_poller_about_the_outbox_and_the_next_dependency_deadline(
+    engine: Engine,
+):
+    def round_() -> Promoted:
+        return execute(engine.client, commands.promote_round(engine.keys, 100))
+
+    assert round_() == Promoted(0, -1, 0, -1)
+    (a,), d = fan_in(engine, "o", 1)
+    assert round_() == Promoted(0, -1, 0, -1)  # d waits, with no deadline
+    ack(engine, a, "1")
+    assert round_().outbox == 1
+    relay(engine)
+    assert round_().outbox == 0
+    x, w = new_job_id(engine.queue), new_job_id(engine.queue)
+    add_nodes(engine, [node(engine, job_id=w, inputs=[x])], deadline_ms=60_000)
+    assert 59_000 < round_().next_deadline_ms <= 60_000
+    engine.client.zadd(engine.keys.waiting, {w: 0})  # its deadline has passed
+    assert round_().next_deadline_ms == 0

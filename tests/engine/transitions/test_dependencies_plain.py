@@ -93,9 +93,10 @@ PINNED: dict[str, tuple[Callable[[Engine], Callable[[], object]], int]] = {
     "delete queued": (lambda e: _cancel(e, "queued", "delete"), 11),
     "cancel_running": (_cancel_running, 9),
     # One fewer than on main (20, 13): include/expire_if_due.lua reads the expiry and the
-    # result TTL in one HMGET (with 'nx' and what the emission needs), not two HGETs.
+    # result TTL in one HMGET (with 'nx' and what the emission needs), not two HGETs; and
+    # promote.lua reads two more per call, not per job (XLEN outbox, the first of waiting).
     "expiry at reserve": (_expire_at_reserve, 19),
-    "expiry at promote": (_expire_at_promote, 12),
+    "expiry at promote": (_expire_at_promote, 12 + 2),
     "empty_queue": (_empty, 15),
 }
 
