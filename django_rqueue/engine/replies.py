@@ -369,8 +369,19 @@ def flag(reply: Reply) -> bool:
 
 
 def requeued(reply: Reply, job_id: str, refusal: str) -> None:
-    """``{'ok'}`` of ``retry.lua``/``run_now.lua``, else the :func:`refused` ``refusal``."""
-    if text(items(reply)[0]) != "ok":
+    """``{'ok'}`` of ``retry.lua``/``run_now.lua``, else the :func:`refused` ``refusal``;
+    ``retry.lua``'s ``{'member', workflow id}`` (a failed node of a workflow) raises a
+    :class:`JobStateError` (state ``"failed"``) that names the workflow."""
+    got = items(reply)
+    status = text(got[0])
+    if status == "member":
+        workflow = text(got[1])
+        raise JobStateError(
+            f"job {job_id} is a node of workflow {workflow}: it is retried with the "
+            "workflow's retry_failed(), which also re-arms the nodes its failure cancelled",
+            "failed",
+        )
+    if status != "ok":
         raise refused(reply, job_id, refusal)
 
 

@@ -2,12 +2,14 @@
 its reason (``cancel.lua`` through ``include/cancel_job.lua``, ``cancel_running.lua``,
 ``include/expire_if_due.lua`` at reserve and at promote, ``empty_queue.lua``); one that had
 already ended (failed, succeeded) told them then, and tells them nothing more. On the
-inline and the outbox path."""
+inline and the outbox path. A failed node of a workflow is retried by its workflow only
+(``retry.lua`` refuses it, ``failed_batch.lua`` skips it)."""
 
 from __future__ import annotations
 
 import pytest
 
+from django_rqueue import JobStateError
 from django_rqueue.dependencies import Arrival, DependencyFailed, EdgePath
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import new_job_id
@@ -153,4 +155,39 @@ def test_emptying_the_queue_tells_each_deleted_inputs_dependents(engine: Engine,
     job = engine.job(d)
     assert (job["s"], job[JobFields.CANCEL_REASON]) == ("cancelled", "dependency_failed")
     assert not engine.client.exists(engine.keys.job(other))
+    engine.check_invariants()
+
+
+def test_a_failed_node_of_a_workflow_is_not_retried_on_its_own(engine: Engine):
+    workflow = new_job_id(engine.queue)
+    a = new_job_id(engine.queue)
+    add_nodes(engine, [node(engine, job_id=a, extra={JobFields.WORKFLOW: workflow})])
+    engine.client.hset(engine.keys.job(a), JobFields.MAX_ATTEMPTS, 1)
+    assert engine.reserve_id() == a
+    engine.fail(a)
+    before = engine.snapshot()
+    with pytest.raises(JobStateError, match=f"node of workflow {workflow}") as info:
+        transitions.retry_failed(engine.client, engine.keys, a)
+    assert info.value.state == "failed"
+    assert engine.snapshot() == before
+
+
+def test_retry_all_skips_the_failed_nodes_of_workflows(engine: Engine):
+    member_id = new_job_id(engine.queue)
+    add_nodes(engine, [node(engine, job_id=member_id, extra={JobFields.WORKFLOW: "default:W"})])
+    plain = engine.add()
+    for job_id in (member_id, plain):
+        engine.client.hset(engine.keys.job(job_id), JobFields.MAX_ATTEMPTS, 1)
+        assert engine.reserve_id() == job_id
+        engine.fail(job_id)
+    done, skipped, stale, scanned = transitions.failed_batch(
+        engine.client, engine.keys, mode="retry", limit=10, offset=0, upto_ms=engine.now_ms()
+    )
+    assert (done, skipped, stale, scanned) == (1, 1, 0, 2)
+    assert (engine.state(member_id), engine.state(plain)) == ("failed", "queued")
+    done, skipped, _stale, _scanned = transitions.failed_batch(
+        engine.client, engine.keys, mode="delete", limit=10, offset=0, upto_ms=engine.now_ms()
+    )
+    assert (done, skipped) == (1, 0)
+    assert not engine.client.exists(engine.keys.job(member_id))
     engine.check_invariants()
