@@ -180,6 +180,25 @@ def fan_in(engine: Engine, path: EdgePath, count: int, **options: Any) -> tuple[
     return sources, d
 
 
+def check_waiting(engine: Engine) -> None:
+    """Assert the waiting jobs agree with ``waiting``: each member is a job in state
+    ``waiting`` with as many inputs missing ('dw') as fields ``i:<k>`` it lacks (the gate
+    counted while ``gt`` says it is closed), and every job in state ``waiting`` is a member."""
+    members = engine.zset(engine.keys.waiting)
+    for raw in engine.client.scan_iter(match=engine.keys.job("*"), count=1000):
+        key = raw.decode() if isinstance(raw, bytes) else raw
+        fields = engine.job_like(key)
+        job_id = key[len(engine.keys.job("")) :]
+        if fields.get(JobFields.STATE) != "waiting":
+            assert job_id not in members, (job_id, fields.get(JobFields.STATE))
+            continue
+        assert job_id in members, job_id
+        count = int(fields.get(JobFields.INPUT_COUNT, "0"))
+        wanted = range(0 if JobFields.GATE in fields else 1, count + 1)
+        arrived = [k for k in wanted if not fields.get(f"i:{k}", "r").startswith("r")]
+        assert int(fields[JobFields.INPUTS_MISSING]) == len(wanted) - len(arrived), fields
+
+
 def decoded(value: str) -> Arrival:
     return dependencies.decode(value)
 
@@ -190,6 +209,7 @@ __all__ = [
     "add_nodes",
     "apply",
     "arrivals",
+    "check_waiting",
     "decoded",
     "deliver",
     "dependents",

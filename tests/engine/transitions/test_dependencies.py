@@ -24,6 +24,7 @@ from tests.support.dependencies import (
     add_nodes,
     apply,
     arrivals,
+    check_waiting,
     deliver,
     dependents,
     edge,
@@ -69,6 +70,7 @@ def test_a_dependent_is_released_when_its_last_input_ends_and_not_before(
     assert engine.stats()["released"] == 1
     assert inputs(engine, d) == ["a", "b"]
     engine.check_invariants()
+    check_waiting(engine)
     assert engine.reserve_id() == d
 
 
@@ -186,6 +188,7 @@ def test_a_failed_input_cancels_or_is_passed_when_the_last_input_arrives(
         ]
     assert engine.zset(engine.keys.waiting) == {}
     engine.check_invariants()
+    check_waiting(engine)
 
 
 def test_a_cancel_cascades_down_a_chain_each_node_once(engine: Engine, path: EdgePath):
@@ -214,6 +217,7 @@ def test_a_cancel_cascades_down_a_chain_each_node_once(engine: Engine, path: Edg
     assert engine.stats()["depcancelled"] == 3
     assert engine.zset(engine.keys.waiting) == {}
     engine.check_invariants()
+    check_waiting(engine)
 
 
 def test_a_long_cascade_is_bounded_per_script_and_finished_by_the_relay(engine: Engine):
@@ -296,6 +300,7 @@ def test_live_sources_run_now_and_a_resent_batch_writes_nothing(engine: Engine):
     assert engine.job(a)[JobFields.DEPENDENTS] == edge(d, 1, "i")
     assert engine.stats()["enqueued"] == 3
     engine.check_invariants()
+    check_waiting(engine)
     before = engine.snapshot()
     assert add_nodes(engine, nodes) == [(0, "exists"), (1, "exists"), (2, "exists")]
     assert engine.snapshot() == before
@@ -378,3 +383,11 @@ def test_promote_tells_the_poller_about_the_outbox_and_the_next_dependency_deadl
     assert 59_000 < round_().next_deadline_ms <= 60_000
     engine.client.zadd(engine.keys.waiting, {w: 0})  # its deadline has passed
     assert round_().next_deadline_ms == 0
+
+
+def test_a_waiting_job_holds_its_unique_key(engine: Engine):
+    x, w = new_job_id(engine.queue), new_job_id(engine.queue)
+    add_nodes(engine, [node(engine, job_id=w, inputs=[x])])
+    engine.client.set(engine.keys.unique("once"), w)  # as a depends_on job with a key holds it
+    outcome, holder, state = engine.enqueue(unique_key="once")
+    assert (outcome, holder, state) == ("duplicate", w, "waiting")

@@ -18,6 +18,7 @@ from tests.support.dependencies import (
     ack,
     add_nodes,
     arrivals,
+    check_waiting,
     deliver,
     edge,
     fan_in,
@@ -64,6 +65,7 @@ def test_a_pending_input_cancelled_or_deleted_tells_its_dependent(
     assert engine.state(d) == "queued"
     assert engine.client.exists(engine.keys.job(a)) == (mode == "cancel")
     engine.check_invariants()
+    check_waiting(engine)
 
 
 @pytest.mark.parametrize(
@@ -156,6 +158,7 @@ def test_emptying_the_queue_tells_each_deleted_inputs_dependents(engine: Engine,
     assert (job["s"], job[JobFields.CANCEL_REASON]) == ("cancelled", "dependency_failed")
     assert not engine.client.exists(engine.keys.job(other))
     engine.check_invariants()
+    check_waiting(engine)
 
 
 def test_a_failed_node_of_a_workflow_is_not_retried_on_its_own(engine: Engine):
@@ -191,3 +194,4 @@ def test_retry_all_skips_the_failed_nodes_of_workflows(engine: Engine):
     assert (done, skipped) == (1, 0)
     assert not engine.client.exists(engine.keys.job(member_id))
     engine.check_invariants()
+    check_waiting(engine)

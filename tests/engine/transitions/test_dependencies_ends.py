@@ -16,6 +16,7 @@ from django_rqueue.execution import error_record
 from tests.support.dependencies import (
     add_nodes,
     arrivals,
+    check_waiting,
     deliver,
     edge,
     fan_in,
@@ -58,6 +59,7 @@ def test_a_retry_is_not_an_end_only_the_final_failure_delivers(engine: Engine, p
         DependencyFailed(a, "tests.noop", "failed", "builtins.RuntimeError", "boom")
     ]
     engine.check_invariants()
+    check_waiting(engine)
 
 
 def test_a_final_failure_cancels_down_the_chain(engine: Engine, path: EdgePath):
@@ -76,6 +78,7 @@ def test_a_final_failure_cancels_down_the_chain(engine: Engine, path: EdgePath):
         assert (job["s"], job[JobFields.CANCEL_REASON]) == ("cancelled", "dependency_failed")
     assert engine.stats()["depcancelled"] == 2
     engine.check_invariants()
+    check_waiting(engine)
 
 
 def test_a_lost_last_attempt_delivers_its_failure_under_the_new_token(
