@@ -180,6 +180,9 @@ cancel_running = _leased(calls.cancel_running, _stale(replies.ok))
 
 #: Queue due scheduled jobs (``promote.lua``): ``(promoted, ms until the next due job)``.
 promote = _command(calls.promote, replies.pair)
+#: The same call, read whole (``promote.lua``): :class:`~.replies.Promoted`, which also says
+#: whether the queue's outbox has entries and when its next dependency deadline falls.
+promote_round = _command(calls.promote, replies.promoted)
 #: Take back jobs whose lease expired (``reclaim.lua``): ``(requeued, failed, ms)``.
 reclaim = _command(calls.reclaim, replies.reclaimed)
 #: Apply a retention to the failed store now (``trim_failed.lua``): ``(deleted, more)``.

@@ -97,6 +97,9 @@ COMMANDS: dict[str, tuple[Any, ...]] = {
     "zremrangebyscore": ("ZREMRANGEBYSCORE", KEY, 0, 0),
     "zrevrange": ("ZREVRANGE", KEY, 0, 0),
     "zscore": ("ZSCORE", KEY, "x"),
+    # The outbox stream of dependencies on other queues (workflows, depends_on).
+    "xadd": ("XADD", KEY, "*", "f", "x"),
+    "xlen": ("XLEN", KEY),
 }
 
 #: What redis-py's cluster client sends besides (``RQUEUE["REDIS_CLUSTER"]``): the slot

@@ -318,6 +318,27 @@ def pair(reply: Reply) -> tuple[int, int]:
     return number(got[0]), number(got[1])
 
 
+class Promoted(NamedTuple):
+    """``promote.lua``'s whole reply: what the poller's round needs from the queue."""
+
+    #: Scheduled jobs queued by this call.
+    promoted: int
+    #: Ms until the next due scheduled job; -1: none; 0: the batch was full, more are due.
+    next_due_ms: int
+    #: Entries in the queue's outbox (outcomes for dependents on other queues): the relay
+    #: has work when it is above 0.
+    outbox: int
+    #: Ms until the earliest dependency deadline of a waiting job (0: one has passed, the
+    #: sweep has work); -1: no job waits, or none has a deadline.
+    next_deadline_ms: int
+
+
+def promoted(reply: Reply) -> Promoted:
+    """``promote.lua``: :class:`Promoted` (:func:`pair` reads its first two items only)."""
+    got = items(reply)
+    return Promoted(number(got[0]), number(got[1]), number(got[2]), number(got[3]))
+
+
 def reclaimed(reply: Reply) -> tuple[int, int, int]:
     """``reclaim.lua``: ``(requeued, failed, ms until the next lease deadline)``."""
     got = items(reply)
@@ -348,8 +369,19 @@ def flag(reply: Reply) -> bool:
 
 
 def requeued(reply: Reply, job_id: str, refusal: str) -> None:
-    """``{'ok'}`` of ``retry.lua``/``run_now.lua``, else the :func:`refused` ``refusal``."""
-    if text(items(reply)[0]) != "ok":
+    """``{'ok'}`` of ``retry.lua``/``run_now.lua``, else the :func:`refused` ``refusal``;
+    ``retry.lua``'s ``{'member', workflow id}`` (a failed node of a workflow) raises a
+    :class:`JobStateError` (state ``"failed"``) that names the workflow."""
+    got = items(reply)
+    status = text(got[0])
+    if status == "member":
+        workflow = text(got[1])
+        raise JobStateError(
+            f"job {job_id} is a node of workflow {workflow}: it is retried with the "
+            "workflow's retry_failed(), which also re-arms the nodes its failure cancelled",
+            "failed",
+        )
+    if status != "ok":
         raise refused(reply, job_id, refusal)
 
 

@@ -3,14 +3,16 @@
 -- a million jobs is never read whole and Redis is never held for long.
 --
 -- KEYS[1] queue base (derives group:<prio>:<group>, ring:<prio>, parked:<group>,
---         job:<id>, unique:<key>, done:<id>)
+--         job:<id>, unique:<key>, done:<id>, and for a job with dependents those of
+--         include/dep_notify.lua)
 -- KEYS[2] prios zset   KEYS[3] stats hash   KEYS[4] groupfull set
 -- ARGV[1] limit: queued jobs deleted at most by this call (> 0)
 --
 -- Takes the groups in serving order (highest priority first, each ring from its
 -- head), then the groups parked at their "group_concurrency" cap, and deletes the
 -- jobs of each from the head of its list: the record (and its unique key, waking
--- its waiters, as cancel.lua in mode delete) when it is still queued; an id whose
+-- its waiters, telling its dependents it was 'deleted': include/dep_notify.lua, as
+-- cancel.lua in mode delete) when it is still queued; an id whose
 -- record is gone or not queued is only dropped from the list. A group list left
 -- empty leaves its ring (or its parked priorities), a ring left empty leaves
 -- `prios`, as include/unlink_queued.lua does. Scheduled, running and failed jobs
@@ -21,6 +23,8 @@
 -- Returns {deleted, dropped (stale ids), more (1 when queued jobs are left)}.
 
 --@include add_count.lua
+--@include dep_notify.lua
+--@include now_ms.lua
 --@include release_unique.lua
 --@include wake_waiters.lua
 
@@ -41,13 +45,16 @@ local function drain(gkey)
   end
   for _, id in ipairs(ids) do
     local jkey = base .. 'job:' .. id
-    local state = redis.pcall('HGET', jkey, 's')
-    if type(state) == 'table' then
+    local job = redis.pcall('HMGET', jkey, 's', 'nx', 'n', 'token')
+    if job.err then
       redis.call('DEL', jkey)
       deleted = deleted + 1
-    elseif state == 'queued' then
+    elseif job[1] == 'queued' then
       release_unique(base, jkey, id)
       wake_waiters(base, jkey, id)
+      if job[2] then
+        dep_notify(base, {{id, job[2], 'c', job[4], 'deleted', job[3], ''}}, now_ms())
+      end
       redis.call('DEL', jkey)
       deleted = deleted + 1
     else

@@ -1,7 +1,7 @@
 -- fail: a running attempt failed; schedule a retry or move the job to the failed store.
 --
 -- KEYS[1] queue base (derives unique:<key>, throughput, durations, done:<id>, job:<id> of old
---         failed jobs, and grouprun, groupfull, parked:<group>, group:<prio>:<group>,
+--         failed jobs, for a job with dependents those of include/dep_notify.lua, and grouprun, groupfull, parked:<group>, group:<prio>:<group>,
 --         ring:<prio>, prios, notify, paused for the job's group slot:
 --         include/group_slot_free.lua)   KEYS[2] job hash
 -- KEYS[3] reserved zset   KEYS[4] delayed zset   KEYS[5] failed zset   KEYS[6] stats hash
@@ -14,7 +14,9 @@
 -- A retry happens only when ARGV[4] >= 0 and attempts < 'max'; it waits in
 -- `delayed` (state scheduled) and is counted in the stats hash's 'retried'.
 -- Otherwise the job goes to `failed`, and the failed store's retention
--- (ARGV[5..7], include/trim_failed.lua) is applied.
+-- (ARGV[5..7], include/trim_failed.lua) is applied; a job with dependents ('nx') then
+-- delivers its failure, with ARGV[3], to them (include/dep_notify.lua): only the final
+-- failure, a retry is not an end.
 -- Either way the job's group slot is given back (include/group_slot_free.lua) and
 -- the attempt's duration is counted (include/observe_duration.lua).
 -- Attempts that are not a whole number count as used up, a 'max' that is not one as
@@ -53,7 +55,7 @@ observe_duration(base, jkey, now)
 redis.call('ZREM', reserved, id)
 group_slot_free(base, jkey)
 record_error(jkey, ARGV[3], now)
-local counts = redis.call('HMGET', jkey, 'attempts', 'max')
+local counts = redis.call('HMGET', jkey, 'attempts', 'max', 'nx', 'n')
 local max = whole(stored_default('max', counts[2]), RECORD_DEFAULTS.max)
 if delay >= 0 and whole(counts[1], max) < max then
   local run_at = now + delay
@@ -63,6 +65,10 @@ if delay >= 0 and whole(counts[1], max) < max then
   add_delayed(delayed, wake, id, run_at)
   return {'retrying', run_at}
 end
-move_to_failed(base, jkey, failed, stats, id, now)
+local links = nil
+if counts[3] then
+  links = {counts[3], ARGV[2], counts[4], ARGV[3]}
+end
+move_to_failed(base, jkey, failed, stats, id, now, links)
 trim_failed(base, failed, stats, now, ttl, cap, limit)
 return {'failed'}

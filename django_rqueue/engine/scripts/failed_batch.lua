@@ -18,8 +18,11 @@
 -- (include/record_problem.lua) is deleted in mode delete (counted as done); in mode
 -- retry it is made a failed record saying so (include/fail_corrupt.lua; its failed-at
 -- becomes now, after ARGV[4], so later batches pass over it) and counted as stale.
--- Returns {done, skipped (name did not match), stale, scanned}; the caller
--- stops when scanned < limit and adds skipped to its next offset.
+-- A node of a workflow (field 'wf') is not retried here (counted as skipped: its
+-- workflow's retry_failed() re-runs it); deleting one tells its dependents nothing (it
+-- told them when it failed).
+-- Returns {done, skipped (name did not match, or a workflow's node in mode retry), stale,
+-- scanned}; the caller stops when scanned < limit and adds skipped to its next offset.
 
 --@include fail_corrupt.lua
 --@include now_ms.lua
@@ -40,7 +43,7 @@ local done, skipped, stale = 0, 0, 0
 local now = now_ms()
 for _, id in ipairs(ids) do
   local jkey = base .. 'job:' .. id
-  local job = redis.pcall('HMGET', jkey, 's', 'prio', 'group', 'n')
+  local job = redis.pcall('HMGET', jkey, 's', 'prio', 'group', 'n', 'wf')
   if job.err and mode == 'delete' then
     redis.call('ZREM', failed, id)
     redis.call('DEL', jkey)
@@ -51,7 +54,7 @@ for _, id in ipairs(ids) do
   elseif job[1] ~= 'failed' then
     redis.call('ZREM', failed, id)
     stale = stale + 1
-  elseif name ~= '' and job[4] ~= name then
+  elseif (name ~= '' and job[4] ~= name) or (job[5] and mode == 'retry') then
     skipped = skipped + 1
   else
     redis.call('ZREM', failed, id)

@@ -1,7 +1,8 @@
 -- promote: move due scheduled jobs (run-at <= now) into their group queues.
 --
--- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, and for an
---         expired job unique:<key>, done:<id>)
+-- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, outbox,
+--         waiting, and for an expired job unique:<key>, done:<id> and, with dependents,
+--         those of include/dep_notify.lua)
 -- KEYS[2] delayed zset   KEYS[3] prios zset   KEYS[4] stats hash
 -- KEYS[5] notify list    KEYS[6] wake list
 -- ARGV[1] batch limit (> 0): at most this many jobs per call
@@ -11,7 +12,10 @@
 -- (include/fail_corrupt.lua); an id without a record is dropped. The other due jobs go on.
 -- Clears `wake` (the caller is awake and is about to sleep on the reply).
 -- Returns {promoted count, ms until the next due job or -1 when none; 0 when
--- the batch was full and more may be due}. Safe to run from any number of
+-- the batch was full and more may be due, entries in the queue's outbox stream (XLEN:
+-- outcomes for dependents on other queues, for the relay), ms until the earliest
+-- dependency deadline in `waiting` (0 when one has passed; -1 when no job waits, or
+-- none has a deadline)}. Safe to run from any number of
 -- pollers at once: each due id is removed from `delayed` exactly once.
 
 --@include expire_if_due.lua
@@ -42,11 +46,20 @@ for _, id in ipairs(due) do
   end
 end
 redis.call('DEL', wake)
+-- What else the poller's round has to do, in this call rather than another round trip.
+local outbox = redis.call('XLEN', base .. 'outbox')
+local first = redis.call('ZRANGE', base .. 'waiting', 0, 0, 'WITHSCORES')
+local deadline = tonumber(first[2] or '')
+if not deadline or deadline == math.huge then
+  deadline = -1
+else
+  deadline = math.max(0, deadline - now)
+end
 if #due == limit then
-  return {promoted, 0}
+  return {promoted, 0, outbox, deadline}
 end
 local head = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')
 if head[2] == nil then
-  return {promoted, -1}
+  return {promoted, -1, outbox, deadline}
 end
-return {promoted, math.max(0, tonumber(head[2]) - now)}
+return {promoted, math.max(0, tonumber(head[2]) - now), outbox, deadline}

@@ -1,7 +1,8 @@
 -- reclaim: take back jobs whose lease expired (their worker died or hung).
 --
 -- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, unique:<key>,
---         throughput, done:<id>, grouprun, groupfull, parked:<group>)
+--         throughput, done:<id>, grouprun, groupfull, parked:<group>, and for a job with
+--         dependents those of include/dep_notify.lua)
 -- KEYS[2] reserved zset   KEYS[3] prios zset   KEYS[4] failed zset
 -- KEYS[5] stats hash      KEYS[6] notify list
 -- ARGV[1] batch limit (> 0)
@@ -14,7 +15,8 @@
 -- is bumped so the lost holder can no longer renew, ack or fail. A job with
 -- attempts left is queued again at once; one without goes to `failed`, and
 -- then the failed store's retention (ARGV[3..5], include/trim_failed.lua) is
--- applied once for the call. Either way the lost attempt's group slot is given
+-- applied once for the call; one with dependents ('nx') delivers that final failure, with
+-- its new token and the lost attempt's error, to them (include/dep_notify.lua). Either way the lost attempt's group slot is given
 -- back (include/group_slot_free.lua). The jobs reclaimed (requeued or failed) are
 -- counted in the stats hash's 'reclaimed', with one HINCRBY for the call.
 -- A record that is not a hash or has no state goes to the failed store
@@ -63,7 +65,8 @@ local requeued, failed_count = 0, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', reserved, id)
   local jkey = base .. 'job:' .. id
-  local job, problem = read_record(jkey, 's', 'attempts', 'max', 'prio', 'group', 'worker', 'token')
+  local job, problem = read_record(jkey, 's', 'attempts', 'max', 'prio', 'group', 'worker', 'token',
+                                   'nx', 'n')
   if problem then
     if not job.err then  -- a hash without its state may still hold its group slot
       group_slot_free(base, jkey)
@@ -72,12 +75,18 @@ for _, id in ipairs(expired) do
     failed_count = failed_count + 1
   elseif job[1] == 'running' then
     -- Fence off the lost holder: its renew/ack/fail now carry a stale token.
-    redis.call('HSET', jkey, 'token', whole(job[7], 0) + 1)
+    local token = whole(job[7], 0) + 1
+    redis.call('HSET', jkey, 'token', token)
     group_slot_free(base, jkey)
-    record_error(jkey, with_worker(ARGV[2], job[6]), now)
+    local err = with_worker(ARGV[2], job[6])
+    record_error(jkey, err, now)
     local max = whole(stored_default('max', job[3]), RECORD_DEFAULTS.max)
     if whole(job[2], max) >= max then
-      move_to_failed(base, jkey, failed, stats, id, now)
+      local links = nil
+      if job[8] then  -- the new token: the lost holder's is stale everywhere now
+        links = {job[8], token, job[9], err}
+      end
+      move_to_failed(base, jkey, failed, stats, id, now, links)
       failed_count = failed_count + 1
     else
       redis.call('HSET', jkey, 's', 'queued')

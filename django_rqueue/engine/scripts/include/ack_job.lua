@@ -12,11 +12,16 @@
 -- Waiters of the job are woken (include/wake_waiters.lua), its group slot
 -- is given back (include/group_slot_free.lua), and the attempt's duration is
 -- counted (include/observe_duration.lua).
+-- A job with dependents ('nx') delivers its success, with `result`, to them
+-- (include/dep_notify.lua) after its state is written and before its record may be
+-- deleted; the one HMGET below reads 'nx', so a job without dependents pays nothing more.
 -- Derived keys: base .. 'succeeded', base .. 'throughput', base .. 'unique:' .. key,
--- base .. 'done:' .. id, base .. 'durations', and those of include/group_slot_free.lua.
+-- base .. 'done:' .. id, base .. 'durations', and those of include/group_slot_free.lua
+-- and (a job with dependents) include/dep_notify.lua.
 --@include add_count.lua
 --@include count_duration.lua
 --@include count_finished.lua
+--@include dep_notify.lua
 --@include group_slot_free.lua
 --@include now_ms.lua
 --@include record_problem.lua
@@ -25,11 +30,13 @@
 --@include wake_waiters.lua
 local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   -- One read for the token check, the duration and the fields the helpers below start
-  -- with ('gc' group slot, 'uk' unique key, 'w' awaited, 'error'): most jobs have none of
-  -- the last four, and every job passes here (each redis.call costs more than its command).
+  -- with ('gc' group slot, 'uk' unique key, 'w' awaited, 'error', 'nx' dependents): most
+  -- jobs have none of the last five, and every job passes here (each redis.call costs more
+  -- than its command).
   -- A record that is not a hash is stale to its holder (include/record_problem.lua): the
   -- reclaim of its lease puts it in the failed store.
-  local job = redis.pcall('HMGET', jkey, 's', 'token', 'n', 'started_at', 'gc', 'uk', 'w', 'error')
+  local job = redis.pcall('HMGET', jkey, 's', 'token', 'n', 'started_at', 'gc', 'uk', 'w', 'error',
+                         'nx')
   if job.err then
     return {'stale', CORRUPT_STATE, record_problem(jkey) or job.err}
   end
@@ -54,6 +61,9 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
   count_finished(base, 's', now)
   if job[7] then
     wake_waiters(base, jkey, id)
+  end
+  if job[9] then
+    dep_notify(base, {{id, job[9], 's', token, '', job[3], result}}, now)
   end
   if ttl > 0 then
     local succeeded = base .. 'succeeded'

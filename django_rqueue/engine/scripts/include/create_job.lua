@@ -1,9 +1,9 @@
 -- create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, state, prio,
 --            group, fields, first, last) -> nil when created, else the refusal
 -- {outcome, id, state}: 'exists' (this id was already enqueued: a resent call
--- is a no-op) or 'duplicate' (the unique key is held by a pending job, whose id
--- and state are returned). Writes the job hash (and the unique key) only: the
--- caller links the job into its group list or the delayed zset. `prio` is a
+-- is a no-op) or 'duplicate' (the unique key is held by a pending job, a waiting
+-- one included, whose id and state are returned). Writes the job hash (and the unique
+-- key) only: the caller links the job into its group list or the delayed zset. `prio` is a
 -- validated integer string, `unique` '' for none, `unique_ttl` seconds (0 =
 -- until terminal); fields[first..last] are field, value pairs copied into the
 -- hash ('n', 'p', 'max', 'tmo', 'ttl', 'exp'), except 'exp_in' (an expiry relative to
@@ -50,7 +50,7 @@ local function create_job(base, jkey, ukey, id, unique, unique_ttl, now, due, st
     local holder = redis.call('GET', ukey)
     if holder then
       local st = redis.pcall('HGET', base .. 'job:' .. holder, 's')
-      if st == 'scheduled' or st == 'queued' or st == 'running' then
+      if st == 'scheduled' or st == 'queued' or st == 'running' or st == 'waiting' then
         return {'duplicate', holder, st}
       end
     end

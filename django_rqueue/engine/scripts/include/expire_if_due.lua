@@ -1,27 +1,28 @@
 -- expire_if_due(base, jkey, stats, id, now) -> true when the job's expiry has come,
 -- false (nothing changed) when it has none ('exp' absent) or `now` is before it.
 -- A job whose 'exp' (ms since the epoch, Redis clock) is at or before `now` is never
--- started: it ends as cancelled, with 'cancel_reason' 'expired' and 'finished_at'
--- now, counted in `stats` field 'expired'; its unique key is released, its waiters
--- are woken (include/wake_waiters.lua), and its record expires after its result TTL
--- ('ttl' s; 0 deletes it now), as a success's does. No failure: no error is
--- recorded and the attempts are left as they are. The caller has already taken
--- the job out of the structure it was in (its group list, `delayed`).
--- Derived keys: base .. 'unique:' .. <'uk' field>, base .. 'done:' .. id.
---@include add_count.lua
---@include release_unique.lua
+-- started: it ends as cancelled, with 'cancel_reason' 'expired' (include/expire_job.lua:
+-- counted, unique key released, waiters woken); a job with dependents ('nx') tells them
+-- (include/dep_notify.lua, kind 'c', reason 'expired'); then its record expires after its
+-- result TTL ('ttl' s; 0 deletes it now), as a success's does. The caller has already
+-- taken the job out of the structure it was in (its group list, `delayed`). One HMGET
+-- reads the expiry and what the end needs.
+-- Derived keys: base .. 'unique:' .. <'uk' field>, base .. 'done:' .. id, and those of
+-- include/dep_notify.lua.
+--@include dep_notify.lua
+--@include expire_job.lua
 --@include stored_default.lua
---@include wake_waiters.lua
 local function expire_if_due(base, jkey, stats, id, now)
-  local expires = tonumber(redis.call('HGET', jkey, 'exp'))
+  local job = redis.call('HMGET', jkey, 'exp', 'ttl', 'nx', 'n', 'token')
+  local expires = tonumber(job[1])
   if not expires or now < expires then
     return false
   end
-  redis.call('HSET', jkey, 's', 'cancelled', 'cancel_reason', 'expired', 'finished_at', now)
-  add_count(stats, 'expired', 1)
-  release_unique(base, jkey, id)
-  wake_waiters(base, jkey, id)
-  local ttl = tonumber(stored_default('ttl', redis.call('HGET', jkey, 'ttl'))) or 0
+  expire_job(base, jkey, stats, id, now)
+  if job[3] then
+    dep_notify(base, {{id, job[3], 'c', job[5], 'expired', job[4], ''}}, now)
+  end
+  local ttl = tonumber(stored_default('ttl', job[2])) or 0
   if ttl > 0 then
     redis.call('EXPIRE', jkey, ttl)
   else

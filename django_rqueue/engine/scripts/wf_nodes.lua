@@ -1,0 +1,150 @@
+-- wf_nodes: create one batch of the nodes of a workflow, or of jobs that wait for others
+-- (using(depends_on=...)), on one queue.
+--
+-- KEYS[1] queue base (derives job:<id> for each node, group:<prio>:<group>, ring:<prio>,
+--         parked:<group>, groupfull, paused, as include/push_queued_many.lua)
+-- KEYS[2] prios zset   KEYS[3] delayed zset   KEYS[4] stats hash   KEYS[5] notify list
+-- KEYS[6] wake list    KEYS[7] waiting zset
+-- ARGV[1] mode: 'live' (the sources, nodes without an input, are queued or scheduled now)
+--         or 'gated' (every source waits for its gate, input 0, opened by dep_apply.lua)
+-- ARGV[2] dependency deadline: ms from now (-1: none, scored '+inf' in `waiting`)
+-- ARGV[3] gate grace in ms (-1: none): a gated source is scored now + this in `waiting`
+--         until its gate opens (a creation whose client died is then swept), else at
+--         its dependency deadline
+-- then per node: job id, priority (integer -100..100), group ('' = the default group),
+-- delay in ms (>= 0), run-at in ms since the epoch (-1: none), F the number of field,
+-- value pairs that follow, then F pairs: job-hash fields copied into the record ('n', 'p',
+-- 'max', 'tmo', 'ttl', 'exp_in', 'sens', 'wf', 'nx', 'dn', 'di', 'dp', 'dr', 'rd';
+-- include/create_job.lua), and the instruction 'src' '1' (read here, not stored) for a
+-- source.
+--
+-- Each node is created as include/create_job.lua creates a job (no unique key: nodes have
+-- none), with one Redis TIME for the batch; a node already there is left as it is
+-- ('exists': a resent batch is a no-op). A node with inputs ('dn' > 0), and in mode
+-- 'gated' a source, is written 'waiting' with 'dw' (inputs missing) = 'dn' (+ 1 for the
+-- gate, whose dependency deadline waits in 'gt' meanwhile) and joins `waiting`; its
+-- delay is its 'rd' (counted from its release), its run-at is kept in 'due'. The other
+-- nodes are queued or scheduled as enqueue_batch.lua does (one command of each kind per
+-- priority and group, or per run-at). Every created node counts in stats 'enqueued'.
+-- Returns {index, outcome, ...} for each node not created (index 1-based, outcome
+-- 'exists'); {} when every node was created.
+-- Derived keys: base .. 'job:' .. id, base .. 'unique:' (never written), and those of
+-- include/push_queued_many.lua and include/add_delayed_many.lua.
+
+--@include add_count.lua
+--@include add_delayed_many.lua
+--@include create_job.lua
+--@include now_ms.lua
+--@include push_queued_many.lua
+--@include schedule.lua
+
+local base, prios, delayed, stats, notify, wake, waiting =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local mode, offset, grace = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if mode ~= 'live' and mode ~= 'gated' then
+  return redis.error_reply('ERR rqueue wf_nodes: bad mode ' .. tostring(mode))
+end
+if not offset or (offset < 0 and offset ~= -1) or not grace or (grace < 0 and grace ~= -1) then
+  return redis.error_reply('ERR rqueue wf_nodes: bad deadline or grace')
+end
+-- Check every node before writing any.
+local starts = {}
+local a = 4
+while a <= #ARGV do
+  local prio, delay, run_at = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local count = tonumber(ARGV[a + 5])
+  if not prio or prio ~= math.floor(prio) or prio < -100 or prio > 100 then
+    return redis.error_reply('ERR rqueue wf_nodes: bad priority ' .. tostring(ARGV[a + 1]))
+  end
+  if not delay or delay < 0 or not run_at or not ARGV[a + 2] then
+    return redis.error_reply('ERR rqueue wf_nodes: bad group/delay/run_at')
+  end
+  if not count or count < 0 or count ~= math.floor(count) or a + 5 + 2 * count > #ARGV then
+    return redis.error_reply('ERR rqueue wf_nodes: bad field count ' .. tostring(ARGV[a + 5]))
+  end
+  starts[#starts + 1] = a
+  a = a + 6 + 2 * count
+end
+
+local now = now_ms()
+local deadline = '+inf'
+if offset >= 0 then
+  deadline = now + offset
+end
+local reply, created, parked, queued, delayed_at = {}, 0, {}, {}, {}
+local queued_order, delayed_order = {}, {}
+for i, a in ipairs(starts) do
+  local id, prio, group = ARGV[a], tostring(tonumber(ARGV[a + 1])), ARGV[a + 2]
+  local delay, run_at = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local fields, inputs, source = {}, 0, false
+  for j = a + 6, a + 5 + 2 * tonumber(ARGV[a + 5]), 2 do
+    local name, value = ARGV[j], ARGV[j + 1]
+    if name == 'src' then
+      source = value == '1'
+    else
+      fields[#fields + 1], fields[#fields + 2] = name, value
+      if name == 'dn' then
+        inputs = tonumber(value) or 0
+      end
+    end
+  end
+  local gated = mode == 'gated' and source
+  local missing = inputs
+  if gated then
+    missing = missing + 1
+  end
+  local due, state
+  if missing > 0 then
+    state, due = 'waiting', now
+    if run_at >= 0 then
+      due = run_at
+    end
+    fields[#fields + 1], fields[#fields + 2] = 'dw', missing
+    if gated then
+      fields[#fields + 1], fields[#fields + 2] = 'gt', deadline
+    end
+  else
+    due, state = schedule(now, delay, run_at)
+  end
+  local refused = create_job(base, base .. 'job:' .. id, base .. 'unique:', id, '', 0, now, due,
+                             state, prio, group, fields, 1, #fields)
+  if refused then
+    reply[#reply + 1], reply[#reply + 2] = i, refused[1]
+  else
+    created = created + 1
+    if state == 'waiting' then
+      local score = deadline
+      if gated and grace >= 0 then
+        score = now + grace
+      end
+      parked[#parked + 1], parked[#parked + 2] = score, id
+    elseif state == 'scheduled' then
+      if not delayed_at[due] then
+        delayed_at[due] = {}
+        delayed_order[#delayed_order + 1] = due
+      end
+      table.insert(delayed_at[due], id)
+    else
+      local where = prio .. ' ' .. group
+      if not queued[where] then
+        queued[where] = {prio = prio, group = group}
+        queued_order[#queued_order + 1] = where
+      end
+      table.insert(queued[where], id)
+    end
+  end
+end
+for i = 1, #parked, 2000 do  -- unpack() is bounded by Lua's C stack
+  redis.call('ZADD', waiting, unpack(parked, i, math.min(i + 1999, #parked)))
+end
+for _, due in ipairs(delayed_order) do
+  add_delayed_many(delayed, wake, delayed_at[due], due)
+end
+for _, where in ipairs(queued_order) do
+  local ids = queued[where]
+  push_queued_many(base, prios, stats, notify, ids, ids.prio, ids.group)
+end
+if created > 0 then
+  add_count(stats, 'enqueued', created)
+end
+return reply
