@@ -21,6 +21,7 @@ from django_rqueue.engine.dependency_replies import Applied
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.engine.run import execute
+from django_rqueue.inputs import inputs_of
 from tests.support import transitions
 from tests.support.engine import Engine
 from tests.support.redis_commands import command_calls
@@ -126,8 +127,8 @@ def arrivals(engine: Engine, job_id: str) -> dict[int, Arrival]:
 
 
 def inputs(engine: Engine, job_id: str) -> list[Any]:
-    """The values a released node receives (:func:`django_rqueue.dependencies.inputs_of`)."""
-    return dependencies.inputs_of(engine.job_like(engine.keys.job(job_id)))
+    """The values a released node receives (:func:`django_rqueue.inputs.inputs_of`)."""
+    return inputs_of(engine.job_like(engine.keys.job(job_id)))
 
 
 def outbox(engine: Engine) -> list[tuple[str, int, str]]:
