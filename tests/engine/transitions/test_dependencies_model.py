@@ -3,14 +3,14 @@ outcomes, random re-deliveries of old outbox entries, checked against a referenc
 
 Each graph is a random DAG of 1..12 nodes (``wf_nodes.lua``, live sources, each node's
 policy "cancel" or "run"; every edge inline, every edge through the outbox, or each at
-random). The test
-reserves whatever is queued and ends a random running job at random: ack, final failure,
-or a stop (``cancel`` then ``cancel_running``); between steps it relays the outbox, or not,
-and applies old outbox entries again. The model: a node whose inputs have all ended is
-cancelled ``dependency_failed`` when one did not succeed under "cancel", else released
-(and later ended by the test). Checked: every node ends as the model says, each runs at
-most once, each released node holds exactly its inputs' outcomes, the counters ``released``
-and ``depcancelled`` match, and nothing is left waiting, in the outbox or in ``next:``.
+random). The test reserves whatever is queued and ends a random running job at random:
+ack, final failure, or a stop (``cancel`` then ``cancel_running``); between steps it
+relays the outbox, or not, and applies old outbox entries again. The model: a node whose
+inputs have all ended is cancelled ``dependency_failed`` when one did not succeed under
+"cancel", else released (and later ended by the test). Checked: every node ends as the
+model says, each runs at most once, each released node holds exactly its inputs'
+outcomes, the counters ``released`` and ``depcancelled`` match, and nothing is left
+waiting, in the outbox or in ``next:``.
 About 2 000 graphs (3 path mixes x 10 chunks x 67 seeds); a failure names its seed.
 """
 
