@@ -15,7 +15,7 @@ from django_rqueue.dependencies import Arrival, DependencyFailed, EdgePath
 from django_rqueue.engine import commands
 from django_rqueue.engine.dependency_replies import Applied
 from django_rqueue.engine.fields import JobFields
-from django_rqueue.engine.keys import new_job_id
+from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.engine.replies import Promoted
 from django_rqueue.engine.run import execute
 from tests.support import transitions
@@ -34,7 +34,7 @@ from tests.support.dependencies import (
     outbox,
     relay,
 )
-from tests.support.engine import Engine
+from tests.support.engine import PREFIX, Engine
 
 
 @pytest.fixture(params=["i", "o"], ids=["inline", "outbox"])
@@ -391,3 +391,22 @@ def test_a_waiting_job_holds_its_unique_key(engine: Engine):
     engine.client.set(engine.keys.unique("once"), w)  # as a depends_on job with a key holds it
     outcome, holder, state = engine.enqueue(unique_key="once")
     assert (outcome, holder, state) == ("duplicate", w, "waiting")
+
+
+@pytest.mark.parametrize("path", ["o", "i"], ids=["outbox", "inline-entry"])
+def test_a_dependent_on_another_queue_is_reached_through_the_outbox(engine: Engine, path: EdgePath):
+    """Each script touches its own queue's slot only (a Cluster refuses anything else): the
+    input's script writes its queue's outbox, ``dep_apply.lua`` runs on the dependent's
+    queue. An entry marked inline whose dependent is on another queue goes the same way."""
+    other = Engine(engine.client, QueueKeys.of(PREFIX, "emails"), queue="emails")
+    a, d = new_job_id(engine.queue), new_job_id(other.queue)
+    add_nodes(engine, [node(engine, job_id=a, nx=edge(d, 1, path))])
+    add_nodes(other, [node(other, job_id=d, inputs=[a])])
+    token = ack(engine, a, '"a"')
+    assert outbox(engine) == [(d, 1, f's{token}:"a"')]
+    assert other.state(d) == "waiting"
+    assert apply(other, outbox(engine)) == Applied(1, 0, 1, 0)
+    assert other.state(d) == "queued"
+    assert inputs(other, d) == ["a"]
+    other.check_invariants()
+    check_waiting(other)
