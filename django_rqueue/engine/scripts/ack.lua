@@ -2,7 +2,8 @@
 --
 -- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, durations, done:<id>,
 --         grouprun, groupfull, parked:<group>, group:<prio>:<group>, ring:<prio>, prios,
---         notify, paused for the job's group slot: include/group_slot_free.lua)
+--         notify, paused for the job's group slot: include/group_slot_free.lua; for a job
+--         with dependents, those of include/dep_notify.lua)
 -- KEYS[2] job hash
 -- KEYS[3] reserved zset   KEYS[4] stats hash
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] result (opaque JSON)

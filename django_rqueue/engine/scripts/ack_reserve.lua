@@ -3,7 +3,8 @@
 --
 -- KEYS[1] queue base (derives unique:<key>, throughput, succeeded, durations, done:<acked id>,
 --         ring:<prio>, group:<prio>:<group>, job:<next id>, grouprun, groupfull,
---         parked:<group>)   KEYS[2] job hash of the acked job
+--         parked:<group>, and for an acked job with dependents those of
+--         include/dep_notify.lua)   KEYS[2] job hash of the acked job
 -- KEYS[3] reserved zset   KEYS[4] stats hash   KEYS[5] prios zset   KEYS[6] notify list
 -- KEYS[7] reservation record "<base>reservation:<request id>" (string; only with ARGV[8])
 -- ARGV[1] job id   ARGV[2] fencing token   ARGV[3] result (opaque JSON)

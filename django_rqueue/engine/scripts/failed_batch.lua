@@ -3,7 +3,7 @@
 -- one bounded call per batch, so 100 000 failed jobs never sit in memory.
 --
 -- KEYS[1] queue base (derives job:<id>, group:<prio>:<group>, ring:<prio>, unique:<key>,
---         done:<id>)
+--         done:<id>, and for a corrupt job with dependents those of include/dep_notify.lua)
 -- KEYS[2] failed zset   KEYS[3] prios zset   KEYS[4] stats hash   KEYS[5] notify list
 -- ARGV[1] mode: 'retry' (re-queue with attempts 0, as retry.lua) or 'delete'
 --         (remove the record, as cancel.lua in mode delete, waking its waiters)

@@ -2,7 +2,8 @@
 --
 -- KEYS[1] queue base "<prefix>:{<queue>}:" (derives ring:<prio>, group:<prio>:<group>, job:<id>,
 --         grouprun, groupfull, parked:<group>, and unique:<key>, done:<id> of an
---         expired job)
+--         expired job, and for an expired or corrupt job with dependents those of
+--         include/dep_notify.lua)
 -- KEYS[2] prios zset   KEYS[3] reserved zset   KEYS[4] stats hash   KEYS[5] notify list
 -- KEYS[6] reservation record "<base>reservation:<request id>" (string; only with ARGV[4])
 -- ARGV[1] lease in ms (> 0)   ARGV[2] worker id (stored in the job for visibility)

@@ -9,15 +9,17 @@ input's own script) and on the outbox path (an outbox entry that ``dep_apply.lua
 from __future__ import annotations
 
 import pytest
+import redis
 
 from django_rqueue import LeaseLost
 from django_rqueue.dependencies import Arrival, DependencyFailed, EdgePath
-from django_rqueue.engine import commands
+from django_rqueue.engine import commands, dependency_calls
 from django_rqueue.engine.dependency_replies import Applied
 from django_rqueue.engine.fields import JobFields
-from django_rqueue.engine.keys import new_job_id
+from django_rqueue.engine.keys import QueueKeys, new_job_id
 from django_rqueue.engine.replies import Promoted
 from django_rqueue.engine.run import execute
+from django_rqueue.engine.scripts import load
 from tests.support import transitions
 from tests.support.dependencies import (
     ack,
@@ -34,7 +36,7 @@ from tests.support.dependencies import (
     outbox,
     relay,
 )
-from tests.support.engine import Engine
+from tests.support.engine import PREFIX, Engine
 
 
 @pytest.fixture(params=["i", "o"], ids=["inline", "outbox"])
@@ -391,3 +393,48 @@ def test_a_waiting_job_holds_its_unique_key(engine: Engine):
     engine.client.set(engine.keys.unique("once"), w)  # as a depends_on job with a key holds it
     outcome, holder, state = engine.enqueue(unique_key="once")
     assert (outcome, holder, state) == ("duplicate", w, "waiting")
+
+
+@pytest.mark.parametrize("path", ["o", "i"], ids=["outbox", "inline-entry"])
+def test_a_dependent_on_another_queue_is_reached_through_the_outbox(engine: Engine, path: EdgePath):
+    """Each script touches its own queue's slot only (a Cluster refuses anything else): the
+    input's script writes its queue's outbox, ``dep_apply.lua`` runs on the dependent's
+    queue. An entry marked inline whose dependent is on another queue goes the same way."""
+    other = Engine(engine.client, QueueKeys.of(PREFIX, "emails"), queue="emails")
+    a, d = new_job_id(engine.queue), new_job_id(other.queue)
+    add_nodes(engine, [node(engine, job_id=a, nx=edge(d, 1, path))])
+    add_nodes(other, [node(other, job_id=d, inputs=[a])])
+    token = ack(engine, a, '"a"')
+    assert outbox(engine) == [(d, 1, f's{token}:"a"')]
+    assert other.state(d) == "waiting"
+    assert apply(other, outbox(engine)) == Applied(1, 0, 1, 0)
+    assert other.state(d) == "queued"
+    assert inputs(other, d) == ["a"]
+    other.check_invariants()
+    check_waiting(other)
+
+
+@pytest.mark.parametrize(
+    ("head", "node_args", "message"),
+    [
+        (["soon", -1, -1], [], "bad mode"),
+        (["live", -5, -1], [], "bad deadline"),
+        (["live", -1, -1], ["default:a", 101, "", 0, -1, 0], "bad priority"),
+        (["live", -1, -1], ["default:a", 0, "", 0, -1, 2, "n", "x"], "bad field count"),
+    ],
+)
+def test_wf_nodes_refuses_bad_arguments_before_writing_anything(
+    engine: Engine, head: list[object], node_args: list[object], message: str
+):
+    good = node(engine, job_id=new_job_id(engine.queue))
+    call = dependency_calls.wf_nodes(engine.keys, [good], mode="live", deadline_ms=-1)
+    with pytest.raises(redis.ResponseError, match=message):
+        load("wf_nodes")(engine.client, call.keys, [*head, *call.args[3:], *node_args])  # type: ignore[list-item]
+    assert engine.snapshot() == {}
+
+
+def test_dep_apply_refuses_arguments_that_are_not_triples(engine: Engine):
+    with pytest.raises(redis.ResponseError, match="not triples"):
+        load("dep_apply")(engine.client, [engine.keys.base], ["default:a", 1])
+    with pytest.raises(redis.ResponseError, match="bad input index"):
+        load("dep_apply")(engine.client, [engine.keys.base], ["default:a", "x", "s1:1"])

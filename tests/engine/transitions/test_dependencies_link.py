@@ -8,7 +8,7 @@ import pytest
 
 from django_rqueue.dependencies import Arrival, DependencyFailed, EdgePath
 from django_rqueue.engine import dependency_commands
-from django_rqueue.engine.dependency_replies import Applied, Linked, LinkOutcome
+from django_rqueue.engine.dependency_replies import Applied, Linked, LinkOutcome, linked
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import new_job_id
 from django_rqueue.engine.run import execute
@@ -128,3 +128,10 @@ def test_a_job_that_is_gone_cannot_be_waited_for(engine: Engine):
     assert link(engine, c, edge(d, 1, "i")) == Linked(LinkOutcome.MISSING)
     assert link(engine, new_job_id(engine.queue), edge(d, 1, "i")) == Linked(LinkOutcome.MISSING)
     assert engine.snapshot() == before
+
+
+def test_a_link_reply_this_version_does_not_know_is_an_error():
+    assert linked([b"ended", b"s1:2"]) == Linked(LinkOutcome.ENDED, "s1:2")
+    assert linked([b"linked"]) == Linked(LinkOutcome.LINKED)
+    with pytest.raises(ValueError, match="later"):
+        linked([b"later"])

@@ -8,9 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from django_rqueue.engine.keys import NEXT, OUTBOX, WAITING
+from django_rqueue.engine.fields import JobFields
+from django_rqueue.engine.keys import NEXT, OUTBOX, WAITING, new_job_id
 from django_rqueue.execution import error_record
 from tests.support import transitions
+from tests.support.dependencies import add_nodes, edge, node
 from tests.support.engine import Engine
 from tests.support.jobs_in_state import retention
 from tests.support.redis_commands import command_calls
@@ -117,3 +119,22 @@ def test_a_plain_job_writes_no_key_of_dependencies(engine: Engine, transition: s
     base = engine.keys.base
     assert not [k for k in found if k.startswith((base + NEXT, base + WAITING, base + OUTBOX))]
     engine.check_invariants()
+
+
+def test_an_input_acks_its_own_record_as_a_plain_job_does(engine: Engine):
+    """Dependents change nothing of the input's own record and keys: the same fields (but
+    ``nx``), the same keys written, only the dependent's side differs."""
+
+    def acked(with_dependent: bool) -> tuple[set[str], set[str]]:
+        engine.client.flushdb()
+        job_id = new_job_id(engine.queue)
+        gone = new_job_id(engine.queue)  # a dependent whose record is gone: nothing to settle
+        nx = edge(gone, 1, "i") if with_dependent else ""
+        add_nodes(engine, [node(engine, job_id=job_id, nx=nx)])
+        assert engine.reserve_id() == job_id
+        transitions.ack(engine.client, engine.keys, job_id, engine.token(job_id), "7", 600)
+        fields = set(engine.job(job_id)) - {JobFields.DEPENDENTS}
+        keys = {k.replace(job_id, "<id>") for k in engine.snapshot()}
+        return fields, keys
+
+    assert acked(with_dependent=True) == acked(with_dependent=False)
