@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import redis
 
 from ..engine.connection import as_text, is_cluster, ms_to_datetime, redis_errors, wrong_type
-from ..engine.fields import JobFields
+from ..engine.fields import JobFields, StatsFields
 from ..engine.keys import QueueKeys
 from ..engine.queue_ref import queue_ref
 
@@ -61,8 +61,8 @@ class QueueCounts:
 
 #: The fields of a queue's ``stats`` hash (keys.py) that :func:`queue_counts` reads.
 _STATS_FIELDS = (
-    *("queued", "succeeded", "failed", "enqueued"),
-    *("retried", "reclaimed", "trimmed", "expired"),
+    *(StatsFields.QUEUED, StatsFields.SUCCEEDED, StatsFields.FAILED, StatsFields.ENQUEUED),
+    *(StatsFields.RETRIED, StatsFields.RECLAIMED, StatsFields.TRIMMED, StatsFields.EXPIRED),
 )
 
 
@@ -88,17 +88,17 @@ def queue_counts(queue: str) -> QueueCounts:
     totals = dict(zip(_STATS_FIELDS, map(counter, stats), strict=True))
     counts = QueueCounts(
         queue,
-        queued=totals["queued"],
+        queued=totals[StatsFields.QUEUED],
         scheduled=delayed,
         running=reserved,
         failed=failed,
-        succeeded_total=totals["succeeded"],
-        failed_total=totals["failed"],
-        enqueued_total=totals["enqueued"],
-        retried_total=totals["retried"],
-        reclaimed_total=totals["reclaimed"],
-        trimmed=totals["trimmed"],
-        expired=totals["expired"],
+        succeeded_total=totals[StatsFields.SUCCEEDED],
+        failed_total=totals[StatsFields.FAILED],
+        enqueued_total=totals[StatsFields.ENQUEUED],
+        retried_total=totals[StatsFields.RETRIED],
+        reclaimed_total=totals[StatsFields.RECLAIMED],
+        trimmed=totals[StatsFields.TRIMMED],
+        expired=totals[StatsFields.EXPIRED],
         next_scheduled_at=ms_to_datetime(head[0][1]) if head else None,
         paused=paused is not None,
         paused_at=ms_to_datetime(paused),
@@ -133,7 +133,7 @@ def failed_retention(queue: str) -> FailedRetention:
     ref = queue_ref(queue)
     client = ref.client()
     with redis_errors(client):
-        trimmed = client.hget(ref.keys.stats, "trimmed")
+        trimmed = client.hget(ref.keys.stats, StatsFields.TRIMMED)
     return FailedRetention(ref.config.failed_ttl, ref.config.failed_max, counter(trimmed))
 
 
