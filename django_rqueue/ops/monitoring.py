@@ -136,7 +136,7 @@ def _queue_problems(
         Problem(Status.WARNING, f"queue {queue!r}: a scheduled job is {w.late} s overdue")
         for w in queue_warnings([counts], now)
     ]
-    found += _outbox_problems(queue, counts.outbox_oldest_age)
+    found += outbox_problems(queue, counts.outbox_oldest_age)
     if max_failed is not None and counts.failed > max_failed:
         text = f"queue {queue!r}: {counts.failed} failed jobs (> {max_failed})"
         found.append(Problem(Status.WARNING, text))
@@ -152,9 +152,10 @@ def _queue_problems(
     return found
 
 
-def _outbox_problems(queue: str, age: float) -> list[Problem]:
-    """WARNING past :data:`OUTBOX_WARNING` s, CRITICAL past :data:`OUTBOX_CRITICAL` s of
-    the oldest outbox entry's ``age`` (seconds, Redis clock)."""
+def outbox_problems(queue: str, age: float) -> list[Problem]:
+    """The problem of ``queue``'s outbox whose oldest entry waited ``age`` seconds (Redis
+    clock; :attr:`~.counts.QueueCounts.outbox_oldest_age`): a WARNING past
+    :data:`OUTBOX_WARNING`, CRITICAL past :data:`OUTBOX_CRITICAL`, else none."""
     if age > OUTBOX_CRITICAL:
         status, limit = Status.CRITICAL, OUTBOX_CRITICAL
     elif age > OUTBOX_WARNING:
