@@ -12,7 +12,7 @@ from django.test import Client
 
 from django_rqueue import JobStatus, get_job
 from django_rqueue.engine.connection import redis_time_ms
-from django_rqueue.engine.fields import JobFields
+from django_rqueue.engine.fields import JobFields, StatsFields
 from django_rqueue.ops import operations
 from django_rqueue.ops.operations import JobAction
 from tests.ops import dependents
@@ -98,3 +98,21 @@ def test_cancel_and_delete_are_offered_once_the_actions_accept_waiting_jobs(
     assert [a for a, _label in listing.context["bulk_actions"]] == ["cancel", "delete"]
     assert [a[0] for a in page.context["actions"]] == ["cancel", "delete"]
     assert confirm.status_code == 200 and "Are you sure?" in confirm.text
+
+
+def test_the_overview_shows_waiting_jobs_and_running_workflows(
+    admin_client_rq: Client, jobs: Jobs
+) -> None:
+    dependents.waiting(jobs)
+    dependents.waiting(jobs)
+    dependents.count(jobs.client, jobs, StatsFields.WORKFLOWS_STARTED, 3)
+    dependents.count(jobs.client, jobs, StatsFields.WORKFLOWS_FAILED)
+
+    response = admin_client_rq.get(BASE)
+
+    cards = {c.counts.queue: c for c in response.context["cards"]}
+    assert (cards["default"].counts.waiting, cards["default"].counts.workflows_running) == (2, 2)
+    assert (cards["emails"].counts.waiting, cards["emails"].counts.workflows_running) == (0, 0)
+    waiting = f'<td class="rq-waiting"><a href="{BASE}queues/default/waiting/">2</a></td>'
+    assert waiting in response.text
+    assert response.text.count('<td class="rq-workflows">2</td>') == 1
