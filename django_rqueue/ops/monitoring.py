@@ -47,10 +47,10 @@ from .alerts import queue_warnings
 from .counts import queue_counts
 from .workers import POLLER_SEEN, list_workers, live_pollers
 
-#: Seconds the oldest entry of a queue's outbox may wait before it is a WARNING (the pollers
-#: relay an entry within one round, woken by it), and before it is CRITICAL (measured by the
-#: Redis clock).
+#: Seconds the oldest entry of a queue's outbox may wait, by the Redis clock, before it is a
+#: WARNING (the pollers relay an entry within one round, woken by it) ...
 OUTBOX_WARNING = 60
+#: ... and before it is CRITICAL.
 OUTBOX_CRITICAL = 600
 
 #: Problems of a Redis that leave its queues unread: unreachable, or the user may not
