@@ -160,7 +160,8 @@ def read_queue(queue: str) -> QueueSample:
     """Read ``queue``'s counts, duration histograms and the Redis clock.
 
     :func:`~django_rqueue.ops.counts.queue_counts` (two round trips, up to three
-    more for the oldest queued job), then one more pipelined round trip.
+    more for the oldest queued job; on a Redis Cluster one more for the clock when the
+    queue's outbox holds an entry), then one more pipelined round trip.
 
     Raises:
         RedisUnavailable: the queue's Redis cannot be reached.
