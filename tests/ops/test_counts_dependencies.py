@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from django_rqueue.engine.connection import get_client, redis_time_ms
+from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.engine.fields import StatsFields
 from django_rqueue.ops.counts import QueueCounts, queue_counts
 from tests.support.jobs_in_state import Jobs
@@ -144,7 +144,7 @@ def test_an_empty_queue_still_counts_nothing(rqueue_redis: redis.Redis) -> None:
 def test_on_a_cluster_the_outbox_age_reads_the_clock_after_the_pipeline(
     redis_cluster: LocalCluster,
 ) -> None:
-    client = get_client("default")
+    client = redis_cluster.client()  # the test's own, of the default user
     jobs = Jobs(client)
     dependents.waiting(jobs)
     assert queue_counts("default").outbox_oldest_age == 0.0
