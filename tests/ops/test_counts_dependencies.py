@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -144,14 +144,15 @@ def test_an_empty_queue_still_counts_nothing(rqueue_redis: redis.Redis) -> None:
 def test_on_a_cluster_the_outbox_age_reads_the_clock_after_the_pipeline(
     redis_cluster: LocalCluster,
 ) -> None:
-    client = redis_cluster.client()  # the test's own, of the default user
-    jobs = Jobs(client)
-    dependents.waiting(jobs)
-    assert queue_counts("default").outbox_oldest_age == 0.0
-    now = redis_time_ms(client)
-    dependents.outbox_entry(client, jobs, at=f"{now - 120_000}-0")
+    with redis_cluster.client() as own:  # the test's own client, of the default user
+        client = cast(redis.Redis, own)  # a cluster client serves as one
+        jobs = Jobs(client)
+        dependents.waiting(jobs)
+        assert queue_counts("default").outbox_oldest_age == 0.0
+        now = redis_time_ms(client)
+        dependents.outbox_entry(client, jobs, at=f"{now - 120_000}-0")
 
-    counts = queue_counts("default")
+        counts = queue_counts("default")
 
     assert (counts.waiting, counts.outbox_pending) == (1, 1)
     assert 120.0 <= counts.outbox_oldest_age < 180.0
