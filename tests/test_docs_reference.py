@@ -176,14 +176,15 @@ def test_the_metrics_page_has_every_metric_the_collector_yields(reference) -> No
     page = reference.metrics_page()
     families = reference.metric_families()
 
-    assert len(families) == 14
+    assert len(families) == 21
     for family in families:
         suffix = "_total" if family.type == "counter" else ""
         assert f"| `{family.name}{suffix}`" in page
         assert f"| {family.type} |" in page
-    assert "| `rqueue_jobs` | gauge | `queue`, `state` (queued, scheduled, running, failed) |" in (
-        page
-    )
+    states = "`queue`, `state` (waiting, queued, scheduled, running, failed) |"
+    assert f"| `rqueue_jobs` | gauge | {states}" in page
+    ends = "`queue`, `state` (succeeded, failed, cancelled) |"
+    assert f"| `rqueue_workflows_finished_total` | counter | {ends}" in page
     assert "| `rqueue_job_duration_seconds` (`_bucket`, `_sum`, `_count`) | histogram | " in page
     assert "`queue`, `job` |" in page and "| `rqueue_workers` | gauge | none |" in page
     assert "`0.005`, `0.01`," in page and "`3600.0`, `+Inf`." in page

@@ -108,6 +108,15 @@ def job_action(
     back = url(model_admin, "django_rqueue_job_list", job.queue, job.status.value)
     if job.status.value not in STATES:
         back = url(model_admin, "django_rqueue_dashboard_changelist")
+    if job.status is JobStatus.WAITING and job.status not in operations.JobAction(action).states:
+        # Not offered (the job page and the list leave the button out): the action's
+        # script would leave the job in its queue's `waiting` zset.
+        messages.warning(
+            request,
+            _("Job %(id)s waits for its inputs: it cannot be %(verb)s from here.")
+            % {"id": job_id, "verb": verb},
+        )
+        return HttpResponseRedirect(job_url(model_admin, job_id))
     if request.method == "GET":
         return _confirm(
             request,

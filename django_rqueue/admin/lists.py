@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -16,6 +17,7 @@ from ..conf import get_config
 from ..exceptions import RedisUnavailable
 from ..job import JobStatus
 from ..ops import counts, listings
+from ..ops.operations import JobAction
 from .common import (
     JOB_ACTIONS,
     PAGE_SIZE,
@@ -49,8 +51,25 @@ def _attempts(row: listings.Row) -> str:
     return f"{row.job.attempts}/{row.job.max_attempts}" if row.job else ""
 
 
+def _arrived(row: listings.Row) -> str:
+    """A waiting job's inputs that ended, of all its inputs: "1/3"."""
+    inputs = row.job.inputs if row.job else None
+    if inputs is None:
+        return ""
+    return f"{max(0, inputs.count - inputs.missing)}/{inputs.count}"
+
+
+def _workflow(row: listings.Row) -> str:
+    return (row.job.workflow_id or "") if row.job else ""
+
+
 #: State -> (title, the "at" column's header, other columns).
 COLUMNS: dict[str, tuple[_StrPromise, _StrPromise, list[tuple[_StrPromise, Cell]]]] = {
+    "waiting": (
+        gettext_lazy("Waiting jobs"),
+        gettext_lazy("Dependency deadline"),
+        [(gettext_lazy("Inputs ended"), _arrived), (gettext_lazy("Workflow"), _workflow)],
+    ),
     "queued": (
         gettext_lazy("Queued jobs"),
         gettext_lazy("Due since"),
@@ -82,8 +101,9 @@ COLUMNS: dict[str, tuple[_StrPromise, _StrPromise, list[tuple[_StrPromise, Cell]
     ),
 }
 
-#: State -> bulk actions offered on its list.
+#: State -> bulk actions offered on its list (:func:`bulk_actions`).
 BULK = {
+    "waiting": ["cancel", "delete"],
     "queued": ["cancel", "delete"],
     "scheduled": ["run_now", "cancel", "delete"],
     "running": ["cancel"],
@@ -92,14 +112,24 @@ BULK = {
 }
 
 
+def bulk_actions(state: str) -> list[str]:
+    """The bulk actions of the list of ``state``: those of :data:`BULK` whose
+    :class:`~django_rqueue.ops.operations.JobAction` applies to the state (a waiting job's
+    cancel and delete are offered once they take it out of its queue's ``waiting`` zset)."""
+    return [a for a in BULK[state] if JobStatus(state) in JobAction(a).states]
+
+
 def list_title(state: str) -> _StrPromise:
     """The title of the list of jobs in ``state`` ("Failed jobs")."""
     return COLUMNS[state][0]
 
 
 def _cells(row: listings.Row, state: str) -> list[Any]:
+    at: datetime.datetime | str | None
     if row.job is not None and state == "queued":
         at = row.job.run_at
+    elif state == "waiting" and row.at is None:
+        at = _("none")  # it waits as long as its inputs run
     else:
         at = row.at
     return [at, *(cell(row) for _, cell in COLUMNS[state][2])]
@@ -136,7 +166,9 @@ def job_list(
     except RedisUnavailable as exc:
         rows, extra["redis_error"] = [], str(exc)
     actions = [
-        (a, JOB_ACTIONS[a].selected) for a in BULK[state] if allowed(request, model_admin, a)
+        (a, JOB_ACTIONS[a].selected)
+        for a in bulk_actions(state)
+        if allowed(request, model_admin, a)
     ]
     return TemplateResponse(
         request,

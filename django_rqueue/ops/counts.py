@@ -4,8 +4,9 @@ The admin's overview, the commands and the Prometheus metrics read them.
 
 Every function here costs a bounded number of round trips and reads a
 bounded amount of data, whatever the size of the queue: counts are
-``HGET``/``HMGET``/``ZCARD`` of the queue's ``stats`` hash and zsets, and the
-oldest queued job is found from a bounded sample of group heads.
+``HGET``/``HMGET``/``ZCARD`` of the queue's ``stats`` hash and zsets, ``XLEN`` and a
+one-entry ``XRANGE`` of its ``outbox`` stream, and the oldest queued job is found from a
+bounded sample of group heads.
 """
 
 from __future__ import annotations
@@ -15,8 +16,15 @@ from dataclasses import dataclass
 
 import redis
 
-from ..engine.connection import as_text, is_cluster, ms_to_datetime, redis_errors, wrong_type
-from ..engine.fields import JobFields
+from ..engine.connection import (
+    as_text,
+    is_cluster,
+    ms_to_datetime,
+    redis_errors,
+    redis_time_ms,
+    wrong_type,
+)
+from ..engine.fields import JobFields, StatsFields
 from ..engine.keys import QueueKeys
 from ..engine.queue_ref import queue_ref
 
@@ -56,18 +64,44 @@ class QueueCounts:
     paused: bool = False
     #: When the pause began (``None`` while the queue runs).
     paused_at: datetime.datetime | None = None
+    #: Jobs waiting for their inputs (state ``waiting``: workflow nodes, ``depends_on``).
+    waiting: int = 0
+    #: Since the queue was created: waiting jobs released (queued or scheduled) once their
+    #: inputs had all ended, ...
+    released_total: int = 0
+    #: ... cancelled because an input failed (``dependency_failed``), ...
+    dependency_failed_total: int = 0
+    #: ... and cancelled because they waited past their dependency deadline
+    #: (``dependency_timeout``).
+    dependency_timeout_total: int = 0
+    #: Outcomes of this queue's jobs not yet delivered to dependents on other queues
+    #: (entries of its ``outbox`` stream: the pollers relay and delete them).
+    outbox_pending: int = 0
+    #: When the oldest of them was written (Redis clock; ``None``: the outbox is empty).
+    outbox_oldest_at: datetime.datetime | None = None
+    #: Its age in seconds by the Redis clock at the read (0.0 when the outbox is empty).
+    outbox_oldest_age: float = 0.0
+    #: Workflows whose home is this queue that have not finished (started, counting each
+    #: restart by ``retry_failed()``, minus finished).
+    workflows_running: int = 0
+    #: Workflows whose home is this queue that finished so, since the queue was created.
+    workflows_succeeded_total: int = 0
+    workflows_failed_total: int = 0
+    workflows_cancelled_total: int = 0
     error: str = ""
 
 
 #: The fields of a queue's ``stats`` hash (keys.py) that :func:`queue_counts` reads.
 _STATS_FIELDS = (
-    *("queued", "succeeded", "failed", "enqueued"),
-    *("retried", "reclaimed", "trimmed", "expired"),
+    *(StatsFields.QUEUED, StatsFields.SUCCEEDED, StatsFields.FAILED, StatsFields.ENQUEUED),
+    *(StatsFields.RETRIED, StatsFields.RECLAIMED, StatsFields.TRIMMED, StatsFields.EXPIRED),
+    *StatsFields.WORKFLOW_COUNTERS,
 )
 
 
 def queue_counts(queue: str) -> QueueCounts:
-    """Counts of one queue in two round trips (one more for the oldest queued job).
+    """Counts of one queue in two round trips (one more for the oldest queued job; on a
+    Redis Cluster, one more for the clock when the outbox holds an entry).
 
     Raises:
         ValueError: ``queue`` is not declared.
@@ -84,27 +118,63 @@ def queue_counts(queue: str) -> QueueCounts:
         pipe.zrange(keys.delayed, 0, 0, withscores=True)
         pipe.zrevrange(keys.prios, 0, OLDEST_PRIOS - 1)
         pipe.get(keys.paused)
-        stats, delayed, reserved, failed, head, prios, paused = pipe.execute()
+        pipe.zcard(keys.waiting)
+        pipe.xlen(keys.outbox)
+        pipe.xrange(keys.outbox, count=1)
+        if not is_cluster(client):  # a cluster pipeline carries no TIME: read below, when needed
+            pipe.time()
+        stats, delayed, reserved, failed, head, prios, paused, waiting, pending, first, *now = (
+            pipe.execute()
+        )
+        oldest_ms = _entry_ms(first[0][0]) if first else None
+        if oldest_ms is None:
+            now_ms = 0  # no age to compute
+        elif now:
+            now_ms = int(now[0][0]) * 1000 + int(now[0][1]) // 1000
+        else:
+            now_ms = redis_time_ms(client)
     totals = dict(zip(_STATS_FIELDS, map(counter, stats), strict=True))
+    finished = (
+        totals[StatsFields.WORKFLOWS_SUCCEEDED],
+        totals[StatsFields.WORKFLOWS_FAILED],
+        totals[StatsFields.WORKFLOWS_CANCELLED],
+    )
     counts = QueueCounts(
         queue,
-        queued=totals["queued"],
+        queued=totals[StatsFields.QUEUED],
         scheduled=delayed,
         running=reserved,
         failed=failed,
-        succeeded_total=totals["succeeded"],
-        failed_total=totals["failed"],
-        enqueued_total=totals["enqueued"],
-        retried_total=totals["retried"],
-        reclaimed_total=totals["reclaimed"],
-        trimmed=totals["trimmed"],
-        expired=totals["expired"],
+        succeeded_total=totals[StatsFields.SUCCEEDED],
+        failed_total=totals[StatsFields.FAILED],
+        enqueued_total=totals[StatsFields.ENQUEUED],
+        retried_total=totals[StatsFields.RETRIED],
+        reclaimed_total=totals[StatsFields.RECLAIMED],
+        trimmed=totals[StatsFields.TRIMMED],
+        expired=totals[StatsFields.EXPIRED],
         next_scheduled_at=ms_to_datetime(head[0][1]) if head else None,
         paused=paused is not None,
         paused_at=ms_to_datetime(paused),
+        waiting=waiting,
+        released_total=totals[StatsFields.RELEASED],
+        dependency_failed_total=totals[StatsFields.DEPENDENCY_FAILED],
+        dependency_timeout_total=totals[StatsFields.DEPENDENCY_TIMEOUT],
+        outbox_pending=pending,
+        workflows_running=max(0, totals[StatsFields.WORKFLOWS_STARTED] - sum(finished)),
+        workflows_succeeded_total=finished[0],
+        workflows_failed_total=finished[1],
+        workflows_cancelled_total=finished[2],
     )
+    if oldest_ms is not None:
+        counts.outbox_oldest_at = ms_to_datetime(oldest_ms)
+        counts.outbox_oldest_age = max(0, now_ms - oldest_ms) / 1000
     counts.oldest_queued_at = _oldest_queued(client, keys, [as_text(p) for p in prios])
     return counts
+
+
+def _entry_ms(entry_id: bytes | str) -> int:
+    """The Redis time (ms) a stream entry was added: its id is ``<ms>-<sequence>``."""
+    return int(as_text(entry_id).partition("-")[0])
 
 
 @dataclass(frozen=True)
@@ -133,7 +203,7 @@ def failed_retention(queue: str) -> FailedRetention:
     ref = queue_ref(queue)
     client = ref.client()
     with redis_errors(client):
-        trimmed = client.hget(ref.keys.stats, "trimmed")
+        trimmed = client.hget(ref.keys.stats, StatsFields.TRIMMED)
     return FailedRetention(ref.config.failed_ttl, ref.config.failed_max, counter(trimmed))
 
 

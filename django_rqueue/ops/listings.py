@@ -26,6 +26,7 @@ from ..job import Job, JobStatus
 
 #: Job states that have a listing (cancelled jobs have none), in display order.
 STATES: tuple[JobStatus, ...] = (
+    JobStatus.WAITING,
     JobStatus.QUEUED,
     JobStatus.SCHEDULED,
     JobStatus.RUNNING,
@@ -39,6 +40,8 @@ SCAN_CHUNK = 500
 
 # state -> (QueueKeys attribute of the zset, newest first?)
 _ZSETS = {
+    # Scored by the dependency deadline (+inf: none, listed last): the soonest first.
+    JobStatus.WAITING: ("waiting", False),
     JobStatus.SCHEDULED: ("delayed", False),
     JobStatus.RUNNING: ("reserved", False),
     JobStatus.FAILED: ("failed", True),
@@ -63,7 +66,8 @@ class Row:
 
     id: str
     job: Job[Any] | None
-    #: The zset score as a time (run-at, lease deadline, failed-at…); ``None`` for lists.
+    #: The zset score as a time (dependency deadline, run-at, lease deadline, failed-at…);
+    #: ``None`` for lists, and for a waiting job without a dependency deadline.
     at: datetime.datetime | None = None
 
 

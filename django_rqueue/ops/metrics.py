@@ -50,7 +50,7 @@ except ImportError as exc:
 logger = logging.getLogger("django_rqueue")
 
 #: The job states ``rqueue_jobs`` counts (the ``state`` label), with their ``QueueCounts`` field.
-JOB_STATES = ("queued", "scheduled", "running", "failed")
+JOB_STATES = ("waiting", "queued", "scheduled", "running", "failed")
 #: ``rqueue_jobs_<event>_total``: the ``QueueCounts`` field of each, and its help text.
 TOTALS = {
     "enqueued": ("enqueued_total", "Jobs created on the queue, by any enqueue path."),
@@ -63,6 +63,26 @@ TOTALS = {
     ),
     "expired": ("expired", "Jobs cancelled by their expiry before they started."),
     "trimmed": ("trimmed", "Failed jobs deleted by the failed store's retention."),
+    "released": (
+        "released_total",
+        "Waiting jobs released (queued, or scheduled after their delay) once their inputs ended.",
+    ),
+    "dependency_failed": (
+        "dependency_failed_total",
+        "Waiting jobs cancelled because an input did not succeed (dependency_failed).",
+    ),
+    "dependency_timeout": (
+        "dependency_timeout_total",
+        "Waiting jobs cancelled because their inputs had not all ended by their dependency"
+        " deadline (dependency_timeout).",
+    ),
+}
+#: The end states ``rqueue_workflows_finished_total`` counts (the ``state`` label), with their
+#: ``QueueCounts`` field.
+WORKFLOW_ENDS = {
+    "succeeded": "workflows_succeeded_total",
+    "failed": "workflows_failed_total",
+    "cancelled": "workflows_cancelled_total",
 }
 
 
@@ -140,7 +160,8 @@ def read_queue(queue: str) -> QueueSample:
     """Read ``queue``'s counts, duration histograms and the Redis clock.
 
     :func:`~django_rqueue.ops.counts.queue_counts` (two round trips, up to three
-    more for the oldest queued job), then one more pipelined round trip.
+    more for the oldest queued job; on a Redis Cluster one more for the clock when the
+    queue's outbox holds an entry), then one more pipelined round trip.
 
     Raises:
         RedisUnavailable: the queue's Redis cannot be reached.
@@ -187,7 +208,8 @@ def queue_metrics(samples: Mapping[str, QueueSample | None]) -> Iterator[Metric]
     )
     jobs = GaugeMetricFamily(
         "rqueue_jobs",
-        "Jobs by state (scheduled: delayed, or waiting for a retry; failed: in the failed store).",
+        "Jobs by state (waiting: for their inputs, workflow nodes and depends_on; scheduled:"
+        " delayed, or waiting for a retry; failed: in the failed store).",
         labels=["queue", "state"],
     )
     age = GaugeMetricFamily(
@@ -197,6 +219,28 @@ def queue_metrics(samples: Mapping[str, QueueSample | None]) -> Iterator[Metric]
     )
     paused = GaugeMetricFamily(
         "rqueue_queue_paused", "1 while the queue is paused (rqueue_pause).", labels=["queue"]
+    )
+    outbox = GaugeMetricFamily(
+        "rqueue_outbox_pending",
+        "Outcomes of the queue's jobs not yet delivered to their dependents on other queues"
+        " (the pollers relay them).",
+        labels=["queue"],
+    )
+    outbox_age = GaugeMetricFamily(
+        "rqueue_outbox_oldest_age_seconds",
+        "How long the oldest undelivered outcome has waited in the outbox, by the Redis clock"
+        " (0: none; growing: no poller relays the queue).",
+        labels=["queue"],
+    )
+    workflows = GaugeMetricFamily(
+        "rqueue_workflows_running",
+        "Workflows whose home is the queue that have not finished.",
+        labels=["queue"],
+    )
+    finished = CounterMetricFamily(
+        "rqueue_workflows_finished",
+        "Workflows whose home is the queue that finished, by end state.",
+        labels=["queue", "state"],
     )
     totals = {
         event: CounterMetricFamily(f"rqueue_jobs_{event}", text, labels=["queue"])
@@ -218,10 +262,16 @@ def queue_metrics(samples: Mapping[str, QueueSample | None]) -> Iterator[Metric]
         paused.add_metric([queue], 1 if counts.paused else 0)
         for event, (attr, _text) in TOTALS.items():
             totals[event].add_metric([queue], getattr(counts, attr))
+        outbox.add_metric([queue], counts.outbox_pending)
+        outbox_age.add_metric([queue], counts.outbox_oldest_age)
+        workflows.add_metric([queue], counts.workflows_running)
+        for state, attr in WORKFLOW_ENDS.items():
+            finished.add_metric([queue, state], getattr(counts, attr))
         for name in sorted(sample.durations):
             histogram = sample.durations[name]
             durations.add_metric([queue, name], histogram.cumulative(), histogram.sum_ms / 1000)
     yield from (up, jobs, age, paused, *totals.values(), durations)
+    yield from (outbox, outbox_age, workflows, finished)
 
 
 def worker_metrics(workers: list[WorkerInfo], queues: list[str]) -> Iterator[Metric]:

@@ -13,15 +13,20 @@ CRITICAL   a Redis cannot be reached, or its TLS certificate is refused
            evicted: ``rqueue.E010``); wrong credentials or no scripting
            rights (``rqueue.E011``/``E012``); the user's ACL lacks a
            command or a key pattern django-rqueue needs (``rqueue.E120``/
-           ``E121``; that server's queues are not looked at)
+           ``E121``; that server's queues are not looked at); the oldest
+           entry of a queue's outbox waited over :data:`OUTBOX_CRITICAL` s
+           (outcomes for dependents on other queues that nobody relays)
 WARNING    a Redis has no persistence (neither AOF nor RDB snapshots, so a
            restart loses every job: ``rqueue.W010``, as plain ``rqueue_info``
            warns); the user may not run ``CLIENT UNBLOCK`` (``rqueue.W120``);
            no worker has published a heartbeat; no poller recorded a round
            within :data:`~django_rqueue.ops.workers.POLLER_SEEN` s; a
            scheduled job is over :data:`~django_rqueue.ops.alerts.OVERDUE` s
-           late (nobody promotes); more failed jobs than ``max_failed``; the
-           oldest queued job waited longer than ``max_age`` s
+           late (nobody promotes); the oldest entry of a queue's outbox
+           waited over :data:`OUTBOX_WARNING` s (no poller relays that
+           queue: its dependents on other queues wait); more failed jobs
+           than ``max_failed``; the oldest queued job waited longer than
+           ``max_age`` s
 =========  ============================================================
 """
 
@@ -41,6 +46,12 @@ from . import health
 from .alerts import queue_warnings
 from .counts import queue_counts
 from .workers import POLLER_SEEN, list_workers, live_pollers
+
+#: Seconds the oldest entry of a queue's outbox may wait, by the Redis clock, before it is a
+#: WARNING (the pollers relay an entry within one round, woken by it) ...
+OUTBOX_WARNING = 60
+#: ... and before it is CRITICAL.
+OUTBOX_CRITICAL = 600
 
 #: Problems of a Redis that leave its queues unread: unreachable, or the user may not
 #: run the commands or use the keys the queries need.
@@ -125,6 +136,7 @@ def _queue_problems(
         Problem(Status.WARNING, f"queue {queue!r}: a scheduled job is {w.late} s overdue")
         for w in queue_warnings([counts], now)
     ]
+    found += outbox_problems(queue, counts.outbox_oldest_age)
     if max_failed is not None and counts.failed > max_failed:
         text = f"queue {queue!r}: {counts.failed} failed jobs (> {max_failed})"
         found.append(Problem(Status.WARNING, text))
@@ -138,6 +150,23 @@ def _queue_problems(
                 )
             )
     return found
+
+
+def outbox_problems(queue: str, age: float) -> list[Problem]:
+    """The problem of ``queue``'s outbox whose oldest entry waited ``age`` seconds (Redis
+    clock; :attr:`~.counts.QueueCounts.outbox_oldest_age`): a WARNING past
+    :data:`OUTBOX_WARNING`, CRITICAL past :data:`OUTBOX_CRITICAL`, else none."""
+    if age > OUTBOX_CRITICAL:
+        status, limit = Status.CRITICAL, OUTBOX_CRITICAL
+    elif age > OUTBOX_WARNING:
+        status, limit = Status.WARNING, OUTBOX_WARNING
+    else:
+        return []
+    text = (
+        f"queue {queue!r}: the oldest outbox entry waited {age:.0f} s (> {limit}): no poller"
+        " relays the outcomes of its jobs to their dependents on other queues"
+    )
+    return [Problem(status, text)]
 
 
 def _process_problems() -> list[Problem]:

@@ -105,10 +105,10 @@ def test_staff_retry_a_failed_job_in_chromium_pause_and_resume_and_a_worker_runs
             page.fill("#id_password", "s3cret-pass")
             page.click("input[type=submit]")
             page.wait_for_selector("#rq-queues")
-            assert page.inner_text("#rq-queue-default td:nth-child(5)") == "4"
+            assert page.inner_text("#rq-queue-default td:nth-child(6)") == "4"
             page.screenshot(path=str(ARTIFACTS / "overview.png"), full_page=True)
 
-            page.click("#rq-queue-default td:nth-child(5) a")
+            page.click("#rq-queue-default td:nth-child(6) a")
             page.wait_for_selector("#result_list")
             assert "SMTP down" in page.inner_text("#result_list")
             page.screenshot(path=str(ARTIFACTS / "failed-list.png"), full_page=True)
@@ -354,7 +354,7 @@ def test_staff_find_jobs_read_failed_jobs_of_all_queues_and_empty_a_queue_in_chr
             page.click("input[type=submit]")
             page.wait_for_selector(".messagelist .success")
             assert "15 queued jobs deleted" in page.inner_text(".messagelist .success")
-            assert page.inner_text("#rq-queue-emails td:nth-child(2)") == "0"
+            assert page.inner_text("#rq-queue-emails td:nth-child(3)") == "0"
         finally:
             context.close()
     assert [jobs.state(j, "emails") for j in queued] == [None] * 12

@@ -40,6 +40,8 @@ from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
 
+from . import dependents
+
 RECORD = "tests.jobs_app.jobs.record"
 #: Seconds a report may take on a slow host, on top of a duration the test sets.
 SLACK = 1.0
@@ -172,8 +174,15 @@ def test_every_transition_is_counted_and_exposed(client: Client, jobs: Jobs) -> 
 
     after = redis_time_ms(client_)
     assert scrape.per_queue("rqueue_redis_up") == dict.fromkeys(QUEUES, 1.0)
-    assert scrape.jobs() == {"queued": 2.0, "scheduled": 2.0, "running": 1.0, "failed": 1.0}
-    assert scrape.jobs("emails") == dict.fromkeys(("queued", "scheduled", "running", "failed"), 0.0)
+    assert scrape.jobs() == {
+        "waiting": 0.0,
+        "queued": 2.0,
+        "scheduled": 2.0,
+        "running": 1.0,
+        "failed": 1.0,
+    }
+    states = ("waiting", "queued", "scheduled", "running", "failed")
+    assert scrape.jobs("emails") == dict.fromkeys(states, 0.0)
     assert scrape.totals() == {
         "enqueued": 8.0,
         "succeeded": 2.0,
@@ -213,7 +222,13 @@ def test_every_enqueue_path_counts_its_jobs(client: Client, ledger: str) -> None
     scrape = Scrape(client)
 
     assert scrape.value("rqueue_jobs_enqueued_total", queue="default") == 9.0
-    assert scrape.jobs() == {"queued": 8.0, "scheduled": 1.0, "running": 0.0, "failed": 0.0}
+    assert scrape.jobs() == {
+        "waiting": 0.0,
+        "queued": 8.0,
+        "scheduled": 1.0,
+        "running": 0.0,
+        "failed": 0.0,
+    }
 
 
 @pytest.mark.usefixtures("worker_may_close_db_connections")
@@ -227,7 +242,13 @@ def test_a_worker_counts_what_it_runs(client: Client, ledger: str) -> None:
     scrape = Scrape(client)
     totals = scrape.totals()
     assert (totals["enqueued"], totals["succeeded"], totals["retried"]) == (4.0, 3.0, 1.0)
-    assert scrape.jobs() == {"queued": 0.0, "scheduled": 1.0, "running": 0.0, "failed": 0.0}
+    assert scrape.jobs() == {
+        "waiting": 0.0,
+        "queued": 0.0,
+        "scheduled": 1.0,
+        "running": 0.0,
+        "failed": 0.0,
+    }
     slow_buckets = scrape.buckets("default", "tests.jobs_app.jobs.slow")
     assert slow_buckets["0.25"] == 0.0  # each ran 0.3 s at least
     assert slow_buckets["+Inf"] == 3.0
@@ -309,6 +330,8 @@ def populate(jobs: Jobs, n: int) -> None:
         jobs.queued()
         jobs.queued(group="g", priority=5)  # reserved first: the one queue left is group ""
         jobs.scheduled()
+        dependents.waiting(jobs)
+        dependents.outbox_entry(jobs.client, jobs)
     for _ in range(n):
         job_id = reserve(jobs)
         transitions.ack(jobs.client, keys, job_id, 1, "null", 600)
@@ -338,14 +361,15 @@ def test_a_scrape_costs_the_same_commands_with_few_or_many_jobs(
     many = scrape_commands(client, rqueue_redis)
 
     assert Scrape(client).jobs() == {
+        "waiting": 302.0,
         "queued": 302.0,
         "scheduled": 302.0,
         "running": 302.0,
         "failed": 302.0,
     }
     assert many == few
-    # When written: 9 reads per queue, 3 more to find the oldest queued job (one priority,
-    # one group), 2 for the worker registry: 32 commands in 11 round trips.
+    # When written: 13 reads per queue (TIME among them), 3 more to find the oldest queued
+    # job (one priority, one group), 2 for the worker registry: 44 commands in 11 round trips.
     assert sum(few.values()) < 50, few
 
 

@@ -66,6 +66,39 @@ class QueueLine:
     rate_limit: str | None
     succeeded_last_hour: int
     failed_last_hour: int
+    #: Jobs waiting for their inputs (workflow nodes, ``depends_on``) ...
+    waiting: int
+    #: ... and, since the queue was created, those released, and those cancelled because an
+    #: input did not succeed or because of their dependency deadline.
+    released_total: int
+    dependency_failed_total: int
+    dependency_timeout_total: int
+    #: Outcomes not yet relayed to dependents on other queues, and the seconds the oldest
+    #: waited (Redis clock; 0.0: none).
+    outbox_pending: int
+    outbox_oldest_age: float
+    #: Workflows whose home is the queue: not finished, and finished so since its creation.
+    workflows_running: int
+    workflows_succeeded_total: int
+    workflows_failed_total: int
+    workflows_cancelled_total: int
+
+    @property
+    def has_dependencies(self) -> bool:
+        """Whether any of the counts of waiting jobs, the outbox and workflows is not 0."""
+        return any(
+            (
+                self.waiting,
+                self.released_total,
+                self.dependency_failed_total,
+                self.dependency_timeout_total,
+                self.outbox_pending,
+                self.workflows_running,
+                self.workflows_succeeded_total,
+                self.workflows_failed_total,
+                self.workflows_cancelled_total,
+            )
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +175,42 @@ def warning_text(warning: QueueWarning) -> str:
                 f"worker {warning.worker}: corrupt registry entry ({warning.detail}); "
                 "a live worker rewrites it at its next heartbeat"
             )
+
+
+def dependency_table(queues: list[QueueLine]) -> str:
+    """The table of waiting jobs, the outbox and workflows per queue (``-`` for an outbox
+    without entries)."""
+    return table(
+        [
+            "QUEUE",
+            "WAITING",
+            "RELEASED",
+            "DEP-FAILED",
+            "DEP-TIMEOUT",
+            "OUTBOX",
+            "OUTBOX-AGE",
+            "WORKFLOWS",
+            "WF-SUCCEEDED",
+            "WF-FAILED",
+            "WF-CANCELLED",
+        ],
+        [
+            [
+                q.queue,
+                q.waiting,
+                q.released_total,
+                q.dependency_failed_total,
+                q.dependency_timeout_total,
+                q.outbox_pending,
+                f"{q.outbox_oldest_age:.0f} s" if q.outbox_pending else "-",
+                q.workflows_running,
+                q.workflows_succeeded_total,
+                q.workflows_failed_total,
+                q.workflows_cancelled_total,
+            ]
+            for q in queues
+        ],
+    )
 
 
 class Command(BaseCommand):
@@ -225,6 +294,9 @@ class Command(BaseCommand):
             rates = throughput(queue)
             qconf = config.queue(queue)
             warnings += [warning_text(w) for w in queue_warnings([counts], now)]
+            warnings += [
+                p.text for p in monitoring.outbox_problems(queue, counts.outbox_oldest_age)
+            ]
             rate_limit = config.queue(queue).rate_limit
             queues.append(
                 QueueLine(
@@ -243,6 +315,16 @@ class Command(BaseCommand):
                     rate_limit=None if rate_limit is None else str(rate_limit),
                     succeeded_last_hour=sum(s for _, s, _f in rates),
                     failed_last_hour=sum(f for _, _s, f in rates),
+                    waiting=counts.waiting,
+                    released_total=counts.released_total,
+                    dependency_failed_total=counts.dependency_failed_total,
+                    dependency_timeout_total=counts.dependency_timeout_total,
+                    outbox_pending=counts.outbox_pending,
+                    outbox_oldest_age=counts.outbox_oldest_age,
+                    workflows_running=counts.workflows_running,
+                    workflows_succeeded_total=counts.workflows_succeeded_total,
+                    workflows_failed_total=counts.workflows_failed_total,
+                    workflows_cancelled_total=counts.workflows_cancelled_total,
                 )
             )
         workers = list_workers()
@@ -314,6 +396,9 @@ class Command(BaseCommand):
                 ],
             )
         )
+        if any(q.has_dependencies for q in report.queues):
+            self.stdout.write("")
+            self.stdout.write(dependency_table(report.queues))
         self.stdout.write("")
         if report.workers:
             self.stdout.write(

@@ -9,10 +9,12 @@ from typing import Any
 import redis
 from django.core.management import call_command
 
-from django_rqueue.engine.connection import get_client
+from django_rqueue.engine.connection import get_client, redis_time_ms
+from django_rqueue.engine.fields import StatsFields
 from django_rqueue.master.heartbeat import publish
 from django_rqueue.ops.operations import pause_queue
 from django_rqueue.ops.workers import WorkerInfo
+from tests.ops import dependents
 from tests.support import transitions
 from tests.support.jobs_in_state import Jobs
 from tests.support.redis_cluster import LocalCluster
@@ -182,3 +184,52 @@ def test_on_a_cluster_each_master_is_reported(redis_cluster: LocalCluster):
     assert {facts["maxmemory_policy"] for facts in data["redis"].values()} == {"noeviction"}
     [default] = [q for q in data["queues"] if q["queue"] == "default"]
     assert default["queued"] == 1
+
+
+def test_info_without_dependencies_has_no_dependency_table(rqueue_redis: redis.Redis):
+    Jobs(rqueue_redis).queued()
+
+    lines = run().splitlines()
+    data = json.loads(run("--json"))
+
+    assert not [line for line in lines if line.split()[:2] == ["QUEUE", "WAITING"]]
+    [default] = [q for q in data["queues"] if q["queue"] == "default"]
+    assert (default["waiting"], default["outbox_pending"], default["workflows_running"]) == (
+        0,
+        0,
+        0,
+    )
+
+
+def test_info_shows_waiting_jobs_the_outbox_and_workflows(rqueue_redis: redis.Redis):
+    jobs = Jobs(rqueue_redis)
+    dependents.waiting(jobs)
+    dependents.waiting(jobs)
+    now = redis_time_ms(rqueue_redis)
+    dependents.outbox_entry(rqueue_redis, jobs, queue="emails", at=f"{now - 95_000}-0")
+    dependents.count(rqueue_redis, jobs, StatsFields.RELEASED, 4)
+    dependents.count(rqueue_redis, jobs, StatsFields.DEPENDENCY_FAILED, 1)
+    dependents.count(rqueue_redis, jobs, StatsFields.WORKFLOWS_STARTED, 5)
+    dependents.count(rqueue_redis, jobs, StatsFields.WORKFLOWS_SUCCEEDED, 2)
+    dependents.count(rqueue_redis, jobs, StatsFields.WORKFLOWS_CANCELLED, 1)
+
+    out = run()
+    data = json.loads(run("--json"))
+
+    lines = out.splitlines()
+    at = next(n for n, line in enumerate(lines) if line.split()[:2] == ["QUEUE", "WAITING"])
+    end = lines.index("", at)
+    header, rows = (
+        lines[at].split(),
+        {line.split()[0]: line.split() for line in lines[at + 1 : end]},
+    )
+    assert header[5:7] == ["OUTBOX", "OUTBOX-AGE"]
+    assert rows["default"] == ["default", "2", "4", "1", "0", "0", "-", "2", "2", "0", "1"]
+    assert rows["emails"][:6] == ["emails", "0", "0", "0", "0", "1"]
+    assert rows["emails"][6].startswith("9") and rows["emails"][7] == "s"
+    assert "WARNING queue 'emails': the oldest outbox entry waited 9" in out
+    by_queue = {q["queue"]: q for q in data["queues"]}
+    assert (by_queue["default"]["waiting"], by_queue["default"]["workflows_running"]) == (2, 2)
+    assert by_queue["default"]["released_total"] == 4
+    assert by_queue["emails"]["outbox_pending"] == 1
+    assert 95 <= by_queue["emails"]["outbox_oldest_age"] < 150

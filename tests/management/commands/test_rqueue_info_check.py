@@ -11,11 +11,13 @@ import pytest
 import redis
 from django.core.management import CommandError, call_command
 
+from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.engine.permissions import acl_rules
 from django_rqueue.master.heartbeat import publish
 from django_rqueue.ops.monitoring import Status
 from django_rqueue.ops.workers import WorkerInfo
 from django_rqueue.worker.poller import Poller
+from tests.ops import dependents
 from tests.support.jobs_in_state import Jobs
 from tests.support.processes import command_env
 
@@ -101,6 +103,31 @@ def test_an_overdue_scheduled_job_is_a_warning(rqueue_redis: redis.Redis) -> Non
     code, lines = check()
     assert code == 1 and len(lines) == 2
     assert lines[1].startswith("WARNING: queue 'default': a scheduled job is 1")
+
+
+@pytest.mark.usefixtures("live")
+def test_an_outbox_entry_nobody_relays_is_a_warning_then_critical(
+    rqueue_redis: redis.Redis,
+) -> None:
+    jobs = Jobs(rqueue_redis)
+    now = redis_time_ms(rqueue_redis)
+    dependents.outbox_entry(rqueue_redis, jobs, queue="emails", at=f"{now - 30_000}-0")
+    assert check()[0] == 0  # relayed within a poller round: no problem yet
+
+    dependents.outbox_entry(rqueue_redis, jobs, queue="low", at=f"{now - 90_000}-0")
+    code, lines = check()
+    assert code == 1 and len(lines) == 2
+    assert lines[1].startswith("WARNING: queue 'low': the oldest outbox entry waited 9")
+    assert "s (> 60): no poller relays" in lines[1]
+
+    oldest = dependents.outbox_entry(rqueue_redis, jobs, at=f"{now - 700_000}-0")
+    code, lines = check()
+    assert code == 2 and len(lines) == 3
+    assert lines[1].startswith("CRITICAL: queue 'default': the oldest outbox entry waited 70")
+    assert "s (> 600)" in lines[1] and lines[2].startswith("WARNING: queue 'low'")
+
+    rqueue_redis.xdel(jobs.keys().outbox, oldest)  # relayed at last
+    assert check()[0] == 1
 
 
 @pytest.mark.usefixtures("live")
