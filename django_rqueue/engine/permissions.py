@@ -100,6 +100,7 @@ COMMANDS: dict[str, tuple[Any, ...]] = {
     # The outbox stream of dependencies on other queues (workflows, depends_on).
     "xadd": ("XADD", KEY, "*", "f", "x"),
     "xlen": ("XLEN", KEY),
+    "xrange": ("XRANGE", KEY, "-", "+", "COUNT", 1),
 }
 
 #: What redis-py's cluster client sends besides (``RQUEUE["REDIS_CLUSTER"]``): the slot
