@@ -94,3 +94,40 @@ def test_bad_arguments_are_rejected_before_any_write(redis_client: redis.Redis):
     with pytest.raises(redis.ResponseError, match="bad limit"):
         load("promote")(redis_client, keys, ["many"])
     assert redis_client.dbsize() == 0
+
+
+#: The scripts every plain job goes through (enqueue, reserve, ack or fail, reclaim).
+PLAIN_PATH = ["enqueue", "enqueue_batch", "reserve", "ack", "ack_reserve", "fail", "reclaim"]
+PLAIN_PATH += ["promote", "release", "renew"]
+#: The dependency code: made only for a job with dependents (include/notify_dependents.lua).
+DEPENDENCY_CODE = {"dep_notify", "dep_settle", "node_decide", "outcome"}
+
+
+def _top_level_functions(source: str) -> list[str]:
+    """The ``local function``s a script's chunk makes on each run (outside ``--@scope``)."""
+    depth, names = 0, []
+    for line in source.split("\n"):
+        if line == "--@scope":
+            depth += 1
+        elif line == "--@end-scope":
+            depth -= 1
+        elif depth == 0 and (found := re.match(r"local function (\w+)\(", line)):
+            names.append(found.group(1))
+    return names
+
+
+@pytest.mark.parametrize("name", PLAIN_PATH)
+def test_a_job_without_dependents_runs_no_dependency_code(name: str):
+    """Each ``local function`` of a script's chunk is a closure Redis makes on every run: the
+    dependency code is made inside notify_dependents, only when a job has dependents."""
+    top = _top_level_functions(load(name).source)
+    assert DEPENDENCY_CODE.isdisjoint(top), sorted(DEPENDENCY_CODE & set(top))
+    assert len(top) == len(set(top))
+
+
+def test_a_scoped_include_is_expanded_inside_its_function_and_again_outside():
+    source = load("ack").source
+    scope = source.split("--@scope", 1)[1].split("--@end-scope", 1)[0]
+    assert "local function dep_notify(" in scope and "local function dep_settle(" in scope
+    # Positive control: a script that calls dep_notify itself makes it at the top level.
+    assert "dep_notify" in _top_level_functions(load("dep_apply").source)

@@ -3,7 +3,9 @@
 Each ``<name>.lua`` here starts with a header listing its ``KEYS[i]`` and
 ``ARGV[i]``. Shared helpers live in ``include/`` and are pulled in by a line
 ``--@include <file>.lua`` (each file at most once per script; nested includes
-are expanded in place), the way BullMQ composes its scripts. Python sends a
+are expanded in place), the way BullMQ composes its scripts; between ``--@scope`` and
+``--@end-scope`` lines they are expanded for one function's body only
+(``include/notify_dependents.lua``). Python sends a
 script only through the executors of :mod:`django_rqueue.engine.run` (and the
 pipelined sends of :mod:`django_rqueue.engine.pipelining`).
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from importlib import resources
 
@@ -22,7 +24,9 @@ from redis.exceptions import NoScriptError
 from ..dedicated import execute
 from ..replies import Reply
 
-_INCLUDE = re.compile(r"^--@include (\S+\.lua)$", re.MULTILINE)
+_INCLUDE = re.compile(r"--@include (\S+\.lua)")
+#: The lines around includes expanded for one function's body only (:func:`_expanded_lines`).
+_SCOPE, _END_SCOPE = "--@scope", "--@end-scope"
 
 
 def _read(path: str) -> str:
@@ -30,17 +34,34 @@ def _read(path: str) -> str:
 
 
 def _expand(source: str) -> str:
-    seen: set[str] = set()
+    return "\n".join(_expanded_lines(source, set()))
 
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name in seen:
-            return ""
-        seen.add(name)
-        # Includes may include others (expanded in place, before their user).
-        return _INCLUDE.sub(replace, _read(f"include/{name}"))
 
-    return _INCLUDE.sub(replace, source)
+def _expanded_lines(source: str, seen: set[str]) -> Iterator[str]:
+    """``source`` with each ``--@include`` replaced by its file, expanded the same way (each
+    file once: ``seen`` holds those already expanded).
+
+    Between ``--@scope`` and ``--@end-scope`` (inside a function's body) the files not
+    expanded yet are expanded again for that scope only, so they stay local to the function
+    and cost nothing until it is called: every ``local function`` a script runs through
+    is a closure Redis makes on each run of the script.
+    """
+    outer: list[set[str]] = []
+    for line in source.split("\n"):
+        match = _INCLUDE.fullmatch(line)
+        if match is not None:
+            name = match.group(1)
+            if name not in seen:
+                seen.add(name)
+                # Includes may include others (expanded in place, before their user).
+                yield from _expanded_lines(_read(f"include/{name}"), seen)
+            continue
+        if line == _SCOPE:
+            outer.append(seen)
+            seen = set(seen)
+        elif line == _END_SCOPE:
+            seen = outer.pop()
+        yield line
 
 
 class LuaScript:

@@ -21,8 +21,8 @@
 --@include add_count.lua
 --@include count_duration.lua
 --@include count_finished.lua
---@include dep_notify.lua
 --@include group_slot_free.lua
+--@include notify_dependents.lua
 --@include now_ms.lua
 --@include record_problem.lua
 --@include release_unique.lua
@@ -63,7 +63,7 @@ local function ack_job(base, jkey, reserved, stats, id, token, result, ttl)
     wake_waiters(base, jkey, id)
   end
   if job[9] then
-    dep_notify(base, {{id, job[9], 's', token, '', job[3], result}}, now)
+    notify_dependents(base, {{id, job[9], 's', token, '', job[3], result}}, now)
   end
   if ttl > 0 then
     local succeeded = base .. 'succeeded'

@@ -9,8 +9,8 @@
 -- reads the expiry and what the end needs.
 -- Derived keys: base .. 'unique:' .. <'uk' field>, base .. 'done:' .. id, and those of
 -- include/dep_notify.lua.
---@include dep_notify.lua
 --@include expire_job.lua
+--@include notify_dependents.lua
 --@include stored_default.lua
 local function expire_if_due(base, jkey, stats, id, now)
   local job = redis.call('HMGET', jkey, 'exp', 'ttl', 'nx', 'n', 'token')
@@ -20,7 +20,7 @@ local function expire_if_due(base, jkey, stats, id, now)
   end
   expire_job(base, jkey, stats, id, now)
   if job[3] then
-    dep_notify(base, {{id, job[3], 'c', job[5], 'expired', job[4], ''}}, now)
+    notify_dependents(base, {{id, job[3], 'c', job[5], 'expired', job[4], ''}}, now)
   end
   local ttl = tonumber(stored_default('ttl', job[2])) or 0
   if ttl > 0 then

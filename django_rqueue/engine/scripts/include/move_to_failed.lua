@@ -7,7 +7,7 @@
 -- with `links` those of include/dep_notify.lua.
 --@include add_count.lua
 --@include count_finished.lua
---@include dep_notify.lua
+--@include notify_dependents.lua
 --@include release_unique.lua
 --@include wake_waiters.lua
 local function move_to_failed(base, jkey, failed, stats, id, now, links)
@@ -19,6 +19,6 @@ local function move_to_failed(base, jkey, failed, stats, id, now, links)
   release_unique(base, jkey, id)
   wake_waiters(base, jkey, id)
   if links then
-    dep_notify(base, {{id, links[1], 'f', links[2], '', links[3], links[4]}}, now)
+    notify_dependents(base, {{id, links[1], 'f', links[2], '', links[3], links[4]}}, now)
   end
 end
