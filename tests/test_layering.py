@@ -150,3 +150,18 @@ def test_ops_never_imports_the_worker_or_the_master() -> None:
     }
     assert any(module.startswith(f"{PACKAGE}.ops.") for module in edges)
     assert found == set(), f"ops/ imports the worker or the master: {sorted(found)}"
+
+
+def test_workflows_never_import_the_processes_or_the_staff_side() -> None:
+    """``workflows/`` composes and reads jobs on the engine, as ``.delay()`` does: a view that
+    starts a workflow pulls in neither the worker, the master, ``ops/`` nor the admin."""
+    edges = graph()
+    found = {
+        (module, target)
+        for module, targets in edges.items()
+        if module.startswith(f"{PACKAGE}.workflows")
+        for target in targets
+        if target.startswith(tuple(f"{PACKAGE}.{p}" for p in ("worker", "master", "ops", "admin")))
+    }
+    assert any(module.startswith(f"{PACKAGE}.workflows.") for module in edges)
+    assert found == set(), f"workflows/ imports the processes or the staff side: {sorted(found)}"
