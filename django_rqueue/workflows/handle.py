@@ -29,6 +29,7 @@ from ..engine.workflow_record import RecordState
 from ..exceptions import JobStateError
 from ..job import Job, JobStatus
 from ..serialization import loads
+from . import control
 
 
 class WorkflowState(enum.StrEnum):
@@ -236,6 +237,21 @@ class Workflow:
                 pass
         await sync_to_async(self.refresh, thread_sensitive=False)()
         return self
+
+    def cancel(self) -> None:
+        """Cancel the workflow: every node that has not ended ends ``cancelled`` with
+        ``cancel_reason`` ``workflow_cancelled`` (a running node is stopped by its worker, as
+        by ``Job.cancel()``); the workflow then ends ``cancelled``, its ``on_complete``
+        callback runs and ``workflow_finished`` is sent. Returns at once (the state shows
+        ``running``, :attr:`cancel_requested` true, until every node has ended); calling it
+        again completes an interrupted cancel.
+
+        Raises:
+            WorkflowStateError: the workflow has finished, or its record is gone.
+            RedisUnavailable: Redis cannot be reached.
+        """
+        control.cancel(self.id)
+        self.cancel_requested = True
 
     def _finisher(self) -> Job[Any]:
         finisher = finisher_id(self.id)
