@@ -12,12 +12,12 @@ so an operation interrupted half-way is completed by running it again. Like
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
-from .calls import ScriptCall
+from .calls import Arg, ScriptCall
 from .commands import Command
 from .keys import QueueKeys
-from .replies import Reply, items, number
+from .replies import Reply, items, number, text
 
 
 class Cancelled(NamedTuple):
@@ -51,3 +51,46 @@ def wf_cancel(keys: QueueKeys, node_ids: Sequence[str], ttl: int) -> Command[Can
         [ttl, *node_ids],
     )
     return Command(call, _cancelled)
+
+
+#: A :class:`Rearm` step: ``arm`` a node a failure cancelled (or the finisher) back to
+#: ``waiting``; ``requeue`` a failed node.
+RearmOp = Literal["arm", "requeue"]
+
+
+class Rearm(NamedTuple):
+    """One item of a ``wf_rearm.lua`` call."""
+
+    op: RearmOp
+    job_id: str
+    #: The node's fencing token when the retry was planned: the item applies only while the
+    #: node still has it (a replay finds it bumped, and skips).
+    token: int
+    #: ``arm``: ``(input index k, token T)`` pairs: the tombstone ``r<T>`` written in the
+    #: node's field ``i:<k>`` (an outcome of input ``k`` counts only with a token > T).
+    tombstones: tuple[tuple[int, int], ...] = ()
+
+
+def _rearmed(reply: Reply) -> list[bool]:
+    return [text(item) == "done" for item in items(reply)]
+
+
+def wf_rearm(keys: QueueKeys, deadline_ms: int, steps: Sequence[Rearm]) -> Command[list[bool]]:
+    """One step of ``Workflow.retry_failed()`` on nodes of ``keys``'s queue
+    (``wf_rearm.lua``): per item, whether it was applied (``False``: the node was not in
+    the state the item expects, or no longer has its token: done already, or moved on).
+
+    ``deadline_ms``: a re-armed node's dependency deadline, ms from now (-1: none; the
+    finisher never has one). ``arm`` writes the tombstones, counts the inputs they replace
+    missing again, and makes the node ``waiting`` with its token + 1; ``requeue`` queues a
+    failed node with a fresh attempt budget and its token + 1.
+    """
+    args: list[Arg] = [deadline_ms]
+    for step in steps:
+        args += (step.op, step.job_id, step.token, len(step.tombstones))
+        for k, token in step.tombstones:
+            args += (k, token)
+    call = ScriptCall(
+        "wf_rearm", [keys.base, keys.failed, keys.prios, keys.stats, keys.notify], args
+    )
+    return Command(call, _rearmed)

@@ -253,6 +253,20 @@ class Workflow:
         control.cancel(self.id)
         self.cancel_requested = True
 
+    def retry_failed(self) -> None:
+        """Re-run the failed nodes of a workflow that ended ``failed``, and re-arm the nodes
+        they cancelled (``dependency_failed``) and the finisher; a node that succeeded is
+        never re-run. The workflow is ``running`` again until every node has ended; calling
+        it again completes an interrupted retry.
+
+        Raises:
+            WorkflowStateError: the workflow is running, succeeded or was cancelled, its
+                record is gone, or records it needs have expired (the message names them).
+            RedisUnavailable: Redis cannot be reached.
+        """
+        control.retry_failed(self.id)
+        self.state = WorkflowState.RUNNING
+
     def _finisher(self) -> Job[Any]:
         finisher = finisher_id(self.id)
         return Job(id=finisher, name="", queue=queue_of(finisher) or "", status=JobStatus.WAITING)

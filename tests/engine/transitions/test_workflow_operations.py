@@ -5,14 +5,25 @@ path."""
 from __future__ import annotations
 
 import pytest
+import redis
 
 from django_rqueue.dependencies import EdgePath
 from django_rqueue.engine import workflow_calls
+from django_rqueue.engine.calls import Arg, ScriptCall
+from django_rqueue.engine.commands import Command
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import new_job_id
 from django_rqueue.engine.run import execute
-from django_rqueue.engine.workflow_calls import Cancelled
-from tests.support.dependencies import add_nodes, arrivals, check_waiting, deliver, edge, node
+from django_rqueue.engine.workflow_calls import Cancelled, Rearm
+from tests.support.dependencies import (
+    add_nodes,
+    apply,
+    arrivals,
+    check_waiting,
+    deliver,
+    edge,
+    node,
+)
 from tests.support.engine import Engine
 
 REASON = "workflow_cancelled"
@@ -103,3 +114,89 @@ def test_a_missing_or_corrupt_node_is_skipped(engine: Engine):
 def test_a_bad_ttl_is_refused_before_anything(engine: Engine):
     with pytest.raises(ValueError, match="> 0 s"):
         workflow_calls.wf_cancel(engine.keys, ["x"], 0)
+
+
+# -- wf_rearm.lua ------------------------------------------------------------------------
+
+
+def rearm(engine: Engine, *steps: Rearm, deadline_ms: int = 60_000) -> list[bool]:
+    return execute(engine.client, workflow_calls.wf_rearm(engine.keys, deadline_ms, steps))
+
+
+def failed_pair(engine: Engine, path: EdgePath) -> tuple[str, str]:
+    """``x`` failed, and its dependent ``d`` (policy "cancel") cancelled by it."""
+    x, d = new_job_id(engine.queue), new_job_id(engine.queue)
+    nodes = [node(engine, job_id=d, inputs=[x]), node(engine, job_id=x, nx=edge(d, 1, path))]
+    assert add_nodes(engine, nodes) == []
+    engine.fail(engine.reserve_id())
+    deliver(engine, path)
+    assert engine.job(d)[JobFields.CANCEL_REASON] == "dependency_failed"
+    return x, d
+
+
+def test_arm_and_requeue_rerun_a_failed_input_behind_a_tombstone(engine: Engine, path: EdgePath):
+    x, d = failed_pair(engine, path)
+    tx, td = engine.token(x), engine.token(d)
+    old = engine.job(d)["i:1"]
+    assert engine.job(d)[JobFields.INPUTS_FAILED] == "1"
+    now = engine.now_ms()
+    arm, requeue = Rearm("arm", d, td, ((1, tx),)), Rearm("requeue", x, tx)
+    assert rearm(engine, arm, requeue) == [True, True]
+    armed = engine.job(d)
+    assert armed[JobFields.STATE] == "waiting" and armed["i:1"] == f"r{tx}"
+    assert (armed[JobFields.INPUTS_MISSING], armed[JobFields.INPUTS_FAILED]) == ("1", "0")
+    assert JobFields.CANCEL_REASON not in armed and engine.token(d) == td + 1
+    assert engine.client.ttl(engine.keys.job(d)) == -1
+    assert now + 60_000 <= engine.zset(engine.keys.waiting)[d] <= engine.now_ms() + 60_000
+    requeued = engine.job(x)
+    assert (requeued[JobFields.STATE], requeued[JobFields.ATTEMPTS]) == ("queued", "0")
+    assert engine.token(x) == tx + 1 and x not in engine.zset(engine.keys.failed)
+    check_waiting(engine)
+    # Sent again (a replay of the stored plan): every item is skipped.
+    before = engine.snapshot()
+    assert rearm(engine, arm, requeue) == [False, False]
+    assert engine.snapshot() == before
+    # The old outcome, delivered again, is refused; the re-run's success releases d.
+    assert apply(engine, [(d, 1, old)]).duplicates == 1
+    engine.ack(engine.reserve_id(), result='"ok"')
+    deliver(engine, path)
+    assert engine.state(d) == "queued" and arrivals(engine, d)[1].kind == "s"
+
+
+def test_arm_skips_a_node_not_cancelled_by_a_failure_or_with_another_token(
+    engine: Engine, path: EdgePath
+):
+    x, d = failed_pair(engine, path)
+    td = engine.token(d)
+    before = engine.snapshot()
+    assert rearm(engine, Rearm("arm", d, td + 1, ((1, 0),))) == [False]
+    assert rearm(engine, Rearm("arm", x, engine.token(x), ((1, 0),))) == [False]  # failed
+    assert rearm(engine, Rearm("requeue", d, td)) == [False]  # cancelled, not failed
+    assert rearm(engine, Rearm("arm", new_job_id(engine.queue), 0, ((1, 0),))) == [False]
+    assert engine.snapshot() == before
+
+
+def test_a_malformed_item_is_refused_before_anything_is_written(engine: Engine, path: EdgePath):
+    x, d = failed_pair(engine, path)
+    before = engine.snapshot()
+    good: list[Arg] = ["requeue", x, engine.token(x), 0]
+    bads: list[list[Arg]] = [
+        ["arm", d, engine.token(d), 2, 1, 0],
+        ["nope", d, 0, 0],
+        ["arm", d, "t", 0],
+    ]
+    for bad in bads:
+        call = ScriptCall(
+            "wf_rearm",
+            [
+                engine.keys.base,
+                engine.keys.failed,
+                engine.keys.prios,
+                engine.keys.stats,
+                engine.keys.notify,
+            ],
+            [-1, *good, *bad],
+        )
+        with pytest.raises(redis.ResponseError, match="wf_rearm: bad item"):
+            execute(engine.client, Command(call, lambda r: r))
+    assert engine.snapshot() == before
