@@ -12,6 +12,7 @@ from django_rqueue.engine.queue_ref import queue_ref
 from django_rqueue.engine.workflow_calls import Cancelled
 from django_rqueue.engine.workflow_record import RecordReply, RecordState
 from django_rqueue.exceptions import WorkflowStateError
+from django_rqueue.ops import operations
 from django_rqueue.workflows import WorkflowState, chain, control, get_workflow, group
 from tests.support import transitions
 from tests.support import workflows as wf
@@ -133,3 +134,24 @@ def test_cancel_racing_the_last_input_releases_the_dependent_at_most_once(
     assert (ended[JobFields.STATE], ended[JobFields.CANCEL_REASON]) == ("cancelled", REASON)
     assert wf.finish(plan).state is RecordState.CANCELLED
     assert transitions.reserve(ref.client(), ref.keys, lease_ms=1000, worker_id="w") is None
+
+
+@pytest.mark.parametrize("action", ["cancel", "delete"])
+def test_the_staff_cancel_or_delete_of_a_waiting_node_tells_its_dependents(
+    rqueue_redis: redis.Redis, dep_path: DepPath, action: str
+):
+    plan = wf.create(three())
+    _first, second, third = (n.id for n in plan.nodes)
+    assert operations.perform(second, action) is None
+    assert second not in wf.waiting("default")
+    if action == "cancel":
+        assert wf.state(second) == "cancelled"
+    else:
+        assert wf.job(second) == {}
+    wf.relay()
+    ended = wf.job(third)
+    assert (ended[JobFields.STATE], ended[JobFields.CANCEL_REASON]) == (
+        "cancelled",
+        "dependency_failed",
+    )
+    assert third not in wf.waiting("default")

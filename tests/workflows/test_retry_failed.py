@@ -14,8 +14,9 @@ from django_rqueue.engine.keys import finisher_id
 from django_rqueue.engine.queue_ref import queue_ref
 from django_rqueue.engine.run import execute
 from django_rqueue.engine.workflow_record import RecordState
-from django_rqueue.exceptions import WorkflowStateError
+from django_rqueue.exceptions import JobStateError, WorkflowStateError
 from django_rqueue.inputs import inputs_of
+from django_rqueue.ops import operations
 from django_rqueue.workflows import WorkflowState, chain, control, get_workflow, group
 from django_rqueue.workflows.nodes import WorkflowPlan
 from tests.support import workflows as wf
@@ -188,3 +189,33 @@ def test_retry_failed_is_refused_unless_the_workflow_failed(
     with pytest.raises(WorkflowStateError, match="it is cancelled"):
         control.retry_failed(cancelled.id)
     assert wf.record(cancelled)[WorkflowFields.STATE] == "cancelled"
+
+
+def test_the_staff_retry_of_a_failed_node_retries_its_workflow(
+    rqueue_redis: redis.Redis, dep_path: DepPath
+):
+    plan, ids = failed_chain()
+    message = operations.perform(ids[1], "retry")
+    assert message is not None
+    assert f"part of workflow {plan.id}" in message and "retry_failed()" in message
+    assert "1 failed node(s)" in message and "2 node(s) they had cancelled" in message
+    assert wf.state(ids[1]) == "queued" and wf.state(ids[2]) == "waiting"
+    assert wf.record(plan)[WorkflowFields.STATE] == "running"
+
+
+def test_the_staff_retry_of_a_node_of_a_running_workflow_is_refused(
+    rqueue_redis: redis.Redis, dep_path: DepPath
+):
+    plan = wf.create(group(fetch.s("a"), fetch.s("b")))
+    a, b = (n.id for n in plan.nodes)
+    wf.fail(a)
+    with pytest.raises(JobStateError, match=f"part of workflow {plan.id}.*still running"):
+        operations.perform(a, "retry")
+    assert wf.state(a) == "failed" and wf.state(b) == "queued"
+    # A plain job's retry is unchanged (no message).
+    plain = fetch.delay("x")
+    ref = queue_ref("default")
+    wf.reserve(b)  # b is ahead of the plain job in the queue
+    wf.fail(plain.id)
+    assert operations.perform(plain.id, "retry") is None
+    assert wf.state(plain.id) == "queued" and ref.client().exists(ref.keys.job(plain.id))
