@@ -53,8 +53,8 @@ def wf_cancel(keys: QueueKeys, node_ids: Sequence[str], ttl: int) -> Command[Can
     return Command(call, _cancelled)
 
 
-#: A :class:`Rearm` step: ``arm`` a node a failure cancelled (or the finisher) back to
-#: ``waiting``; ``requeue`` a failed node.
+#: A :class:`Rearm` step: ``arm`` a node a failure cancelled, a failed node whose inputs
+#: run again, or the finisher, back to ``waiting``; ``requeue`` a failed node.
 RearmOp = Literal["arm", "requeue"]
 
 

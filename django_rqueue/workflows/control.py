@@ -107,11 +107,13 @@ def retry_failed(workflow_id: str) -> RetryPlan:
     The plan: the failed nodes, and the closure downstream of them through nodes
     ``cancelled`` with ``cancel_reason`` ``dependency_failed`` (a node that succeeded is
     never re-run and stops the closure, as do nodes cancelled otherwise), plus the
-    finisher. The record becomes ``reopening`` with the plan stored, then, with
-    ``wf_rearm.lua``: the finisher and the cancelled nodes are re-armed (``waiting``, the
-    arrivals of the re-run inputs replaced by tombstones ``r<token>`` so that a late
-    outcome of their old run changes nothing), sinks first; the failed nodes are queued
-    again; the record is ``running`` again. Called on a workflow left ``reopening`` (an
+    finisher. A failed node downstream of another one (policy ``"run"``) is re-armed,
+    not queued: it runs again with the new outcomes of its inputs. The record becomes
+    ``reopening`` with the plan stored, then, with ``wf_rearm.lua``: the finisher and the
+    nodes to re-arm are ``waiting`` again (the arrivals of the inputs that run again
+    replaced by tombstones ``r<token>``, so that a late outcome of their old run changes
+    nothing), sinks first; the other failed nodes are queued again; the record is
+    ``running`` again. Called on a workflow left ``reopening`` (an
     interrupted call), it completes the stored plan.
 
     Returns the plan it applied.
@@ -201,17 +203,17 @@ def plan_retry(workflow_id: str, fields: Mapping[str, Any]) -> RetryPlan:
             "failed",
         )
     again = {ids[i] for i in chosen}
+    inputs_of = {i: read[ids[i]][3] for i in chosen}
+    # A failed node with an input that runs again (a "run" node fed the failure) waits for
+    # it: armed like the nodes the failure cancelled, not queued with its stale inputs.
+    rearmed |= {i for i in failed if any(c in again for c in inputs_of[i])}
     token = {node_id: got[2] for node_id, got in read.items()}
-    arms = [
-        Rearm(
-            "arm", finisher, token[finisher], tuple((i + 1, token[ids[i]]) for i in sorted(chosen))
-        )
-    ]
+    every = tuple((i + 1, token[ids[i]]) for i in sorted(chosen))
+    arms = [Rearm("arm", finisher, token[finisher], every)]
     for i in sorted(rearmed, reverse=True):
-        inputs = read[ids[i]][3]
-        stones = tuple((k, token[c]) for k, c in enumerate(inputs, start=1) if c in again)
+        stones = tuple((k, token[c]) for k, c in enumerate(inputs_of[i], start=1) if c in again)
         arms.append(Rearm("arm", ids[i], token[ids[i]], stones))
-    requeues = tuple(Rearm("requeue", ids[i], token[ids[i]]) for i in failed)
+    requeues = tuple(Rearm("requeue", ids[i], token[ids[i]]) for i in failed if i not in rearmed)
     return RetryPlan(_deadline_ms(fields), tuple(arms), requeues)
 
 

@@ -21,7 +21,7 @@ from django_rqueue.workflows import WorkflowState, chain, control, get_workflow,
 from django_rqueue.workflows.nodes import WorkflowPlan
 from tests.support import workflows as wf
 from tests.workflows.conftest import DepPath
-from tests.workflows.jobs import fetch, parse, store, summarize
+from tests.workflows.jobs import anything, fetch, mail, parse, store, summarize
 
 
 def failed_chain() -> tuple[WorkflowPlan, list[str]]:
@@ -219,3 +219,65 @@ def test_the_staff_retry_of_a_node_of_a_running_workflow_is_refused(
     wf.fail(plain.id)
     assert operations.perform(plain.id, "retry") is None
     assert wf.state(plain.id) == "queued" and ref.client().exists(ref.keys.job(plain.id))
+
+
+def test_a_failed_run_node_after_a_failed_node_waits_for_its_rerun(
+    rqueue_redis: redis.Redis, dep_path: DepPath
+):
+    plan = wf.create(
+        chain(fetch.s("a"), anything.s().using(on_dependency_failure="run"), store.s())
+    )
+    a, b, c = (n.id for n in plan.nodes)
+    wf.fail(a)
+    wf.fail(b)  # it ran with a DependencyFailed, and failed too
+    wf.relay()
+    assert wf.job(c)[JobFields.CANCEL_REASON] == "dependency_failed"
+    assert wf.finish(plan).state is RecordState.FAILED
+    done = control.retry_failed(plan.id)
+    assert [s.job_id for s in done.arms] == [finisher_id(plan.id), c, b]
+    assert [s.job_id for s in done.requeues] == [a]
+    assert (wf.state(a), wf.state(b), wf.state(c)) == ("queued", "waiting", "waiting")
+    wf.succeed(a, '"a"')
+    wf.relay()
+    assert wf.state(b) == "queued" and inputs_of(wf.job(b)) == ["a"]
+    wf.succeed(b, '["a"]')
+    wf.succeed(c, "1")
+    assert wf.finish(plan).state is RecordState.SUCCEEDED
+
+
+def test_a_node_cancelled_otherwise_stops_the_closure(rqueue_redis: redis.Redis, dep_path: DepPath):
+    plan = wf.create(chain(fetch.s("a"), parse.s(), store.s()))
+    a, b, c = (n.id for n in plan.nodes)
+    assert operations.perform(b, "cancel") is None  # a staff cancel, not the failure's
+    wf.fail(a)
+    wf.relay()
+    assert wf.job(c)[JobFields.CANCEL_REASON] == "dependency_failed"
+    assert wf.finish(plan).state is RecordState.FAILED
+    done = control.retry_failed(plan.id)
+    assert [s.job_id for s in done.arms] == [finisher_id(plan.id)]
+    assert [s.job_id for s in done.requeues] == [a]
+    assert (wf.state(b), wf.state(c)) == ("cancelled", "cancelled")
+    wf.succeed(a, '"a"')
+    assert wf.finish(plan).state is RecordState.FAILED  # b and c still did not run
+
+
+def test_a_workflow_across_queues_is_retried_on_each_queue(
+    rqueue_redis: redis.Redis, dep_path: DepPath
+):
+    plan = wf.create(chain(fetch.s("a@x"), mail.s(), store.s()))
+    a, m, c = (n.id for n in plan.nodes)
+    assert wf.ref_of(m).name == "emails" and wf.ref_of(c).name == "default"
+    wf.succeed(a, '"a@x"')
+    wf.fail(m)
+    wf.relay()
+    assert wf.finish(plan).state is RecordState.FAILED
+    tokens = {i: wf.token(i) for i in (a, m, c)}
+    control.retry_failed(plan.id)
+    assert (wf.state(m), wf.token(m)) == ("queued", tokens[m] + 1)
+    assert wf.job(c)["i:1"] == f"r{tokens[m]}" and c in wf.waiting("default")
+    wf.succeed(m, "null")
+    wf.relay()
+    assert wf.state(c) == "queued"
+    wf.succeed(c, "0")
+    assert wf.finish(plan).state is RecordState.SUCCEEDED
+    assert wf.token(a) == tokens[a]

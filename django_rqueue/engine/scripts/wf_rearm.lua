@@ -10,8 +10,9 @@
 -- `token` is the node's fencing token when the retry was planned: an item applies only
 -- to a node that still has it (so a replay, or a node that moved on, is skipped).
 --
--- op 'arm': only a node 'cancelled' with 'cancel_reason' 'dependency_failed', or the
--- finisher ('nx' is 'w') 'succeeded' or 'failed'. Each pair writes the tombstone 'r<T>'
+-- op 'arm': only a node 'cancelled' with 'cancel_reason' 'dependency_failed', a 'failed'
+-- node (one whose inputs run again: policy "run"), or the finisher ('nx' is 'w')
+-- 'succeeded' or 'failed'. Each pair writes the tombstone 'r<T>'
 -- in its input field 'i:<k>' ("not arrived; accept only an outcome whose token is above
 -- T": include/dep_settle.lua); a field that held an arrival counts missing again ('dw'
 -- + 1, 'df'/'dc' - 1 for a failure/cancel). The node is 'waiting' again (in
@@ -49,8 +50,8 @@ local function arm(id, token, from, m)
   end
   local finisher = job[4] == 'w'
   local st = job[1]
-  if not ((st == 'cancelled' and job[2] == 'dependency_failed')
-          or (finisher and (st == 'succeeded' or st == 'failed'))) then
+  if not ((st == 'cancelled' and job[2] == 'dependency_failed') or st == 'failed'
+          or (finisher and st == 'succeeded')) then
     return 'skip'
   end
   local dw, df, dc = whole(job[5], 0), whole(job[6], 0), whole(job[7], 0)

@@ -170,7 +170,8 @@ def test_arm_skips_a_node_not_cancelled_by_a_failure_or_with_another_token(
     td = engine.token(d)
     before = engine.snapshot()
     assert rearm(engine, Rearm("arm", d, td + 1, ((1, 0),))) == [False]
-    assert rearm(engine, Rearm("arm", x, engine.token(x), ((1, 0),))) == [False]  # failed
+    # A failed source: no arrival to replace, it would wait for nothing.
+    assert rearm(engine, Rearm("arm", x, engine.token(x), ((1, 0),))) == [False]
     assert rearm(engine, Rearm("requeue", d, td)) == [False]  # cancelled, not failed
     assert rearm(engine, Rearm("arm", new_job_id(engine.queue), 0, ((1, 0),))) == [False]
     assert engine.snapshot() == before
