@@ -281,3 +281,30 @@ def test_a_workflow_across_queues_is_retried_on_each_queue(
     wf.succeed(c, "0")
     assert wf.finish(plan).state is RecordState.SUCCEEDED
     assert wf.token(a) == tokens[a]
+
+
+def test_retry_failed_names_the_records_it_needs_that_expired(
+    rqueue_redis: redis.Redis, dep_path: DepPath
+):
+    plan, ids = failed_chain()
+    ref = queue_ref("default")
+    ref.client().delete(ref.keys.job(ids[3]))
+    with pytest.raises(WorkflowStateError, match=f"records of {ids[3]} have expired"):
+        control.retry_failed(plan.id)
+    assert wf.record(plan)[WorkflowFields.STATE] == "failed"  # nothing changed
+    assert (wf.state(ids[1]), wf.state(ids[2])) == ("failed", "cancelled")
+    ref.client().delete(ref.keys.job(finisher_id(plan.id)))
+    with pytest.raises(WorkflowStateError, match="its finisher is expired"):
+        control.retry_failed(plan.id)
+
+
+def test_a_workflow_that_failed_without_a_failed_node_has_nothing_to_retry(
+    rqueue_redis: redis.Redis, dep_path: DepPath
+):
+    plan = wf.create(chain(fetch.s("a"), parse.s()))
+    a, _b = (n.id for n in plan.nodes)
+    assert operations.perform(a, "cancel") is None
+    assert wf.finish(plan).state is RecordState.FAILED
+    with pytest.raises(WorkflowStateError, match="no failed node to re-run"):
+        control.retry_failed(plan.id)
+    assert wf.record(plan)[WorkflowFields.STATE] == "failed"
