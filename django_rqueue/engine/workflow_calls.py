@@ -37,8 +37,9 @@ def _cancelled(reply: Reply) -> Cancelled:
 def wf_cancel(keys: QueueKeys, node_ids: Sequence[str], ttl: int) -> Command[Cancelled]:
     """Cancel the nodes ``node_ids`` of ``keys``'s queue for ``Workflow.cancel()``
     (``wf_cancel.lua``): a waiting, scheduled or queued node ends ``cancelled`` with
-    ``cancel_reason`` ``workflow_cancelled`` (its record kept ``ttl`` s, > 0), a running
-    one is asked to stop (``cx`` and ``cxw``); an ended one is left alone.
+    ``cancel_reason`` ``workflow_cancelled`` (its record kept for its own result TTL, else
+    ``ttl`` s, > 0), a running one is asked to stop (``cx`` and ``cxw``); an ended one is
+    left alone.
 
     Raises:
         ValueError: ``ttl`` is not > 0.

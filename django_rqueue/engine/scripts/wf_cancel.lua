@@ -5,7 +5,8 @@
 --         group:<prio>:<group>, ring:<prio>, parked:<group>, unique:<key>, done:<id>, and
 --         for a job with dependents those of include/dep_notify.lua)
 -- KEYS[2] delayed zset   KEYS[3] failed zset   KEYS[4] prios zset   KEYS[5] stats hash
--- ARGV[1] seconds to keep a cancelled record (> 0)   ARGV[2..] node ids of this queue
+-- ARGV[1] seconds to keep a cancelled record whose own result TTL ('ttl') is 0 or unset
+--         (> 0)   ARGV[2..] node ids of this queue
 --
 -- Per id: a waiting, scheduled or queued node ends cancelled with 'cancel_reason'
 -- 'workflow_cancelled' and tells its dependents (include/cancel_job.lua); a running one
@@ -29,14 +30,19 @@ local cancelled, requested = 0, 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local jkey = base .. 'job:' .. id
-  local job = read_record(jkey, 's', 'prio', 'group', 'nx', 'n', 'token')
+  local job = read_record(jkey, 's', 'prio', 'group', 'nx', 'n', 'token', 'ttl')
   local st = job[1]
   if st == 'running' then
     redis.call('HSETNX', jkey, 'cx', now_ms())
     redis.call('HSET', jkey, 'cxw', 1)
     requested = requested + 1
   elseif PENDING[st] then
-    cancel_job(base, jkey, delayed, failed, prios, stats, id, job, 'cancel', ttl,
+    local own = tonumber(job[7])
+    local keep = ttl
+    if own and own > 0 then
+      keep = own
+    end
+    cancel_job(base, jkey, delayed, failed, prios, stats, id, job, 'cancel', keep,
                'workflow_cancelled')
     cancelled = cancelled + 1
   end

@@ -201,3 +201,12 @@ def test_a_malformed_item_is_refused_before_anything_is_written(engine: Engine, 
         with pytest.raises(redis.ResponseError, match="wf_rearm: bad item"):
             execute(engine.client, Command(call, lambda r: r))
     assert engine.snapshot() == before
+
+
+def test_a_cancelled_node_is_kept_for_its_own_result_ttl(engine: Engine):
+    own, default = new_job_id(engine.queue), new_job_id(engine.queue)
+    nodes = [node(engine, job_id=own, ttl=30), node(engine, job_id=default, ttl=0)]
+    assert add_nodes(engine, nodes) == []
+    assert wf_cancel(engine, own, default) == Cancelled(cancelled=2, requested=0)
+    assert 0 < engine.client.ttl(engine.keys.job(own)) <= 30
+    assert 30 < engine.client.ttl(engine.keys.job(default)) <= 600
