@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 import redis
 
+from django_rqueue.engine import workflow_record as record
 from django_rqueue.engine.fields import JobFields, StatsFields
 from django_rqueue.engine.keys import finisher_id
 from django_rqueue.engine.queue_ref import queue_ref
+from django_rqueue.engine.run import execute
 from django_rqueue.engine.workflow_calls import Cancelled
 from django_rqueue.engine.workflow_record import RecordReply, RecordState
 from django_rqueue.exceptions import WorkflowStateError
@@ -155,3 +157,16 @@ def test_the_staff_cancel_or_delete_of_a_waiting_node_tells_its_dependents(
         "dependency_failed",
     )
     assert third not in wf.waiting("default")
+
+
+def test_a_cancel_interrupted_after_the_record_completes_when_called_again(
+    rqueue_redis: redis.Redis, dep_path: DepPath
+):
+    plan = wf.create(three())
+    home = queue_ref(plan.home)
+    # A client killed after its first step: the record says cancelling, no node was touched.
+    assert execute(home.client(), record.cancel(home.keys, plan.id)).done
+    assert [wf.state(n.id) for n in plan.nodes] == ["queued", "waiting", "waiting"]
+    assert control.cancel(plan.id) == Cancelled(cancelled=3, requested=0)
+    assert [wf.job(n.id)[JobFields.CANCEL_REASON] for n in plan.nodes] == [REASON] * 3
+    assert wf.finish(plan).state is RecordState.CANCELLED
