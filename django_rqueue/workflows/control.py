@@ -120,8 +120,8 @@ def retry_failed(workflow_id: str) -> RetryPlan:
 
     Raises:
         WorkflowStateError: the workflow is running, succeeded or was cancelled, its record
-            is gone, it has no failed node, or records it needs have expired (the message
-            names them).
+            is gone, it has no failed node, records it needs have expired (the message
+            names them), or the plan of an interrupted retry is unreadable.
         ValueError: ``workflow_id`` is not an id of a declared queue.
         RedisUnavailable: Redis cannot be reached (what was done stays done; call again).
     """
@@ -134,7 +134,15 @@ def retry_failed(workflow_id: str) -> RetryPlan:
         raise WorkflowStateError(f"workflow {workflow_id} no longer exists", workflow_id, None)
     st = as_text(fields.get(WorkflowFields.STATE))
     if st == RecordState.REOPENING:
-        plan = RetryPlan.from_json(fields[WorkflowFields.PLAN])
+        try:
+            plan = RetryPlan.from_json(fields[WorkflowFields.PLAN])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise WorkflowStateError(
+                f"workflow {workflow_id} is being retried, and its stored plan is unreadable "
+                f"({exc!r})",
+                workflow_id,
+                "running",
+            ) from exc
     else:
         if st != RecordState.FAILED:
             shown = _shown(RecordState(st)) if st in set(RecordState) else st

@@ -308,3 +308,14 @@ def test_a_workflow_that_failed_without_a_failed_node_has_nothing_to_retry(
     with pytest.raises(WorkflowStateError, match="no failed node to re-run"):
         control.retry_failed(plan.id)
     assert wf.record(plan)[WorkflowFields.STATE] == "failed"
+
+
+def test_an_unreadable_stored_plan_is_a_workflow_state_error(
+    rqueue_redis: redis.Redis, dep_path: DepPath
+):
+    plan, _ids = failed_chain()
+    home = queue_ref(plan.home)
+    reopen = record.reopen(home.keys, plan.id, control.REOPEN_GRACE_MS, '{"a": 1}')
+    assert execute(home.client(), reopen).done
+    with pytest.raises(WorkflowStateError, match="stored plan is unreadable"):
+        control.retry_failed(plan.id)
