@@ -2,7 +2,9 @@
 
 Each action on one job is one atomic Lua call, so a job that changed state
 since the page was rendered is reported (:class:`~.exceptions.JobStateError`)
-and never clobbered. "Retry all" and "delete all" walk the failed store in
+and never clobbered. The retry of a node of a workflow is its workflow's
+``retry_failed()`` (:mod:`~django_rqueue.workflows.control`): a node is never
+re-run on its own. "Retry all" and "delete all" walk the failed store in
 batches of :data:`BATCH` (one bounded Lua call each), so their memory does not
 grow with the number of failed jobs. :func:`pause_queue` and
 :func:`resume_queue` are what ``rqueue_pause``, ``rqueue_resume`` and the
@@ -25,8 +27,9 @@ from ..engine.connection import redis_errors, redis_time_ms
 from ..engine.keys import queue_of
 from ..engine.queue_ref import queue_ref
 from ..engine.run import execute
-from ..exceptions import JobStateError
+from ..exceptions import JobStateError, WorkflowStateError
 from ..job import Job, JobStatus, get_job
+from ..workflows import control
 
 if TYPE_CHECKING:
     from django.utils.functional import _StrOrPromise as StrOrPromise
@@ -80,12 +83,19 @@ _SPECS: dict[JobAction, _Spec] = {
     ),
     JobAction.CANCEL: _Spec(
         gettext_lazy("cancelled"),
-        (JobStatus.SCHEDULED, JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.FAILED),
+        (
+            JobStatus.WAITING,
+            JobStatus.SCHEDULED,
+            JobStatus.QUEUED,
+            JobStatus.RUNNING,
+            JobStatus.FAILED,
+        ),
         Job.cancel,
     ),
     JobAction.DELETE: _Spec(
         gettext_lazy("deleted"),
         (
+            JobStatus.WAITING,
             JobStatus.SCHEDULED,
             JobStatus.QUEUED,
             JobStatus.FAILED,
@@ -103,11 +113,18 @@ ACTIONS: dict[str, tuple[StrOrPromise, tuple[str, ...]]] = {
 }
 
 
-def perform(job_id: str, action: str) -> None:
+def perform(job_id: str, action: str) -> str | None:
     """Apply ``action`` (a :class:`JobAction`, or its value) to one job.
 
+    A waiting job (one that waits for its inputs) can be cancelled or deleted: its
+    dependents hear of it as of any cancel. The retry of a failed node of a workflow retries
+    its workflow's failed nodes (``Workflow.retry_failed()``: the nodes they cancelled run
+    again too); the returned message says so. Otherwise returns ``None``.
+
     Raises:
-        JobStateError: the job is missing or in a state the action does not apply to.
+        JobStateError: the job is missing or in a state the action does not apply to; for
+            a node of a workflow, also when its workflow cannot be retried (still running,
+            records expired: the message says why).
         ValueError: unknown action, or an id of no declared queue.
     """
     queue = queue_of(job_id)
@@ -120,7 +137,27 @@ def perform(job_id: str, action: str) -> None:
     job = get_job(job_id)
     if job is None:
         raise JobStateError(f"job {job_id} is missing", None)
+    if what is JobAction.RETRY and job.workflow_id and job.status is JobStatus.FAILED:
+        return _retry_workflow(job)
     what.apply(job)
+    return None
+
+
+def _retry_workflow(job: Job[Any]) -> str:
+    workflow_id = job.workflow_id or ""
+    try:
+        plan = control.retry_failed(workflow_id)
+    except WorkflowStateError as exc:
+        raise JobStateError(
+            f"job {job.id} is part of workflow {workflow_id}, whose failed nodes cannot be "
+            f"retried: {exc}",
+            exc.state or None,
+        ) from exc
+    return (
+        f"job {job.id} is part of workflow {workflow_id}: its workflow's "
+        f"{len(plan.requeues)} failed node(s) were retried with retry_failed(), and "
+        f"{len(plan.arms) - 1} node(s) they had cancelled will run after them"
+    )
 
 
 @dataclass

@@ -29,6 +29,7 @@ from ..engine.workflow_record import RecordState
 from ..exceptions import JobStateError
 from ..job import Job, JobStatus
 from ..serialization import loads
+from . import control
 
 
 class WorkflowState(enum.StrEnum):
@@ -236,6 +237,35 @@ class Workflow:
                 pass
         await sync_to_async(self.refresh, thread_sensitive=False)()
         return self
+
+    def cancel(self) -> None:
+        """Cancel the workflow: every node that has not ended ends ``cancelled`` with
+        ``cancel_reason`` ``workflow_cancelled`` (a running node is stopped by its worker, as
+        by ``Job.cancel()``); the workflow then ends ``cancelled``, its ``on_complete``
+        callback runs and ``workflow_finished`` is sent. Returns at once (the state shows
+        ``running``, :attr:`cancel_requested` true, until every node has ended); calling it
+        again completes an interrupted cancel.
+
+        Raises:
+            WorkflowStateError: the workflow has finished, or its record is gone.
+            RedisUnavailable: Redis cannot be reached.
+        """
+        control.cancel(self.id)
+        self.cancel_requested = True
+
+    def retry_failed(self) -> None:
+        """Re-run the failed nodes of a workflow that ended ``failed``, and re-arm the nodes
+        they cancelled (``dependency_failed``) and the finisher; a node that succeeded is
+        never re-run. The workflow is ``running`` again until every node has ended; calling
+        it again completes an interrupted retry.
+
+        Raises:
+            WorkflowStateError: the workflow is running, succeeded or was cancelled, its
+                record is gone, or records it needs have expired (the message names them).
+            RedisUnavailable: Redis cannot be reached.
+        """
+        control.retry_failed(self.id)
+        self.state = WorkflowState.RUNNING
 
     def _finisher(self) -> Job[Any]:
         finisher = finisher_id(self.id)

@@ -1,10 +1,8 @@
-"""Waiting jobs in the admin (issue 26): their list, their page, and no cancel or delete
-while the actions do not accept the state (the cancel script would leave the id in the
-queue's ``waiting`` zset), on the Redis state the transition scripts write."""
+"""Waiting jobs in the admin (issue 26): their list, their page, and their cancel and delete
+(cancel.lua takes the id out of the queue's ``waiting`` zset), on the Redis state the
+transition scripts write."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 from django.contrib.admin.utils import quote as admin_quote
@@ -13,8 +11,6 @@ from django.test import Client
 from django_rqueue import JobStatus, get_job
 from django_rqueue.engine.connection import redis_time_ms
 from django_rqueue.engine.fields import JobFields, StatsFields
-from django_rqueue.ops import operations
-from django_rqueue.ops.operations import JobAction
 from tests.ops import dependents
 from tests.support.jobs_in_state import Jobs
 
@@ -24,15 +20,6 @@ from .conftest import BASE
 def job_url(job_id: str, action: str = "") -> str:
     path = f"{BASE}jobs/{admin_quote(job_id)}/"
     return f"{path}{action}/" if action else path
-
-
-@pytest.fixture
-def accepting_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cancel and delete accept waiting jobs, as they will once the scripts do."""
-    for action in (JobAction.CANCEL, JobAction.DELETE):
-        spec = operations._SPECS[action]
-        states = (*spec.states, JobStatus.WAITING)
-        monkeypatch.setitem(operations._SPECS, action, dataclasses.replace(spec, states=states))
 
 
 def test_the_waiting_list_shows_deadline_inputs_and_workflow(
@@ -54,22 +41,8 @@ def test_the_waiting_list_shows_deadline_inputs_and_workflow(
     assert ("waiting", f"{BASE}queues/default/waiting/") in response.context["states"]
 
 
-def test_no_cancel_or_delete_is_offered_while_the_actions_refuse_waiting_jobs(
-    admin_client_rq: Client, jobs: Jobs
-) -> None:
-    job_id = dependents.waiting(jobs)
-
-    listing = admin_client_rq.get(f"{BASE}queues/default/waiting/")
-    page = admin_client_rq.get(job_url(job_id))
-
-    assert listing.context["bulk_actions"] == []
-    assert b'name="ids"' not in listing.content  # no checkboxes without actions
-    assert page.status_code == 200 and page.context["actions"] == []
-    assert page.context["list_url"] == f"{BASE}queues/default/waiting/"
-
-
 @pytest.mark.parametrize("action", ["cancel", "delete"])
-def test_a_waiting_job_is_left_alone_by_a_cancel_or_delete_url(
+def test_a_waiting_job_is_cancelled_or_deleted_by_its_url(
     admin_client_rq: Client, jobs: Jobs, action: str
 ) -> None:
     job_id = dependents.waiting(jobs)
@@ -77,16 +50,17 @@ def test_a_waiting_job_is_left_alone_by_a_cancel_or_delete_url(
     shown = admin_client_rq.get(job_url(job_id, action))
     posted = admin_client_rq.post(job_url(job_id, action), follow=True)
 
-    assert shown.status_code == 302 and shown["Location"] == job_url(job_id)
-    assert posted.redirect_chain == [(job_url(job_id), 302)]
-    assert "waits for its inputs" in posted.text
+    assert shown.status_code == 200 and "Are you sure?" in shown.text
+    assert posted.status_code == 200 and "waits for its inputs" not in posted.text
     job = get_job(job_id)
-    assert job is not None and job.status is JobStatus.WAITING
-    assert jobs.client.zscore(jobs.keys().waiting, job_id) is not None
+    if action == "cancel":
+        assert job is not None and job.status is JobStatus.CANCELLED
+    else:
+        assert job is None
+    assert jobs.client.zscore(jobs.keys().waiting, job_id) is None
 
 
-@pytest.mark.usefixtures("accepting_waiting")
-def test_cancel_and_delete_are_offered_once_the_actions_accept_waiting_jobs(
+def test_cancel_and_delete_are_offered_for_a_waiting_job(
     admin_client_rq: Client, jobs: Jobs
 ) -> None:
     job_id = dependents.waiting(jobs)

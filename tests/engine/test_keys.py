@@ -218,7 +218,7 @@ def test_the_workflow_record_fields_are_distinct():
     "name",
     ["reserve", "promote", "reclaim", "enqueue", "enqueue_batch", "cancel", "retry", "ack", "fail"]
     + ["failed_batch", "schedule_sync", "schedule_claim", "schedule_run_now", "trim_failed"]
-    + ["empty_queue", "wf_trim"],
+    + ["empty_queue", "wf_trim", "wf_cancel", "wf_rearm"],
 )
 def test_scripts_that_derive_keys_use_the_suffixes_of_keys_py(name: str):
     source = load(name).source
