@@ -130,14 +130,21 @@ def job_action(
             hidden=[("next", _next(request, back))],
         )
     try:
-        operations.perform(job_id, action)
+        note = operations.perform(job_id, action)
     except JobStateError as exc:
-        messages.warning(
-            request,
-            _("Job %(id)s was not %(verb)s: it is %(state)s now (it changed meanwhile).")
-            % {"id": job_id, "verb": verb, "state": exc.state or _("gone")},
-        )
+        if job.workflow_id and action == "retry":
+            messages.warning(request, str(exc))  # its workflow cannot be retried: says why
+        else:
+            messages.warning(
+                request,
+                _("Job %(id)s was not %(verb)s: it is %(state)s now (it changed meanwhile).")
+                % {"id": job_id, "verb": verb, "state": exc.state or _("gone")},
+            )
         return HttpResponseRedirect(job_url(model_admin, job_id) if exc.state else back)
+    if note is not None:  # a node's retry retried its workflow's failed nodes
+        log(request, job_id, note, deletion=False)
+        messages.success(request, note)
+        return HttpResponseRedirect(_next(request, job_url(model_admin, job_id)))
     if action == "cancel" and job.status is JobStatus.RUNNING:
         verb = _("asked to stop")
         log(request, job_id, f"cancel requested while running ({job.name})", deletion=False)
