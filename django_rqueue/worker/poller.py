@@ -28,12 +28,14 @@ from ..engine.calls import Retention
 from ..engine.connection import MIN_BLOCK, get_client, location_of, redis_errors, redis_time_ms
 from ..engine.keys import pollers_key
 from ..engine.queue_ref import queue_ref
+from ..engine.replies import Promoted
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
 from .idle import IdleWaiter
 from .outages import Outages
 from .process import new_worker_id
 from .reconnect import Reconnect
+from .relay import Relay
 from .scheduler import Scheduler
 
 logger = logging.getLogger("django_rqueue.poller")
@@ -72,6 +74,8 @@ class Poller:
         self._next_trim = 0.0
         #: The Redis servers that failed lately: their queues are skipped until their retry.
         self.outages = Outages()
+        #: Delivers the queues' outbox entries to dependents on other queues.
+        self.relay = Relay(self.id, self.outages)
         #: Blocks on every queue's ``wake`` list at once, server by server, slot by slot.
         self.idle = IdleWaiter(self.outages)
         #: Set by :meth:`halt`: ends the wait in progress and every later one at once.
@@ -127,11 +131,14 @@ class Poller:
         return sleep
 
     def _round(self, queue: str) -> float:
-        """Promote and reclaim on ``queue``; return the seconds until its next due time.
+        """Promote, reclaim and relay on ``queue``; return the seconds until its next due time
+        (a scheduled job, a lease deadline, a dependency deadline; 0: more work is there).
 
-        A script that Redis refuses (``redis.ResponseError``: a structure of the queue is
-        corrupt, such as ``delayed`` holding a string, which the scripts cannot mend by
-        themselves) is logged and the round goes on, so the poller never dies of it.
+        ``promote.lua``'s reply also says whether the queue's outbox has entries, so the
+        relay (:class:`~.relay.Relay`) costs nothing on a queue without them. A script that
+        Redis refuses (``redis.ResponseError``: a structure of the queue is corrupt, such as
+        ``delayed`` holding a string, which the scripts cannot mend by themselves) is logged
+        and the round goes on, so the poller never dies of it.
 
         Raises:
             RedisUnavailable: Redis cannot be reached.
@@ -139,9 +146,9 @@ class Poller:
         ref = queue_ref(queue)
         sleep = MAX_SLEEP
         client, keys = ref.client(), ref.keys
-        promoted, next_due = 0, -1
+        round_ = Promoted(0, -1, 0, -1)
         try:
-            promoted, next_due = run.execute(client, commands.promote(keys, self.batch))
+            round_ = run.execute(client, commands.promote_round(keys, self.batch))
         except redis.ResponseError as exc:
             logger.error("queue %s: could not promote due jobs: %s", queue, exc)
         requeued, failed, next_deadline = 0, 0, -1
@@ -160,12 +167,38 @@ class Poller:
                 requeued,
                 failed,
             )
-        if promoted:
-            logger.debug("queue %s: promoted %d due job(s)", queue, promoted)
-        for ms in (next_due, next_deadline):
+        if round_.promoted:
+            logger.debug("queue %s: promoted %d due job(s)", queue, round_.promoted)
+        if round_.outbox > 0 and self._relay(queue):
+            sleep = 0.0
+        for ms in (round_.next_due_ms, next_deadline):
             if ms >= 0:
                 sleep = min(sleep, ms / 1000)
         return sleep
+
+    def _relay(self, queue: str) -> bool:
+        """Relay one batch of ``queue``'s outbox; whether more may be waiting.
+
+        Raises:
+            RedisUnavailable: ``queue``'s Redis cannot be reached.
+        """
+        try:
+            relayed = self.relay.relay(queue)
+        except redis.ResponseError as exc:
+            logger.error("queue %s: could not relay its outbox: %s", queue, exc)
+            return False
+        if relayed.read:
+            logger.debug(
+                "queue %s: relayed %d outbox entries (%d applied, %d duplicates, %d dropped, "
+                "%d left)",
+                queue,
+                relayed.read,
+                relayed.applied,
+                relayed.duplicates,
+                relayed.dropped,
+                relayed.left,
+            )
+        return relayed.full
 
     def beat(self) -> None:
         """Record this poller's round in ``<prefix>:pollers`` (Redis time) and drop
