@@ -11,6 +11,13 @@ exactly once across all pollers, and applies each queue's failed-store
 retention (``failed_ttl``, ``failed_max``) every :data:`TRIM_EVERY` seconds,
 so old failures go even when no new failure arrives (a new failure applies
 it too, in ``fail.lua``).
+
+For jobs that wait for others (workflows, ``depends_on``), the same round relays
+each queue's outbox to dependents on other queues (:class:`~.relay.Relay`; a job's
+end there pushes a wake-up token, so it happens within one wake-up) and ends the
+waiting jobs past their dependency deadline (``waiting_sweep.lua``; the sleep also
+ends at the next such deadline). ``promote.lua``'s reply says whether either has
+work, so a deployment without workflows sends nothing more.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from collections.abc import Sequence
 import redis
 
 from ..conf import get_config
-from ..engine import commands, run
+from ..engine import commands, dependency_commands, run
 from ..engine.calls import Retention
 from ..engine.connection import MIN_BLOCK, get_client, location_of, redis_errors, redis_time_ms
 from ..engine.keys import pollers_key
@@ -131,11 +138,12 @@ class Poller:
         return sleep
 
     def _round(self, queue: str) -> float:
-        """Promote, reclaim and relay on ``queue``; return the seconds until its next due time
-        (a scheduled job, a lease deadline, a dependency deadline; 0: more work is there).
+        """Promote, reclaim, relay and sweep on ``queue``; return the seconds until its next due
+        time (a scheduled job, a lease deadline, a dependency deadline; 0: more work is there).
 
-        ``promote.lua``'s reply also says whether the queue's outbox has entries, so the
-        relay (:class:`~.relay.Relay`) costs nothing on a queue without them. A script that
+        ``promote.lua``'s reply also says whether the queue's outbox has entries and when its
+        next dependency deadline falls, so the relay (:class:`~.relay.Relay`) and the sweep
+        (``waiting_sweep.lua``) cost nothing on a queue without them. A script that
         Redis refuses (``redis.ResponseError``: a structure of the queue is corrupt, such as
         ``delayed`` holding a string, which the scripts cannot mend by themselves) is logged
         and the round goes on, so the poller never dies of it.
@@ -171,7 +179,10 @@ class Poller:
             logger.debug("queue %s: promoted %d due job(s)", queue, round_.promoted)
         if round_.outbox > 0 and self._relay(queue):
             sleep = 0.0
-        for ms in (round_.next_due_ms, next_deadline):
+        waiting_ms = round_.next_deadline_ms
+        if waiting_ms == 0:
+            waiting_ms = self._sweep(queue)
+        for ms in (round_.next_due_ms, next_deadline, waiting_ms):
             if ms >= 0:
                 sleep = min(sleep, ms / 1000)
         return sleep
@@ -199,6 +210,38 @@ class Poller:
                 relayed.left,
             )
         return relayed.full
+
+    def _sweep(self, queue: str) -> int:
+        """End ``queue``'s waiting jobs past their dependency deadline (``waiting_sweep.lua``);
+        return the ms until its next deadline (-1: none; 0: more are due).
+
+        Raises:
+            RedisUnavailable: ``queue``'s Redis cannot be reached.
+        """
+        ref = queue_ref(queue)
+        try:
+            swept = run.execute(
+                ref.client(), dependency_commands.waiting_sweep(ref.keys, self.batch)
+            )
+        except redis.ResponseError as exc:
+            logger.error(
+                "queue %s: could not end jobs past their dependency deadline: %s", queue, exc
+            )
+            return -1
+        if swept.cancelled:
+            logger.warning(
+                "queue %s: %d waiting job(s) cancelled past their dependency deadline",
+                queue,
+                swept.cancelled,
+            )
+        if swept.aborted:
+            logger.info(
+                "queue %s: deleted %d job(s) whose dependencies were never linked (their "
+                "client died while creating them)",
+                queue,
+                swept.aborted,
+            )
+        return swept.next_deadline_ms
 
     def beat(self) -> None:
         """Record this poller's round in ``<prefix>:pollers`` (Redis time) and drop

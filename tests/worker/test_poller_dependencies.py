@@ -1,0 +1,58 @@
+"""The poller and jobs that wait for others: it ends a waiting job at its dependency
+deadline (its sleep ends then), and the end reaches the job's dependents on the inline
+path and, through the relay, on the outbox path."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from django_rqueue.dependencies import EdgePath
+from django_rqueue.engine.fields import JobFields, StatsFields
+from django_rqueue.engine.keys import new_job_id
+from django_rqueue.worker.poller import MAX_SLEEP
+from tests.support.dependencies import add_nodes, edge, node
+from tests.support.engine import Engine
+from tests.support.inprocess import keys, poller_thread
+from tests.support.waiting import wait_until
+
+SOURCE = "emails"
+DEADLINE_MS = 1500
+
+
+@pytest.fixture(params=["i", "o"], ids=["inline", "outbox"])
+def path(request: pytest.FixtureRequest) -> EdgePath:
+    """Inline: the dependent is on the timed-out job's queue; outbox: on another queue."""
+    value: EdgePath = request.param
+    return value
+
+
+def test_the_poller_ends_a_job_at_its_dependency_deadline_and_its_dependent_hears_of_it(
+    settings: Any, rqueue_redis: redis.Redis, path: EdgePath
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "LEASE": 30.0}  # the poller's rounds: MAX_SLEEP apart
+    source = Engine(rqueue_redis, keys(SOURCE), SOURCE)
+    target_queue = SOURCE if path == "i" else "default"
+    target = Engine(rqueue_redis, keys(target_queue), target_queue)
+    a, d, x = new_job_id(SOURCE), new_job_id(target_queue), new_job_id(SOURCE)
+    assert add_nodes(target, [node(target, job_id=d, inputs=[a])]) == []  # policy "cancel"
+    late = node(source, job_id=a, inputs=[x], nx=edge(d, 1, path))
+    created = time.monotonic()
+    assert add_nodes(source, [late], deadline_ms=DEADLINE_MS) == []
+
+    with poller_thread((SOURCE,)):
+        wait_until(
+            lambda: target.job(d).get(JobFields.STATE) == "cancelled",
+            timeout=DEADLINE_MS / 1000 + MAX_SLEEP / 2,
+            message="the job past its deadline was not swept in time, or its dependent not told",
+        )
+        ended = time.monotonic() - created
+    print(f"swept and told {ended:.3f} s after creation (deadline {DEADLINE_MS} ms)")
+    assert ended >= DEADLINE_MS / 1000 - 0.05
+    assert source.job(a)[JobFields.CANCEL_REASON] == "dependency_timeout"
+    assert target.job(d)[JobFields.CANCEL_REASON] == "dependency_failed"
+    assert source.stats()[StatsFields.DEPENDENCY_TIMEOUT] == 1
+    assert rqueue_redis.xlen(source.keys.outbox) == 0
