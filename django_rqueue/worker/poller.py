@@ -10,7 +10,8 @@ promoted exactly once. Each poller also runs a
 exactly once across all pollers, and applies each queue's failed-store
 retention (``failed_ttl``, ``failed_max``) every :data:`TRIM_EVERY` seconds,
 so old failures go even when no new failure arrives (a new failure applies
-it too, in ``fail.lua``).
+it too, in ``fail.lua``); at the same pace it forgets the workflows whose
+record has expired (:meth:`Poller.forget_workflows`).
 
 For jobs that wait for others (workflows, ``depends_on``), the same round relays
 each queue's outbox to dependents on other queues (:class:`~.relay.Relay`; a job's
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 import redis
 
 from ..conf import get_config
-from ..engine import commands, dependency_commands, run
+from ..engine import commands, dependency_commands, run, workflow_record
 from ..engine.calls import Retention
 from ..engine.connection import MIN_BLOCK, get_client, location_of, redis_errors, redis_time_ms
 from ..engine.keys import pollers_key
@@ -83,6 +84,8 @@ class Poller:
         self.outages = Outages()
         #: Delivers the queues' outbox entries to dependents on other queues.
         self.relay = Relay(self.id, self.outages)
+        #: Queue -> the rank in its ``wfs`` where the next :meth:`forget_workflows` goes on.
+        self._workflows_rank: dict[str, int] = {}
         #: Blocks on every queue's ``wake`` list at once, server by server, slot by slot.
         self.idle = IdleWaiter(self.outages)
         #: Set by :meth:`halt`: ends the wait in progress and every later one at once.
@@ -96,6 +99,7 @@ class Poller:
         sleep = min(MAX_SLEEP, config.lease)
         if time.monotonic() >= self._next_trim:
             more = self.trim_failed()
+            more = self.forget_workflows() or more
             self._next_trim = 0.0 if more else time.monotonic() + TRIM_EVERY
             if more:
                 sleep = 0.0
@@ -287,6 +291,35 @@ class Poller:
                     "queue %s: deleted %d failed job(s) past failed_ttl/failed_max", queue, deleted
                 )
             more = more or left
+        return more
+
+    def forget_workflows(self) -> bool:
+        """Walk one step of each queue's list of workflows (``wfs``), forgetting those whose
+        record is gone (``wf_trim.lua``, :data:`~.workflow_record.TRIM_LIMIT` members from
+        where the last step ended); whether a queue forgot some and has more to look at (a
+        backlog: the next round comes at once). Called every :data:`TRIM_EVERY` seconds."""
+        more = False
+        for queue in self.queues:
+            server = location_of(queue)
+            if not self.outages.usable(server, queue):
+                continue
+            ref = queue_ref(queue)
+            rank = self._workflows_rank.get(queue, 0)
+            try:
+                removed, rank = run.execute(ref.client(), workflow_record.trim(ref.keys, rank))
+            except redis.ResponseError as exc:  # a corrupt wfs: logged, not fatal
+                logger.error("queue %s: could not forget gone workflows: %s", queue, exc)
+                continue
+            except RedisUnavailable as exc:
+                delay = self.outages.failed(server, queue=queue, error=exc)
+                logger.error(
+                    "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
+                )
+                continue
+            self._workflows_rank[queue] = rank
+            if removed:
+                logger.debug("queue %s: forgot %d gone workflow(s)", queue, removed)
+            more = more or (removed > 0 and rank > 0)
         return more
 
     def run(self) -> None:

@@ -1,6 +1,7 @@
 """The poller and jobs that wait for others: it ends a waiting job at its dependency
 deadline (its sleep ends then), and the end reaches the job's dependents on the inline
-path and, through the relay, on the outbox path."""
+path and, through the relay, on the outbox path; and it forgets the workflows whose record
+is gone, a step of each queue's list at a time."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import redis
 from django_rqueue.dependencies import EdgePath
 from django_rqueue.engine.fields import JobFields, StatsFields
 from django_rqueue.engine.keys import new_job_id
-from django_rqueue.worker.poller import MAX_SLEEP
+from django_rqueue.worker.poller import MAX_SLEEP, Poller
 from tests.support.dependencies import add_nodes, edge, node
 from tests.support.engine import Engine
 from tests.support.inprocess import keys, poller_thread
@@ -56,3 +57,47 @@ def test_the_poller_ends_a_job_at_its_dependency_deadline_and_its_dependent_hear
     assert target.job(d)[JobFields.CANCEL_REASON] == "dependency_failed"
     assert source.stats()[StatsFields.DEPENDENCY_TIMEOUT] == 1
     assert rqueue_redis.xlen(source.keys.outbox) == 0
+
+
+def workflows(client: redis.Redis, queue: str, count: int, *, gone: set[int]) -> list[str]:
+    """``count`` workflow ids in ``queue``'s ``wfs`` (oldest first), with a record except
+    those whose position is in ``gone``."""
+    k = keys(queue)
+    ids = [new_job_id(queue) for _ in range(count)]
+    pipe = client.pipeline(transaction=False)
+    for n, workflow_id in enumerate(ids):
+        pipe.zadd(k.workflows, {workflow_id: 1_000 + n})
+        if n not in gone:
+            pipe.hset(k.workflow(workflow_id), "st", "running")
+    pipe.execute()
+    return ids
+
+
+def members(client: redis.Redis, queue: str = "default") -> set[str]:
+    return {m.decode() for m in client.zrange(keys(queue).workflows, 0, -1)}  # type: ignore[union-attr]
+
+
+def test_a_poller_round_forgets_the_workflows_whose_record_is_gone(
+    rqueue_redis: redis.Redis,
+) -> None:
+    ids = workflows(rqueue_redis, "default", 6, gone={0, 3, 5})
+
+    with poller_thread(("default",)):
+        wait_until(lambda: members(rqueue_redis) == {ids[1], ids[2], ids[4]}, timeout=3)
+
+
+def test_the_walk_over_the_workflows_goes_on_where_it_stopped(rqueue_redis: redis.Redis) -> None:
+    # 450 workflows (TRIM_LIMIT: 200 a call); those gone sit past the first call's members.
+    gone = {300, 449}
+    ids = workflows(rqueue_redis, "default", 450, gone=gone)
+    live = {w for n, w in enumerate(ids) if n not in gone}
+    poller = Poller(["default"])
+
+    assert poller.forget_workflows() is False  # members 0..199: none gone, the next minute
+    assert members(rqueue_redis) == live | {ids[300], ids[449]}
+    assert poller.forget_workflows() is True  # 200..399: one gone, a backlog: at once
+    assert members(rqueue_redis) == live | {ids[449]}
+    assert poller.forget_workflows() is False  # the end: back to the oldest next time
+    assert members(rqueue_redis) == live
+    assert poller.forget_workflows() is False
+    assert members(rqueue_redis) == live
