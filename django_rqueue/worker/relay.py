@@ -102,9 +102,10 @@ def _stream(reply: Any) -> list[Entry | str]:
     return [_entry(eid, fields) for batch in batches for eid, fields in batch]
 
 
-def _claimed(reply: Any) -> list[Entry | str]:
-    """``XAUTOCLAIM``'s reply: the entries taken over (the deleted ones left the PEL)."""
-    return [_entry(eid, fields) for eid, fields in reply[1]]
+def _claimed(reply: Any) -> tuple[str, list[Entry | str]]:
+    """``XAUTOCLAIM``'s reply: ``(where the next call goes on, the entries taken over)``
+    (the deleted ones left the pending list)."""
+    return _text(reply[0]), [_entry(eid, fields) for eid, fields in reply[1]]
 
 
 class Relay:
@@ -126,6 +127,9 @@ class Relay:
         self._clock = clock
         #: Queue -> ``clock()`` of its next ``XAUTOCLAIM`` (at least once per lease).
         self._next_claim: dict[str, float] = {}
+        #: Queue -> where its next ``XAUTOCLAIM`` goes on in the pending entries (``0-0``:
+        #: from the oldest; Redis returns it there once a walk reached the end).
+        self._claim_from: dict[str, str] = {}
         #: Queues where this consumer holds entries it could not apply (read them again).
         self._own_pending: set[str] = set()
         #: Totals over this relay's life (logs and tests).
@@ -209,17 +213,21 @@ class Relay:
         return True
 
     def _claim(self, client: redis.Redis, ref: QueueRef) -> list[Entry | str]:
-        """Take over entries pending for longer than a lease (their reader died)."""
+        """Take over entries pending for longer than a lease (their reader died), walking
+        the pending entries a batch at a time from where the last call stopped."""
+        start = self._claim_from.get(ref.name, "0-0")
         command = (
-            "XAUTOCLAIM", ref.keys.outbox, GROUP, self.consumer, ref.lease_ms, "0-0",
+            "XAUTOCLAIM", ref.keys.outbox, GROUP, self.consumer, ref.lease_ms, start,
             "COUNT", self.count,
         )  # fmt: skip
         try:
-            return run.execute(client, Plain((command,), _claimed))
+            cursor, found = run.execute(client, Plain((command,), _claimed))
         except redis.ResponseError as exc:
             if str(exc).startswith("NOGROUP"):  # nothing was ever read: nothing is pending
                 return []
             raise
+        self._claim_from[ref.name] = cursor
+        return found
 
     def _apply(self, queue: str, entries: Sequence[Entry | str]) -> tuple[list[str], int, int, int]:
         """Apply ``entries`` per dependent queue: ``(ids to acknowledge, applied,

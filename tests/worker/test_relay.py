@@ -11,13 +11,16 @@ from typing import Any
 import pytest
 import redis
 
+from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import new_job_id
 from django_rqueue.worker.outages import Outages
 from django_rqueue.worker.poller import MAX_SLEEP, Poller
 from django_rqueue.worker.relay import GROUP, Relay
+from tests.support import redis_acl
 from tests.support.dependencies import ack, add_nodes, apply, edge, node, outbox
 from tests.support.engine import Engine
 from tests.support.inprocess import keys, poller_thread, queued_ids
+from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_until
 
 SOURCE, TARGET = "emails", "default"
@@ -159,3 +162,71 @@ def test_an_entry_for_an_undeclared_queue_is_logged_and_dropped(
     assert state(target, d) == "queued"
     assert rqueue_redis.xlen(source.keys.outbox) == 0
     assert relay.relay(SOURCE).read == 0
+
+
+def test_the_take_over_walks_the_pending_entries_from_where_it_stopped(
+    rqueue_redis: redis.Redis, source: Engine, target: Engine
+) -> None:
+    pairs = cross_edges(source, target, 32)
+    for s, _d in pairs:
+        ack(source, s, '"r"')
+    key = source.keys.outbox
+    rqueue_redis.xgroup_create(key, GROUP, "0")
+    rqueue_redis.xreadgroup(GROUP, "dead", {key: ">"}, count=100)
+    lease_ms = int(get_config().lease * 1000)
+
+    def oldest_idle_ms() -> int:
+        return min(
+            int(p["time_since_delivered"])
+            for p in rqueue_redis.xpending_range(key, GROUP, "-", "+", 100)
+        )
+
+    wait_until(lambda: oldest_idle_ms() > lease_ms, timeout=lease_ms / 1000 + 2)
+    # The first 30 are taken over by a live poller (idle again); the last 2 are still lost.
+    entries: list[tuple[bytes, Any]] = rqueue_redis.xrange(key, count=30)  # type: ignore[assignment]
+    heads: list[Any] = [entry_id for entry_id, _fields in entries]
+    rqueue_redis.xclaim(key, GROUP, "busy", 0, heads)
+    relay = Relay("me", Outages(), count=2)  # XAUTOCLAIM looks at 20 pending entries a call
+
+    calls = 0
+    while relay.applied < 2 and calls < 5:
+        relay.relay(SOURCE)
+        calls += 1
+
+    assert relay.applied == 2, calls
+    assert calls == 2  # the first call looked at 20 live ones; the second went on from there
+    assert [state(target, d) for _s, d in pairs[-2:]] == ["queued", "queued"]
+    assert rqueue_redis.xpending(key, GROUP)["pending"] == 30
+
+
+def test_entries_for_a_redis_that_is_down_stay_pending_and_are_applied_once_it_is_back(
+    rqueue_redis: redis.Redis, other_redis_server: RedisServer
+) -> None:
+    # The dependent's queue ("emails") is on the other server; the outbox on the first.
+    here, there = "default", "emails"
+    source = Engine(rqueue_redis, keys(here), here)
+    target = Engine(other_redis_server.client(), keys(there), there)
+    s, d = new_job_id(here), new_job_id(there)
+    waiting = node(target, job_id=d, inputs=[s], shape="L")
+    assert add_nodes(target, [waiting]) == []
+    assert add_nodes(source, [node(source, job_id=s, nx=edge(d, 1, "o"))]) == []
+    ack(source, s, '"r"')
+    other_redis_server.stop()
+    relay = Relay("me", Outages())
+
+    got = relay.relay(here)
+
+    assert (got.read, got.applied, got.left) == (1, 0, 1)
+    assert rqueue_redis.xlen(source.keys.outbox) == 1
+    assert rqueue_redis.xpending(source.keys.outbox, GROUP)["pending"] == 1
+    assert relay.relay(here).left == 1  # its retry time has not come: not even tried
+
+    other_redis_server.restart()  # empty (SHUTDOWN NOSAVE): the dependent is written again
+    target = Engine(other_redis_server.client(), keys(there), there)
+    if redis_acl.enabled():
+        redis_acl.create_user(target.client)
+    assert add_nodes(target, [waiting]) == []
+    wait_until(lambda: relay.relay(here).applied == 1, timeout=10, message="not applied")
+    assert state(target, d) == "queued"
+    assert rqueue_redis.xlen(source.keys.outbox) == 0
+    assert rqueue_redis.xpending(source.keys.outbox, GROUP)["pending"] == 0
