@@ -148,13 +148,13 @@ class Relay:
         ref = queue_ref(queue)
         client = ref.client()
         entries: list[Entry | str] = []
-        if queue in self._own_pending:
+        if queue in self._own_pending:  # those first, then new ones: none waits behind them
             entries = self._read(client, ref, "0")
             if not entries:
                 self._own_pending.discard(queue)
-        if not entries:
-            entries = self._read(client, ref, ">")
-        full = len(entries) >= self.count
+        new = self._read(client, ref, ">")
+        entries += new
+        full = len(new) >= self.count
         now = self._clock()
         if not entries or now >= self._next_claim.get(queue, 0.0):
             self._next_claim[queue] = now + ref.lease_ms / 1000

@@ -220,6 +220,15 @@ def test_entries_for_a_redis_that_is_down_stay_pending_and_are_applied_once_it_i
     assert rqueue_redis.xlen(source.keys.outbox) == 1
     assert rqueue_redis.xpending(source.keys.outbox, GROUP)["pending"] == 1
     assert relay.relay(here).left == 1  # its retry time has not come: not even tried
+    # Meanwhile an entry for a queue whose Redis is up does not wait behind it.
+    healthy = Engine(rqueue_redis, keys("low"), "low")
+    s2, d2 = new_job_id(here), new_job_id("low")
+    assert add_nodes(healthy, [node(healthy, job_id=d2, inputs=[s2], shape="L")]) == []
+    assert add_nodes(source, [node(source, job_id=s2, nx=edge(d2, 1, "o"))]) == []
+    ack(source, s2, '"r"')
+    got = relay.relay(here)
+    assert (got.read, got.applied, got.left) == (2, 1, 1)
+    assert state(healthy, d2) == "queued"
 
     other_redis_server.restart()  # empty (SHUTDOWN NOSAVE): the dependent is written again
     target = Engine(other_redis_server.client(), keys(there), there)
