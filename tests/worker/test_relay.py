@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from django_rqueue.conf import get_config
+from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import new_job_id
 from django_rqueue.worker.outages import Outages
 from django_rqueue.worker.poller import MAX_SLEEP, Poller
@@ -239,3 +240,19 @@ def test_entries_for_a_redis_that_is_down_stay_pending_and_are_applied_once_it_i
     assert state(target, d) == "queued"
     assert rqueue_redis.xlen(source.keys.outbox) == 0
     assert rqueue_redis.xpending(source.keys.outbox, GROUP)["pending"] == 0
+
+
+def test_the_relay_works_across_the_slots_of_a_redis_cluster(redis_cluster: Any) -> None:
+    client = get_client()
+    source = Engine(client, keys(SOURCE), SOURCE)
+    target = Engine(client, keys(TARGET), TARGET)
+    pairs = cross_edges(source, target, 3)
+    for s, _d in pairs:
+        ack(source, s, '"r"')
+    relay = Relay("me", Outages())
+
+    got = relay.relay(SOURCE)
+
+    assert (got.read, got.applied, got.left) == (3, 3, 0)
+    assert [state(target, d) for _s, d in pairs] == ["queued"] * 3
+    assert client.xlen(source.keys.outbox) == 0
