@@ -5,16 +5,19 @@ is gone, a step of each queue's list at a time."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 import pytest
 import redis
 
+from django_rqueue import JobStatus, get_job
 from django_rqueue.dependencies import EdgePath
 from django_rqueue.engine.fields import JobFields, StatsFields
 from django_rqueue.engine.keys import new_job_id
 from django_rqueue.worker.poller import MAX_SLEEP, Poller
+from tests.jobs_app.jobs import record
 from tests.support.dependencies import add_nodes, edge, node
 from tests.support.engine import Engine
 from tests.support.inprocess import keys, poller_thread
@@ -101,3 +104,22 @@ def test_the_walk_over_the_workflows_goes_on_where_it_stopped(rqueue_redis: redi
     assert members(rqueue_redis) == live
     assert poller.forget_workflows() is False
     assert members(rqueue_redis) == live
+
+
+def test_a_corrupt_outbox_or_waiting_key_does_not_stop_promotion(
+    rqueue_redis: redis.Redis, ledger: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    jobs = [record.using(delay=0.001).delay(ledger, str(n)) for n in range(3)]
+    k = keys()
+    rqueue_redis.set(k.outbox, "not a stream")
+    rqueue_redis.set(k.waiting, "not a zset")
+    wait_until(lambda: rqueue_redis.zcount(k.delayed, 0, time.time() * 1000) == 3)
+    poller = Poller(["default"], batch=2)
+
+    with caplog.at_level(logging.ERROR, logger="django_rqueue.poller"):
+        first = poller.run_once()
+        poller.run_once()
+
+    assert caplog.records == []
+    assert first == 0  # the batch was full: promote's whole reply came back
+    assert all(get_job(j.id).status is JobStatus.QUEUED for j in jobs)  # type: ignore[union-attr]
