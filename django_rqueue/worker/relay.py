@@ -234,12 +234,13 @@ class Relay:
         duplicates, left pending)``."""
         done: list[str] = []
         by_queue: dict[str, list[Entry]] = {}
+        declared = get_config().queues
         for entry in entries:
             if isinstance(entry, str):
                 done.append(entry)
                 continue
             target = queue_of(entry.dependent)
-            if target is None or target not in get_config().queues:
+            if target is None or target not in declared:
                 logger.error(
                     "queue %s: outbox entry %s is for %s, whose queue is not declared; dropped",
                     queue,
