@@ -146,3 +146,13 @@ def test_an_id_that_does_not_wait_any_more_only_leaves_waiting(engine: Engine):
 def test_a_bad_limit_is_refused(engine: Engine):
     with pytest.raises(Exception, match="bad limit"):
         sweep(engine, limit=0)
+
+
+def test_a_record_that_is_not_a_hash_only_leaves_waiting(engine: Engine):
+    corrupt = new_job_id(engine.queue)
+    engine.client.set(engine.keys.job(corrupt), "not a hash")
+    engine.client.zadd(engine.keys.waiting, {corrupt: 0})
+
+    assert sweep(engine) == Swept(0, 0, -1)
+    assert engine.zset(engine.keys.waiting) == {}
+    assert engine.client.get(engine.keys.job(corrupt)) == b"not a hash"
