@@ -109,6 +109,25 @@ def test_a_standalone_job_whose_gate_never_opened_is_aborted(engine: Engine):
     engine.check_invariants()
 
 
+@pytest.mark.parametrize("end", ["aborted", "cancelled"])
+def test_a_swept_job_gives_its_unique_key_back(engine: Engine, end: str):
+    job = new_job_id(engine.queue)
+    if end == "aborted":
+        late = node(engine, job_id=job, inputs=[new_job_id(engine.queue)], source=True)
+        assert add_nodes(engine, [late], mode="gated", grace_ms=0) == []
+    else:
+        late = node(engine, job_id=job, inputs=[new_job_id(engine.queue)])
+        assert add_nodes(engine, [late], deadline_ms=0) == []
+    # As a depends_on job enqueued with using(unique_key=...) holds it.
+    engine.client.hset(engine.keys.job(job), JobFields.UNIQUE_KEY, "k")
+    engine.client.set(engine.keys.unique("k"), job)
+
+    got = sweep(engine)
+
+    assert (got.aborted, got.cancelled) == ((1, 0) if end == "aborted" else (0, 1))
+    assert not engine.client.exists(engine.keys.unique("k"))
+
+
 def test_a_gated_workflow_node_past_its_deadline_is_cancelled_not_aborted(engine: Engine):
     job = new_job_id(engine.queue)
     gated = node(engine, job_id=job, source=True, extra={JobFields.WORKFLOW: "default:w"})
