@@ -123,7 +123,13 @@ def test_two_pollers_relay_one_outbox_without_delivering_an_entry_twice(
     assert len(outbox(source)) == total
 
     pollers = [Poller([SOURCE]), Poller([SOURCE])]
-    threads = [threading.Thread(target=p.run, daemon=True) for p in pollers]
+    barrier = threading.Barrier(2)
+
+    def race(poller: Poller) -> None:
+        barrier.wait()
+        poller.run()
+
+    threads = [threading.Thread(target=race, args=(p,), daemon=True) for p in pollers]
     for poller in pollers:
         poller.relay.count = 7  # many small batches: the two race for them
     for thread in threads:
@@ -140,6 +146,7 @@ def test_two_pollers_relay_one_outbox_without_delivering_an_entry_twice(
 
     assert sum(p.relay.applied for p in pollers) == total
     assert sum(p.relay.duplicates for p in pollers) == 0
+    print("applied per poller:", [p.relay.applied for p in pollers])
     assert all(p.relay.applied > 0 for p in pollers), [p.relay.applied for p in pollers]
     assert sorted(queued_ids(rqueue_redis)) == sorted(d for _s, d in pairs)
 
