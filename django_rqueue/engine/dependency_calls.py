@@ -96,3 +96,12 @@ def dep_link(keys: QueueKeys, job_id: str, entry: str, *, same_queue: bool) -> S
     return ScriptCall(
         "dep_link", [keys.base, keys.job(job_id)], [job_id, entry, 1 if same_queue else 0]
     )
+
+
+# -- the dependency deadline (waiting_sweep.lua) ---------------------------------------------
+
+
+def waiting_sweep(keys: QueueKeys, limit: int) -> ScriptCall:
+    """``waiting_sweep.lua``: end at most ``limit`` (> 0) waiting jobs of ``keys``'s queue
+    whose dependency deadline has passed (Redis clock)."""
+    return ScriptCall("waiting_sweep", [keys.base, keys.waiting, keys.stats], [limit])

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from . import dependency_calls, dependency_replies
 from .commands import Command
 from .dependency_calls import Node, NodesMode
-from .dependency_replies import Applied, Linked
+from .dependency_replies import Applied, Linked, Swept
 from .keys import QueueKeys
 
 
@@ -45,3 +45,12 @@ def dep_link(keys: QueueKeys, job_id: str, entry: str, *, same_queue: bool) -> C
     :func:`.dependency_calls.dep_link`): :class:`~.dependency_replies.Linked`."""
     call = dependency_calls.dep_link(keys, job_id, entry, same_queue=same_queue)
     return Command(call, dependency_replies.linked)
+
+
+# -- the dependency deadline (waiting_sweep.lua) ---------------------------------------------
+
+
+def waiting_sweep(keys: QueueKeys, limit: int) -> Command[Swept]:
+    """End the waiting jobs past their dependency deadline (``waiting_sweep.lua``,
+    :func:`.dependency_calls.waiting_sweep`): :class:`~.dependency_replies.Swept`."""
+    return Command(dependency_calls.waiting_sweep(keys, limit), dependency_replies.swept)

@@ -74,3 +74,25 @@ def linked(reply: Reply) -> Linked:
     got = items(reply)
     outcome = LinkOutcome(text(got[0]))
     return Linked(outcome, text(got[1]) if outcome == LinkOutcome.ENDED else None)
+
+
+# -- the dependency deadline (waiting_sweep.lua) ---------------------------------------------
+
+
+class Swept(NamedTuple):
+    """What one ``waiting_sweep.lua`` call did."""
+
+    #: Waiting jobs past their dependency deadline, now cancelled ``dependency_timeout``
+    #: (their dependents were told).
+    cancelled: int
+    #: Standalone ``depends_on`` jobs whose gate never opened, deleted (never created, for
+    #: their caller).
+    aborted: int
+    #: Ms until the next dependency deadline; -1: none; 0: the batch was full, more are due.
+    next_deadline_ms: int
+
+
+def swept(reply: Reply) -> Swept:
+    """``waiting_sweep.lua``: ``{cancelled, aborted, ms until the next deadline}``."""
+    got = items(reply)
+    return Swept(number(got[0]), number(got[1]), number(got[2]))

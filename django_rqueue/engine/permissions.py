@@ -101,6 +101,12 @@ COMMANDS: dict[str, tuple[Any, ...]] = {
     "xadd": ("XADD", KEY, "*", "f", "x"),
     "xlen": ("XLEN", KEY),
     "xrange": ("XRANGE", KEY, "-", "+", "COUNT", 1),
+    # The pollers' relay of the outbox: a consumer group, its reads, take-overs and acks.
+    "xgroup|create": ("XGROUP", "CREATE", KEY, "relay", "0"),
+    "xreadgroup": ("XREADGROUP", "GROUP", "relay", "probe", "COUNT", 1, "STREAMS", KEY, ">"),
+    "xautoclaim": ("XAUTOCLAIM", KEY, "relay", "probe", 1, "0-0", "COUNT", 1),
+    "xack": ("XACK", KEY, "relay", "0-1"),
+    "xdel": ("XDEL", KEY, "0-1"),
 }
 
 #: What redis-py's cluster client sends besides (``RQUEUE["REDIS_CLUSTER"]``): the slot

@@ -49,6 +49,7 @@ from django.db import close_old_connections
 
 from .. import registry
 from ..conf import get_config
+from ..conf.defaults import MAX_JSON_BYTES
 from ..encryption import seal
 from ..engine.pipelining import AckStream, PendingAck
 from ..engine.queue_ref import queue_ref
@@ -106,6 +107,8 @@ class AttemptSteps:
         by running it again, and a cancelled job is not retried: no delay for either."""
         if job.problems or isinstance(attempt.exception, JobCancelled):
             return attempt, None
+        if job.dependents is not None and attempt.ok:  # a plain job pays this check only
+            attempt = bounded_for_dependents(job, attempt)
         delay, note = next_delay(job_function, job, attempt)
         return attempt.noted(note), delay
 
@@ -311,6 +314,29 @@ class AttemptLifecycle(AttemptSteps):
                     ack.job_id,
                 )
                 deliver_ack(ack)
+
+
+def bounded_for_dependents(job: Job[Any], attempt: AttemptResult) -> AttemptResult:
+    """``attempt`` (a success), or a failure with a :class:`ValueError` naming the limit when
+    its result (JSON, bytes) is larger than ``RQUEUE["MAX_PAYLOAD_BYTES"]`` (unset: the most
+    a worker decodes, :data:`~django_rqueue.conf.defaults.MAX_JSON_BYTES`) and ``job`` has
+    a dependent that gets a copy of it (an edge with copy ``p``): the copy would go into
+    each such dependent's record. A count-only dependent (copy ``c``) copies nothing.
+    Dependents linked later (``depends_on`` on a job that exists: the ``+`` entry) are not
+    known here and are not counted."""
+    dependents, result = job.dependents, attempt.result_json
+    if dependents is None or result is None:
+        return attempt
+    limit = get_config().max_payload_bytes or MAX_JSON_BYTES
+    if len(result) <= limit or not any(edge.copy == "p" for edge in dependents.edges):
+        return attempt
+    return failure(
+        ValueError(
+            f"the result of {job.name} takes {len(result)} bytes as JSON, more than "
+            f"RQUEUE['MAX_PAYLOAD_BYTES'] ({limit}), and is copied into the jobs that depend "
+            "on it: store the data elsewhere and return its key"
+        )
+    )
 
 
 def _raise_timeout(seconds: float) -> Any:  # a signal handler

@@ -10,7 +10,15 @@ promoted exactly once. Each poller also runs a
 exactly once across all pollers, and applies each queue's failed-store
 retention (``failed_ttl``, ``failed_max``) every :data:`TRIM_EVERY` seconds,
 so old failures go even when no new failure arrives (a new failure applies
-it too, in ``fail.lua``).
+it too, in ``fail.lua``); at the same pace it forgets the workflows whose
+record has expired (:meth:`Poller.forget_workflows`).
+
+For jobs that wait for others (workflows, ``depends_on``), the same round relays
+each queue's outbox to dependents on other queues (:class:`~.relay.Relay`; a job's
+end there pushes a wake-up token, so it happens within one wake-up) and ends the
+waiting jobs past their dependency deadline (``waiting_sweep.lua``; the sleep also
+ends at the next such deadline). ``promote.lua``'s reply says whether either has
+work, so a deployment without workflows sends nothing more.
 """
 
 from __future__ import annotations
@@ -23,17 +31,19 @@ from collections.abc import Sequence
 import redis
 
 from ..conf import get_config
-from ..engine import commands, run
+from ..engine import commands, dependency_commands, run, workflow_record
 from ..engine.calls import Retention
 from ..engine.connection import MIN_BLOCK, get_client, location_of, redis_errors, redis_time_ms
 from ..engine.keys import pollers_key
 from ..engine.queue_ref import queue_ref
+from ..engine.replies import Promoted
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
 from .idle import IdleWaiter
 from .outages import Outages
 from .process import new_worker_id
 from .reconnect import Reconnect
+from .relay import Relay
 from .scheduler import Scheduler
 
 logger = logging.getLogger("django_rqueue.poller")
@@ -72,6 +82,10 @@ class Poller:
         self._next_trim = 0.0
         #: The Redis servers that failed lately: their queues are skipped until their retry.
         self.outages = Outages()
+        #: Delivers the queues' outbox entries to dependents on other queues.
+        self.relay = Relay(self.id, self.outages)
+        #: Queue -> the rank in its ``wfs`` where the next :meth:`forget_workflows` goes on.
+        self._workflows_rank: dict[str, int] = {}
         #: Blocks on every queue's ``wake`` list at once, server by server, slot by slot.
         self.idle = IdleWaiter(self.outages)
         #: Set by :meth:`halt`: ends the wait in progress and every later one at once.
@@ -85,6 +99,7 @@ class Poller:
         sleep = min(MAX_SLEEP, config.lease)
         if time.monotonic() >= self._next_trim:
             more = self.trim_failed()
+            more = self.forget_workflows() or more
             self._next_trim = 0.0 if more else time.monotonic() + TRIM_EVERY
             if more:
                 sleep = 0.0
@@ -127,11 +142,15 @@ class Poller:
         return sleep
 
     def _round(self, queue: str) -> float:
-        """Promote and reclaim on ``queue``; return the seconds until its next due time.
+        """Promote, reclaim, relay and sweep on ``queue``; return the seconds until its next due
+        time (a scheduled job, a lease deadline, a dependency deadline; 0: more work is there).
 
-        A script that Redis refuses (``redis.ResponseError``: a structure of the queue is
-        corrupt, such as ``delayed`` holding a string, which the scripts cannot mend by
-        themselves) is logged and the round goes on, so the poller never dies of it.
+        ``promote.lua``'s reply also says whether the queue's outbox has entries and when its
+        next dependency deadline falls, so the relay (:class:`~.relay.Relay`) and the sweep
+        (``waiting_sweep.lua``) cost nothing on a queue without them. A script that
+        Redis refuses (``redis.ResponseError``: a structure of the queue is corrupt, such as
+        ``delayed`` holding a string, which the scripts cannot mend by themselves) is logged
+        and the round goes on, so the poller never dies of it.
 
         Raises:
             RedisUnavailable: Redis cannot be reached.
@@ -139,9 +158,9 @@ class Poller:
         ref = queue_ref(queue)
         sleep = MAX_SLEEP
         client, keys = ref.client(), ref.keys
-        promoted, next_due = 0, -1
+        round_ = Promoted(0, -1, 0, -1)
         try:
-            promoted, next_due = run.execute(client, commands.promote(keys, self.batch))
+            round_ = run.execute(client, commands.promote_round(keys, self.batch))
         except redis.ResponseError as exc:
             logger.error("queue %s: could not promote due jobs: %s", queue, exc)
         requeued, failed, next_deadline = 0, 0, -1
@@ -160,12 +179,73 @@ class Poller:
                 requeued,
                 failed,
             )
-        if promoted:
-            logger.debug("queue %s: promoted %d due job(s)", queue, promoted)
-        for ms in (next_due, next_deadline):
+        if round_.promoted:
+            logger.debug("queue %s: promoted %d due job(s)", queue, round_.promoted)
+        if round_.outbox > 0 and self._relay(queue):
+            sleep = 0.0
+        waiting_ms = round_.next_deadline_ms
+        if waiting_ms == 0:
+            waiting_ms = self._sweep(queue)
+        for ms in (round_.next_due_ms, next_deadline, waiting_ms):
             if ms >= 0:
                 sleep = min(sleep, ms / 1000)
         return sleep
+
+    def _relay(self, queue: str) -> bool:
+        """Relay one batch of ``queue``'s outbox; whether more may be waiting.
+
+        Raises:
+            RedisUnavailable: ``queue``'s Redis cannot be reached.
+        """
+        try:
+            relayed = self.relay.relay(queue)
+        except redis.ResponseError as exc:
+            logger.error("queue %s: could not relay its outbox: %s", queue, exc)
+            return False
+        if relayed.read:
+            logger.debug(
+                "queue %s: relayed %d outbox entries (%d applied, %d duplicates, %d dropped, "
+                "%d left)",
+                queue,
+                relayed.read,
+                relayed.applied,
+                relayed.duplicates,
+                relayed.dropped,
+                relayed.left,
+            )
+        return relayed.full
+
+    def _sweep(self, queue: str) -> int:
+        """End ``queue``'s waiting jobs past their dependency deadline (``waiting_sweep.lua``);
+        return the ms until its next deadline (-1: none; 0: more are due).
+
+        Raises:
+            RedisUnavailable: ``queue``'s Redis cannot be reached.
+        """
+        ref = queue_ref(queue)
+        try:
+            swept = run.execute(
+                ref.client(), dependency_commands.waiting_sweep(ref.keys, self.batch)
+            )
+        except redis.ResponseError as exc:
+            logger.error(
+                "queue %s: could not end jobs past their dependency deadline: %s", queue, exc
+            )
+            return -1
+        if swept.cancelled:
+            logger.warning(
+                "queue %s: %d waiting job(s) cancelled past their dependency deadline",
+                queue,
+                swept.cancelled,
+            )
+        if swept.aborted:
+            logger.info(
+                "queue %s: deleted %d job(s) whose dependencies were never linked (their "
+                "client died while creating them)",
+                queue,
+                swept.aborted,
+            )
+        return swept.next_deadline_ms
 
     def beat(self) -> None:
         """Record this poller's round in ``<prefix>:pollers`` (Redis time) and drop
@@ -211,6 +291,35 @@ class Poller:
                     "queue %s: deleted %d failed job(s) past failed_ttl/failed_max", queue, deleted
                 )
             more = more or left
+        return more
+
+    def forget_workflows(self) -> bool:
+        """Walk one step of each queue's list of workflows (``wfs``), forgetting those whose
+        record is gone (``wf_trim.lua``, :data:`~.workflow_record.TRIM_LIMIT` members from
+        where the last step ended); whether a queue forgot some and has more to look at (a
+        backlog: the next round comes at once). Called every :data:`TRIM_EVERY` seconds."""
+        more = False
+        for queue in self.queues:
+            server = location_of(queue)
+            if not self.outages.usable(server, queue):
+                continue
+            ref = queue_ref(queue)
+            rank = self._workflows_rank.get(queue, 0)
+            try:
+                removed, rank = run.execute(ref.client(), workflow_record.trim(ref.keys, rank))
+            except redis.ResponseError as exc:  # a corrupt wfs: logged, not fatal
+                logger.error("queue %s: could not forget gone workflows: %s", queue, exc)
+                continue
+            except RedisUnavailable as exc:
+                delay = self.outages.failed(server, queue=queue, error=exc)
+                logger.error(
+                    "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
+                )
+                continue
+            self._workflows_rank[queue] = rank
+            if removed:
+                logger.debug("queue %s: forgot %d gone workflow(s)", queue, removed)
+            more = more or (removed > 0 and rank > 0)
         return more
 
     def run(self) -> None:

@@ -19,7 +19,7 @@ from django_rqueue.engine.calls import TRIM_LIMIT, Retention
 from django_rqueue.engine.commands import Command
 from django_rqueue.engine.connection import get_client
 from django_rqueue.engine.keys import pollers_key
-from django_rqueue.engine.replies import Reply
+from django_rqueue.engine.replies import Promoted, Reply
 from django_rqueue.execution import error_record
 from django_rqueue.worker.poller import MAX_SLEEP, Poller
 from tests.jobs_app.jobs import read_ledger, record
@@ -128,21 +128,21 @@ def test_two_pollers_racing_promote_5000_due_jobs_exactly_once(
 
     # Count what each poller promoted (the real script runs; this only tallies replies).
     promoted: Counter[str] = Counter()
-    real_promote = commands.promote
+    real_promote = commands.promote_round
     lock = threading.Lock()
 
-    def counting_promote(*args: Any, **kwargs: Any) -> Command[tuple[int, int]]:
+    def counting_promote(*args: Any, **kwargs: Any) -> Command[Promoted]:
         command = real_promote(*args, **kwargs)
 
-        def parse(reply: Reply) -> tuple[int, int]:
+        def parse(reply: Reply) -> Promoted:
             result = command.parse(reply)
             with lock:
-                promoted[threading.current_thread().name] += result[0]
+                promoted[threading.current_thread().name] += result.promoted
             return result
 
         return command._replace(parse=parse)
 
-    monkeypatch.setattr(commands, "promote", counting_promote)
+    monkeypatch.setattr(commands, "promote_round", counting_promote)
     barrier = threading.Barrier(2)
     pollers = [Poller(["default"], batch=50) for _ in range(2)]
 

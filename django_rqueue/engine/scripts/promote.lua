@@ -15,7 +15,8 @@
 -- the batch was full and more may be due, entries in the queue's outbox stream (XLEN:
 -- outcomes for dependents on other queues, for the relay), ms until the earliest
 -- dependency deadline in `waiting` (0 when one has passed; -1 when no job waits, or
--- none has a deadline)}. Safe to run from any number of
+-- none has a deadline)}; an outbox or `waiting` that is not a stream or a zset reads as
+-- empty. Safe to run from any number of
 -- pollers at once: each due id is removed from `delayed` exactly once.
 
 --@include expire_if_due.lua
@@ -46,10 +47,14 @@ for _, id in ipairs(due) do
   end
 end
 redis.call('DEL', wake)
--- What else the poller's round has to do, in this call rather than another round trip.
-local outbox = redis.call('XLEN', base .. 'outbox')
-local first = redis.call('ZRANGE', base .. 'waiting', 0, 0, 'WITHSCORES')
-local deadline = tonumber(first[2] or '')
+-- What else the poller's round has to do, in this call rather than another round trip
+-- (a corrupt outbox or waiting key reads as empty: promotion never fails on them).
+local outbox = redis.pcall('XLEN', base .. 'outbox')
+if type(outbox) ~= 'number' then
+  outbox = 0
+end
+local first = redis.pcall('ZRANGE', base .. 'waiting', 0, 0, 'WITHSCORES')
+local deadline = not first.err and tonumber(first[2] or '')
 if not deadline or deadline == math.huge then
   deadline = -1
 else
