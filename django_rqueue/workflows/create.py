@@ -1,0 +1,102 @@
+"""Write a compiled workflow (:class:`~.nodes.WorkflowPlan`) to Redis, whole or not at all.
+
+:func:`submit` is the hook :meth:`Canvas.delay <.canvas.Canvas.delay>` calls. One
+location (one Redis server, or one Cluster slot) is written ``live``: the record and every
+batch of nodes in one ``MULTI``/``EXEC`` (:mod:`.multi`). Any other workflow is written
+``staged`` (:mod:`.staged`): gated nodes behind one commit point. Inside
+``transaction.atomic()`` the whole write is one ``on_commit`` callback: nothing is
+written on a rollback. Transient failures are retried for
+``enqueue.write.ENQUEUE_PATIENCE`` seconds, then :class:`~..exceptions.WorkflowNotCreated`.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import cast
+
+from django.db import transaction
+from redis.backoff import EqualJitterBackoff
+
+from ..conf import get_config
+from ..engine import workflow_record
+from ..engine.commands import Command
+from ..engine.connection import get_client
+from ..engine.fields import WorkflowFields
+from ..engine.keys import QueueKeys
+from ..enqueue import commit, write
+from ..exceptions import RedisAuthenticationFailed, RedisUnavailable, WorkflowNotCreated
+from . import staged
+from .handle import Workflow, WorkflowState
+from .multi import execute_multi
+from .nodes import WorkflowPlan
+from .staged import nodes_command
+
+
+def submit(plan: WorkflowPlan) -> Workflow:
+    """Write ``plan`` (now, or at the commit of the current ``transaction.atomic()``) and
+    return its handle, which has every id at once (``state`` ``running``).
+
+    Raises:
+        WorkflowNotCreated: Redis could not be reached for longer than
+            ``ENQUEUE_PATIENCE``; ``committed`` says whether the workflow will run (inside
+            ``transaction.atomic()``: raised by the on-commit write, after the commit).
+        NotImplementedError: ``RQUEUE["EAGER"]`` (workflows do not run inline yet).
+    """
+    if get_config().eager:
+        raise NotImplementedError("RQUEUE['EAGER'] does not run workflows yet")
+    workflow = Workflow(
+        id=plan.id,
+        state=WorkflowState.RUNNING,
+        name=str(plan.record.get(WorkflowFields.NAME, "")),
+        node_ids=[n.id for n in plan.nodes],
+    )
+    if transaction.get_connection().in_atomic_block:
+        commit.defer(functools.partial(write_plan, plan), [])
+    else:
+        write_plan(plan)
+    return workflow
+
+
+def write_plan(plan: WorkflowPlan) -> None:
+    """Write ``plan`` now: ``live`` or ``staged`` as its :attr:`~.WorkflowPlan.path` says,
+    sending it again through a transient failure for up to ``ENQUEUE_PATIENCE`` seconds
+    (every step is idempotent).
+
+    Raises:
+        WorkflowNotCreated: the failure lasted longer, or the pollers rolled the creation
+            back meanwhile (``committed`` says whether it will run).
+    """
+    backoff = EqualJitterBackoff(cap=write.ENQUEUE_RETRY, base=write.ENQUEUE_RETRY / 8)
+    deadline = time.monotonic() + write.ENQUEUE_PATIENCE
+    failures = 0
+    creation = staged.Creation(plan) if plan.path == "staged" else None
+    while True:
+        try:
+            if creation is None:
+                write_live(plan)
+            else:
+                creation.run()
+            return
+        except RedisUnavailable as exc:
+            delay = backoff.compute(failures)
+            failures += 1
+            if isinstance(exc, RedisAuthenticationFailed) or time.monotonic() + delay > deadline:
+                committed = creation is not None and creation.committed
+                raise WorkflowNotCreated(plan.id, committed, str(exc)) from exc
+            time.sleep(delay)
+
+
+def write_live(plan: WorkflowPlan) -> None:
+    """The record and every node of a one-location ``plan`` in one ``MULTI``/``EXEC``.
+
+    Raises:
+        RedisUnavailable: Redis cannot be reached (nothing, or everything, was written).
+    """
+    home = QueueKeys.of(plan.key_prefix, plan.home)
+    fields = cast("dict[str, str | int]", dict(plan.record))
+    steps: list[Command[object]] = [
+        cast("Command[object]", workflow_record.create(home, plan.id, fields)),
+        *(nodes_command(batch) for batch in plan.batches()),
+    ]
+    execute_multi(get_client(plan.home), steps)
