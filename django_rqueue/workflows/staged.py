@@ -23,19 +23,21 @@ from collections.abc import Iterable
 from typing import Final, cast
 
 from ..dependencies import GATE_OPEN
-from ..engine import dependency_commands, run, workflow_record
+from ..engine import commands, dependency_commands, run, workflow_record
 from ..engine.calls import ScriptCall
 from ..engine.commands import Command
 from ..engine.connection import get_client
 from ..engine.dependency_replies import LinkOutcome, nodes_refused
-from ..engine.keys import QueueKeys
+from ..engine.keys import QueueKeys, queue_of
 from ..engine.workflow_record import RecordState
 from ..exceptions import JobStateError, WorkflowNotCreated
-from .nodes import BATCH_NODES, Link, NodeBatch, NodePlan, WorkflowPlan
+from .nodes import BATCH_NODES, Link, NodeBatch, WorkflowPlan
 
 #: Milliseconds a staged creation may take between its steps before the pollers roll it
 #: back (not committed) or forward (committed).
 CREATE_GRACE_MS: Final = 60_000
+#: ``cancel.lua`` wants a TTL > 0 in either mode (``delete`` keeps nothing).
+_TTL: Final = 1
 
 
 class Creation:
@@ -98,7 +100,9 @@ class Creation:
         plan = self.plan
         command = workflow_record.commit(self.keys(plan.home), plan.id, CREATE_GRACE_MS)
         reply = run.execute(get_client(plan.home), command)
-        if reply.outcome == "gone":
+        if reply.outcome == "gone":  # rolled back by the pollers: remove what this wrote
+            nodes = [plan.finisher.id, *(n.id for n in reversed(plan.nodes))]
+            delete_jobs(plan.key_prefix, nodes)
             raise WorkflowNotCreated(
                 plan.id, False, "its creation took longer than its grace: rolled back"
             )
@@ -108,7 +112,7 @@ class Creation:
 
     def open_gates(self) -> None:
         """Step 5: every gated job's gate opened."""
-        open_gates(self.plan.key_prefix, self.plan.gated)
+        open_gates(self.plan.key_prefix, [job.id for job in self.plan.gated])
 
     def opened(self) -> None:
         """Step 6."""
@@ -122,12 +126,12 @@ def nodes_command(batch: NodeBatch) -> Command[object]:
     return cast("Command[object]", Command(call, nodes_refused))
 
 
-def open_gates(key_prefix: str, jobs: Iterable[NodePlan]) -> None:
+def open_gates(key_prefix: str, job_ids: Iterable[str]) -> None:
     """Open the gate (input 0) of each job (``dep_apply.lua`` per queue, in batches):
     each is released if its other inputs have all arrived. Idempotent."""
     by_queue: dict[str, list[str]] = {}
-    for job in jobs:
-        by_queue.setdefault(job.queue, []).append(job.id)
+    for job_id in job_ids:
+        by_queue.setdefault(queue_of(job_id) or "", []).append(job_id)
     gate = GATE_OPEN.encode()
     for queue, ids in by_queue.items():
         keys = QueueKeys.of(key_prefix, queue)
@@ -135,6 +139,20 @@ def open_gates(key_prefix: str, jobs: Iterable[NodePlan]) -> None:
         for start in range(0, len(ids), BATCH_NODES):
             triples = [(i, 0, gate) for i in ids[start : start + BATCH_NODES]]
             run.execute(client, dependency_commands.dep_apply(keys, triples))
+
+
+def delete_jobs(key_prefix: str, job_ids: Iterable[str]) -> None:
+    """Delete each job that is not running (``cancel.lua`` mode ``delete``), in order; a
+    job already gone is skipped (and a running one: none can be before a commit)."""
+    for job_id in job_ids:
+        queue = queue_of(job_id)
+        if queue is None:
+            continue
+        command = commands.cancel(QueueKeys.of(key_prefix, queue), job_id, "delete", _TTL)
+        try:
+            run.execute(get_client(queue), command)
+        except JobStateError:
+            pass
 
 
 def apply_link(key_prefix: str, link: Link) -> None:
