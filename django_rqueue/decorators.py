@@ -239,21 +239,27 @@ class BaseJobFunction[**P, R]:
                 confirmed the job within ``MIN_REPLICAS_TIMEOUT`` seconds; it
                 was written to the master (inside ``transaction.atomic()``:
                 raised by the commit, after it).
+
+        With ``using(depends_on=...)`` the job waits (``JobStatus.WAITING``) for those
+        jobs (:mod:`django_rqueue.enqueue.dependent`), and also raises ``JobStateError``
+        when one of them does not exist (nothing is left written), ``ValueError`` with a
+        ``unique_key`` or a ``job_id``, and ``WorkflowNotCreated`` (a
+        ``RedisUnavailable``) when Redis could not be reached for ``ENQUEUE_PATIENCE``.
         """
         if self._waits:
             self._check_dependencies()
+            return enqueue.submit_dependent(self, args, kwargs)
         return enqueue.submit(self, args, kwargs)
 
     def _check_dependencies(self) -> None:
         """A ``.delay()`` / ``.adelay()`` with options of dependencies: ``ValueError`` for
         ``on_dependency_failure``, ``pass_results`` or ``dependency_timeout`` without
-        ``depends_on``; ``NotImplementedError`` with it, until the write lands (WP2b)."""
+        ``depends_on``."""
         if self.options.depends_on is None:
             raise ValueError(
                 "on_dependency_failure, pass_results and dependency_timeout apply to a job "
                 "with using(depends_on=...) or to a signature in a workflow (.s())"
             )
-        raise NotImplementedError("depends_on on .delay() lands with WP2b")
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """:meth:`delay` for async code (an async view, an async job): the write goes
@@ -269,6 +275,7 @@ class BaseJobFunction[**P, R]:
         """
         if self._waits:
             self._check_dependencies()
+            return await enqueue.asubmit_dependent(self, args, kwargs)
         return await enqueue.asubmit(self, args, kwargs)
 
     def delay_many(
