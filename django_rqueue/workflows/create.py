@@ -25,7 +25,12 @@ from ..engine.connection import get_client
 from ..engine.fields import WorkflowFields
 from ..engine.keys import QueueKeys
 from ..enqueue import commit, write
-from ..exceptions import RedisAuthenticationFailed, RedisUnavailable, WorkflowNotCreated
+from ..exceptions import (
+    NotReplicated,
+    RedisAuthenticationFailed,
+    RedisUnavailable,
+    WorkflowNotCreated,
+)
 from . import staged
 from .handle import Workflow, WorkflowState
 from .multi import execute_multi
@@ -41,6 +46,8 @@ def submit(plan: WorkflowPlan) -> Workflow:
         WorkflowNotCreated: Redis could not be reached for longer than
             ``ENQUEUE_PATIENCE``; ``committed`` says whether the workflow will run (inside
             ``transaction.atomic()``: raised by the on-commit write, after the commit).
+        NotReplicated: a live creation under ``RQUEUE["MIN_REPLICAS_ACK"]`` was not
+            confirmed by enough replicas in time (it was written to the master).
         NotImplementedError: ``RQUEUE["EAGER"]`` (workflows do not run inline yet).
     """
     if get_config().eager:
@@ -90,8 +97,12 @@ def write_plan(plan: WorkflowPlan) -> None:
 def write_live(plan: WorkflowPlan) -> None:
     """The record and every node of a one-location ``plan`` in one ``MULTI``/``EXEC``.
 
+    With ``RQUEUE["MIN_REPLICAS_ACK"]`` a ``WAIT`` follows the ``EXEC`` on its connection.
+
     Raises:
         RedisUnavailable: Redis cannot be reached (nothing, or everything, was written).
+        NotReplicated: fewer replicas than ``MIN_REPLICAS_ACK`` confirmed it in time (it was
+            written to the master); ``job_ids``: every node and the finisher.
     """
     home = QueueKeys.of(plan.key_prefix, plan.home)
     fields = cast("dict[str, str | int]", dict(plan.record))
@@ -99,4 +110,8 @@ def write_live(plan: WorkflowPlan) -> None:
         cast("Command[object]", workflow_record.create(home, plan.id, fields)),
         *(nodes_command(batch) for batch in plan.batches()),
     ]
-    execute_multi(get_client(plan.home), steps)
+    wait = write.replica_wait(get_config())
+    _, acked = execute_multi(get_client(plan.home), steps, wait)
+    if wait is not None and acked < wait.replicas:
+        ids = [*(n.id for n in plan.nodes), plan.finisher.id]
+        raise NotReplicated(ids, acked, wait.replicas, wait.timeout_ms / 1000)

@@ -12,17 +12,22 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.exceptions import ExecAbortError, NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from ..engine.commands import Command
 from ..engine.connection import redis_errors
+from ..engine.run import ReplicaWait
 from ..engine.scripts import load
 from ..engine.servers import as_cluster
 
 
-def execute_multi(client: redis.Redis, commands: Sequence[Command[Any]]) -> list[Any]:
-    """Run ``commands`` in one ``MULTI``/``EXEC`` on ``client``'s location and return each
-    parsed reply, in order.
+def execute_multi(
+    client: redis.Redis, commands: Sequence[Command[Any]], wait: ReplicaWait | None = None
+) -> tuple[list[Any], int]:
+    """Run ``commands`` in one ``MULTI``/``EXEC`` on ``client``'s location; return each
+    parsed reply, in order, and the replicas that confirmed the transaction (``WAIT``
+    right after the ``EXEC`` on the same connection, in the same round trip, when ``wait``
+    is given; else 0).
 
     A script Redis does not have (``NOSCRIPT``) is loaded and the whole transaction sent
     again, so each call must be idempotent (a creation answers ``exists`` the second time).
@@ -32,39 +37,45 @@ def execute_multi(client: redis.Redis, commands: Sequence[Command[Any]]) -> list
         redis.ResponseError: Redis refused a call.
     """
     if not commands:
-        return []
+        return [], 0
     with redis_errors(client):
         target = _master_of(client, commands[0].call.keys[0])
-        replies = _send(target, commands)
+        replies, acked = _send(target, commands, wait)
         if _lacks_script(replies):
             for name in dict.fromkeys(c.call.script for c in commands):
                 load(name).ensure_loaded(target)
-            replies = _send(target, commands)
+            replies, acked = _send(target, commands, wait)
     for reply in replies:
         if isinstance(reply, Exception):
             raise reply
-    return [c.parse(r) for c, r in zip(commands, replies, strict=True)]
+    return [c.parse(r) for c, r in zip(commands, replies, strict=True)], acked
 
 
-def _send(target: redis.Redis, commands: Sequence[Command[Any]]) -> list[Any]:
-    pipe = target.pipeline(transaction=True)
+def _send(
+    target: redis.Redis, commands: Sequence[Command[Any]], wait: ReplicaWait | None
+) -> tuple[list[Any], int]:
+    """``MULTI``, the calls, ``EXEC`` (and ``WAIT``) in one pipeline on one connection:
+    the replies of the calls (exceptions in place of refused ones) and the replicas."""
+    pipe = target.pipeline(transaction=False)
+    pipe.execute_command("MULTI")  # type: ignore[no-untyped-call]
     for command in commands:
         load(command.call.script).queue_in(pipe, command.call.keys, command.call.args)
-    try:
-        replies: list[Any] = pipe.execute(raise_on_error=False)
-    except (ExecAbortError, NoScriptError) as exc:  # refused when queued: nothing ran
-        return [exc]
-    except ResponseError as exc:
-        if "NOSCRIPT" in str(exc):
-            return [NoScriptError(str(exc))]
-        raise
-    return replies
+    pipe.execute_command("EXEC")  # type: ignore[no-untyped-call]
+    if wait is not None:
+        pipe.wait(wait.replicas, wait.timeout_ms)
+    got: list[Any] = pipe.execute(raise_on_error=False)
+    executed = got[len(commands) + 1]
+    acked = int(got[-1]) if wait is not None and not isinstance(got[-1], Exception) else 0
+    if isinstance(executed, Exception) or executed is None:
+        # Refused when queued (EXECABORT: nothing ran): the first refusal says why.
+        queued = [r for r in got[1 : len(commands) + 1] if isinstance(r, Exception)]
+        return [queued[0] if queued else executed], acked
+    return list(executed), acked
 
 
 def _lacks_script(replies: Sequence[Any]) -> bool:
     return any(
-        isinstance(r, NoScriptError | ExecAbortError)
-        or (isinstance(r, ResponseError) and "NOSCRIPT" in str(r))
+        isinstance(r, NoScriptError) or (isinstance(r, ResponseError) and "NOSCRIPT" in str(r))
         for r in replies
     )
 

@@ -10,11 +10,12 @@ from pytest_django.fixtures import Settings
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import finisher_id
 from django_rqueue.enqueue import write
-from django_rqueue.exceptions import WorkflowNotCreated
+from django_rqueue.exceptions import NotReplicated, WorkflowNotCreated
 from django_rqueue.job import JobStatus, get_job
 from django_rqueue.workflows import WorkflowState, chain, chord, get_workflow, graph, group
 from django_rqueue.workflows.staged import Creation
 from tests.support.inprocess import keys, queued_ids
+from tests.support.redis_sentinel import SentinelSet
 from tests.workflows.conftest import DepPath
 from tests.workflows.jobs import add, double, summarize
 
@@ -132,3 +133,22 @@ def test_a_staged_creation_run_again_writes_nothing_twice(
 
     assert {k: rqueue_redis.type(k) for k in rqueue_redis.keys()} == before
     assert statuses([n.id for n in plan.nodes]) == [JobStatus.QUEUED, JobStatus.WAITING]
+
+
+def test_under_min_replicas_ack_the_replica_has_the_workflow_at_once(settings: Settings):
+    with SentinelSet(sentinels=0).start() as pair:
+        settings.RQUEUE = {
+            **settings.RQUEUE,
+            "REDIS_URL": pair.master.url,
+            "MIN_REPLICAS_ACK": 1,
+            "MIN_REPLICAS_TIMEOUT": 0.3,
+        }
+        wf = chain(add.s(1, 2), double.s()).delay()
+        assert pair.replica is not None
+        replica = pair.replica.client()
+        assert replica.exists(keys().workflow(wf.id), *(keys().job(i) for i in wf.node_ids)) == 3
+
+        pair.replica.stop()
+        with pytest.raises(NotReplicated) as caught:
+            chain(add.s(1, 2), double.s()).delay()
+        assert caught.value.acked == 0 and len(caught.value.job_ids) == 3
