@@ -92,3 +92,8 @@ def inputs_seen(ctx: JobContext, *args: Any) -> dict[str, Any]:
 def note(*args: Any) -> list[Any]:
     """A callback: returns its arguments (the workflow id first unless .si())."""
     return list(args)
+
+
+@job
+async def triple_async(value: int) -> int:
+    return value * 3

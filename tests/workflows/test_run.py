@@ -15,7 +15,7 @@ from django_rqueue.job import CancelReason, JobStatus, get_job
 from django_rqueue.workflows import WorkflowState, chain, chord, get_workflow, group
 from tests.support.relay import run_until_settled
 from tests.workflows.conftest import DepPath
-from tests.workflows.jobs import add, collect, double, explode, inputs_seen, note
+from tests.workflows.jobs import add, collect, double, explode, inputs_seen, note, triple_async
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
@@ -139,3 +139,11 @@ def test_every_node_of_a_workflow_with_many_nodes_runs(dep_path: DepPath):
     assert got == [2 * i for i in range(30)]
     found = get_workflow(wf.id)
     assert found is not None and found.state is WorkflowState.SUCCEEDED
+
+
+def test_an_async_node_gets_the_result_first_too(dep_path: DepPath):
+    wf = chain(add.s(1, 2), triple_async.s(), double.s()).delay()
+
+    run_until_settled()
+
+    assert wf.wait(5).result == 18
