@@ -24,7 +24,7 @@ from ..engine.commands import Command
 from ..engine.connection import get_client
 from ..engine.fields import WorkflowFields
 from ..engine.keys import QueueKeys
-from ..enqueue import commit, write
+from ..enqueue import capture, commit, write
 from ..exceptions import (
     NotReplicated,
     RedisAuthenticationFailed,
@@ -48,10 +48,13 @@ def submit(plan: WorkflowPlan) -> Workflow:
             ``transaction.atomic()``: raised by the on-commit write, after the commit).
         NotReplicated: a live creation under ``RQUEUE["MIN_REPLICAS_ACK"]`` was not
             confirmed by enough replicas in time (it was written to the master).
-        NotImplementedError: ``RQUEUE["EAGER"]`` (workflows do not run inline yet).
+        NotImplementedError: ``RQUEUE["EAGER"]`` (workflows do not run inline yet), or
+            inside ``capture_jobs()`` (which does not capture them yet: nothing written).
     """
     if get_config().eager:
         raise NotImplementedError("RQUEUE['EAGER'] does not run workflows yet")
+    if capture.get() is not None:
+        raise NotImplementedError("capture_jobs() does not capture workflows yet")
     workflow = Workflow(
         id=plan.id,
         state=WorkflowState.RUNNING,

@@ -13,6 +13,7 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue.exceptions import JobStateError
 from django_rqueue.job import CancelReason, JobStatus, get_job
+from django_rqueue.testing import capture_jobs
 from tests.support.inprocess import keys, queued_ids
 from tests.support.relay import run_until_settled
 from tests.workflows.jobs import add, collect, explode, inputs_seen, singleton
@@ -137,3 +138,11 @@ def test_adelay_writes_it_too():
     assert found is not None
     result: Any = found.result
     assert result["inputs"] == [3]
+
+
+def test_capture_jobs_captures_it_and_writes_nothing(rqueue_redis: redis.Redis):
+    with capture_jobs() as captured:
+        d = inputs_seen.using(depends_on=["default:some-parent"]).delay("x")
+
+    assert [c.job.id for c in captured] == [d.id]
+    assert rqueue_redis.dbsize() == 0

@@ -12,6 +12,7 @@ from django_rqueue.engine.keys import finisher_id
 from django_rqueue.enqueue import write
 from django_rqueue.exceptions import NotReplicated, WorkflowNotCreated
 from django_rqueue.job import JobStatus, get_job
+from django_rqueue.testing import capture_jobs
 from django_rqueue.workflows import WorkflowState, chain, chord, get_workflow, graph, group
 from django_rqueue.workflows.staged import Creation
 from tests.support.inprocess import keys, queued_ids
@@ -152,3 +153,10 @@ def test_under_min_replicas_ack_the_replica_has_the_workflow_at_once(settings: S
         with pytest.raises(NotReplicated) as caught:
             chain(add.s(1, 2), double.s()).delay()
         assert caught.value.acked == 0 and len(caught.value.job_ids) == 3
+
+
+def test_capture_jobs_refuses_a_workflow_rather_than_write_it(rqueue_redis: redis.Redis):
+    with capture_jobs() as captured, pytest.raises(NotImplementedError, match="capture_jobs"):
+        chain(add.s(1, 2), double.s()).delay()
+
+    assert captured == [] and rqueue_redis.dbsize() == 0
