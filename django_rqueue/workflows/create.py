@@ -25,6 +25,7 @@ from ..engine.connection import get_client
 from ..engine.fields import WorkflowFields
 from ..engine.keys import QueueKeys
 from ..enqueue import capture, commit, write
+from ..enqueue.multi import execute_multi
 from ..exceptions import (
     NotReplicated,
     RedisAuthenticationFailed,
@@ -33,7 +34,6 @@ from ..exceptions import (
 )
 from . import staged
 from .handle import Workflow, WorkflowState
-from .multi import execute_multi
 from .nodes import WorkflowPlan
 from .staged import nodes_command
 

@@ -1,7 +1,8 @@
 """Send script calls of one location in one ``MULTI``/``EXEC``: all of them run, or none.
 
 A workflow created in one step is one transaction on one Redis server (or one Cluster
-slot): the record and every batch of nodes. redis-py's cluster pipeline refuses
+slot): the record and every batch of nodes; so is a ``depends_on`` job whose parents are
+all on its queue. redis-py's cluster pipeline refuses
 ``EVALSHA``, so under Redis Cluster the transaction goes to the master that serves the
 first call's slot, on a client of that master alone (every call must be of that slot).
 """
