@@ -12,6 +12,10 @@ The job (``D``) is written in three steps, each idempotent, on the queues concer
 3. the gate opened (``dep_apply (D, 0, 'g0:')``), which puts ``D``'s real dependency
    deadline in ``waiting``; ``D`` is released at once if every parent had ended.
 
+When every parent is on ``D``'s queue (and the outbox is not forced) the three steps are
+one ``MULTI`` (:mod:`.multi`). Under ``RQUEUE["MIN_REPLICAS_ACK"]`` a ``WAIT`` follows the
+last write on its connection.
+
 A parent that does not exist raises :class:`~..exceptions.JobStateError` and ``D`` is
 deleted. Inside ``transaction.atomic()`` the three steps run at the commit.
 """
@@ -21,7 +25,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from asgiref.sync import sync_to_async
 from redis.backoff import EqualJitterBackoff
@@ -31,13 +35,16 @@ from ..conf import Config, get_config
 from ..dependencies import EVERY_INPUT, GATE_OPEN, Edge, EdgePath
 from ..encryption import seal
 from ..engine import commands, dependency_commands, run
+from ..engine.commands import Command
 from ..engine.connection import get_client
 from ..engine.dependency_calls import Node
-from ..engine.dependency_replies import LinkOutcome
+from ..engine.dependency_replies import Linked, LinkOutcome
 from ..engine.fields import JobFields
 from ..engine.keys import QueueKeys, new_job_id, queue_of
+from ..engine.run import ReplicaWait
 from ..exceptions import (
     JobStateError,
+    NotReplicated,
     RedisAuthenticationFailed,
     RedisUnavailable,
     WorkflowNotCreated,
@@ -46,6 +53,7 @@ from ..job import Job, JobStatus
 from ..options import NO_TIMEOUT, NoTimeout
 from ..serialization import encode_arguments
 from . import commit, write
+from .multi import execute_multi
 from .plan import Plan, Submission
 
 if TYPE_CHECKING:
@@ -118,13 +126,16 @@ class Dependent:
         Raises:
             JobStateError: a parent does not exist (the job is deleted).
             WorkflowNotCreated: Redis could not be reached for longer.
+            NotReplicated: under ``RQUEUE["MIN_REPLICAS_ACK"]``, fewer replicas confirmed
+                it in time (after ``job_enqueued``: it was written to the master).
         """
         backoff = EqualJitterBackoff(cap=write.ENQUEUE_RETRY, base=write.ENQUEUE_RETRY / 8)
         deadline = time.monotonic() + write.ENQUEUE_PATIENCE
         failures = 0
+        wait = write.replica_wait(self.config)
         while True:
             try:
-                self.write()
+                acked = self.write(wait)
                 break
             except RedisUnavailable as exc:
                 delay = backoff.compute(failures)
@@ -135,51 +146,78 @@ class Dependent:
                     raise WorkflowNotCreated(self.job_id, self.gate_opened, str(exc)) from exc
                 time.sleep(delay)
         signals.send(signals.job_enqueued, self.plan.job_function, job=self.job)
+        if wait is not None and acked < wait.replicas:
+            raise NotReplicated([self.job_id], acked, wait.replicas, wait.timeout_ms / 1000)
         return self.job
 
-    def write(self) -> None:
-        """The three steps (see the module docstring)."""
+    def write(self, wait: ReplicaWait | None = None) -> int:
+        """The three steps (see the module docstring): one ``MULTI`` when every parent is
+        on this job's queue (and the outbox is not forced), else one after the other.
+        Returns the replicas that confirmed the last write (0 without ``wait``).
+
+        Raises:
+            JobStateError: a parent does not exist (this job is deleted first).
+        """
         plan = self.plan
         client = get_client(plan.queue)
         node = Node(
             self.job_id, plan.priority, plan.group, 0, plan.run_at_ms, self.fields, source=True
         )
-        run.execute(
-            client,
-            dependency_commands.wf_nodes(
-                plan.keys,
-                [node],
-                mode="gated",
-                deadline_ms=self.deadline_ms,
-                grace_ms=CREATE_GRACE_MS,
-            ),
+        create = dependency_commands.wf_nodes(
+            plan.keys, [node], mode="gated", deadline_ms=self.deadline_ms, grace_ms=CREATE_GRACE_MS
         )
+        gate = dependency_commands.dep_apply(plan.keys, [(self.job_id, 0, GATE_OPEN.encode())])
+        if all(self.path(parent) == "i" for parent in self.parents):
+            links = [self.link_command(k, p) for k, p in enumerate(self.parents, start=1)]
+            steps = cast("list[Command[Any]]", [create, *links, gate])
+            replies, acked = execute_multi(client, steps, wait)
+            for parent, linked in zip(self.parents, replies[1:-1], strict=True):
+                if linked.outcome is LinkOutcome.MISSING:
+                    self.missing(parent)
+            self.gate_opened = True
+            return acked
+        run.execute(client, create)
         for k, parent in enumerate(self.parents, start=1):
             self.link(k, parent)
-        gate = [(self.job_id, 0, GATE_OPEN.encode())]
-        run.execute(client, dependency_commands.dep_apply(plan.keys, gate))
+        acked = 0
+        if wait is None:
+            run.execute(client, gate)
+        else:
+            _, acked = run.execute_and_wait(client, gate, wait)
         self.gate_opened = True
+        return acked
+
+    def link_command(self, k: int, parent: str) -> Command[Linked]:
+        """``dep_link.lua`` on the parent's queue for input ``k``."""
+        parent_queue = queue_of(parent) or ""
+        path = self.path(parent)
+        entry = Edge("p", path, k, self.job_id).encode()
+        keys = QueueKeys.of(self.config.key_prefix, parent_queue)
+        return dependency_commands.dep_link(keys, parent, entry, same_queue=path == "i")
 
     def link(self, k: int, parent: str) -> None:
-        """Step 2 for input ``k``.
+        """Step 2 for input ``k``, on its own.
 
         Raises:
             JobStateError: the parent does not exist (this job is deleted first).
         """
         plan = self.plan
-        parent_queue = queue_of(parent) or ""
-        path = self.path(parent)
-        entry = Edge("p", path, k, self.job_id).encode()
-        keys = QueueKeys.of(self.config.key_prefix, parent_queue)
-        command = dependency_commands.dep_link(keys, parent, entry, same_queue=path == "i")
-        got = run.execute(get_client(parent_queue), command)
+        got = run.execute(get_client(queue_of(parent) or ""), self.link_command(k, parent))
         if got.outcome is LinkOutcome.MISSING:
-            delete = commands.cancel(plan.keys, self.job_id, "delete", _TTL)
-            run.execute(get_client(plan.queue), delete)
-            raise JobStateError(f"depends_on: job {parent} does not exist", None)
+            self.missing(parent)
         if got.outcome is LinkOutcome.ENDED and got.value is not None:
             arrival = [(self.job_id, k, got.value)]
             run.execute(get_client(plan.queue), dependency_commands.dep_apply(plan.keys, arrival))
+
+    def missing(self, parent: str) -> None:
+        """Delete this job (it waits for a parent that will never end) and raise.
+
+        Raises:
+            JobStateError: always.
+        """
+        plan = self.plan
+        run.execute(get_client(plan.queue), commands.cancel(plan.keys, self.job_id, "delete", _TTL))
+        raise JobStateError(f"depends_on: job {parent} does not exist", None)
 
 
 def submit(

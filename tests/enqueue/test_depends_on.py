@@ -11,10 +11,11 @@ import redis
 from django.db import transaction
 from pytest_django.fixtures import Settings
 
-from django_rqueue.exceptions import JobStateError
+from django_rqueue.exceptions import JobStateError, NotReplicated
 from django_rqueue.job import CancelReason, JobStatus, get_job
 from django_rqueue.testing import capture_jobs
 from tests.support.inprocess import keys, queued_ids
+from tests.support.redis_sentinel import SentinelSet
 from tests.support.relay import run_until_settled
 from tests.workflows.jobs import add, collect, explode, inputs_seen, singleton
 
@@ -146,3 +147,23 @@ def test_capture_jobs_captures_it_and_writes_nothing(rqueue_redis: redis.Redis):
 
     assert [c.job.id for c in captured] == [d.id]
     assert rqueue_redis.dbsize() == 0
+
+
+@pytest.mark.parametrize("parent_queue", ["default", "emails"])  # one MULTI, or step by step
+def test_under_min_replicas_ack_the_replica_has_it_at_once(settings: Settings, parent_queue: str):
+    with SentinelSet(sentinels=0).start() as pair:
+        settings.RQUEUE = {
+            **settings.RQUEUE,
+            "REDIS_URL": pair.master.url,
+            "MIN_REPLICAS_ACK": 1,
+            "MIN_REPLICAS_TIMEOUT": 0.3,
+        }
+        a = add.using(queue=parent_queue).delay(1, 2)
+        d = inputs_seen.using(depends_on=[a]).delay()
+        assert pair.replica is not None
+        assert pair.replica.client().hget(keys().job(d.id), "s") == b"waiting"
+
+        pair.replica.stop()
+        with pytest.raises(NotReplicated) as caught:
+            inputs_seen.using(depends_on=[a]).delay()
+        assert caught.value.acked == 0 and len(caught.value.job_ids) == 1
