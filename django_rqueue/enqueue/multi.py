@@ -17,6 +17,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from ..engine.commands import Command
 from ..engine.connection import redis_errors
+from ..engine.errors import REDIRECTED
 from ..engine.run import ReplicaWait
 from ..engine.scripts import load
 from ..engine.servers import as_cluster
@@ -34,7 +35,9 @@ def execute_multi(
     again, so each call must be idempotent (a creation answers ``exists`` the second time).
 
     Raises:
-        RedisUnavailable: Redis cannot be reached, or (Cluster) the slot is moving.
+        RedisUnavailable: Redis cannot be reached, or (Cluster) the slot is moving (a
+            ``MOVED``/``ASK`` refreshes the slot map first, so a retry reaches the new
+            master; nothing of the transaction ran).
         redis.ResponseError: Redis refused a call.
     """
     if not commands:
@@ -46,9 +49,11 @@ def execute_multi(
             for name in dict.fromkeys(c.call.script for c in commands):
                 load(name).ensure_loaded(target)
             replies, acked = _send(target, commands, wait)
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
+        for reply in replies:
+            if isinstance(reply, REDIRECTED):
+                _refresh_slots(client)  # the slot moved: the next try goes to its new master
+            if isinstance(reply, Exception):
+                raise reply  # a redirection as RedisUnavailable (SlotMoving): retried
     return [c.parse(r) for c, r in zip(commands, replies, strict=True)], acked
 
 
@@ -79,6 +84,14 @@ def _lacks_script(replies: Sequence[Any]) -> bool:
         isinstance(r, NoScriptError) or (isinstance(r, ResponseError) and "NOSCRIPT" in str(r))
         for r in replies
     )
+
+
+def _refresh_slots(client: redis.Redis) -> None:
+    """Have a cluster client read the slot map again (its cache is only refreshed by the
+    redirections it follows itself, and this transaction bypassed it)."""
+    cluster = as_cluster(client)
+    if cluster is not None:
+        cluster.nodes_manager.initialize()
 
 
 def _master_of(client: redis.Redis, key: str) -> redis.Redis:
