@@ -6,8 +6,10 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings
 
+from django_rqueue.engine.fields import StatsFields
 from django_rqueue.engine.keys import finisher_id
-from django_rqueue.exceptions import WorkflowNotCreated
+from django_rqueue.enqueue import write
+from django_rqueue.exceptions import RedisUnavailable, WorkflowNotCreated
 from django_rqueue.job import JobStatus, get_job
 from django_rqueue.workflows import WorkflowState, chain, get_workflow, graph, group
 from django_rqueue.workflows.nodes import WorkflowPlan
@@ -109,3 +111,32 @@ def test_a_creation_within_its_grace_is_left_alone(rqueue_redis: redis.Redis):
 
     creation.run()
     assert get_job(plan.nodes[0].id).status is JobStatus.QUEUED  # type: ignore[union-attr]
+
+
+def _redis_down(self: Creation) -> None:
+    raise RedisUnavailable("Redis went away")
+
+
+@pytest.mark.parametrize("step", ["commit", "open_gates"])
+def test_a_creation_cut_off_says_whether_it_committed_and_the_sweep_completes_it(
+    step: str, monkeypatch: pytest.MonkeyPatch, rqueue_redis: redis.Redis
+):
+    monkeypatch.setattr(write, "ENQUEUE_PATIENCE", 0.2)
+    monkeypatch.setattr(Creation, step, _redis_down)
+    with pytest.raises(WorkflowNotCreated) as caught:
+        chain(add.s(1, 2), double.s()).delay()
+    monkeypatch.undo()
+    workflow_id = caught.value.workflow_id
+    assert caught.value.committed is (step == "open_gates")
+    rqueue_redis.zadd(keys().opening, {workflow_id: 0})
+
+    assert sweep_opening("default") == 1
+
+    run_until_settled()
+    found = get_workflow(workflow_id)
+    if step == "commit":  # rolled back: nothing of it is left, nothing ran
+        assert found is None and rqueue_redis.zcard(keys().waiting) == 0
+        assert queued_ids(rqueue_redis) == []
+        assert int(rqueue_redis.hget(keys().stats, StatsFields.SUCCEEDED) or 0) == 0
+    else:  # rolled forward: it ran to the end
+        assert found is not None and found.wait(5).result == 6
