@@ -19,6 +19,8 @@ forward (after) by :func:`~.recovery.sweep_opening`.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterable
 from typing import Final, cast
 
@@ -32,6 +34,8 @@ from ..engine.keys import QueueKeys, queue_of
 from ..engine.workflow_record import RecordState
 from ..exceptions import JobStateError, WorkflowNotCreated
 from .nodes import BATCH_NODES, Link, NodeBatch, WorkflowPlan
+
+logger = logging.getLogger("django_rqueue")
 
 #: Milliseconds a staged creation may take between its steps before the pollers roll it
 #: back (not committed) or forward (committed).
@@ -60,13 +64,20 @@ class Creation:
             JobStateError: a ``depends_on`` parent does not exist (nothing runs; the
                 pollers remove what was written).
         """
-        if not self.committed:
-            self.open()
-            self.write_nodes()
-            self.link()
-            self.commit()
-        self.open_gates()
-        self.opened()
+        steps = [self.open, self.write_nodes, self.link, self.commit] if not self.committed else []
+        for step in [*steps, self.open_gates, self.opened]:
+            started = time.monotonic()
+            step()
+            took = time.monotonic() - started
+            if took * 1000 > CREATE_GRACE_MS / 2:
+                logger.warning(
+                    "workflow %s: the creation step %s took %.1f s, more than half its grace "
+                    "(%d s): the pollers roll back a creation not committed within it",
+                    self.plan.id,
+                    step.__name__,
+                    took,
+                    CREATE_GRACE_MS // 1000,
+                )
 
     def open(self) -> None:
         """Step 1: the record, ``creating``."""

@@ -13,7 +13,7 @@ from django_rqueue.enqueue import write
 from django_rqueue.exceptions import NotReplicated, WorkflowNotCreated
 from django_rqueue.job import JobStatus, get_job
 from django_rqueue.testing import capture_jobs
-from django_rqueue.workflows import WorkflowState, chain, chord, get_workflow, graph, group
+from django_rqueue.workflows import WorkflowState, chain, chord, get_workflow, graph, group, staged
 from django_rqueue.workflows.staged import Creation
 from tests.support.inprocess import keys, queued_ids
 from tests.support.redis_sentinel import SentinelSet
@@ -160,3 +160,17 @@ def test_capture_jobs_refuses_a_workflow_rather_than_write_it(rqueue_redis: redi
         chain(add.s(1, 2), double.s()).delay()
 
     assert captured == [] and rqueue_redis.dbsize() == 0
+
+
+def test_a_slow_staged_step_is_logged(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    settings.RQUEUE = {**settings.RQUEUE, "WORKFLOW_FORCE_OUTBOX": True}
+    monkeypatch.setattr(staged, "CREATE_GRACE_MS", 0)  # every step is "slow"
+
+    with caplog.at_level("WARNING", logger="django_rqueue"):
+        wf = chain(add.s(1, 2), double.s()).delay()
+
+    steps = [r.args[1] for r in caplog.records if "creation step" in r.getMessage()]  # type: ignore[index]
+    assert steps == ["open", "write_nodes", "link", "commit", "open_gates", "opened"]
+    assert wf.id in caplog.records[0].getMessage()
