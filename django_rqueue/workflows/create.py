@@ -11,6 +11,7 @@ written on a rollback. Transient failures are retried for
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from typing import cast
@@ -73,13 +74,20 @@ def write_plan(plan: WorkflowPlan) -> None:
     sending it again through a transient failure for up to ``ENQUEUE_PATIENCE`` seconds
     (every step is idempotent).
 
+    A workflow with ``depends_on`` parents on a node is always written staged.
+
     Raises:
         WorkflowNotCreated: the failure lasted longer, or the pollers rolled the creation
             back meanwhile (``committed`` says whether it will run).
+        JobStateError: a ``depends_on`` parent of a node does not exist (nothing is left).
     """
     backoff = EqualJitterBackoff(cap=write.ENQUEUE_RETRY, base=write.ENQUEUE_RETRY / 8)
     deadline = time.monotonic() + write.ENQUEUE_PATIENCE
     failures = 0
+    if plan.path == "live" and plan.links:
+        # A depends_on parent that is missing must refuse the workflow before anything of
+        # it can run, which one MULTI cannot do: written staged (its links before its commit).
+        plan = dataclasses.replace(plan, path="staged")
     creation = staged.Creation(plan) if plan.path == "staged" else None
     while True:
         try:

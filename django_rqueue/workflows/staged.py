@@ -61,13 +61,17 @@ class Creation:
         Raises:
             RedisUnavailable: Redis cannot be reached (call again).
             WorkflowNotCreated: the pollers rolled the creation back meanwhile.
-            JobStateError: a ``depends_on`` parent does not exist (nothing runs; the
-                pollers remove what was written).
+            JobStateError: a ``depends_on`` parent does not exist (what was written is
+                deleted first: nothing of it runs).
         """
         steps = [self.open, self.write_nodes, self.link, self.commit] if not self.committed else []
         for step in [*steps, self.open_gates, self.opened]:
             started = time.monotonic()
-            step()
+            try:
+                step()
+            except JobStateError:  # a missing depends_on parent: undo it all now
+                self.roll_back()
+                raise
             took = time.monotonic() - started
             if took * 1000 > CREATE_GRACE_MS / 2:
                 logger.warning(
@@ -120,6 +124,13 @@ class Creation:
         if reply.outcome == "state" and reply.state is RecordState.CREATING:
             raise RuntimeError(f"workflow {plan.id}: commit refused while creating")
         self.committed = True  # ok, or a commit sent again (state running or later)
+
+    def roll_back(self) -> None:
+        """Undo a creation that was not committed: the record first (a commit then finds
+        nothing), then the finisher and the nodes, dependents first."""
+        plan = self.plan
+        run.execute(get_client(plan.home), workflow_record.abort(self.keys(plan.home), plan.id))
+        delete_jobs(plan.key_prefix, [plan.finisher.id, *(n.id for n in reversed(plan.nodes))])
 
     def open_gates(self) -> None:
         """Step 5: every gated job's gate opened."""

@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 from django.db import transaction
 
+from django_rqueue.exceptions import JobStateError
 from django_rqueue.job import CancelReason, JobStatus, get_job
 from django_rqueue.workflows import WorkflowState, chain, chord, get_workflow, group
+from tests.support.inprocess import keys
 from tests.support.relay import run_until_settled
 from tests.workflows.conftest import DepPath
 from tests.workflows.jobs import add, collect, double, explode, inputs_seen, note, triple_async
@@ -147,3 +150,29 @@ def test_an_async_node_gets_the_result_first_too(dep_path: DepPath):
     run_until_settled()
 
     assert wf.wait(5).result == 18
+
+
+@pytest.mark.parametrize("queue", ["default", "emails"])
+def test_a_node_with_depends_on_waits_for_a_job_outside_the_workflow(dep_path: DepPath, queue: str):
+    outside = add.using(queue=queue).delay(10, 20)
+    first = inputs_seen.s("in").using(depends_on=[outside])
+
+    wf = chain(first, double.si(4)).delay()
+
+    assert get_job(wf.node_ids[0]).status is JobStatus.WAITING  # type: ignore[union-attr]
+    run_until_settled()
+    wf = wf.wait(5)
+    assert wf.state is WorkflowState.SUCCEEDED
+    assert wf.jobs[0].result == {"args": ["in"], "inputs": [30], "workflow": wf.id}
+
+
+def test_a_missing_depends_on_parent_refuses_the_workflow_and_leaves_nothing(
+    dep_path: DepPath, rqueue_redis: redis.Redis
+):
+    first = add.s(1, 2).using(depends_on=["default:no-such-parent"])
+
+    with pytest.raises(JobStateError, match="does not exist"):
+        chain(first, double.s()).delay()
+
+    assert [k for k in rqueue_redis.keys() if b":job:" in k or b":wf:" in k] == []
+    assert rqueue_redis.zcard(keys().waiting) == 0 and rqueue_redis.zcard(keys().opening) == 0
