@@ -1,4 +1,5 @@
-"""The app's configuration: on ready, it registers the system checks and the ``task:`` resolver."""
+"""The app's configuration: on ready, it registers the system checks and the ``task:`` and
+``rqueue:`` resolvers."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ class RqueueConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Register the system checks and the resolver of ``task:`` job names."""
+        """Register the system checks and the resolvers of ``task:`` and ``rqueue:`` job
+        names."""
         from . import checks  # noqa: F401 - registers the system checks
 
         registry.add_resolver(registry.TASK_PREFIX, _task_job_function)
+        registry.add_resolver(registry.RQUEUE_PREFIX, _own_job_function)
 
 
 def _task_job_function(path: str) -> JobSpec:
@@ -29,3 +32,15 @@ def _task_job_function(path: str) -> JobSpec:
     from .tasks.backend import task_job_function
 
     return task_job_function(path)
+
+
+def _own_job_function(name: str) -> JobSpec:
+    """The package's own job ``"rqueue:<name>"`` (a workflow's finisher).
+
+    Raises:
+        UnknownJob: no such job.
+    """
+    # Imported on use: the finisher builds on decorators, which import workflows.signature.
+    from .workflows.finish import own_job
+
+    return own_job(name)

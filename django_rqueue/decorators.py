@@ -13,6 +13,7 @@ from . import enqueue, registry
 from .argument_check import ArgumentCheck
 from .backoff import BackoffPolicy
 from .conf import Config
+from .inputs import prepend
 from .job import Job, JobContext
 from .options import (
     MAX_NAME_LENGTH,
@@ -81,8 +82,15 @@ class BaseJobFunction[**P, R]:
         return f"<JobFunction {self.name}>"
 
     def arguments(self, job: Job[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """The positional and keyword arguments to call :attr:`func` with for ``job``'s attempt."""
-        return tuple(job.args), job.kwargs
+        """The positional and keyword arguments to call :attr:`func` with for ``job``'s
+        attempt: a job that waited for inputs with a pass shape (``.s()`` in a workflow,
+        ``pass_results=True``) gets their values first (:func:`~.inputs.prepend`), then its
+        own arguments.
+
+        Raises:
+            ValueError: an input's value does not decode (corrupt, or a key is missing).
+        """
+        return (*_prepended(job), *job.args), job.kwargs
 
     @functools.cached_property
     def signature_check(self) -> ArgumentCheck | None:
@@ -231,21 +239,27 @@ class BaseJobFunction[**P, R]:
                 confirmed the job within ``MIN_REPLICAS_TIMEOUT`` seconds; it
                 was written to the master (inside ``transaction.atomic()``:
                 raised by the commit, after it).
+
+        With ``using(depends_on=...)`` the job waits (``JobStatus.WAITING``) for those
+        jobs (:mod:`django_rqueue.enqueue.dependent`), and also raises ``JobStateError``
+        when one of them does not exist (nothing is left written), ``ValueError`` with a
+        ``unique_key`` or a ``job_id``, and ``WorkflowNotCreated`` (a
+        ``RedisUnavailable``) when Redis could not be reached for ``ENQUEUE_PATIENCE``.
         """
         if self._waits:
             self._check_dependencies()
+            return enqueue.submit_dependent(self, args, kwargs)
         return enqueue.submit(self, args, kwargs)
 
     def _check_dependencies(self) -> None:
         """A ``.delay()`` / ``.adelay()`` with options of dependencies: ``ValueError`` for
         ``on_dependency_failure``, ``pass_results`` or ``dependency_timeout`` without
-        ``depends_on``; ``NotImplementedError`` with it, until the write lands (WP2b)."""
+        ``depends_on``."""
         if self.options.depends_on is None:
             raise ValueError(
                 "on_dependency_failure, pass_results and dependency_timeout apply to a job "
                 "with using(depends_on=...) or to a signature in a workflow (.s())"
             )
-        raise NotImplementedError("depends_on on .delay() lands with WP2b")
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> Job[R]:
         """:meth:`delay` for async code (an async view, an async job): the write goes
@@ -261,6 +275,7 @@ class BaseJobFunction[**P, R]:
         """
         if self._waits:
             self._check_dependencies()
+            return await enqueue.asubmit_dependent(self, args, kwargs)
         return await enqueue.asubmit(self, args, kwargs)
 
     def delay_many(
@@ -306,6 +321,15 @@ class BaseJobFunction[**P, R]:
         return enqueue.submit_many(self, calls, batch_size)
 
 
+def _prepended(job: Job[Any]) -> tuple[Any, ...]:
+    """``(the value prepended from job's inputs,)``, or ``()`` when nothing is (a plain job,
+    ``.si()``, ``pass_results=False``)."""
+    inputs = job.inputs
+    if inputs is None or inputs.pass_shape is None:
+        return ()
+    return (prepend(inputs.pass_shape, inputs.values()),)
+
+
 class JobFunction[**P, R](BaseJobFunction[P, R]):
     """A function decorated with ``@job``: calling it runs the function inline."""
 
@@ -323,8 +347,10 @@ class _TakesContext[**P, R](BaseJobFunction[P, R]):
 
     def arguments(self, job: Job[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """A fresh :class:`JobContext` (``attempt`` = ``job.attempts``, which already
-        counts this attempt), then the job's own arguments."""
-        return (JobContext(job=job, attempt=job.attempts), *job.args), job.kwargs
+        counts this attempt), then its inputs' values when it waited for inputs with a pass
+        shape (as :meth:`BaseJobFunction.arguments`), then the job's own arguments."""
+        context = JobContext(job=job, attempt=job.attempts)
+        return (context, *_prepended(job), *job.args), job.kwargs
 
 
 class ContextJobFunction[**P, R](_TakesContext[P, R]):
@@ -480,12 +506,17 @@ def job(
 
     Raises:
         ValueError: an option is out of range or of the wrong type,
-            ``name`` starts with ``"task:"`` (the names of ``django.tasks`` tasks), or
+            ``name`` starts with ``"task:"`` (the names of ``django.tasks`` tasks) or
+            ``"rqueue:"`` (the package's own jobs, such as a workflow's finisher), or
             a ``sensitive`` name is not a parameter of the function (at decoration).
         TypeError: ``sensitive`` is a single string, not a list or tuple of names.
     """
     if name is not None and name.startswith(registry.TASK_PREFIX):
         raise ValueError(f"job names starting with {registry.TASK_PREFIX!r} are for django.tasks")
+    if name is not None and name.startswith(registry.RQUEUE_PREFIX):
+        raise ValueError(
+            f"job names starting with {registry.RQUEUE_PREFIX!r} are for django_rqueue's own jobs"
+        )
     if not isinstance(takes_context, bool):
         raise ValueError(f"takes_context must be True or False, got {takes_context!r}")
     options = JobOptions(

@@ -5,12 +5,13 @@ a path taken from Redis, so whoever can write to Redis still cannot make a
 worker run arbitrary code.
 
 The one exception is a name with a prefix that has a resolver
-(:func:`add_resolver`): only ``django.tasks`` tasks (:mod:`django_rqueue.backends`),
-whose resolver :class:`~django_rqueue.apps.RqueueConfig` installs. Such a job is
+(:func:`add_resolver`): ``django.tasks`` tasks (:mod:`django_rqueue.backends`), and
+the package's own jobs (:data:`RQUEUE_PREFIX`: a workflow's finisher), whose resolvers
+:class:`~django_rqueue.apps.RqueueConfig` installs. Such a job is
 named :data:`TASK_PREFIX` + the task's module path, and the worker imports that
 path, as every ``django.tasks`` worker does, then runs it only if it is a
 ``django.tasks.Task`` whose backend is an ``RQueueBackend``. No ``@job`` may take
-a name with that prefix.
+a name with either prefix.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ DISCOVERY_HINT = (
 
 #: Names of ``django.tasks`` task jobs: ``"task:<module path of the task function>"``.
 TASK_PREFIX = "task:"
+#: Names of the package's own jobs (a workflow's finisher, ``"rqueue:workflow.finish"``),
+#: resolved by the resolver :class:`~django_rqueue.apps.RqueueConfig` installs.
+RQUEUE_PREFIX = "rqueue:"
 
 
 def add_resolver(prefix: str, resolver: Callable[[str], JobSpec]) -> None:

@@ -55,6 +55,15 @@ job_retrying = Signal()
 #: worker was lost on its last attempt (its lease expired): the
 #: ``rqueue_jobs_failed_total`` metric counts those too.
 job_failed = Signal()
+#: A workflow ended (``django_rqueue.workflows``): every node ended, after its retries.
+#: Sender: the :class:`~django_rqueue.workflows.Workflow` class. Keyword arguments:
+#: ``workflow`` (the :class:`~django_rqueue.workflows.Workflow`, as its record reads at
+#: the end) and ``state`` (its :class:`~django_rqueue.workflows.WorkflowState`:
+#: ``succeeded``, ``failed`` or ``cancelled``). Sent by the worker that runs the
+#: workflow's finisher job, once per finish (``retry_failed()`` starts another); twice
+#: only if that worker is killed between the send and noting it (the at-least-once of
+#: ``job_succeeded``). Not sent when the finisher itself was lost (cancelled, deleted).
+workflow_finished = Signal()
 #: A worker's master could not reach Redis, for the first time in this outage (at
 #: startup or while running). Sender: the worker id. Keyword arguments:
 #: ``worker_id``, ``error`` (the :class:`~django_rqueue.RedisUnavailable`),

@@ -111,6 +111,25 @@ def _prepare(
     return submission, None if captured is None else captured(submission)
 
 
+def submit_dependent(
+    job_function: JobSpec, args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> Job[Any]:
+    """Enqueue one call of a job function with ``using(depends_on=...)``: a job that waits
+    for others (:func:`.dependent.submit`, which says what it raises)."""
+    from . import dependent  # only with depends_on
+
+    return dependent.submit(job_function, args, kwargs, capture.get())
+
+
+async def asubmit_dependent(
+    job_function: JobSpec, args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> Job[Any]:
+    """:func:`submit_dependent` for async code."""
+    from . import dependent
+
+    return await dependent.asubmit(job_function, args, kwargs, capture.get())
+
+
 def submit_many(
     job_function: JobSpec,
     calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]],

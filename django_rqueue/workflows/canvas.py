@@ -118,7 +118,8 @@ class Canvas(Element):
             ValueError: an option a workflow node cannot take (``unique_key``,
                 ``job_id``, ...), an undeclared queue, arguments over
                 ``RQUEUE["MAX_PAYLOAD_BYTES"]``.
-            NotImplementedError: until the creation lands (WP2b).
+            WorkflowNotCreated: Redis could not be reached for longer than
+                ``ENQUEUE_PATIENCE`` (``committed`` says whether it will run).
         """
         return submit(graph.compile(self))
 
@@ -191,13 +192,14 @@ def chord(header: Group | Iterable[Element], body: Element) -> Chain:
 
 
 def submit(plan: WorkflowPlan) -> Any:
-    """Write ``plan`` and return the workflow's handle: the one hook the creation
-    (``workflows/create.py``, WP2b) replaces.
+    """Write ``plan`` and return the workflow's handle (:func:`.create.submit`, imported on
+    use: the creation imports ``enqueue``, which this module's importers may be loading).
 
-    Raises:
-        NotImplementedError: always, until then.
+    Raises what :func:`.create.submit` raises.
     """
-    raise NotImplementedError("workflow creation lands with WP2b")
+    from .create import submit as create
+
+    return create(plan)
 
 
 def _elements(where: str, elements: Iterable[object]) -> list[Element]:

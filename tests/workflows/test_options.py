@@ -11,6 +11,7 @@ from pytest_django.fixtures import Settings
 
 from django_rqueue import Job, JobStatus
 from django_rqueue.conf import get_config, problems
+from django_rqueue.exceptions import JobStateError
 from django_rqueue.options import NO_TIMEOUT, JobOptions
 from tests.workflows.jobs import fetch, parse
 
@@ -94,8 +95,8 @@ def test_the_dependency_options_without_depends_on_are_refused_by_delay() -> Non
         fetch.using(pass_results=True).delay("u")
 
 
-def test_delay_with_depends_on_is_not_written_yet() -> None:
-    with pytest.raises(NotImplementedError, match="WP2b"):
+def test_delay_with_depends_on_a_job_that_does_not_exist_raises() -> None:
+    with pytest.raises(JobStateError, match="does not exist"):
         fetch.using(depends_on=[A]).delay("u")
 
 
