@@ -11,7 +11,8 @@ exactly once across all pollers, and applies each queue's failed-store
 retention (``failed_ttl``, ``failed_max``) every :data:`TRIM_EVERY` seconds,
 so old failures go even when no new failure arrives (a new failure applies
 it too, in ``fail.lua``); at the same pace it forgets the workflows whose
-record has expired (:meth:`Poller.forget_workflows`).
+record has expired (:meth:`Poller.forget_workflows`) and finishes or undoes the workflow
+creations whose caller stalled (:meth:`Poller.sweep_openings`).
 
 For jobs that wait for others (workflows, ``depends_on``), the same round relays
 each queue's outbox to dependents on other queues (:class:`~.relay.Relay`; a job's
@@ -39,6 +40,7 @@ from ..engine.queue_ref import queue_ref
 from ..engine.replies import Promoted
 from ..exceptions import LeaseExpired, RedisUnavailable
 from ..execution import error_record
+from ..workflows import recovery
 from .idle import IdleWaiter
 from .outages import Outages
 from .process import new_worker_id
@@ -100,6 +102,7 @@ class Poller:
         if time.monotonic() >= self._next_trim:
             more = self.trim_failed()
             more = self.forget_workflows() or more
+            self.sweep_openings()
             self._next_trim = 0.0 if more else time.monotonic() + TRIM_EVERY
             if more:
                 sleep = 0.0
@@ -321,6 +324,31 @@ class Poller:
                 logger.debug("queue %s: forgot %d gone workflow(s)", queue, removed)
             more = more or (removed > 0 and rank > 0)
         return more
+
+    def sweep_openings(self) -> None:
+        """Finish or undo, on each queue, the workflow creations and ``retry_failed()`` calls
+        whose caller stalled past their deadline (:func:`~.workflows.recovery.sweep_opening`).
+        Called every :data:`TRIM_EVERY` seconds: a stalled one is handled within about two
+        minutes of its start."""
+        for queue in self.queues:
+            server = location_of(queue)
+            if not self.outages.usable(server, queue):
+                continue
+            try:
+                handled = recovery.sweep_opening(queue)
+            except redis.ResponseError as exc:  # a corrupt wfopen or record: logged, not fatal
+                logger.error("queue %s: could not sweep stalled workflow creations: %s", queue, exc)
+                continue
+            except RedisUnavailable as exc:
+                delay = self.outages.failed(server, queue=queue, error=exc)
+                logger.error(
+                    "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
+                )
+                continue
+            if handled:
+                logger.warning(
+                    "queue %s: finished or undid %d stalled workflow creation(s)", queue, handled
+                )
 
     def run(self) -> None:
         """Loop until :attr:`stop` is set. Redis outages are logged and retried."""

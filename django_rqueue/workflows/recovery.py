@@ -12,13 +12,14 @@ zset, scored by a deadline (Redis clock, ms), until its last step. The pollers c
 - ``running`` (committed): rolled **forward**: the gates opened (again: idempotent), and
   the creation leaves ``wfopen``.
 
-A record in another state (``reopening``: ``retry_failed()``, another package's) is left
-as it is.
+- ``reopening``: a ``retry_failed()`` whose caller stalled is completed (its stored plan
+  replayed: every step is idempotent, :func:`.control.retry_failed`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -28,8 +29,12 @@ from ..engine.connection import as_text, get_client, redis_errors
 from ..engine.fields import WorkflowFields
 from ..engine.keys import QueueKeys, finisher_id
 from ..engine.workflow_record import RecordState
+from ..exceptions import WorkflowStateError
+from . import control
 from .handle import node_ids_of
 from .staged import delete_jobs, open_gates
+
+logger = logging.getLogger("django_rqueue.poller")
 
 #: Creations one :func:`sweep_opening` call looks at, at most.
 SWEEP_LIMIT: Final = 100
@@ -72,6 +77,12 @@ def sweep_opening(queue: str, limit: int = SWEEP_LIMIT) -> int:
                 delete_jobs(prefix, [finisher_id(workflow_id), *reversed(node_ids)])
         elif state == RecordState.RUNNING:
             roll_forward(prefix, queue, workflow_id, node_ids, edges)
+        elif state == RecordState.REOPENING:
+            try:
+                control.retry_failed(workflow_id)
+            except WorkflowStateError as exc:  # its records expired meanwhile: say so
+                logger.error("workflow %s: could not complete retry_failed(): %s", workflow_id, exc)
+                continue
         else:
             continue
         handled += 1
