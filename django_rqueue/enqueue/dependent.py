@@ -16,7 +16,7 @@ When every parent is on ``D``'s queue (and the outbox is not forced) the three s
 one ``MULTI`` (:mod:`.multi`). Under ``RQUEUE["MIN_REPLICAS_ACK"]`` a ``WAIT`` follows the
 last write on its connection.
 
-A parent that does not exist raises :class:`~..exceptions.JobStateError` and ``D`` is
+A parent that does not exist raises :class:`~django_rqueue.exceptions.JobStateError` and ``D`` is
 deleted. Inside ``transaction.atomic()`` the three steps run at the commit.
 """
 

@@ -6,7 +6,8 @@ batch of nodes in one ``MULTI``/``EXEC`` (:mod:`.multi`). Any other workflow is 
 ``staged`` (:mod:`.staged`): gated nodes behind one commit point. Inside
 ``transaction.atomic()`` the whole write is one ``on_commit`` callback: nothing is
 written on a rollback. Transient failures are retried for
-``enqueue.write.ENQUEUE_PATIENCE`` seconds, then :class:`~..exceptions.WorkflowNotCreated`.
+``enqueue.write.ENQUEUE_PATIENCE`` seconds, then
+:class:`~django_rqueue.exceptions.WorkflowNotCreated`.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def finish(ctx: JobContext, result: Any = None) -> None:
 
 def enqueue_callback(workflow_id: str, which: str, generation: int, spec: Mapping[str, Any]) -> str:
     """Enqueue the callback ``spec`` (``{"n": name, "p": payload, "i": immutable, "o":
-    options}``, :meth:`.graph._Compiler.callback`) with the fixed id
+    options}``, ``graph._Compiler.callback``) with the fixed id
     ``<queue>:<workflow_id's random part>.<which><generation>``, the workflow id first
     unless immutable; return its id (an existing job under it is left as it is).
 
