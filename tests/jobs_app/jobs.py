@@ -497,3 +497,10 @@ def _record_size(response: httpx.Response) -> bool:
 
 #: Records how much of each reply's body a retry condition gets.
 sized_deliver = webhook_job(name=f"{__name__}.sized_deliver", retry_if=_record_size)
+
+
+@job
+def gather(results: list[Any], ledger: str) -> list[Any]:
+    """A workflow body: writes ``run`` with what its inputs gave and returns it."""
+    write_ledger(ledger, "gather", "run", results=results)
+    return results
