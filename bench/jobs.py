@@ -20,3 +20,16 @@ async def sleepy(sent: float, due: float, out: str) -> None:
     """The async I/O drain's job: wait on I/O for ``ASYNC_SLEEP`` s, then record."""
     await asyncio.sleep(ASYNC_SLEEP)
     record(sent, due, out)
+
+
+@job(name="bench.member")
+def member(sent: float, out: str) -> int:
+    """A chord member (bench/workflows.py): records, and gives 1 to the body."""
+    record(sent, 0.0, out)
+    return 1
+
+
+@job(name="bench.body")
+def body(results: list[int], sent: float, out: str) -> None:
+    """A chord's body: records its run with ``due = -1`` (bench/workflows.py's ``BODY``)."""
+    record(sent, -1.0, out)

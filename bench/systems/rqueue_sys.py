@@ -1,4 +1,4 @@
-"""django-rqueue: ``@job`` ``.delay()`` / ``.delay_many()``; worker ``manage.py rqueue_work``."""
+"""django-rqueue: ``.delay()`` / ``.delay_many()`` / ``chord``; worker ``manage.py rqueue_work``."""
 
 from __future__ import annotations
 
@@ -29,16 +29,19 @@ def has_concurrency() -> bool:
 class Rqueue(System):
     has_async = True
     has_tasks = True
+    has_workflows = True
 
     def __init__(self) -> None:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
         import django
 
         django.setup()
-        from bench.jobs import noop, sleepy
+        from bench.jobs import body, member, noop, sleepy
 
         self.noop = noop
         self.sleepy = sleepy
+        self.member = member
+        self.body = body
 
     def enqueue_one(self, n: int, out: str) -> None:
         delay = self.noop.delay
@@ -57,6 +60,12 @@ class Rqueue(System):
         for due in dues:
             when = datetime.datetime.fromtimestamp(due, datetime.UTC)
             self.noop.using(run_at=when).delay(time.time(), due, out)
+
+    def enqueue_chord(self, n: int, out: str) -> None:
+        from django_rqueue.workflows import chord
+
+        sent = time.time()
+        chord([self.member.s(sent, out) for _ in range(n)], self.body.s(sent, out)).delay()
 
     def enqueue_async(self, n: int, out: str) -> None:
         sent = time.time()
