@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import json
 import os
@@ -456,10 +457,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-workflows", action="store_true", help="skip the chords (bench/workflows.py)"
     )
+    parser.add_argument(
+        "--workflows-only", action="store_true", help="run only the chords (bench/workflows.py)"
+    )
+    parser.add_argument("--members", type=int, default=0, help="chord members (default 10 000)")
     parser.add_argument("--output", default=None, help="JSON path (default bench/results-*.json)")
     parser.add_argument("--skipped", default="{}", help=argparse.SUPPRESS)  # from run.py
     args = parser.parse_args(argv)
     params = Params.smoke() if args.smoke else Params.full(args.runs)
+    if args.members:
+        params = dataclasses.replace(params, wf_members=args.members)
 
     skipped: dict[str, str] = json.loads(args.skipped)
     names = [n for n in MODULES if n not in skipped]
@@ -491,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["skipped"][name] = f"import failed: {exc!r}"
                 log(f"skipping {name}: {exc!r}")
         run = Run(params, server, tmp)
-        for i in range(params.runs):
+        for i in range(0 if args.workflows_only else params.runs):
             for name, system in systems.items():
                 log(f"run {i + 1}/{params.runs}: {name}")
                 started = time.monotonic()
@@ -500,10 +507,10 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"  {name}: {fmt_run(measured)} ({time.monotonic() - started:.0f} s)")
         if not args.no_workflows:
             results["workflows"] = measure_workflows(run, systems, params)
-        if not args.no_scale and "django-rqueue" in systems:
+        if not (args.no_scale or args.workflows_only) and "django-rqueue" in systems:
             log("django-rqueue scale test (enqueue+reserve+ack cost vs backlog)")
             results["scale"] = scale.measure(client, params, log)
-        if not args.no_flow and "django-rqueue" in systems:
+        if not (args.no_flow or args.workflows_only) and "django-rqueue" in systems:
             log("django-rqueue flow control (reserve cost with rate limit, group cap, schedules)")
             results["flow"] = flow.measure(client, params, log)
         for system in systems.values():
