@@ -255,7 +255,7 @@ class UsingOptions(TypedDict, total=False):
 
 def using_options(**options: Any) -> JobOptions:
     """The :class:`JobOptions` of one ``using()`` call (see
-    :meth:`django_rqueue.decorators.BaseJobFunction.using`): ``timedelta`` values become
+    :meth:`django_rqueue.job_functions.BaseJobFunction.using`): ``timedelta`` values become
     seconds, ``depends_on``'s jobs their ids.
 
     Raises:

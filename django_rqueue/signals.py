@@ -1,7 +1,7 @@
 """Signals sent as jobs move through their lifecycle, and when a worker loses Redis.
 
 The five job signals are sent with the ``@job`` function object (a
-:class:`~django_rqueue.decorators.JobFunction`) as ``sender`` (``None`` for a
+:class:`~django_rqueue.job_functions.JobFunction`) as ``sender`` (``None`` for a
 job whose name no ``@job`` registered), so a receiver can listen to one job
 only: ``@receiver(job_failed, sender=send_invoice)``. Each is sent in the
 process that runs the job: a worker's child, or the worker's master for an

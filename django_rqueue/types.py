@@ -1,7 +1,7 @@
 """What the layers below ``@job`` need of a job function: the :class:`JobSpec` protocol.
 
 Enqueueing, running an attempt, the registry and the worker speak this protocol;
-:class:`~django_rqueue.decorators.JobFunction` (and the ``django.tasks`` bridge's
+:class:`~django_rqueue.job_functions.JobFunction` (and the ``django.tasks`` bridge's
 ``TaskJobFunction``) implement it. So nothing below :mod:`django_rqueue.decorators`
 imports it, and the decorator sits on top of the stack.
 """

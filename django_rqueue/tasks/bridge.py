@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from .. import signals
 from ..conf import get_config
-from ..decorators import JobFunction
 from ..execution import error_fields
 from ..job import FINISHED, Job, JobStatus
+from ..job_functions import JobFunction
 from ..options import JobOptions
 from ..registry import TASK_PREFIX
 from .api import (

@@ -68,7 +68,7 @@ class Signature(Element):
 
     def using(self, **options: Unpack[UsingOptions]) -> Signature:
         """A copy with these options for this node: the names, conversions and checks of
-        :meth:`django_rqueue.decorators.BaseJobFunction.using` (``queue``, ``priority``,
+        :meth:`django_rqueue.job_functions.BaseJobFunction.using` (``queue``, ``priority``,
         ``delay`` counted from the node's release when it waits, ``on_dependency_failure``,
         ``depends_on`` for inputs outside the workflow, ...).
 
