@@ -7,6 +7,8 @@ from typing import Literal
 import pytest
 from pytest_django.fixtures import Settings
 
+from tests.management.commands.conftest import manage
+
 #: The path an edge between two jobs of one queue takes.
 type DepPath = Literal["inline", "outbox"]
 
@@ -18,3 +20,7 @@ def dep_path(request: pytest.FixtureRequest, settings: Settings) -> DepPath:
     path: DepPath = request.param
     settings.RQUEUE = {**settings.RQUEUE, "WORKFLOW_FORCE_OUTBOX": path == "outbox"}
     return path
+
+
+#: ``manage`` (a management command as a real subprocess) serves test_worker_process.py.
+__all__ = ["dep_path", "manage"]

@@ -11,8 +11,6 @@ from tests.management.commands.conftest import Manage
 from tests.management.commands.test_rqueue_work import wait_serving
 from tests.workflows.conftest import DepPath
 
-pytest_plugins = ["tests.management.commands.conftest"]
-
 
 def test_a_chord_across_two_queues_runs_to_its_end(
     manage: Manage, ledger: str, rqueue_redis: redis.Redis, dep_path: DepPath
