@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import redis
 
@@ -270,25 +270,10 @@ class Poller:
         """Apply each queue's failed-store retention once (``trim_failed.lua``); whether a
         queue has more to delete than one call deletes."""
         more = False
-        for queue in self.queues:
-            ref = queue_ref(queue)
-            retention = Retention.of(ref.config)
-            if retention.ttl is None and retention.max_jobs is None:
+        for queue, trimmed in self._each_queue("apply the failed-store retention", self._trim):
+            if trimmed is None:  # no retention on this queue
                 continue
-            server = location_of(queue)
-            if not self.outages.usable(server, queue):
-                continue
-            try:
-                deleted, left = run.execute(ref.client(), commands.trim_failed(ref.keys, retention))
-            except redis.ResponseError as exc:  # a corrupt failed store: logged, not fatal
-                logger.error("queue %s: could not apply the failed-store retention: %s", queue, exc)
-                continue
-            except RedisUnavailable as exc:
-                delay = self.outages.failed(server, queue=queue, error=exc)
-                logger.error(
-                    "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
-                )
-                continue
+            deleted, left = trimmed
             if deleted:
                 logger.info(
                     "queue %s: deleted %d failed job(s) past failed_ttl/failed_max", queue, deleted
@@ -296,48 +281,56 @@ class Poller:
             more = more or left
         return more
 
+    def _trim(self, queue: str) -> tuple[int, bool] | None:
+        ref = queue_ref(queue)
+        retention = Retention.of(ref.config)
+        if retention.ttl is None and retention.max_jobs is None:
+            return None
+        return run.execute(ref.client(), commands.trim_failed(ref.keys, retention))
+
     def forget_workflows(self) -> bool:
         """Walk one step of each queue's list of workflows (``wfs``), forgetting those whose
         record is gone (``wf_trim.lua``, :data:`~.workflow_record.TRIM_LIMIT` members from
         where the last step ended); whether a queue forgot some and has more to look at (a
         backlog: the next round comes at once). Called every :data:`TRIM_EVERY` seconds."""
         more = False
-        for queue in self.queues:
-            server = location_of(queue)
-            if not self.outages.usable(server, queue):
-                continue
-            ref = queue_ref(queue)
-            rank = self._workflows_rank.get(queue, 0)
-            try:
-                removed, rank = run.execute(ref.client(), workflow_record.trim(ref.keys, rank))
-            except redis.ResponseError as exc:  # a corrupt wfs: logged, not fatal
-                logger.error("queue %s: could not forget gone workflows: %s", queue, exc)
-                continue
-            except RedisUnavailable as exc:
-                delay = self.outages.failed(server, queue=queue, error=exc)
-                logger.error(
-                    "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
-                )
-                continue
+        for queue, (removed, rank) in self._each_queue("forget gone workflows", self._forget):
             self._workflows_rank[queue] = rank
             if removed:
                 logger.debug("queue %s: forgot %d gone workflow(s)", queue, removed)
             more = more or (removed > 0 and rank > 0)
         return more
 
+    def _forget(self, queue: str) -> workflow_record.Trimmed:
+        ref = queue_ref(queue)
+        rank = self._workflows_rank.get(queue, 0)
+        return run.execute(ref.client(), workflow_record.trim(ref.keys, rank))
+
     def sweep_openings(self) -> None:
         """Finish or undo, on each queue, the workflow creations and ``retry_failed()`` calls
         whose caller stalled past their deadline (:func:`~.workflows.recovery.sweep_opening`).
         Called every :data:`TRIM_EVERY` seconds: a stalled one is handled within about two
         minutes of its start."""
+        swept = self._each_queue("sweep stalled workflow creations", recovery.sweep_opening)
+        for queue, handled in swept:
+            if handled:
+                logger.warning(
+                    "queue %s: finished or undid %d stalled workflow creation(s)", queue, handled
+                )
+
+    def _each_queue[T](self, what: str, step: Callable[[str], T]) -> Iterator[tuple[str, T]]:
+        """``(queue, step(queue))`` for each of the poller's queues whose Redis is usable.
+
+        A command Redis refused (corrupt data) is logged as "could not <what>" and the queue
+        passed over; a Redis that cannot be reached is left out for its retry time."""
         for queue in self.queues:
             server = location_of(queue)
             if not self.outages.usable(server, queue):
                 continue
             try:
-                handled = recovery.sweep_opening(queue)
-            except redis.ResponseError as exc:  # a corrupt wfopen or record: logged, not fatal
-                logger.error("queue %s: could not sweep stalled workflow creations: %s", queue, exc)
+                result = step(queue)
+            except redis.ResponseError as exc:  # corrupt data: logged, not fatal
+                logger.error("queue %s: could not %s: %s", queue, what, exc)
                 continue
             except RedisUnavailable as exc:
                 delay = self.outages.failed(server, queue=queue, error=exc)
@@ -345,10 +338,7 @@ class Poller:
                     "poller: queue %s: %s; leaving its Redis out for %.1f s", queue, exc, delay
                 )
                 continue
-            if handled:
-                logger.warning(
-                    "queue %s: finished or undid %d stalled workflow creation(s)", queue, handled
-                )
+            yield queue, result
 
     def run(self) -> None:
         """Loop until :attr:`stop` is set. Redis outages are logged and retried."""
