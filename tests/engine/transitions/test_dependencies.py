@@ -39,13 +39,6 @@ from tests.support.dependencies import (
 from tests.support.engine import PREFIX, Engine
 
 
-@pytest.fixture(params=["i", "o"], ids=["inline", "outbox"])
-def path(request: pytest.FixtureRequest) -> EdgePath:
-    """The path of every edge a test writes: inline (same queue) or through the outbox."""
-    value: EdgePath = request.param
-    return value
-
-
 def test_a_dependent_is_released_when_its_last_input_ends_and_not_before(
     engine: Engine, path: EdgePath
 ):

@@ -29,13 +29,6 @@ from tests.support.dependencies import (
 from tests.support.engine import Engine
 
 
-@pytest.fixture(params=["i", "o"], ids=["inline", "outbox"])
-def path(request: pytest.FixtureRequest) -> EdgePath:
-    """The path of every edge a test writes: inline (same queue) or through the outbox."""
-    value: EdgePath = request.param
-    return value
-
-
 def member(engine: Engine, path: EdgePath, state: str) -> tuple[str, str]:
     """A job ``a`` in ``state`` whose one dependent ``d`` (policy "run") waits for it."""
     a, d, x = (new_job_id(engine.queue) for _ in range(3))

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from django_rqueue.dependencies import DependencyFailed, EdgePath
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import new_job_id
@@ -25,13 +23,6 @@ from tests.support.dependencies import (
     outbox,
 )
 from tests.support.engine import Engine
-
-
-@pytest.fixture(params=["i", "o"], ids=["inline", "outbox"])
-def path(request: pytest.FixtureRequest) -> EdgePath:
-    """The path of every edge a test writes: inline (same queue) or through the outbox."""
-    value: EdgePath = request.param
-    return value
 
 
 def test_a_retry_is_not_an_end_only_the_final_failure_delivers(engine: Engine, path: EdgePath):

@@ -26,13 +26,6 @@ from tests.support.dependencies import (
 from tests.support.engine import Engine
 
 
-@pytest.fixture(params=["i", "o"], ids=["inline", "outbox"])
-def path(request: pytest.FixtureRequest) -> EdgePath:
-    """The path of every edge a test writes: inline (same queue) or through the outbox."""
-    value: EdgePath = request.param
-    return value
-
-
 def link(engine: Engine, job_id: str, entry: str, *, same_queue: bool = True) -> Linked:
     command = dependency_commands.dep_link(engine.keys, job_id, entry, same_queue=same_queue)
     return execute(engine.client, command)

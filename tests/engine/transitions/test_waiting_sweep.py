@@ -27,13 +27,6 @@ from tests.support.engine import Engine
 TIMEOUT = "dependency_timeout"
 
 
-@pytest.fixture(params=["i", "o"], ids=["inline", "outbox"])
-def path(request: pytest.FixtureRequest) -> EdgePath:
-    """The path of every edge a test writes: inline (same queue) or through the outbox."""
-    value: EdgePath = request.param
-    return value
-
-
 def sweep(engine: Engine, limit: int = 100) -> Swept:
     return execute(engine.client, dependency_commands.waiting_sweep(engine.keys, limit))
 

@@ -29,13 +29,6 @@ from tests.support.engine import Engine
 REASON = "workflow_cancelled"
 
 
-@pytest.fixture(params=["i", "o"], ids=["inline", "outbox"])
-def path(request: pytest.FixtureRequest) -> EdgePath:
-    """The path of every edge a test writes: inline (same queue) or through the outbox."""
-    value: EdgePath = request.param
-    return value
-
-
 def wf_cancel(engine: Engine, *ids: str) -> Cancelled:
     return execute(engine.client, workflow_calls.wf_cancel(engine.keys, ids, 600))
 
