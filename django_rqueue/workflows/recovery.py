@@ -53,8 +53,10 @@ def sweep_opening(queue: str, limit: int = SWEEP_LIMIT) -> int:
     with redis_errors(client):
         seconds, micros = client.time()
         now_ms = seconds * 1000 + micros // 1000
-        due: list[bytes] = client.zrangebyscore(  # type: ignore[assignment]
-            keys.opening, "-inf", now_ms, start=0, num=limit
+        # ZRANGE ... BYSCORE (Redis 6.2+): the least-privilege user is granted ZRANGE, not
+        # ZRANGEBYSCORE (engine/permissions.py).
+        due: list[bytes] = client.zrange(  # type: ignore[assignment]
+            keys.opening, "-inf", now_ms, byscore=True, offset=0, num=limit
         )
     handled = 0
     for raw_id in due:
