@@ -155,7 +155,7 @@ class Edge:
             raise ValueError(f"edge input index must be 1 or more: {self.index}")
         if queue_of(self.dependent) is None or " " in self.dependent:
             raise ValueError(f"edge dependent is not a job id: {self.dependent!r}")
-        return f"{self.copy}{self.path}{self.index}:{self.dependent}"
+        return edge_entry(self.copy, self.path, self.index, self.dependent)
 
     @classmethod
     def decode(cls, entry: str) -> Edge:
@@ -175,6 +175,12 @@ class Edge:
         ):
             raise ValueError(f"not an edge entry: {entry[:80]!r}")
         return cls(cast(EdgeCopy, copy), cast(EdgePath, path), int(digits), dependent)
+
+
+def edge_entry(copy: EdgeCopy, path: EdgePath, index: int, dependent: str) -> str:
+    """The entry of an edge, unchecked (:meth:`Edge.encode` checks; a compile whose ids
+    are its own calls this for its thousands of edges)."""
+    return f"{copy}{path}{index}:{dependent}"
 
 
 @dataclass(frozen=True, slots=True)

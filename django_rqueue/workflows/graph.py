@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ..conf import Config, get_config
-from ..dependencies import Dependents, Edge
+from ..dependencies import Dependents, Edge, edge_entry
 from ..encryption import seal
 from ..engine.calls import Arg
 from ..engine.connection import LocationKind, location_of
@@ -57,16 +57,17 @@ def check_arguments(
     *,
     prepended: bool,
     maybe: bool = False,
-) -> None:
+) -> bool:
     """Check ``args`` and ``kwargs`` as ``.delay()`` does, after one prepended value when
-    ``prepended`` (``maybe``: also accept them with one prepended value).
+    ``prepended`` (``maybe``: also accept them with one prepended value); return whether
+    they fit as they are, without a prepended value.
 
     Raises:
         TypeError: they do not fit the function's signature (``.delay()``'s message).
     """
     if prepended:
         job_function.check_arguments((PREPENDED, *args), kwargs)
-        return
+        return False
     try:
         job_function.check_arguments(args, kwargs)
     except TypeError:
@@ -77,8 +78,9 @@ def check_arguments(
         except TypeError:
             pass
         else:
-            return
+            return False
         raise
+    return True
 
 
 def compile(element: object, config: Config | None = None) -> WorkflowPlan:  # noqa: A001
@@ -239,7 +241,13 @@ class _Compiler:
                 raise ValueError("a unique_key is not allowed on a workflow node")
             for parent in external:
                 self.config.queue(queue_of(parent) or "")
-            job_id, payload = _encode(plan, signature.args, signature.kwargs, tree is not None)
+            job_id, payload = _encode(
+                plan,
+                signature.args,
+                signature.kwargs,
+                prepended=tree is not None,
+                checked=signature.fits_as_is,
+            )
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{where}: {exc}") from exc
         self.drafts.append(_Draft(signature, plan, job_id, payload, after, tree, external))
@@ -259,17 +267,18 @@ class _Compiler:
         home: str,
     ) -> NodePlan:
         plan, o = draft.plan, draft.signature.options
-        edges = [
-            Edge("p", self.path(plan.queue, drafts[j].plan.queue), k, drafts[j].id)
+        queue = plan.queue
+        entries = [
+            edge_entry("p", self.path(queue, drafts[j].plan.queue), k, drafts[j].id)
             for j, k in dependents
         ]
-        edges.append(
-            Edge("p" if is_exit else "c", self.path(plan.queue, home), index + 1, finisher_id)
+        entries.append(
+            edge_entry("p" if is_exit else "c", self.path(queue, home), index + 1, finisher_id)
         )
         inputs = (*(drafts[i].id for i in draft.after), *draft.external)
         fields: dict[str, str | int] = {**plan.record, JobFields.PAYLOAD: draft.payload}
         fields[JobFields.WORKFLOW] = wf_id
-        fields[JobFields.DEPENDENTS] = Dependents(tuple(edges)).encode()
+        fields[JobFields.DEPENDENTS] = " ".join(entries)  # as Dependents.encode() joins them
         source = not draft.after
         if inputs:
             fields[JobFields.INPUT_COUNT] = len(inputs)
@@ -343,7 +352,13 @@ class _Compiler:
             plan = Plan.of(signature.job_function, self.config, o)
             if plan.unique_key is not None:
                 raise ValueError("a unique_key is not allowed on a callback")
-            _, payload = _encode(plan, signature.args, signature.kwargs, not signature.immutable)
+            _, payload = _encode(
+                plan,
+                signature.args,
+                signature.kwargs,
+                prepended=not signature.immutable,
+                checked=signature.fits_as_is,
+            )
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{where}: {exc}") from exc
         base = signature.job_function.options
@@ -417,17 +432,24 @@ def _refuse(o: JobOptions, where: str, *, has_inputs: bool, external: bool) -> N
 
 
 def _encode(
-    plan: Plan, args: Sequence[Any], kwargs: Mapping[str, Any], prepended: bool
+    plan: Plan,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    prepended: bool,
+    checked: bool = False,
 ) -> tuple[str, str]:
-    """A node's id and payload, as ``.delay()`` makes them (:meth:`Plan.submission`); with
-    ``prepended``, the arguments are checked after one prepended value (the same checks,
-    encoding, size limit and encryption otherwise)."""
-    if not prepended:
-        submission = plan.submission(args, kwargs)
-        return submission.job_id, submission.payload
+    """A node's id and payload, as ``.delay()`` makes them (:meth:`Plan.submission`: the same
+    checks, encoding, size limit and encryption); with ``prepended``, the arguments are
+    checked after one prepended value; ``checked``: they are known to fit without one
+    (:meth:`.Signature.of` checked them), so the check is not made twice."""
     job_function = plan.job_function
-    check_arguments(job_function, args, kwargs, prepended=True)
-    payload = encode_arguments(args, kwargs, job_function.func, skip=1 + job_function.takes_context)
+    if prepended:
+        check_arguments(job_function, args, kwargs, prepended=True)
+    elif not checked:
+        job_function.check_arguments(args, kwargs)
+    skip = int(prepended) + int(job_function.takes_context)
+    payload = encode_arguments(args, kwargs, job_function.func, skip=skip)
     if len(payload) > plan.max_payload:
         raise ValueError(
             f"the arguments of {job_function.name} take {len(payload)} bytes as JSON, more "
@@ -456,7 +478,7 @@ def _deadline_ms(timeout: float | NoTimeout | None, config: Config) -> int:
 def _places(queues: Sequence[str]) -> tuple[tuple[str, ...], ...]:
     """The queues by location: one Redis server, or one queue per Cluster slot."""
     places: dict[object, dict[str, None]] = {}
-    for queue in queues:
+    for queue in dict.fromkeys(queues):  # each queue once
         location = location_of(queue)
         key = (location, queue) if location.kind is LocationKind.CLUSTER else location
         places.setdefault(key, {})[queue] = None

@@ -33,9 +33,13 @@ SOURCE_MARK: Final = "src"
 CreationPath = Literal["live", "staged"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class NodePlan:
-    """One job of the workflow as ``wf_nodes.lua`` writes it (a node, or the finisher)."""
+    """One job of the workflow as ``wf_nodes.lua`` writes it (a node, or the finisher).
+
+    Not frozen, though nothing changes it: a compile makes one per node, and a frozen
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field) takes three times as long.
+    """
 
     #: Declared order, from 0 (the finisher: the number of nodes).
     index: int

@@ -37,6 +37,9 @@ class Signature(Element):
     immutable: bool
     #: The node's options: the job function's, then this signature's ``using()``.
     options: JobOptions
+    #: Its arguments fit the function as they are, without a prepended value (checked by
+    #: :meth:`of`; the compile then does not check them again).
+    fits_as_is: bool = False
 
     @classmethod
     def of(
@@ -58,8 +61,8 @@ class Signature(Element):
             TypeError: they do not fit (the message is ``.delay()``'s).
         """
         args, kwargs = tuple(args), dict(kwargs)
-        check_arguments(job_function, args, kwargs, prepended=False, maybe=not immutable)
-        return cls(job_function, args, kwargs, immutable, job_function.options)
+        fits = check_arguments(job_function, args, kwargs, prepended=False, maybe=not immutable)
+        return cls(job_function, args, kwargs, immutable, job_function.options, fits)
 
     @property
     def name(self) -> str:
