@@ -13,7 +13,7 @@ on the Redis clock. The wire format of edge entries and arrival values is
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal, NamedTuple, Protocol
 
 from .calls import Arg, ScriptCall
 from .keys import QueueKeys
@@ -25,6 +25,26 @@ NodesMode = Literal["live", "gated"]
 #: The instruction, in a node's field pairs, that marks a source (read by ``wf_nodes.lua``,
 #: never stored).
 SOURCE: Final = "src"
+
+
+class NodeSpec(Protocol):
+    """What :func:`wf_nodes` reads of a node (:class:`Node`, or a workflow's compiled
+    :class:`~django_rqueue.workflows.nodes.NodePlan`)."""
+
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def delay_ms(self) -> int: ...
+    @property
+    def run_at_ms(self) -> int: ...
+    @property
+    def fields(self) -> Mapping[str, str | int]: ...
+    @property
+    def source(self) -> bool: ...
 
 
 class Node(NamedTuple):
@@ -50,7 +70,7 @@ class Node(NamedTuple):
 
 def wf_nodes(
     keys: QueueKeys,
-    nodes: Iterable[Node],
+    nodes: Iterable[NodeSpec],
     *,
     mode: NodesMode,
     deadline_ms: int,

@@ -13,14 +13,14 @@ from collections.abc import Iterable
 
 from . import dependency_calls, dependency_replies
 from .commands import Command
-from .dependency_calls import Node, NodesMode
+from .dependency_calls import NodesMode, NodeSpec
 from .dependency_replies import Applied, Linked, Swept
 from .keys import QueueKeys
 
 
 def wf_nodes(
     keys: QueueKeys,
-    nodes: Iterable[Node],
+    nodes: Iterable[NodeSpec],
     *,
     mode: NodesMode,
     deadline_ms: int,

@@ -1,8 +1,8 @@
 """The compiled plan of a workflow (:class:`WorkflowPlan`): its jobs, links and script calls.
 
 :func:`django_rqueue.workflows.graph.compile` builds it, validated and encoded; the
-creation writes it: :meth:`WorkflowPlan.batches` gives the ``wf_nodes.lua`` calls per queue
-(``KEYS`` and ``ARGV`` in the layout of the script's header), :attr:`WorkflowPlan.links`
+creation writes it: :meth:`WorkflowPlan.batches` gives the ``wf_nodes.lua`` calls per
+queue, :attr:`WorkflowPlan.links`
 the ``dep_link.lua`` calls, :attr:`WorkflowPlan.record` the record's fields. Pure data.
 """
 
@@ -12,7 +12,8 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal, NamedTuple
 
-from ..engine.calls import Arg, pairs
+from ..engine.calls import Arg, ScriptCall
+from ..engine.dependency_calls import NodesMode, wf_nodes
 from ..engine.keys import QueueKeys, queue_of
 from ..enqueue.plan import Plan
 from .shapes import Tree
@@ -26,9 +27,6 @@ BATCH_NODES: Final = 500
 FINISHER_NAME: Final = "rqueue:workflow.finish"
 #: Attempts of the finisher.
 FINISHER_MAX_ATTEMPTS: Final = 10
-#: The instruction ``src 1`` among a node's field pairs in ``wf_nodes.lua``'s ARGV: the node
-#: has no input inside the workflow (read by the script, not stored).
-SOURCE_MARK: Final = "src"
 #: How a workflow is written: one ``MULTI`` (one location), or gated nodes behind a commit.
 CreationPath = Literal["live", "staged"]
 
@@ -64,21 +62,10 @@ class NodePlan:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
-    def argv(self) -> list[Arg]:
-        """This node's part of ``wf_nodes.lua``'s ARGV: ``id, prio, group, delay_ms,
-        run_at_ms, F, F field pairs`` (with ``src 1`` among them for a source)."""
-        flat = pairs(self.fields)
-        if self.source:
-            flat += [SOURCE_MARK, 1]
-        return [
-            self.id,
-            self.priority,
-            self.group,
-            self.delay_ms,
-            self.run_at_ms,
-            len(flat) // 2,
-            *flat,
-        ]
+    @property
+    def job_id(self) -> str:
+        """:attr:`id` (the name :func:`~django_rqueue.engine.dependency_calls.wf_nodes` reads)."""
+        return self.id
 
 
 class Link(NamedTuple):
@@ -101,12 +88,10 @@ class Link(NamedTuple):
 
 
 class NodeBatch(NamedTuple):
-    """One ``wf_nodes.lua`` call: its queue, ``KEYS`` and ``ARGV``."""
+    """One ``wf_nodes.lua`` call and its queue."""
 
     queue: str
-    #: base, prios, delayed, stats, notify, wake, waiting.
-    keys: tuple[str, ...]
-    argv: list[Arg]
+    call: ScriptCall
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,25 +139,19 @@ class WorkflowPlan:
         return tuple(n for n in (*self.nodes, self.finisher) if n.source)
 
     def batches(self, size: int = BATCH_NODES) -> Iterator[NodeBatch]:
-        """The ``wf_nodes.lua`` calls: per queue (:attr:`queues` order), its nodes in declared
-        order, at most ``size`` per call; the finisher last, alone, with no deadline (it
-        waits for every node, however long they run).
-
-        ``ARGV``: ``mode`` (``live``/``gated``), the deadline offset in ms (-1: none), the
-        gate grace (-1: a workflow), then :meth:`NodePlan.argv` per node.
-        """
-        mode = "live" if self.path == "live" else "gated"
+        """The ``wf_nodes.lua`` calls (:func:`~django_rqueue.engine.dependency_calls.wf_nodes`,
+        mode ``live`` or ``gated`` as :attr:`path` says): per queue (:attr:`queues` order), its
+        nodes in declared order, at most ``size`` per call; the finisher last, alone, with no
+        deadline (it waits for every node, however long they run)."""
+        mode: NodesMode = "live" if self.path == "live" else "gated"
         by_queue: dict[str, list[NodePlan]] = {q: [] for q in self.queues}
         for node in self.nodes:
             by_queue[node.queue].append(node)
         for queue, nodes in by_queue.items():
+            keys = QueueKeys.of(self.key_prefix, queue)
             for start in range(0, len(nodes), size):
-                head: list[Arg] = [mode, self.deadline_ms, -1]
-                for node in nodes[start : start + size]:
-                    head += node.argv()
-                yield NodeBatch(queue, self._keys(queue), head)
-        yield NodeBatch(self.home, self._keys(self.home), [mode, -1, -1, *self.finisher.argv()])
-
-    def _keys(self, queue: str) -> tuple[str, ...]:
-        k = QueueKeys.of(self.key_prefix, queue)
-        return (k.base, k.prios, k.delayed, k.stats, k.notify, k.wake, k.waiting)
+                batch = nodes[start : start + size]
+                call = wf_nodes(keys, batch, mode=mode, deadline_ms=self.deadline_ms)
+                yield NodeBatch(queue, call)
+        keys = QueueKeys.of(self.key_prefix, self.home)
+        yield NodeBatch(self.home, wf_nodes(keys, [self.finisher], mode=mode, deadline_ms=-1))

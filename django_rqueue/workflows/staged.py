@@ -26,7 +26,6 @@ from typing import Final, cast
 
 from ..dependencies import GATE_OPEN
 from ..engine import commands, dependency_commands, run, workflow_record
-from ..engine.calls import ScriptCall
 from ..engine.commands import Command
 from ..engine.connection import get_client
 from ..engine.dependency_replies import LinkOutcome, nodes_refused
@@ -144,8 +143,7 @@ class Creation:
 
 def nodes_command(batch: NodeBatch) -> Command[object]:
     """One ``wf_nodes.lua`` call of ``batch`` (its reply: the nodes it found there already)."""
-    call = ScriptCall("wf_nodes", list(batch.keys), batch.argv)
-    return cast("Command[object]", Command(call, nodes_refused))
+    return cast("Command[object]", Command(batch.call, nodes_refused))
 
 
 def open_gates(key_prefix: str, job_ids: Iterable[str]) -> None:

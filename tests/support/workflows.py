@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from django_rqueue.engine import dependency_commands, dependency_replies, workflow_record
-from django_rqueue.engine.calls import Retention, ScriptCall
+from django_rqueue.engine.calls import Retention
 from django_rqueue.engine.commands import Command
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import finisher_id, queue_of
@@ -44,8 +44,8 @@ def write(plan: WorkflowPlan) -> None:
     """Write ``plan`` (see :func:`create`)."""
     for batch in plan.batches():
         ref = queue_ref(batch.queue)
-        call = ScriptCall("wf_nodes", list(batch.keys), batch.argv)
-        assert execute(ref.client(), Command(call, dependency_replies.nodes_refused)) == []
+        command = Command(batch.call, dependency_replies.nodes_refused)
+        assert execute(ref.client(), command) == []
     home = queue_ref(plan.home)
     fields = {k: str(v) if isinstance(v, float) else v for k, v in plan.record.items()}
     assert execute(home.client(), workflow_record.create(home.keys, plan.id, fields)).done

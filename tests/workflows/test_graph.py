@@ -306,7 +306,7 @@ def test_callbacks_are_checked_with_the_workflow_id_first() -> None:
 def test_batches_follow_the_wf_nodes_layout() -> None:
     plan = graph.compile(chain(group(*(noop.si() for _ in range(5))), mail.si("x")))
     batches = list(plan.batches(size=2))
-    assert [(b.queue, _count(b.argv)) for b in batches] == [
+    assert [(b.queue, _count(b.call.args)) for b in batches] == [
         ("default", 2),
         ("default", 2),
         ("default", 1),
@@ -314,7 +314,7 @@ def test_batches_follow_the_wf_nodes_layout() -> None:
         (plan.home, 1),
     ]
     keys = QueueKeys.of("rqueue", "default")
-    assert batches[0].keys == (
+    assert tuple(batches[0].call.keys) == (
         keys.base,
         keys.prios,
         keys.delayed,
@@ -323,9 +323,9 @@ def test_batches_follow_the_wf_nodes_layout() -> None:
         keys.wake,
         keys.waiting,
     )
-    assert batches[0].argv[:3] == ["live", 7 * 86400 * 1000, -1]
-    assert batches[-1].argv[:3] == ["live", -1, -1]  # the finisher waits however long
-    decoded = [node for b in batches for node in _nodes(b.argv)]
+    assert batches[0].call.args[:3] == ["live", 7 * 86400 * 1000, -1]
+    assert batches[-1].call.args[:3] == ["live", -1, -1]  # the finisher waits however long
+    decoded = [node for b in batches for node in _nodes(b.call.args)]
     for node, (job_id, prio, grp, delay, run_at, fields) in zip(
         (*plan.nodes, plan.finisher), decoded, strict=True
     ):
@@ -344,7 +344,7 @@ def test_batches_follow_the_wf_nodes_layout() -> None:
 
 def test_a_staged_plan_gates_its_batches(settings: Settings) -> None:
     settings.RQUEUE = {**settings.RQUEUE, "WORKFLOW_FORCE_OUTBOX": True}
-    assert {b.argv[0] for b in graph.compile(chain(fetch.s("a"))).batches()} == {"gated"}
+    assert {b.call.args[0] for b in graph.compile(chain(fetch.s("a"))).batches()} == {"gated"}
 
 
 @pytest.mark.parametrize(
