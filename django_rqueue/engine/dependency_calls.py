@@ -16,15 +16,22 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Literal, NamedTuple, Protocol
 
 from .calls import Arg, ScriptCall
+from .fields import JobFields
 from .keys import QueueKeys
 
 #: ``wf_nodes.lua``'s mode: ``"live"`` queues (or schedules) the sources at once; ``"gated"``
 #: makes every source wait for its gate (input ``0``) until :func:`dep_apply` opens it.
 NodesMode = Literal["live", "gated"]
 
-#: The instruction, in a node's field pairs, that marks a source (read by ``wf_nodes.lua``,
-#: never stored).
+#: The instructions among a node's pairs in ``wf_nodes.lua``'s ARGV (read by the script; an
+#: absent one has its default): a source (``1``), its priority (0), group (``""``), delay in
+#: ms (0) and run-at in ms since the epoch (-1). ``prio`` and ``group`` are stored under the
+#: same names when not at their defaults.
 SOURCE: Final = "src"
+PRIORITY: Final = "prio"
+GROUP: Final = "group"
+DELAY: Final = "delay"
+RUN_AT: Final = "runat"
 
 
 class NodeSpec(Protocol):
@@ -82,21 +89,55 @@ def wf_nodes(
     ``grace_ms``: how long a gated source waits for its gate before the poller's sweep may
     remove it (-1: until its dependency deadline).
     """
-    args: list[Arg] = [mode, deadline_ms, grace_ms]
-    for node in nodes:
-        pairs: list[Arg] = []
-        for name, value in node.fields.items():
-            pairs += (name, value)
-        if node.source:
-            pairs += (SOURCE, 1)
-        args += (node.job_id, node.priority, node.group, node.delay_ms, node.run_at_ms)
-        args.append(len(pairs) // 2)
-        args += pairs
+    own = [_pairs(node) for node in nodes]
+    shared = _shared(own)
+    args: list[Arg] = [mode, deadline_ms, grace_ms, len(shared)]
+    for name, value in shared.items():
+        args += (name, value)
+    for node, pairs in zip(nodes, own, strict=True):
+        flat: list[Arg] = []
+        for name, value in pairs.items():
+            if name not in shared:
+                flat += (name, value)
+        args += (node.job_id, len(flat) // 2)
+        args += flat
     return ScriptCall(
         "wf_nodes",
         [keys.base, keys.prios, keys.delayed, keys.stats, keys.notify, keys.wake, keys.waiting],
         args,
     )
+
+
+def _pairs(node: NodeSpec) -> dict[str, str | int]:
+    """A node's pairs in ``wf_nodes.lua``'s ARGV: its fields, then the instructions whose
+    value is not their default."""
+    pairs = dict(node.fields)
+    if node.priority:
+        pairs[PRIORITY] = node.priority
+    if node.group:
+        pairs[GROUP] = node.group
+    if node.delay_ms:
+        pairs[DELAY] = node.delay_ms
+    if node.run_at_ms != -1:
+        pairs[RUN_AT] = node.run_at_ms
+    if node.source:
+        pairs[SOURCE] = 1
+    return pairs
+
+
+def _shared(own: list[dict[str, str | int]]) -> dict[str, str | int]:
+    """The pairs every node of a batch has, the payload excepted: sent once per batch (a
+    10 000-member group then sends its job name, workflow id and options once per batch)."""
+    if len(own) < 2:
+        return {}
+    shared = {k: v for k, v in own[0].items() if k != JobFields.PAYLOAD}
+    for pairs in own[1:]:
+        for name, value in list(shared.items()):
+            if pairs.get(name) != value:
+                del shared[name]
+        if not shared:
+            break
+    return shared
 
 
 def dep_apply(keys: QueueKeys, triples: Iterable[tuple[str, int, str]]) -> ScriptCall:

@@ -393,20 +393,20 @@ def _count(argv: list[Any]) -> int:
 
 
 def _nodes(argv: list[Any]) -> list[tuple[Any, ...]]:
-    """The nodes of one batch's ARGV, as (id, prio, group, delay, run_at, fields)."""
-    found, i = [], 3
+    """The nodes of one batch's ARGV, as (id, prio, group, delay, run_at, fields): the
+    shared pairs (``ARGV[4]``), then each node's own; the instructions read out."""
+    shared_flat = argv[4 : 4 + 2 * argv[3]]
+    shared = {str(k): str(v) for k, v in zip(shared_flat[::2], shared_flat[1::2], strict=True)}
+    found, i = [], 4 + 2 * argv[3]
     while i < len(argv):
-        job_id, prio, grp, delay, run_at, count = argv[i : i + 6]
-        flat = argv[i + 6 : i + 6 + 2 * count]
-        found.append(
-            (
-                job_id,
-                prio,
-                grp,
-                delay,
-                run_at,
-                {str(k): str(v) for k, v in zip(flat[::2], flat[1::2], strict=True)},
-            )
-        )
-        i += 6 + 2 * count
+        job_id, count = argv[i : i + 2]
+        flat = argv[i + 2 : i + 2 + 2 * count]
+        own = {str(k): str(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
+        fields = {**shared, **own}
+        prio = int(fields.pop("prio", 0))
+        grp = fields.pop("group", "")
+        delay = int(fields.pop("delay", 0))
+        run_at = int(fields.pop("run_at", -1))
+        found.append((job_id, prio, grp, delay, run_at, fields))
+        i += 2 + 2 * count
     return found

@@ -11,12 +11,14 @@
 -- ARGV[3] gate grace in ms (-1: none): a gated source is scored now + this in `waiting`
 --         until its gate opens (a creation whose client died is then swept), else at
 --         its dependency deadline
--- then per node: job id, priority (integer -100..100), group ('' = the default group),
--- delay in ms (>= 0), run-at in ms since the epoch (-1: none), F the number of field,
--- value pairs that follow, then F pairs: job-hash fields copied into the record ('n', 'p',
--- 'max', 'tmo', 'ttl', 'exp_in', 'sens', 'wf', 'nx', 'dn', 'di', 'dp', 'dr', 'rd';
--- include/create_job.lua), and the instruction 'src' '1' (read here, not stored) for a
--- source.
+-- ARGV[4] S, the number of shared pairs that follow: pairs every node of the batch has
+--         (read before each node's own pairs; never the payload 'p')
+-- then per node: job id, F, then F pairs of its own.
+-- A pair is a job-hash field copied into the record ('n', 'p', 'max', 'tmo', 'ttl', 'exp_in',
+-- 'sens', 'wf', 'nx', 'dn', 'di', 'dp', 'dr', 'rd'; include/create_job.lua) or one of these
+-- instructions, read here (an absent one has its default): 'prio' the priority (integer
+-- -100..100; 0), 'group' ('': the default group), 'delay' in ms (>= 0; 0), 'runat' in ms
+-- since the epoch (-1: none), 'src' '1' for a source (else not a source).
 --
 -- Each node is created as include/create_job.lua creates a job (no unique key: nodes have
 -- none), with one Redis TIME for the batch; a node already there is left as it is
@@ -40,30 +42,66 @@
 
 local base, prios, delayed, stats, notify, wake, waiting =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local mode, offset, grace = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local mode, offset, grace, nshared = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]),
+                                     tonumber(ARGV[4])
 if mode ~= 'live' and mode ~= 'gated' then
   return redis.error_reply('ERR rqueue wf_nodes: bad mode ' .. tostring(mode))
 end
 if not offset or (offset < 0 and offset ~= -1) or not grace or (grace < 0 and grace ~= -1) then
   return redis.error_reply('ERR rqueue wf_nodes: bad deadline or grace')
 end
--- Check every node before writing any.
-local starts = {}
-local a = 4
+if not nshared or nshared < 0 or nshared ~= math.floor(nshared) or 4 + 2 * nshared > #ARGV then
+  return redis.error_reply('ERR rqueue wf_nodes: bad shared field count ' .. tostring(ARGV[4]))
+end
+-- Read every node (the shared pairs, then its own) and check it before writing any.
+local function read_pairs(node, from, to)
+  local fields = node.fields
+  for j = from, to, 2 do
+    local name, value = ARGV[j], ARGV[j + 1]
+    if name == 'src' then
+      node.source = value == '1'
+    elseif name == 'prio' then
+      node.prio = value
+    elseif name == 'group' then
+      node.group = value
+    elseif name == 'delay' then
+      node.delay = value
+    elseif name == 'runat' then
+      node.run_at = value
+    else
+      fields[#fields + 1], fields[#fields + 2] = name, value
+      if name == 'dn' then
+        node.inputs = value
+      end
+    end
+  end
+end
+
+local shared = {fields = {}, prio = '0', group = '', delay = '0', run_at = '-1', inputs = '0',
+                source = false}
+read_pairs(shared, 5, 4 + 2 * nshared)
+local nodes = {}
+local a = 5 + 2 * nshared
 while a <= #ARGV do
-  local prio, delay, run_at = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local count = tonumber(ARGV[a + 5])
+  local count = tonumber(ARGV[a + 1])
+  if not count or count < 0 or count ~= math.floor(count) or a + 1 + 2 * count > #ARGV then
+    return redis.error_reply('ERR rqueue wf_nodes: bad field count ' .. tostring(ARGV[a + 1]))
+  end
+  local node = {id = ARGV[a], fields = {unpack(shared.fields)}, prio = shared.prio,
+                group = shared.group, delay = shared.delay, run_at = shared.run_at,
+                inputs = shared.inputs, source = shared.source}
+  read_pairs(node, a + 2, a + 1 + 2 * count)
+  local prio, delay, run_at = tonumber(node.prio), tonumber(node.delay), tonumber(node.run_at)
   if not prio or prio ~= math.floor(prio) or prio < -100 or prio > 100 then
-    return redis.error_reply('ERR rqueue wf_nodes: bad priority ' .. tostring(ARGV[a + 1]))
+    return redis.error_reply('ERR rqueue wf_nodes: bad priority ' .. tostring(node.prio))
   end
-  if not delay or delay < 0 or not run_at or not ARGV[a + 2] then
-    return redis.error_reply('ERR rqueue wf_nodes: bad group/delay/run_at')
+  if not delay or delay < 0 or not run_at then
+    return redis.error_reply('ERR rqueue wf_nodes: bad delay/run_at')
   end
-  if not count or count < 0 or count ~= math.floor(count) or a + 5 + 2 * count > #ARGV then
-    return redis.error_reply('ERR rqueue wf_nodes: bad field count ' .. tostring(ARGV[a + 5]))
-  end
-  starts[#starts + 1] = a
-  a = a + 6 + 2 * count
+  node.prio, node.delay, node.run_at = tostring(prio), delay, run_at
+  node.inputs = tonumber(node.inputs) or 0
+  nodes[#nodes + 1] = node
+  a = a + 2 + 2 * count
 end
 
 local now = now_ms()
@@ -73,38 +111,25 @@ if offset >= 0 then
 end
 local reply, created, parked, queued, delayed_at = {}, 0, {}, {}, {}
 local queued_order, delayed_order = {}, {}
-for i, a in ipairs(starts) do
-  local id, prio, group = ARGV[a], tostring(tonumber(ARGV[a + 1])), ARGV[a + 2]
-  local delay, run_at = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-  local fields, inputs, source = {}, 0, false
-  for j = a + 6, a + 5 + 2 * tonumber(ARGV[a + 5]), 2 do
-    local name, value = ARGV[j], ARGV[j + 1]
-    if name == 'src' then
-      source = value == '1'
-    else
-      fields[#fields + 1], fields[#fields + 2] = name, value
-      if name == 'dn' then
-        inputs = tonumber(value) or 0
-      end
-    end
-  end
+for i, node in ipairs(nodes) do
+  local id, prio, group, fields, source = node.id, node.prio, node.group, node.fields, node.source
   local gated = mode == 'gated' and source
-  local missing = inputs
+  local missing = node.inputs
   if gated then
     missing = missing + 1
   end
   local due, state
   if missing > 0 then
     state, due = 'waiting', now
-    if run_at >= 0 then
-      due = run_at
+    if node.run_at >= 0 then
+      due = node.run_at
     end
     fields[#fields + 1], fields[#fields + 2] = 'dw', missing
     if gated then
       fields[#fields + 1], fields[#fields + 2] = 'gt', deadline
     end
   else
-    due, state = schedule(now, delay, run_at)
+    due, state = schedule(now, node.delay, node.run_at)
   end
   local refused = create_job(base, base .. 'job:' .. id, base .. 'unique:', id, '', 0, now, due,
                              state, prio, group, fields, 1, #fields)

@@ -301,6 +301,20 @@ def test_live_sources_run_now_and_a_resent_batch_writes_nothing(engine: Engine):
     assert engine.snapshot() == before
 
 
+def test_options_every_node_of_a_batch_shares_are_sent_once_and_applied_to_each(engine: Engine):
+    ids = [new_job_id(engine.queue) for _ in range(3)]
+    nodes = [node(engine, job_id=i, priority=5, group="g") for i in ids]
+    call = dependency_calls.wf_nodes(engine.keys, nodes, mode="live", deadline_ms=-1)
+    flat = call.args[4 : 4 + 2 * int(call.args[3])]
+    shared = dict(zip(flat[::2], flat[1::2], strict=True))
+    assert shared["prio"] == 5 and shared["group"] == "g"
+    assert add_nodes(engine, nodes) == []
+    for job_id in ids:
+        assert (engine.job(job_id)["prio"], engine.job(job_id)["group"]) == ("5", "g")
+    assert engine.client.lrange(engine.keys.group(5, "g"), 0, -1) == [i.encode() for i in ids]
+    engine.check_invariants()
+
+
 def test_a_released_dependent_waits_its_release_delay(engine: Engine, path: EdgePath):
     (a,), d = fan_in(engine, path, 1, extra={JobFields.RELEASE_DELAY: 60_000})
     ack(engine, a, "1")
@@ -412,8 +426,9 @@ def test_a_dependent_on_another_queue_is_reached_through_the_outbox(engine: Engi
     [
         (["soon", -1, -1], [], "bad mode"),
         (["live", -5, -1], [], "bad deadline"),
-        (["live", -1, -1], ["default:a", 101, "", 0, -1, 0], "bad priority"),
-        (["live", -1, -1], ["default:a", 0, "", 0, -1, 2, "n", "x"], "bad field count"),
+        (["live", -1, -1], ["default:a", 1, "prio", 101], "bad priority"),
+        (["live", -1, -1], ["default:a", 1, "delay", -5], "bad delay"),
+        (["live", -1, -1], ["default:a", 2, "n", "x"], "bad field count"),
     ],
 )
 def test_wf_nodes_refuses_bad_arguments_before_writing_anything(
