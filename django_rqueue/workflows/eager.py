@@ -53,8 +53,9 @@ from .shapes import Tree
 if TYPE_CHECKING:
     from ..types import JobSpec
 
-#: The callbacks' keys in the record's ``cb`` JSON (as :mod:`.finish` reads them).
+#: The ``on_error`` callback's key in the record's ``cb`` JSON (as :mod:`.finish` reads it).
 ON_ERROR: Final = "e"
+#: The ``on_complete`` callback's key in the record's ``cb`` JSON.
 ON_COMPLETE: Final = "c"
 #: The options of a callback stored as ISO 8601 text (``using()`` takes datetimes).
 _DATETIMES: Final = frozenset({"run_at", "expires"})
