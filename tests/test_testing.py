@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import Job, JobStatus, get_job, signals
+from django_rqueue.engine.connection import reset_clients
 from django_rqueue.exceptions import JobStateError
 from django_rqueue.job import CancelReason
 from django_rqueue.testing import CapturedJobs, CapturedWorkflow, capture_jobs
@@ -133,6 +135,16 @@ def test_nested_captures_threads_and_leaving_the_block(
 # -- workflows and depends_on ------------------------------------------------------------
 
 
+@pytest.fixture
+def no_redis(settings: SettingsFixture) -> Iterator[None]:
+    """Redis unusable: a read or a write inside the test raises (a port nothing listens on)."""
+    settings.RQUEUE = {**settings.RQUEUE, "REDIS_URL": "redis://127.0.0.1:1/0"}
+    reset_clients()
+    yield
+    reset_clients()
+
+
+@pytest.mark.usefixtures("no_redis")
 def test_a_workflow_is_recorded_with_its_nodes_edges_callbacks_and_options(
     rqueue_redis: redis.Redis, events: list[Event]
 ) -> None:
@@ -188,6 +200,7 @@ def test_a_workflow_is_recorded_with_its_nodes_edges_callbacks_and_options(
         wf.wait(1)
 
 
+@pytest.mark.usefixtures("no_redis")
 def test_a_captured_workflow_runs_with_eager_semantics_and_once(
     rqueue_redis: redis.Redis, events: list[Event]
 ) -> None:
@@ -233,6 +246,7 @@ def test_a_captured_workflow_runs_with_eager_semantics_and_once(
     ]
 
 
+@pytest.mark.usefixtures("no_redis")
 def test_run_all_runs_jobs_and_workflows_in_call_order(rqueue_redis: redis.Redis) -> None:
     with capture_jobs() as captured:
         first = wf_jobs.add.delay(1, 2)

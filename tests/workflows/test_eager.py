@@ -49,6 +49,10 @@ from tests.workflows.jobs import (
 #: A Redis URL nothing answers on: any command raises.
 NOWHERE = "redis://127.0.0.1:1/0"
 
+#: Both edge paths compile differently (inline edges and one MULTI, or outbox edges and a
+#: staged creation); under EAGER neither may matter.
+pytestmark = pytest.mark.usefixtures("dep_path")
+
 
 @pytest.fixture(autouse=True)
 def eager(
