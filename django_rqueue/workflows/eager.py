@@ -21,7 +21,8 @@ and ``on_complete`` run inline once, with the ids a live finisher gives them. Wi
 ``.delay()`` and nothing after it runs (no signal, no callback).
 
 The handle returned is an :class:`EagerWorkflow`: its ``state``, ``jobs``, ``result`` and
-``wait()`` are the in-memory ones. Nothing is written, so
+``wait()`` are the in-memory ones, and ``retry_failed()`` re-runs inline
+(:func:`retry_failed`). Nothing is written, so
 :func:`~django_rqueue.workflows.get_workflow` does not know the workflow (it reads Redis).
 """
 
@@ -43,7 +44,7 @@ from ..enqueue.plan import Plan, Submission
 from ..exceptions import UnknownJob, WorkflowStateError
 from ..execution import run_eager
 from ..inputs import OnFailure
-from ..job import Job, JobStatus
+from ..job import CancelReason, Job, JobStatus
 from ..options import using_options
 from ..serialization import decode_arguments, dumps
 from .handle import Workflow, WorkflowState
@@ -68,9 +69,12 @@ class EagerWorkflow(Workflow):
 
     :meth:`refresh` changes nothing; :meth:`wait` and :meth:`await_` return it at once
     once it has run (a captured workflow that has not run raises ``TimeoutError``: only
-    ``CapturedWorkflow.run()`` runs it); :meth:`cancel` and :meth:`retry_failed` raise
-    :class:`~django_rqueue.exceptions.WorkflowStateError` (nothing of it is in Redis).
+    ``CapturedWorkflow.run()`` runs it); :meth:`cancel` raises
+    :class:`~django_rqueue.exceptions.WorkflowStateError` (it has ended); :meth:`retry_failed`
+    runs the failed nodes again inline (:func:`retry_failed`).
     """
+
+    _plan: WorkflowPlan | None = dataclasses.field(default=None, repr=False)
 
     def refresh(self) -> None:
         """Nothing to read: the handle is the workflow."""
@@ -93,21 +97,24 @@ class EagerWorkflow(Workflow):
 
     def cancel(self) -> None:
         """Raises:
-        WorkflowStateError: always (it ran inline, or was only captured)."""
-        raise self._not_in_redis("cancel")
-
-    def retry_failed(self) -> None:
-        """Raises:
-        WorkflowStateError: always (it ran inline, or was only captured)."""
-        raise self._not_in_redis("retry")
-
-    def _not_in_redis(self, action: str) -> WorkflowStateError:
-        return WorkflowStateError(
-            f"cannot {action} workflow {self.id}: it ran inline (RQUEUE['EAGER']) or was "
+        WorkflowStateError: always (it ran inline and has ended, or was only captured)."""
+        raise WorkflowStateError(
+            f"cannot cancel workflow {self.id}: it ran inline (RQUEUE['EAGER']) or was "
             "captured, and nothing of it is in Redis",
             self.id,
             self.state.value,
         )
+
+    def retry_failed(self) -> None:
+        """Run the failed nodes again inline, then the nodes they cancelled, never a node
+        that succeeded; the workflow ends again (``workflow_finished`` again, its callbacks
+        again with the next generation's ids): :func:`retry_failed`.
+
+        Raises:
+            WorkflowStateError: it has not ended ``failed``, or has no failed node.
+            Exception: with ``RQUEUE["EAGER_PROPAGATE"]``, the first final failure's.
+        """
+        retry_failed(self)
 
 
 def created(plan: WorkflowPlan, jobs: list[Job[Any]] | None = None) -> EagerWorkflow:
@@ -123,6 +130,7 @@ def created(plan: WorkflowPlan, jobs: list[Job[Any]] | None = None) -> EagerWork
         node_ids=[n.id for n in plan.nodes],
         created_at=datetime.datetime.now(datetime.UTC),
         _jobs=jobs,
+        _plan=plan,
     )
 
 
@@ -185,6 +193,62 @@ def _run_node(node: NodePlan, job: Job[Any], ended: Mapping[str, Arrival]) -> No
         run_eager(node.plan.job_function, job, enqueued=False)
 
 
+def retry_failed(workflow: EagerWorkflow) -> None:
+    """``retry_failed()`` in process, as :func:`.control.retry_failed` plans it: the failed
+    nodes, and the closure downstream of them through nodes ``cancelled`` with
+    ``dependency_failed``, run again in declared order with ``attempts`` from 0 (a node
+    with inputs decided again on its inputs' new outcomes); a node that succeeded keeps
+    its outcome. Then the finisher's steps again, with ``generation`` + 1.
+
+    Raises:
+        WorkflowStateError: ``workflow`` has not ended ``failed`` or has no failed node.
+    """
+    plan, jobs = workflow._plan, workflow.jobs
+    if plan is None or workflow.state is not WorkflowState.FAILED:
+        shown = "not run (captured)" if workflow.state is WorkflowState.RUNNING else workflow.state
+        raise WorkflowStateError(
+            f"cannot retry the failed nodes of workflow {workflow.id}: it is {shown}",
+            workflow.id,
+            workflow.state.value,
+        )
+    failed = [i for i, job in enumerate(jobs) if job.status is JobStatus.FAILED]
+    if not failed:
+        raise WorkflowStateError(
+            f"workflow {workflow.id} has no failed node to re-run", workflow.id, "failed"
+        )
+    dependents: dict[int, list[int]] = {}
+    for source, target in plan.edges:
+        dependents.setdefault(source, []).append(target)
+    again, todo = set(failed), list(failed)
+    while todo:
+        for target in dependents.get(todo.pop(), ()):
+            job = jobs[target]
+            cancelled = job.cancel_reason is CancelReason.DEPENDENCY_FAILED
+            if target not in again and job.status is JobStatus.CANCELLED and cancelled:
+                again.add(target)
+                todo.append(target)
+    ended: dict[str, Arrival] = {}
+    for job in jobs:  # what each node got, ``depends_on`` parents included
+        if job.inputs is not None:
+            ended.update((job.inputs.id_of(k), a) for k, a in job.inputs.arrivals.items())
+    for job in jobs:
+        arrival = arrival_of(job)
+        if arrival is not None:
+            ended[job.id] = arrival
+    workflow.state, workflow._result, workflow.finished_at = WorkflowState.RUNNING, None, None
+    for i in sorted(again):
+        node, job = plan.nodes[i], jobs[i]
+        job.status = JobStatus.WAITING if node.input_ids else JobStatus.QUEUED
+        job.attempts, job.result, job.error = 0, None, None
+        job.cancel_reason = job.started_at = job.finished_at = None
+        _run_node(node, job, ended)
+        arrival = arrival_of(job)
+        if arrival is not None:
+            ended[job.id] = arrival
+    workflow.generation += 1
+    _finish(plan, workflow, None)
+
+
 def _finish(
     plan: WorkflowPlan,
     workflow: EagerWorkflow,
@@ -203,7 +267,7 @@ def _finish(
         if callbacks is not None:
             given = callbacks.get(which)
         else:
-            submission = callback(plan, which)
+            submission = callback(plan, which, workflow.generation)
             given = None if submission is None else (submission.plan.job_function, submission.job)
         if given is not None:
             run_eager(*given)

@@ -268,13 +268,54 @@ def test_eager_propagate_raises_the_first_failure_and_runs_nothing_after_it(
 # -- the handle ---------------------------------------------------------------------------
 
 
-def test_the_handle_cannot_be_cancelled_or_retried():
+def test_the_handle_cannot_be_cancelled_and_retries_only_a_failed_workflow():
     wf = chain(explode.s()).delay()
 
-    for action in (wf.cancel, wf.retry_failed):
-        with pytest.raises(WorkflowStateError, match="inline") as caught:
-            action()
-        assert (caught.value.workflow_id, caught.value.state) == (wf.id, "failed")
+    with pytest.raises(WorkflowStateError, match="inline") as caught:
+        wf.cancel()
+    assert (caught.value.workflow_id, caught.value.state) == (wf.id, "failed")
+    ok = chain(add.s(1, 1)).delay()
+    with pytest.raises(WorkflowStateError, match="it is succeeded"):
+        ok.retry_failed()
+
+
+def test_retry_failed_reruns_the_failed_nodes_and_what_they_cancelled_only(
+    ledger: str, finished: list[tuple[Workflow, WorkflowState]], events: list[Event]
+):
+    wf = (
+        chain(
+            group(fail_then_succeed.s(ledger, "f", 3), add.s(1, 1)),
+            collect.s(),
+            collect.s("end"),
+        )
+        .on_error(note.s("e"))
+        .on_complete(note.si("c"))
+        .delay()
+    )
+    assert statuses(wf) == [
+        JobStatus.FAILED,
+        JobStatus.SUCCEEDED,
+        JobStatus.CANCELLED,
+        JobStatus.CANCELLED,
+    ]
+    sibling = wf.jobs[1].finished_at
+
+    wf.retry_failed()
+
+    assert wf.state is WorkflowState.SUCCEEDED and wf.generation == 1
+    assert wf.result == [4, 2, "end"]  # run 4 of fail_then_succeed returned 4
+    assert statuses(wf) == [JobStatus.SUCCEEDED] * 4
+    assert wf.jobs[0].attempts == 1 and wf.jobs[1].finished_at == sibling  # not re-run
+    assert [state for _, state in finished] == [WorkflowState.FAILED, WorkflowState.SUCCEEDED]
+    random_part = wf.id.partition(":")[2]
+    callbacks = [e[2]["job"].id for e in events if e[0] == "job_succeeded"]
+    assert [c for c in callbacks if random_part in c] == [
+        f"default:{random_part}.e0",
+        f"default:{random_part}.c0",
+        f"default:{random_part}.c1",
+    ]
+    with pytest.raises(WorkflowStateError, match="succeeded"):
+        wf.retry_failed()
 
 
 @pytest.mark.django_db(transaction=True)
