@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from . import enqueue
+from . import enqueue, signals
 from .dependencies import EVERY_INPUT
 from .eager_outcomes import give_inputs, outcomes
 from .engine.fields import JobFields
@@ -113,6 +113,8 @@ class CapturedJob:
         self.ran = True
         if runs:
             run_eager(self.job_function, self.job)
+        else:  # decided without running: announced as EAGER announces it
+            signals.send(signals.job_enqueued, self.job_function, job=self.job)
         return self.job
 
 

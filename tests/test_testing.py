@@ -259,6 +259,15 @@ def test_run_all_runs_jobs_and_workflows_in_call_order(rqueue_redis: redis.Redis
 
     assert done == [first, *wf.jobs, after]
     assert wf.result == 20 and after.result == [3, "x"]
+    with capture_jobs() as captured:
+        bad = wf_jobs.explode.delay()
+        skipped = wf_jobs.double.using(depends_on=[bad]).delay(1)
+        captured.run_all()
+    assert bad.status is JobStatus.FAILED
+    assert (skipped.status, skipped.cancel_reason) == (
+        JobStatus.CANCELLED,
+        CancelReason.DEPENDENCY_FAILED,
+    )
     assert rqueue_redis.dbsize() == 0
 
 
