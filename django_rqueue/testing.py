@@ -39,7 +39,7 @@ from .engine.fields import JobFields
 from .execution import run_eager
 from .job import Job, JobStatus
 from .workflows import eager
-from .workflows.handle import Workflow
+from .workflows.handle import Workflow, WorkflowState
 from .workflows.nodes import WorkflowPlan
 
 if TYPE_CHECKING:
@@ -151,17 +151,18 @@ class CapturedWorkflow:
             JobStateError: a ``depends_on`` parent of a node has not run in this process.
         """
         if not self.ran and self._plan is not None:
-            self.ran = True
             members = {eager.ON_ERROR: self.on_error, eager.ON_COMPLETE: self.on_complete}
             callbacks = {
                 which: (c.job_function, c.job) for which, c in members.items() if c is not None
             }
             try:
                 eager.run(self._plan, self.workflow, callbacks)
-            finally:
+            finally:  # ran, unless refused before anything ran (a parent not run yet)
                 for captured in (*self.nodes, *members.values()):
                     if captured is not None:
                         captured.ran = captured.job.status in _ENDED
+                ended = self.workflow.state is not WorkflowState.RUNNING
+                self.ran = ended or any(n.ran for n in self.nodes)
         return self.workflow
 
 

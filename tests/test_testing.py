@@ -288,6 +288,7 @@ def test_a_depends_on_call_is_one_captured_job_with_its_options(rqueue_redis: re
     assert p.options["depends_on"] is None and p.options["on_dependency_failure"] == "cancel"
     with pytest.raises(JobStateError, match="default:p1 does not exist"):
         c.run()  # its parents never ran
+    assert not c.ran
     assert plain.status is JobStatus.QUEUED and rqueue_redis.dbsize() == 0
 
 
@@ -314,3 +315,20 @@ def test_under_eager_a_workflow_is_captured_not_run(
 
     assert wf.state is WorkflowState.RUNNING and events == []
     assert captured.workflows[0].run().result == 6
+
+
+@pytest.mark.usefixtures("no_redis")
+def test_a_captured_workflow_whose_parent_has_not_run_can_run_once_it_has() -> None:
+    with capture_jobs() as captured:
+        wf = wf_chain(wf_jobs.inputs_seen.s().using(depends_on=["default:later"])).delay()
+        (recorded,) = captured.workflows
+        with pytest.raises(JobStateError, match="default:later does not exist"):
+            recorded.run()
+        assert (recorded.ran, wf.state) == (False, WorkflowState.RUNNING)
+        parent = wf_jobs.add.using(job_id="later").delay(1, 2)
+        assert parent.id == "default:later"
+        assert captured[0].run() is parent
+        assert recorded.run() is wf
+
+    assert (recorded.ran, wf.state) == (True, WorkflowState.SUCCEEDED)
+    assert wf.result == {"args": [], "inputs": [3], "workflow": wf.id}
