@@ -27,7 +27,7 @@ from .serialization import dumps
 
 #: Outcomes kept (the oldest is forgotten first): enough for any test's jobs, bounded for a
 #: long process that runs EAGER (a development server).
-KEPT: Final = 10_000
+KEPT: Final = 1_000
 
 _outcomes: collections.OrderedDict[str, Arrival] = collections.OrderedDict()
 _lock = threading.Lock()

@@ -16,7 +16,7 @@ import redis
 from django.db import transaction
 from pytest_django.fixtures import Settings
 
-from django_rqueue import signals
+from django_rqueue import eager_outcomes, signals
 from django_rqueue.engine.connection import reset_clients
 from django_rqueue.enqueue import write
 from django_rqueue.exceptions import JobStateError, RedisUnavailable, WorkflowStateError
@@ -393,3 +393,13 @@ def test_adelay_with_depends_on_runs_on_the_event_loop():
     d, c = asyncio.run(scenario())
     assert (d.status, d.result) == (JobStatus.SUCCEEDED, [5])
     assert (c.status, c.cancel_reason) == (JobStatus.CANCELLED, CancelReason.DEPENDENCY_FAILED)
+
+
+def test_only_the_last_outcomes_are_remembered(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(eager_outcomes, "KEPT", 3)
+    first, *rest = [add.delay(i, i) for i in range(4)]
+
+    assert eager_outcomes.outcome(first.id) is None
+    assert [eager_outcomes.outcome(j.id) is not None for j in rest] == [True] * 3
+    with pytest.raises(JobStateError, match="does not exist"):
+        add.using(depends_on=[first]).delay(1, 2)
