@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 from django.dispatch import Signal
 
-from . import signals
+from . import eager_outcomes, signals
 from .backoff import retry_delay
 from .conf import get_config
 from .exceptions import JobTimeout, Reject, Retry
@@ -329,17 +329,20 @@ def _listened(job_function: JobSpec | None, outcome: AttemptResult) -> bool:
     return not outcome.ok or signals.job_succeeded.has_listeners(job_function)
 
 
-def run_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
+def run_eager(job_function: JobSpec, job: Job[Any], *, enqueued: bool = True) -> Job[Any]:
     """Run every attempt of ``job`` inline, back to back (EAGER mode); nothing touches Redis.
 
     Returns the job in its final state (``succeeded`` or ``failed``), with
-    ``result``/``error``/``errors`` filled in. Re-raises the last exception
-    when ``RQUEUE["EAGER_PROPAGATE"]`` is true. An ``async def`` job runs with
+    ``result``/``error``/``errors`` filled in, its outcome recorded for the jobs that
+    depend on it (:func:`~django_rqueue.eager_outcomes.remember`). Re-raises the last
+    exception when ``RQUEUE["EAGER_PROPAGATE"]`` is true. An ``async def`` job runs with
     ``asyncio.run`` (:func:`run_attempt`); from async code, ``adelay()`` awaits
-    :func:`arun_eager` instead.
+    :func:`arun_eager` instead. ``enqueued=False``: no ``job_enqueued`` (a workflow's node,
+    which a live creation writes without that signal).
     """
     _eager_enqueued(job)
-    signals.send(signals.job_enqueued, job_function, job=job)
+    if enqueued:
+        signals.send(signals.job_enqueued, job_function, job=job)
     while True:
         _eager_started(job)
         outcome = run_attempt(job_function, job)
@@ -349,10 +352,11 @@ def run_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
             return job
 
 
-async def arun_eager(job_function: JobSpec, job: Job[Any]) -> Job[Any]:
+async def arun_eager(job_function: JobSpec, job: Job[Any], *, enqueued: bool = True) -> Job[Any]:
     """:func:`run_eager` on the running event loop (``adelay()`` in EAGER mode)."""
     _eager_enqueued(job)
-    await signals.asend(signals.job_enqueued, job_function, job=job)
+    if enqueued:
+        await signals.asend(signals.job_enqueued, job_function, job=job)
     while True:
         _eager_started(job)
         if job_function.is_async:
@@ -399,7 +403,10 @@ def _eager_settle(
 
 
 def _eager_finished(job: Job[Any], outcome: AttemptResult) -> bool:
-    """Whether the EAGER run is over; re-raises a final failure with ``EAGER_PROPAGATE``."""
+    """Whether the EAGER run is over (then its outcome is remembered); re-raises a final
+    failure with ``EAGER_PROPAGATE``."""
+    if job.status in (JobStatus.FAILED, JobStatus.SUCCEEDED):
+        eager_outcomes.remember(job)
     if job.status is JobStatus.FAILED:
         if get_config().eager_propagate and outcome.exception is not None:
             raise outcome.exception

@@ -33,6 +33,7 @@ from redis.backoff import EqualJitterBackoff
 from .. import signals
 from ..conf import Config, get_config
 from ..dependencies import EVERY_INPUT, GATE_OPEN, Edge, EdgePath
+from ..eager_outcomes import give_inputs, outcomes
 from ..encryption import seal
 from ..engine import commands, dependency_commands, run
 from ..engine.commands import Command
@@ -49,6 +50,7 @@ from ..exceptions import (
     RedisUnavailable,
     WorkflowNotCreated,
 )
+from ..execution import arun_eager, run_eager
 from ..job import Job, JobStatus
 from ..options import NO_TIMEOUT, NoTimeout
 from ..serialization import encode_arguments
@@ -113,6 +115,25 @@ class Dependent:
         self.job: Job[Any] = plan.job(self.job_id, args, kwargs, "")
         self.job.status = JobStatus.WAITING
         self.gate_opened = False
+
+    def decide_eagerly(self) -> bool:
+        """Under EAGER: give the job its parents' recorded outcomes; whether it runs (else
+        it has ended ``cancelled``, ``dependency_failed``:
+        :func:`~django_rqueue.eager_outcomes.give_inputs`).
+
+        Raises:
+            JobStateError: a parent did not run under EAGER in this process.
+        """
+        o = self.plan.job_function.options
+        return give_inputs(
+            self.job,
+            self.parents,
+            outcomes(self.parents),
+            "run" if o.on_dependency_failure == "run" else "cancel",
+            None
+            if JobFields.PASS_SHAPE not in self.fields
+            else str(self.fields[JobFields.PASS_SHAPE]),
+        )
 
     def path(self, parent: str) -> EdgePath:
         """``i`` when the parent is on this job's queue (and the outbox is not forced)."""
@@ -239,7 +260,12 @@ def submit(
             ``job_id``, arguments over ``RQUEUE["MAX_PAYLOAD_BYTES"]``.
         JobStateError: a parent does not exist (nothing is left written).
         WorkflowNotCreated: Redis could not be reached for ``ENQUEUE_PATIENCE`` seconds.
-        NotImplementedError: under ``RQUEUE["EAGER"]``.
+
+    Under ``RQUEUE["EAGER"]`` nothing is written: every parent must have run under EAGER in
+    this process (:mod:`~django_rqueue.eager_outcomes`; one that did not raises the
+    ``JobStateError`` of a parent that does not exist), and the job is decided at once as
+    a live one is when its last parent ends: it runs inline with its parents' values, or
+    ends ``cancelled`` (``dependency_failed``) under ``on_dependency_failure="cancel"``.
     """
     dependent = Dependent(job_function, args, kwargs)
     if capture is not None:  # capture_jobs(): its options say depends_on
@@ -249,7 +275,10 @@ def submit(
         )
         return captured
     if get_config().eager:
-        raise NotImplementedError("RQUEUE['EAGER'] does not run jobs with depends_on yet")
+        if dependent.decide_eagerly():
+            return run_eager(job_function, dependent.job)
+        signals.send(signals.job_enqueued, job_function, job=dependent.job)
+        return dependent.job
     if commit.deferred(job_function):
         commit.defer(functools.partial(dependent), [])
         return dependent.job
@@ -263,7 +292,14 @@ async def asubmit(
     capture: Callable[[Submission], Job[Any]] | None = None,
 ) -> Job[Any]:
     """:func:`submit` for async code (in ``sync_to_async``'s thread, where the caller's
-    transaction lives)."""
+    transaction lives; under ``RQUEUE["EAGER"]`` the job runs on the running event loop, as
+    ``adelay()`` runs one)."""
+    if capture is None and get_config().eager:
+        dependent = Dependent(job_function, args, kwargs)
+        if dependent.decide_eagerly():
+            return await arun_eager(job_function, dependent.job)
+        await signals.asend(signals.job_enqueued, job_function, job=dependent.job)
+        return dependent.job
     return await sync_to_async(submit, thread_sensitive=True)(job_function, args, kwargs, capture)
 
 

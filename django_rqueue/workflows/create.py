@@ -34,7 +34,7 @@ from ..exceptions import (
     RedisUnavailable,
     WorkflowNotCreated,
 )
-from . import staged
+from . import eager, staged
 from .handle import Workflow, WorkflowState
 from .nodes import WorkflowPlan
 from .staged import nodes_command
@@ -50,13 +50,20 @@ def submit(plan: WorkflowPlan) -> Workflow:
             ``transaction.atomic()``: raised by the on-commit write, after the commit).
         NotReplicated: a live creation under ``RQUEUE["MIN_REPLICAS_ACK"]`` was not
             confirmed by enough replicas in time (it was written to the master).
-        NotImplementedError: ``RQUEUE["EAGER"]`` (workflows do not run inline yet), or
-            inside ``capture_jobs()`` (which does not capture them yet: nothing written).
+        JobStateError: under ``RQUEUE["EAGER"]``, a ``depends_on`` parent of a node did
+            not run inline in this process (nothing ran).
+
+    Inside ``capture_jobs()`` the workflow is recorded (``captured.workflows``), not
+    written or run. Under ``RQUEUE["EAGER"]`` it runs inline at once (:func:`.eager.run`),
+    even inside ``transaction.atomic()``, as a job does: the handle returned has ended.
+    Neither touches Redis.
     """
+    hook = capture.get()
+    if hook is not None:  # capture_jobs(): its recorder takes workflows too
+        recorded: Workflow = getattr(hook, "workflow")(plan)  # noqa: B009 - a duck-typed hook
+        return recorded
     if get_config().eager:
-        raise NotImplementedError("RQUEUE['EAGER'] does not run workflows yet")
-    if capture.get() is not None:
-        raise NotImplementedError("capture_jobs() does not capture workflows yet")
+        return eager.run(plan)
     workflow = Workflow(
         id=plan.id,
         state=WorkflowState.RUNNING,

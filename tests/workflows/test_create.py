@@ -155,11 +155,12 @@ def test_under_min_replicas_ack_the_replica_has_the_workflow_at_once(settings: S
         assert caught.value.acked == 0 and len(caught.value.job_ids) == 3
 
 
-def test_capture_jobs_refuses_a_workflow_rather_than_write_it(rqueue_redis: redis.Redis):
-    with capture_jobs() as captured, pytest.raises(NotImplementedError, match="capture_jobs"):
-        chain(add.s(1, 2), double.s()).delay()
+def test_capture_jobs_records_a_workflow_rather_than_write_it(rqueue_redis: redis.Redis):
+    with capture_jobs() as captured:
+        wf = chain(add.s(1, 2), double.s()).delay()
 
-    assert captured == [] and rqueue_redis.dbsize() == 0
+    assert captured == [] and [w.id for w in captured.workflows] == [wf.id]
+    assert rqueue_redis.dbsize() == 0  # tests/test_testing.py checks what it records
 
 
 def test_a_slow_staged_step_is_logged(
