@@ -280,8 +280,9 @@ class _Compiler:
         fields[JobFields.WORKFLOW] = wf_id
         fields[JobFields.DEPENDENTS] = " ".join(entries)  # as Dependents.encode() joins them
         source = not draft.after
-        if inputs:
+        if inputs or draft.tree is not None:  # a body after an empty group: 0 inputs, []
             fields[JobFields.INPUT_COUNT] = len(inputs)
+        if inputs:
             fields[JobFields.INPUT_IDS] = " ".join(inputs)
             if o.on_dependency_failure == "run":
                 fields[JobFields.ON_DEPENDENCY_FAILURE] = "r"
@@ -318,8 +319,7 @@ class _Compiler:
             fields[JobFields.RESULT_TTL] = result_ttl
         fields[JobFields.WORKFLOW] = wf_id
         fields[JobFields.DEPENDENTS] = Dependents(finisher=True).encode()
-        if count:
-            fields[JobFields.INPUT_COUNT] = count
+        fields[JobFields.INPUT_COUNT] = count  # 0 in an empty workflow: its finisher runs at once
         fields[JobFields.ON_DEPENDENCY_FAILURE] = "r"
         fields[JobFields.PASS_SHAPE] = encode_shape(
             _mapped(shape, {i: i + 1 for i in range(count)}), count

@@ -57,6 +57,23 @@ def test_a_chord_gives_its_body_the_list(dep_path: DepPath):
     assert wf.wait(5).result == [2, 4, 6, "end"]
 
 
+def test_a_chord_without_header_gives_its_body_an_empty_list(dep_path: DepPath):
+    wf = chord([], collect.s("end")).delay()
+
+    run_until_settled()
+
+    assert wf.wait(5).result == ["end"]  # collect([], "end")
+
+
+def test_an_empty_group_succeeds_with_an_empty_list(dep_path: DepPath):
+    wf = group().delay()
+
+    run_until_settled()
+
+    wf = wf.wait(5)
+    assert (wf.state, wf.result, wf.jobs) == (WorkflowState.SUCCEEDED, [], [])
+
+
 def test_si_ignores_the_result_which_stays_readable_from_the_context(dep_path: DepPath):
     wf = chain(add.s(1, 2), inputs_seen.si("only")).delay()
 
