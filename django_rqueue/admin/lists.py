@@ -181,7 +181,11 @@ def job_list(
             queue=queue,
             state=state,
             states=[
-                (s, url(model_admin, "django_rqueue_job_list", queue, s)) for s in listings.STATES
+                *(
+                    (s, url(model_admin, "django_rqueue_job_list", queue, s))
+                    for s in listings.STATES
+                ),
+                ("workflows", url(model_admin, "django_rqueue_workflows", queue)),
             ],
             headers=[_("Job"), _("Name"), at_header, *(h for h, _cell in columns)],
             rows=[

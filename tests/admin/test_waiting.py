@@ -89,4 +89,5 @@ def test_the_overview_shows_waiting_jobs_and_running_workflows(
     assert (cards["emails"].counts.waiting, cards["emails"].counts.workflows_running) == (0, 0)
     waiting = f'<td class="rq-waiting"><a href="{BASE}queues/default/waiting/">2</a></td>'
     assert waiting in response.text
-    assert response.text.count('<td class="rq-workflows">2</td>') == 1
+    workflows = f'<td class="rq-workflows"><a href="{BASE}queues/default/workflows/">2</a></td>'
+    assert response.text.count(workflows) == 1
