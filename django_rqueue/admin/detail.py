@@ -24,6 +24,7 @@ from ..job import CancelReason, Job, JobStatus
 from ..ops.listings import STATES
 from ..ops.operations import JobAction
 from ..sensitive import MASK
+from . import membership
 from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_id_in_url, job_url, url
 from .lists import duration, list_title
 
@@ -159,5 +160,6 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             errors=list(enumerate(attempt_errors(job, raw), 1)),
             actions=actions,
             cancel_reason=CANCEL_REASONS.get(job.cancel_reason, "") if job.cancel_reason else "",
+            links=membership.links(model_admin, job),
         ),
     )

@@ -1,6 +1,6 @@
 """The admin's workflow pages (issue 26): a queue's workflows, a workflow's graph, its cancel
-and "retry failed", on the Redis state the real transition scripts write
-(``tests/support/workflows.py`` runs the nodes)."""
+and "retry failed", and what a member's job page says of its workflow, on the Redis state
+the real transition scripts write (``tests/support/workflows.py`` runs the nodes)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from django_rqueue.engine.queue_ref import queue_ref
 from django_rqueue.workflows import chain, chord
 from django_rqueue.workflows.nodes import WorkflowPlan
 from tests.support import workflows as wf
+from tests.support.jobs_in_state import Jobs
 from tests.workflows.jobs import add, fetch, noop, note, parse, store, summarize
 
 from .conftest import BASE, MakeClient
@@ -303,3 +304,42 @@ def test_csrf_is_enforced_on_workflow_actions(make_client: MakeClient):
     assert token is not None
     done = client.post(workflow_url(plan.id, "retry-failed"), {"csrfmiddlewaretoken": token[1]})
     assert done.status_code == 302 and wf.state(ids[0]) == "queued"
+
+
+# -- a member's job page -----------------------------------------------------------------
+
+
+def test_a_members_page_links_its_workflow_inputs_and_dependents(admin_client_rq: Client):
+    plan = wf.create(chord([add.s(1, 1), add.s(2, 2)], summarize.s()))
+    first, second, body = (n.id for n in plan.nodes)
+    wf.succeed(first, "2")
+
+    member = admin_client_rq.get(job_url(first))
+    waiting = admin_client_rq.get(job_url(body))
+    finisher = admin_client_rq.get(job_url(finisher_id(plan.id)))
+
+    links = member.context["links"]
+    assert links["workflow"]["id"] == plan.id and "a node of" in links["workflow"]["role"]
+    assert f'href="{workflow_url(plan.id)}"' in member.text
+    # The body, and the finisher (it waits for every node).
+    assert [(d["id"], d["state"]) for d in links["dependents"]] == [
+        (body, "waiting"),
+        (finisher_id(plan.id), "waiting"),
+    ]
+    inputs = waiting.context["links"]["inputs"]
+    assert [(i["id"], i["state"], i["arrival"]) for i in inputs] == [
+        (first, "succeeded", "arrived: succeeded"),
+        (second, "queued", "not arrived"),
+    ]
+    assert waiting.context["links"]["missing"] == 1
+    assert "the finisher of" in finisher.context["links"]["workflow"]["role"]
+    assert finisher.context["links"]["every_node"]
+
+
+def test_a_plain_jobs_page_has_no_workflow_part(admin_client_rq: Client, jobs: Jobs):
+    job_id = jobs.failed()
+
+    response = admin_client_rq.get(job_url(job_id))
+
+    assert response.status_code == 200
+    assert response.context["links"] is None and 'id="rq-links"' not in response.text
