@@ -1,13 +1,13 @@
 """Reads of workflows for the admin: a page of a queue's workflows, one workflow's record,
-and the states of a bounded set of its jobs.
+the states of a bounded set of its jobs, and the record of a job with many inputs.
 
 Every function here costs a bounded number of round trips whatever the size of the queue
 or of the workflow: a page is one ``ZREVRANGE`` of the home queue's ``wfs`` zset and one
 pipeline of two ``HMGET`` per row (the record's small fields, the finisher's counts); the
 jobs of a workflow are read with one ``HMGET`` of a few small fields each, pipelined per
 queue, for the ids the caller asks (the admin asks at most its page of nodes). Nothing
-here reads a job's whole hash (a chord body's hash holds one arrival per input) or uses
-``KEYS`` or ``SCAN``.
+here reads the whole hash of a job with many inputs (a chord body's hash holds one arrival
+per input: :func:`read_job` reads only the first ones) or uses ``KEYS`` or ``SCAN``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..engine.fields import JobFields, WorkflowFields
 from ..engine.keys import finisher_id, queue_of
 from ..engine.queue_ref import queue_ref
 from ..job import CancelReason, JobStatus
+from ..record import FIELD_NAMES
 from ..workflows.handle import Workflow
 
 #: The record's fields a listed row reads (not ``spec``, ``res`` nor ``plan``: they grow
@@ -296,3 +297,43 @@ def exists(workflow_id: str) -> bool:
     client = ref.client()
     with redis_errors(client):
         return bool(client.exists(ref.keys.workflow(workflow_id)))
+
+
+#: A job hash with more fields than this is read by :func:`read_job` without its arrivals
+#: past the first ones (a job without inputs never has this many: its error history is two
+#: fields per attempt).
+LARGE_RECORD: Final = 1000
+#: Payload parts a record may hold (``p``, ``p:2`` .. ``p:17``: 1071 bytes in 63-byte parts).
+PAYLOAD_PARTS: Final = 17
+
+
+def read_job(job_id: str, arrivals: int) -> dict[bytes, bytes]:
+    """The hash of the job ``job_id`` as ``HGETALL`` gives it (``{}`` when gone), except that
+    a hash of more than :data:`LARGE_RECORD` fields (a job with many inputs: one arrival
+    each) is read without its arrivals past input ``arrivals``: one ``HLEN``, then two
+    ``HMGET`` (every fixed field, then the payload parts, the error history and the
+    arrivals ``i:0`` .. ``i:<arrivals>``), whatever the number of inputs.
+
+    Raises:
+        redis.ResponseError: the key is not a hash (``WRONGTYPE``).
+        RedisUnavailable: Redis cannot be reached.
+    """
+    queue = queue_of(job_id) or ""
+    ref = queue_ref(queue)
+    key = ref.keys.job(job_id)
+    client = ref.client()
+    with redis_errors(client):
+        if int(client.hlen(key)) <= LARGE_RECORD:
+            whole: dict[bytes, bytes] = client.hgetall(key)  # type: ignore[assignment]
+            return whole
+        names = list(FIELD_NAMES.values())
+        first: list[bytes | None] = client.hmget(key, names)  # type: ignore[assignment]
+        found = {n.encode(): v for n, v in zip(names, first, strict=True) if v is not None}
+        errors = min(_int(found.get(JobFields.ERROR_COUNT.encode())), LARGE_RECORD // 2)
+        more = [JobFields.payload_part(n) for n in range(2, PAYLOAD_PARTS + 1)]
+        for n in range(1, errors + 1):
+            more += [JobFields.error_part(n), JobFields.error_time_part(n)]
+        more += [JobFields.input_part(k) for k in range(arrivals + 1)]
+        second: list[bytes | None] = client.hmget(key, more)  # type: ignore[assignment]
+    found.update((n.encode(), v) for n, v in zip(more, second, strict=True) if v is not None)
+    return found

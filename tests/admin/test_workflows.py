@@ -343,3 +343,27 @@ def test_a_plain_jobs_page_has_no_workflow_part(admin_client_rq: Client, jobs: J
 
     assert response.status_code == 200
     assert response.context["links"] is None and 'id="rq-links"' not in response.text
+
+
+def test_the_page_of_a_body_with_1100_arrived_inputs_reads_100_of_them(
+    admin_client_rq: Client, rqueue_redis: redis.Redis
+):
+    plan = wf.create(chord([noop.si() for _ in range(1100)], summarize.s()))
+    body = plan.nodes[-1].id
+    for member in plan.nodes[:-1]:
+        wf.succeed(member.id)
+    assert wf.state(body) == "queued" and len(wf.job(body)) > 1100  # every arrival is there
+    admin_client_rq.get(job_url(body))  # warm up: session, templates
+
+    rqueue_redis.config_resetstat()
+    response = admin_client_rq.get(job_url(body))
+    stats = rqueue_redis.info("commandstats")
+
+    assert response.status_code == 200 and response.context["job"].status == "queued"
+    links = response.context["links"]
+    assert len(links["inputs"]) == 100 and links["more_inputs"] == 1000
+    assert {i["arrival"] for i in links["inputs"]} == {"arrived: succeeded"}
+    calls = {name.removeprefix("cmdstat_"): s["calls"] for name, s in stats.items()}
+    assert "hgetall" not in calls and calls["hlen"] == 1
+    # Two reads of the body itself, then one small read per input and dependent listed.
+    assert calls["hmget"] == 2 + 100 + 1
