@@ -439,5 +439,6 @@ def test_staff_read_a_failed_workflow_retry_its_failed_node_and_a_worker_ends_it
             page.wait_for_selector("#rq-job")
             assert page.inner_text("#rq-status") == "succeeded"
             assert plan.id in page.inner_text("#rq-part-of")
+            page.screenshot(path=str(ARTIFACTS / "workflow-node.png"), full_page=True)
         finally:
             context.close()
