@@ -190,6 +190,24 @@ def test_a_failed_workflow_shows_why_and_offers_retry_failed_only(admin_client_r
     assert response.context["finisher"]["state"] == "succeeded"
 
 
+def test_a_node_whose_input_ended_but_whose_outcome_is_still_in_the_outbox_says_so(
+    admin_client_rq: Client, settings: Any
+):
+    settings.RQUEUE = {**settings.RQUEUE, "WORKFLOW_FORCE_OUTBOX": True}
+    plan = wf.create(chain(fetch.s("a"), parse.s()))
+    first, second = (n.id for n in plan.nodes)
+    wf.succeed(first, '"a"')  # its outcome waits in the outbox: no relay yet
+
+    page = admin_client_rq.get(workflow_url(plan.id))
+    before = nodes_of(page)[second]
+    wf.relay()
+    after = nodes_of(admin_client_rq.get(workflow_url(plan.id)))[second]
+
+    assert (before["class"], before["waits_for"], before["missing"]) == ("waiting", [], 1)
+    assert "waits for: the outcomes of its ended inputs to be delivered" in page.text
+    assert after["class"] == "queued"
+
+
 def test_an_unknown_workflow_is_a_404(admin_client_rq: Client):
     assert admin_client_rq.get(workflow_url("default:" + "x" * 22)).status_code == 404
     assert admin_client_rq.get(workflow_url("nowhere:" + "x" * 22)).status_code == 404
@@ -229,6 +247,7 @@ def test_a_1000_node_workflow_page_reads_at_most_500_nodes(
 def test_cancel_confirms_then_cancels_and_logs(admin_client_rq: Client):
     plan = wf.create(chain(fetch.s("a"), parse.s(), store.s()))
     ids = [n.id for n in plan.nodes]
+    wf.reserve(ids[0])  # running: asked to stop, it ends cancelled once its worker stops it
 
     page = admin_client_rq.get(workflow_url(plan.id))
     confirm = admin_client_rq.get(workflow_url(plan.id, "cancel"))
@@ -237,9 +256,13 @@ def test_cancel_confirms_then_cancels_and_logs(admin_client_rq: Client):
     assert [a[0] for a in page.context["actions"]] == ["cancel"]
     assert confirm.status_code == 200 and f"Cancel workflow {plan.id}?" in confirm.text
     assert done.status_code == 302 and done["Location"] == workflow_url(plan.id)
-    assert [wf.job(i)[JobFields.CANCEL_REASON] for i in ids] == ["workflow_cancelled"] * 3
+    assert wf.state(ids[0]) == "running" and wf.job(ids[0])[JobFields.CANCEL_BY_WORKFLOW] == "1"
+    assert [wf.job(i)[JobFields.CANCEL_REASON] for i in ids[1:]] == ["workflow_cancelled"] * 2
     assert wf.record(plan)["st"] == "cancelling"
-    assert any("3 nodes cancelled" in m for m in messages_of(done))
+    said = messages_of(done)
+    assert any("2 nodes cancelled, 1 running node asked to stop" in m for m in said)
+    shown = admin_client_rq.get(workflow_url(plan.id))
+    assert shown.context["state_label"] == "running (cancel requested)"
     entry = LogEntry.objects.get(object_id=plan.id)
     assert entry.action_flag == CHANGE and "cancel requested" in entry.change_message
 
