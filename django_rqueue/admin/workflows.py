@@ -264,9 +264,7 @@ def _node(
         "state": (str(status) if status else _("unknown")) if state else _("gone"),
         "class": status.value if status else "gone",
         "reason": str(state.cancel_reason or "") if state else "",
-        "attempts": f"{state.attempts}/{state.max_attempts}"
-        if state and state.max_attempts
-        else (str(state.attempts) if state and state.attempts else ""),
+        "attempts": f"{state.attempts}/{state.max_attempts}" if state and state.attempts else "",
         "inputs": inputs,
         "more_inputs": total - len(inputs),
         "waits_for": waits_for,

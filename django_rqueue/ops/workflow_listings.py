@@ -23,7 +23,7 @@ from ..engine.fields import JobFields, WorkflowFields
 from ..engine.keys import finisher_id, queue_of
 from ..engine.queue_ref import queue_ref
 from ..job import CancelReason, JobStatus
-from ..record import FIELD_NAMES
+from ..record import DEFAULT_MAX_ATTEMPTS, FIELD_NAMES
 from ..workflows.handle import Workflow
 
 #: The record's fields a listed row reads (not ``spec``, ``res`` nor ``plan``: they grow
@@ -65,8 +65,8 @@ class JobState:
     status: JobStatus | None
     cancel_reason: CancelReason | str | None = None
     attempts: int = 0
-    #: ``None``: the record leaves it at its default.
-    max_attempts: int | None = None
+    #: Attempts allowed (the default when the record leaves the field out).
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
     started_at: datetime.datetime | None = None
     finished_at: datetime.datetime | None = None
     #: Its inputs (``dn``; ``None``: it has none), not arrived yet (``dw``), failed and
@@ -139,9 +139,7 @@ def _state_of(job_id: str, values: list[Any]) -> JobState | None:  # an HMGET re
         status=status,
         cancel_reason=reason,
         attempts=_int(fields[JobFields.ATTEMPTS]),
-        max_attempts=_int(fields[JobFields.MAX_ATTEMPTS])
-        if fields[JobFields.MAX_ATTEMPTS]
-        else None,
+        max_attempts=_int(fields[JobFields.MAX_ATTEMPTS], DEFAULT_MAX_ATTEMPTS),
         started_at=ms_to_datetime(fields[JobFields.STARTED_AT]),
         finished_at=ms_to_datetime(fields[JobFields.FINISHED_AT]),
         inputs=_int(dn) if dn is not None else None,

@@ -185,6 +185,7 @@ def test_a_failed_workflow_shows_why_and_offers_retry_failed_only(admin_client_r
     nodes = nodes_of(response)
     assert [nodes[i]["class"] for i in ids] == ["failed", "cancelled", "cancelled"]
     assert [nodes[i]["reason"] for i in ids[1:]] == ["dependency_failed"] * 2
+    assert [nodes[i]["attempts"] for i in ids] == ["1/3", "", ""]  # the others never ran
     assert [a[0] for a in response.context["actions"]] == ["retry-failed"]
     assert response.context["progress"] == "3 / 0 / 1 / 2"
     assert response.context["finisher"]["state"] == "succeeded"
