@@ -37,7 +37,9 @@ def test_the_waiting_list_shows_deadline_inputs_and_workflow(
     rows = response.context["rows"]
     assert [r["id"] for r in rows] == [sooner, never]
     assert rows[0]["cells"][1:] == ["1/2", ""]
-    assert rows[1]["cells"] == ["none", "0/2", "default:the-workflow"]
+    assert rows[1]["cells"][:2] == ["none", "0/2"]
+    link = f'<a href="{BASE}workflows/default_3Athe-workflow/">default:the-workflow</a>'
+    assert rows[1]["cells"][2] == link and link in response.text
     assert ("waiting", f"{BASE}queues/default/waiting/") in response.context["states"]
 
 
