@@ -106,6 +106,14 @@ def job_url(model_admin: RqueueAdmin, job_id: str, action: str = "") -> str:
     return url(model_admin, "django_rqueue_job_change", quote(job_id))
 
 
+def workflow_url(model_admin: RqueueAdmin, workflow_id: str, action: str = "") -> str:
+    """The admin URL of the page of the workflow ``workflow_id`` (quoted as job ids are), or
+    of its ``action``'s confirmation page (``cancel``, ``retry-failed``)."""
+    if action:
+        return url(model_admin, "django_rqueue_workflow_action", quote(workflow_id), action)
+    return url(model_admin, "django_rqueue_workflow", quote(workflow_id))
+
+
 def job_id_in_url(value: str) -> str:
     """The job id in a job page's URL: quoted as the admin quotes ids (:func:`job_url`:
     ``":"`` -> ``"_3A"``, ``"_"`` -> ``"_5F"``), or as it is, as

@@ -15,15 +15,15 @@ from django.utils.translation import gettext_lazy, ngettext
 
 from ..conf import get_config
 from ..display import hidden, shown_arguments
-from ..engine import commands, run
 from ..engine.connection import as_text, ms_to_datetime, wrong_type
 from ..engine.fields import JobFields
 from ..engine.keys import queue_of
-from ..engine.queue_ref import queue_ref
 from ..job import CancelReason, Job, JobStatus
+from ..ops import workflow_listings
 from ..ops.listings import STATES
 from ..ops.operations import JobAction
 from ..sensitive import MASK
+from . import membership
 from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_id_in_url, job_url, url
 from .lists import duration, list_title
 
@@ -92,8 +92,8 @@ def load(job_id: str) -> tuple[Job[Any], dict[str, str]]:
     if queue is None or queue not in get_config().queues:
         raise Http404(_("No job with this id."))
     try:
-        ref = queue_ref(queue)
-        raw = run.execute(ref.client(), commands.read_job(ref.keys, job_id))
+        # Bounded: a job with many inputs is read without its arrivals past the ones shown.
+        raw = workflow_listings.read_job(job_id, membership.SHOWN)
     except redis.ResponseError as exc:
         if not wrong_type(exc):
             raise
@@ -159,5 +159,6 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             errors=list(enumerate(attempt_errors(job, raw), 1)),
             actions=actions,
             cancel_reason=CANCEL_REASONS.get(job.cancel_reason, "") if job.cancel_reason else "",
+            links=membership.links(model_admin, job),
         ),
     )

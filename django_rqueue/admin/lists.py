@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
@@ -27,6 +28,7 @@ from .common import (
     declared_queue,
     job_url,
     url,
+    workflow_url,
 )
 
 if TYPE_CHECKING:
@@ -124,7 +126,7 @@ def list_title(state: str) -> _StrPromise:
     return COLUMNS[state][0]
 
 
-def _cells(row: listings.Row, state: str) -> list[Any]:
+def _cells(model_admin: RqueueAdmin, row: listings.Row, state: str) -> list[Any]:
     at: datetime.datetime | str | None
     if row.job is not None and state == "queued":
         at = row.job.run_at
@@ -132,7 +134,12 @@ def _cells(row: listings.Row, state: str) -> list[Any]:
         at = _("none")  # it waits as long as its inputs run
     else:
         at = row.at
-    return [at, *(cell(row) for _, cell in COLUMNS[state][2])]
+    cells = [at, *(cell(row) for _, cell in COLUMNS[state][2])]
+    if state == "waiting" and cells[-1]:  # its workflow: a link to the workflow's page
+        cells[-1] = format_html(
+            '<a href="{}">{}</a>', workflow_url(model_admin, cells[-1]), cells[-1]
+        )
+    return cells
 
 
 def job_list(
@@ -181,7 +188,11 @@ def job_list(
             queue=queue,
             state=state,
             states=[
-                (s, url(model_admin, "django_rqueue_job_list", queue, s)) for s in listings.STATES
+                *(
+                    (s, url(model_admin, "django_rqueue_job_list", queue, s))
+                    for s in listings.STATES
+                ),
+                ("workflows", url(model_admin, "django_rqueue_workflows", queue)),
             ],
             headers=[_("Job"), _("Name"), at_header, *(h for h, _cell in columns)],
             rows=[
@@ -189,7 +200,7 @@ def job_list(
                     "id": r.id,
                     "url": job_url(model_admin, r.id),
                     "name": r.job.name if r.job else "",
-                    "cells": _cells(r, state),
+                    "cells": _cells(model_admin, r, state),
                     "problems": r.job.problems if r.job else [_("the record is gone")],
                 }
                 for r in rows

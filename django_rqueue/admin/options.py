@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from ..models import Dashboard
-from . import actions, detail, lists, overview, schedules
+from . import actions, detail, lists, overview, schedules, workflow_actions, workflows
 from .common import require
 
 View = Callable[..., HttpResponse]
@@ -38,9 +38,17 @@ PAGES = (
     Page("queues/<str:queue>/<str:action>-queue/", actions.queue_action, "queue_action", None),
     Page("queues/<str:queue>/empty/", actions.empty_queue, "empty_queue", None),
     Page("queues/<str:queue>/selected/", actions.selected, "selected", None),
+    Page("queues/<str:queue>/workflows/", workflows.workflow_list, "workflows"),
     Page("queues/<str:queue>/<str:state>/", lists.job_list, "job_list"),
     Page("jobs/<str:job_id>/", detail.job_detail, "job_change"),
     Page("jobs/<str:job_id>/<str:action>/", actions.job_action, "job_action", None),
+    Page("workflows/<str:workflow_id>/", workflows.workflow_detail, "workflow"),
+    Page(
+        "workflows/<str:workflow_id>/<str:action>/",
+        workflow_actions.workflow_action,
+        "workflow_action",
+        None,
+    ),
 )
 
 if TYPE_CHECKING:

@@ -185,6 +185,7 @@ def card_links(model_admin: RqueueAdmin, card: QueueCard) -> None:
     card.links = {
         state: url(model_admin, "django_rqueue_job_list", queue, state) for state in listings.STATES
     }
+    card.links["workflows"] = url(model_admin, "django_rqueue_workflows", queue)
     action = "resume" if card.counts.paused else "pause"
     card.toggle_url = url(model_admin, "django_rqueue_queue_action", queue, action)
     card.empty_url = url(model_admin, "django_rqueue_empty_queue", queue)

@@ -360,3 +360,85 @@ def test_staff_find_jobs_read_failed_jobs_of_all_queues_and_empty_a_queue_in_chr
     assert [jobs.state(j, "emails") for j in queued] == [None] * 12
     assert jobs.state(scheduled, "emails") == "scheduled"
     assert jobs.state(running, "low") == "running"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("staff_site")
+def test_staff_read_a_failed_workflow_retry_its_failed_node_and_a_worker_ends_it_in_chromium(
+    live_server: Any,
+    django_user_model: Any,
+    rqueue_redis: redis.Redis,
+    tmp_path: Path,
+):
+    from django_rqueue.workflows import chord
+    from tests.support import workflows as wf
+    from tests.workflows.jobs import add, summarize
+
+    sync_api = _require_browser()
+    # A chord whose second member failed for good: its body was cancelled, it ended failed.
+    plan = wf.create(chord([add.s(1, 1), add.s(2, 2), add.s(3, 3)], summarize.s()))
+    first, second, third, body = (n.id for n in plan.nodes)
+    wf.succeed(first, "2")
+    wf.fail(second)
+    wf.succeed(third, "6")
+    wf.finish(plan)
+
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 800},
+        )
+        try:
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(f"{live_server.url}/admin/django_rqueue/dashboard/")
+            page.fill("#id_username", "staff")
+            page.fill("#id_password", "s3cret-pass")
+            page.click("input[type=submit]")
+            page.wait_for_selector("#rq-queues")
+            page.click("#rq-queue-default td.rq-workflows a")
+            page.wait_for_selector("#rq-workflows")
+            row = page.locator("#rq-workflows tr.rq-wf-row")
+            assert row.locator(".rq-wf-state").inner_text() == "failed"
+            assert row.locator(".rq-wf-progress").inner_text() == "4 / 2 / 1 / 1"
+            page.screenshot(path=str(ARTIFACTS / "workflows.png"), full_page=True)
+
+            page.click(f"#rq-workflows a:text('{plan.id}')")
+            page.wait_for_selector("#rq-wf-graph")
+            colour = "e => getComputedStyle(e).borderLeftColor"
+            boxes = [page.locator(f"#rq-node-{i}") for i in range(4)]
+            # Coloured by state: succeeded green, failed red, the cancelled body grey.
+            assert [b.evaluate(colour) for b in boxes] == [
+                "rgb(60, 138, 60)",
+                "rgb(186, 33, 33)",
+                "rgb(60, 138, 60)",
+                "rgb(119, 119, 119)",
+            ]
+            assert "dependency_failed" in boxes[3].inner_text()
+            assert page.locator("#rq-wf-map line").count() == 3
+            page.screenshot(path=str(ARTIFACTS / "workflow-failed.png"), full_page=True)
+
+            page.click("#rq-action-retry-failed")
+            page.wait_for_selector("#rq-question")
+            page.click("input[type=submit]")
+            page.wait_for_selector(".messagelist .success")
+            assert page.inner_text("#rq-wf-state") == "running"
+            # The body waits again, for the member that runs again only.
+            waits = page.locator("#rq-node-3 .rq-waits").inner_text()
+            assert second in waits and first not in waits and third not in waits
+            page.screenshot(path=str(ARTIFACTS / "workflow-retried.png"), full_page=True)
+
+            burst_worker()  # runs the member, then the body it releases, then the finisher
+            page.reload()
+            assert page.inner_text("#rq-wf-state") == "succeeded"
+            assert page.inner_text("#rq-wf-result") == "3"
+            page.click("#rq-node-3 a.rq-node-id")
+            page.wait_for_selector("#rq-job")
+            assert page.inner_text("#rq-status") == "succeeded"
+            assert plan.id in page.inner_text("#rq-part-of")
+            page.screenshot(path=str(ARTIFACTS / "workflow-node.png"), full_page=True)
+        finally:
+            context.close()

@@ -37,7 +37,9 @@ def test_the_waiting_list_shows_deadline_inputs_and_workflow(
     rows = response.context["rows"]
     assert [r["id"] for r in rows] == [sooner, never]
     assert rows[0]["cells"][1:] == ["1/2", ""]
-    assert rows[1]["cells"] == ["none", "0/2", "default:the-workflow"]
+    assert rows[1]["cells"][:2] == ["none", "0/2"]
+    link = f'<a href="{BASE}workflows/default_3Athe-workflow/">default:the-workflow</a>'
+    assert rows[1]["cells"][2] == link and link in response.text
     assert ("waiting", f"{BASE}queues/default/waiting/") in response.context["states"]
 
 
@@ -89,4 +91,5 @@ def test_the_overview_shows_waiting_jobs_and_running_workflows(
     assert (cards["emails"].counts.waiting, cards["emails"].counts.workflows_running) == (0, 0)
     waiting = f'<td class="rq-waiting"><a href="{BASE}queues/default/waiting/">2</a></td>'
     assert waiting in response.text
-    assert response.text.count('<td class="rq-workflows">2</td>') == 1
+    workflows = f'<td class="rq-workflows"><a href="{BASE}queues/default/workflows/">2</a></td>'
+    assert response.text.count(workflows) == 1
