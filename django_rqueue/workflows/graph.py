@@ -97,7 +97,7 @@ def compile(element: object, config: Config | None = None) -> WorkflowPlan:  # n
     return _Compiler(config or get_config()).compile(element)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Draft:
     """A node during the walk."""
 
@@ -225,17 +225,16 @@ class _Compiler:
     def add(self, signature: Any, incoming: _Flow | None) -> int:
         index = len(self.drafts)
         o: JobOptions = signature.options
-        where = f"workflow node {index} ({signature.name})"
         external = o.depends_on or ()
         after = incoming[1] if incoming is not None else ()
         tree: Tree | None = None
         if incoming is not None and not signature.immutable:
             position = {node: k for k, node in enumerate(after, start=1)}
             tree = _mapped(incoming[0], position)
-        _refuse(o, where, has_inputs=incoming is not None, external=bool(external))
-        if o.pass_results:
-            tree = list(range(1, len(external) + 1))
         try:
+            _refuse(o, has_inputs=incoming is not None, external=bool(external))
+            if o.pass_results:
+                tree = list(range(1, len(external) + 1))
             plan = Plan.of(signature.job_function, self.config, o)
             if plan.unique_key is not None:
                 raise ValueError("a unique_key is not allowed on a workflow node")
@@ -249,7 +248,7 @@ class _Compiler:
                 checked=signature.fits_as_is,
             )
         except (TypeError, ValueError) as exc:
-            raise type(exc)(f"{where}: {exc}") from exc
+            raise type(exc)(f"workflow node {index} ({signature.name}): {exc}") from exc
         self.drafts.append(_Draft(signature, plan, job_id, payload, after, tree, external))
         return index
 
@@ -345,10 +344,10 @@ class _Compiler:
         a mutable one gets the workflow id first (checked so)."""
         o: JobOptions = signature.options
         where = f"{'on_error' if which == 'e' else 'on_complete'} ({signature.name})"
-        _refuse(o, where, has_inputs=True, external=False)
-        if o.depends_on is not None or o.on_dependency_failure is not None:
-            raise ValueError(f"{where}: a callback has no inputs (depends_on, ...)")
         try:
+            _refuse(o, has_inputs=True, external=False)
+            if o.depends_on is not None or o.on_dependency_failure is not None:
+                raise ValueError("a callback has no inputs (depends_on, ...)")
             plan = Plan.of(signature.job_function, self.config, o)
             if plan.unique_key is not None:
                 raise ValueError("a unique_key is not allowed on a callback")
@@ -409,24 +408,23 @@ def _mapped(tree: Tree, position: Mapping[int, int]) -> Tree:
     return [_mapped(t, position) for t in tree]
 
 
-def _refuse(o: JobOptions, where: str, *, has_inputs: bool, external: bool) -> None:
-    """The options a node cannot take (``ValueError`` naming the node)."""
+def _refuse(o: JobOptions, *, has_inputs: bool, external: bool) -> None:
+    """The options a node cannot take (``ValueError``; the caller names the node)."""
     for name, value in (("job_id", o.job_id), ("unique_key", o.unique_key)):
         if value is not None:
             raise ValueError(
-                f"{where}: {name} is not allowed on a workflow node (a duplicate or an "
+                f"{name} is not allowed on a workflow node (a duplicate or an "
                 "existing id would leave a hole in the graph)"
             )
     if o.on_commit is not None:
-        raise ValueError(f"{where}: on_commit applies to the whole workflow, not to a node")
+        raise ValueError("on_commit applies to the whole workflow, not to a node")
     if o.dependency_timeout is not None:
         raise ValueError(
-            f"{where}: dependency_timeout applies to the whole workflow: "
-            "canvas.using(dependency_timeout=...)"
+            "dependency_timeout applies to the whole workflow: canvas.using(dependency_timeout=...)"
         )
     if o.pass_results is not None and (has_inputs or not external):
         raise ValueError(
-            f"{where}: pass_results applies to a node with depends_on and no input inside "
+            "pass_results applies to a node with depends_on and no input inside "
             "the workflow; after another element use .s() (results first) or .si() (none)"
         )
 

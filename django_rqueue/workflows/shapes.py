@@ -55,12 +55,13 @@ def spec_json(
     """
     return json.dumps(
         {
-            "nodes": [list(n) for n in nodes],
-            "edges": [list(e) for e in edges],
-            "ext": [list(e) for e in external],
+            # json writes tuples as arrays: no copies of the 10 000-item lists
+            "nodes": nodes,
+            "edges": edges,
+            "ext": external,
             "exits": list(flatten(shape)),
             "shape": shape,
-            "locs": [list(p) for p in places],
+            "locs": places,
         },
         separators=(",", ":"),
     )
