@@ -1,5 +1,6 @@
 """``.delay()`` / ``.adelay()`` with ``using(depends_on=...)``: a job that waits for jobs
-already enqueued, on both dependency paths (relayed by hand: tests/support/relay.py)."""
+already enqueued, on both dependency paths (relayed between worker bursts:
+tests/support/relay.py)."""
 
 from __future__ import annotations
 

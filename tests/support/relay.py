@@ -1,51 +1,35 @@
-"""A relay by hand for tests: what the pollers' outbox relay will do, between worker bursts.
+"""Worker bursts with the pollers' relay in between, in this process, for the workflow tests.
 
-Until ``worker/relay.py`` runs in the pollers, tests of the outbox path call
-:func:`relay_all` between two worker bursts: every queue's outbox entries are applied on
-their dependent's queue (``dep_apply.lua``), then deleted.
+:func:`run_until_settled` runs a burst of a worker on the queues, then the relay of
+``worker/relay.py`` (what a poller runs when a queue's outbox has entries) on every queue
+until no outbox has anything left, and again, until a relay finds nothing to move: on the
+outbox path, every job that could run has run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import redis
-
 from django_rqueue.conf import get_config
-from django_rqueue.engine import dependency_commands
-from django_rqueue.engine.connection import get_client
-from django_rqueue.engine.keys import QueueKeys, queue_of
-from django_rqueue.engine.run import execute
-
-
-def relay_queue(queue: str) -> int:
-    """Apply and delete ``queue``'s outbox entries; return how many there were."""
-    prefix = get_config().key_prefix
-    source = QueueKeys.of(prefix, queue)
-    client: redis.Redis = get_client(queue)
-    entries: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange(source.outbox)  # type: ignore[assignment]
-    by_queue: dict[str, list[tuple[str, int, str]]] = {}
-    for _entry_id, f in entries:
-        dependent = f[b"d"].decode()
-        by_queue.setdefault(queue_of(dependent) or "", []).append(
-            (dependent, int(f[b"x"]), f[b"v"].decode())
-        )
-    for target, triples in by_queue.items():
-        keys = QueueKeys.of(prefix, target)
-        execute(get_client(target), dependency_commands.dep_apply(keys, triples))
-    if entries:
-        client.xdel(source.outbox, *[entry_id for entry_id, _f in entries])
-    return len(entries)
+from django_rqueue.worker.outages import Outages
+from django_rqueue.worker.relay import Relay
 
 
 def relay_all(queues: Sequence[str] | None = None) -> int:
-    """:func:`relay_queue` for each queue (every declared one by default), until every
-    outbox is empty (the relay's own releases may emit more); return the entries applied."""
+    """The relay on each queue (every declared one by default) until every outbox is empty
+    (its own releases may write more); return the entries it applied."""
     names = list(queues) if queues is not None else list(get_config().queues)
+    relay = Relay("tests", Outages())
     total = 0
     for _round in range(20):
-        moved = sum(relay_queue(q) for q in names)
-        total += moved
+        moved = 0
+        for queue in names:
+            while True:
+                done = relay.relay(queue)
+                moved += done.read
+                total += done.applied
+                if not done.full:
+                    break
         if not moved:
             return total
     raise AssertionError("the outboxes never emptied")

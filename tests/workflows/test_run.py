@@ -1,7 +1,7 @@
 """Workflows end to end on real Redis with in-process workers: results, policies, wait.
 
-Every test runs on both paths (``dep_path``). Until the pollers relay outboxes, the
-relay is done by hand between worker bursts (``tests/support/relay.py``).
+Every test runs on both paths (``dep_path``); on the outbox path the pollers' relay runs
+between worker bursts (``tests/support/relay.py``).
 """
 
 from __future__ import annotations
