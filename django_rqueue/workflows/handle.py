@@ -291,7 +291,9 @@ def node_ids_of(spec: bytes | str | None) -> list[str]:
 
 def get_workflow(workflow_id: str) -> Workflow | None:
     """Return the workflow with id ``workflow_id`` from any process, or ``None`` when it
-    is unknown (never created, rolled back, or its record expired after it ended).
+    is unknown (never created, rolled back, or its record expired after it ended). Under
+    ``RQUEUE["EAGER"]`` a workflow is never written to Redis, so this returns ``None`` for it:
+    keep the handle its ``.delay()`` returned.
 
     The home queue is read from the id (``"<queue>:<random part>"``, as a job's), so one
     ``HGETALL`` suffices; an id of the wrong shape or of an undeclared queue is ``None``.
