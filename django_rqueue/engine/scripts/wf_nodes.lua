@@ -53,54 +53,65 @@ end
 if not nshared or nshared < 0 or nshared ~= math.floor(nshared) or 4 + 2 * nshared > #ARGV then
   return redis.error_reply('ERR rqueue wf_nodes: bad shared field count ' .. tostring(ARGV[4]))
 end
--- Read every node (the shared pairs, then its own) and check it before writing any.
-local function read_pairs(node, from, to)
-  local fields = node.fields
-  for j = from, to, 2 do
-    local name, value = ARGV[j], ARGV[j + 1]
-    if name == 'src' then
-      node.source = value == '1'
-    elseif name == 'prio' then
-      node.prio = value
-    elseif name == 'group' then
-      node.group = value
-    elseif name == 'delay' then
-      node.delay = value
-    elseif name == 'runat' then
-      node.run_at = value
-    else
-      fields[#fields + 1], fields[#fields + 2] = name, value
-      if name == 'dn' then
-        node.inputs = value
-      end
+local nargv = #ARGV
+local function bad_option(name, value)  -- the problem with an instruction's value, or nil
+  if name == 'prio' then
+    local level = tonumber(value)
+    if not level or level ~= math.floor(level) or level < -100 or level > 100 then
+      return 'bad priority ' .. tostring(value)
+    end
+  elseif (name == 'delay' and not (tonumber(value) and tonumber(value) >= 0))
+      or (name == 'runat' and not tonumber(value)) then
+    return 'bad delay/run_at ' .. tostring(value)
+  end
+  return nil
+end
+
+-- The shared pairs, read once.
+local sfields, sprio, sgroup, sdelay, srun_at, sinputs, ssource = {}, '0', '', 0, -1, 0, false
+for j = 5, 4 + 2 * nshared, 2 do
+  local name, value = ARGV[j], ARGV[j + 1]
+  local problem = bad_option(name, value)
+  if problem then
+    return redis.error_reply('ERR rqueue wf_nodes: ' .. problem)
+  end
+  if name == 'src' then
+    ssource = value == '1'
+  elseif name == 'prio' then
+    sprio = tostring(tonumber(value))
+  elseif name == 'group' then
+    sgroup = value
+  elseif name == 'delay' then
+    sdelay = tonumber(value)
+  elseif name == 'runat' then
+    srun_at = tonumber(value)
+  else
+    sfields[#sfields + 1], sfields[#sfields + 2] = name, value
+    if name == 'dn' then
+      sinputs = tonumber(value) or 0
     end
   end
 end
+local nsf = #sfields
 
-local shared = {fields = {}, prio = '0', group = '', delay = '0', run_at = '-1', inputs = '0',
-                source = false}
-read_pairs(shared, 5, 4 + 2 * nshared)
-local nodes = {}
+-- Check every node before writing any (only instructions have values to check).
+local starts = {}
 local a = 5 + 2 * nshared
-while a <= #ARGV do
+while a <= nargv do
   local count = tonumber(ARGV[a + 1])
-  if not count or count < 0 or count ~= math.floor(count) or a + 1 + 2 * count > #ARGV then
+  if not count or count < 0 or count ~= math.floor(count) or a + 1 + 2 * count > nargv then
     return redis.error_reply('ERR rqueue wf_nodes: bad field count ' .. tostring(ARGV[a + 1]))
   end
-  local node = {id = ARGV[a], fields = {unpack(shared.fields)}, prio = shared.prio,
-                group = shared.group, delay = shared.delay, run_at = shared.run_at,
-                inputs = shared.inputs, source = shared.source}
-  read_pairs(node, a + 2, a + 1 + 2 * count)
-  local prio, delay, run_at = tonumber(node.prio), tonumber(node.delay), tonumber(node.run_at)
-  if not prio or prio ~= math.floor(prio) or prio < -100 or prio > 100 then
-    return redis.error_reply('ERR rqueue wf_nodes: bad priority ' .. tostring(node.prio))
+  for j = a + 2, a + 1 + 2 * count, 2 do
+    local name = ARGV[j]
+    if name == 'prio' or name == 'delay' or name == 'runat' then
+      local problem = bad_option(name, ARGV[j + 1])
+      if problem then
+        return redis.error_reply('ERR rqueue wf_nodes: ' .. problem)
+      end
+    end
   end
-  if not delay or delay < 0 or not run_at then
-    return redis.error_reply('ERR rqueue wf_nodes: bad delay/run_at')
-  end
-  node.prio, node.delay, node.run_at = tostring(prio), delay, run_at
-  node.inputs = tonumber(node.inputs) or 0
-  nodes[#nodes + 1] = node
+  starts[#starts + 1] = a
   a = a + 2 + 2 * count
 end
 
@@ -111,28 +122,56 @@ if offset >= 0 then
 end
 local reply, created, parked, queued, delayed_at = {}, 0, {}, {}, {}
 local queued_order, delayed_order = {}, {}
-for i, node in ipairs(nodes) do
-  local id, prio, group, fields, source = node.id, node.prio, node.group, node.fields, node.source
+local last_prio, last_group, last_ids = nil, nil, nil
+for i, a in ipairs(starts) do
+  local id, fields, n = ARGV[a], {}, nsf
+  for j = 1, nsf do
+    fields[j] = sfields[j]
+  end
+  local prio, group, delay, run_at, inputs, source = sprio, sgroup, sdelay, srun_at, sinputs,
+                                                     ssource
+  for j = a + 2, a + 1 + 2 * tonumber(ARGV[a + 1]), 2 do
+    local name, value = ARGV[j], ARGV[j + 1]
+    if name == 'src' then
+      source = value == '1'
+    elseif name == 'prio' then
+      prio = tostring(tonumber(value))
+    elseif name == 'group' then
+      group = value
+    elseif name == 'delay' then
+      delay = tonumber(value)
+    elseif name == 'runat' then
+      run_at = tonumber(value)
+    else
+      fields[n + 1], fields[n + 2] = name, value
+      n = n + 2
+      if name == 'dn' then
+        inputs = tonumber(value) or 0
+      end
+    end
+  end
   local gated = mode == 'gated' and source
-  local missing = node.inputs
+  local missing = inputs
   if gated then
     missing = missing + 1
   end
   local due, state
   if missing > 0 then
     state, due = 'waiting', now
-    if node.run_at >= 0 then
-      due = node.run_at
+    if run_at >= 0 then
+      due = run_at
     end
-    fields[#fields + 1], fields[#fields + 2] = 'dw', missing
+    fields[n + 1], fields[n + 2] = 'dw', missing
+    n = n + 2
     if gated then
-      fields[#fields + 1], fields[#fields + 2] = 'gt', deadline
+      fields[n + 1], fields[n + 2] = 'gt', deadline
+      n = n + 2
     end
   else
-    due, state = schedule(now, node.delay, node.run_at)
+    due, state = schedule(now, delay, run_at)
   end
   local refused = create_job(base, base .. 'job:' .. id, base .. 'unique:', id, '', 0, now, due,
-                             state, prio, group, fields, 1, #fields)
+                             state, prio, group, fields, 1, n)
   if refused then
     reply[#reply + 1], reply[#reply + 2] = i, refused[1]
   else
@@ -150,12 +189,17 @@ for i, node in ipairs(nodes) do
       end
       table.insert(delayed_at[due], id)
     else
-      local where = prio .. ' ' .. group
-      if not queued[where] then
-        queued[where] = {prio = prio, group = group}
-        queued_order[#queued_order + 1] = where
+      if prio ~= last_prio or group ~= last_group then  -- most batches have one of each
+        last_prio, last_group = prio, group
+        local where = prio .. ' ' .. group
+        last_ids = queued[where]
+        if not last_ids then
+          last_ids = {prio = prio, group = group}
+          queued[where] = last_ids
+          queued_order[#queued_order + 1] = where
+        end
       end
-      table.insert(queued[where], id)
+      last_ids[#last_ids + 1] = id
     end
   end
 end
