@@ -125,9 +125,29 @@ def test_a_job_without_dependents_runs_no_dependency_code(name: str):
     assert len(top) == len(set(top))
 
 
+def _first_scope(source: str) -> str:
+    """The lines of the first outermost ``--@scope`` (with the scopes nested in it)."""
+    depth, lines = 0, []
+    for line in source.split("\n"):
+        if line == "--@scope":
+            depth += 1
+            if depth == 1:
+                continue
+        elif line == "--@end-scope":
+            depth -= 1
+            if depth == 0:
+                break
+        if depth:
+            lines.append(line)
+    return "\n".join(lines)
+
+
 def test_a_scoped_include_is_expanded_inside_its_function_and_again_outside():
     source = load("ack").source
-    scope = source.split("--@scope", 1)[1].split("--@end-scope", 1)[0]
+    scope = _first_scope(source)
     assert "local function dep_notify(" in scope and "local function dep_settle(" in scope
+    # node_decide is made only by an arrival that completes a job, in a scope of its own.
+    assert "node_decide" not in _top_level_functions(scope)
+    assert "local function node_decide(" in scope
     # Positive control: a script that calls dep_notify itself makes it at the top level.
     assert "dep_notify" in _top_level_functions(load("dep_apply").source)

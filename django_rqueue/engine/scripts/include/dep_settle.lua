@@ -15,7 +15,7 @@
 -- real dependency deadline (field 'gt', then removed). Scripts run one at a time per
 -- slot, so two last inputs ending "at once" are two scripts: one of them sees 'dw' reach 0.
 -- Derived keys: base .. 'job:' .. id, base .. 'waiting', and those of include/node_decide.lua.
---@include node_decide.lua
+--@include node_decide_scoped.lua
 --@include whole.lua
 local function dep_settle(base, id, k, value, now)
   local jkey = base .. 'job:' .. id
@@ -51,7 +51,7 @@ local function dep_settle(base, id, k, value, now)
   if missing > 0 then
     return 'arrived', nil
   end
-  local ended = node_decide(base, id, now)
+  local ended = node_decide_scoped(base, id, now)
   if ended then
     return 'ended', ended
   end
