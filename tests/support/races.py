@@ -19,10 +19,12 @@ type Side = Callable[[Any], Any]
 
 
 class Racer:
-    """Runs ``left(trial)`` and ``right(trial)`` together for each trial of :meth:`race`."""
+    """Runs ``left(trial)`` and ``right(trial)`` together for each trial of :meth:`race`;
+    ``after(trial)``, when given, runs once both have returned, before the next trial."""
 
-    def __init__(self, left: Side, right: Side) -> None:
+    def __init__(self, left: Side, right: Side, after: Side | None = None) -> None:
         self.sides = (left, right)
+        self.after = after
 
     def race(self, trials: Sequence[Any]) -> list[tuple[Any, Any]]:
         """Each trial in turn, both sides at once (behind a barrier); their return values
@@ -44,6 +46,12 @@ class Racer:
                     return
                 try:
                     results[n][side] = act(trial)
+                    if self.after is not None:
+                        barrier.wait()
+                        if side == 0:
+                            self.after(trial)
+                except threading.BrokenBarrierError:
+                    return
                 except BaseException as exc:  # handed to the test's thread
                     errors.append((trial, side, exc))
                     barrier.abort()
