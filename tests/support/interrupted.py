@@ -11,7 +11,8 @@ in) is lowered to :data:`GRACE_MS` in this process, so its deadlines are short b
 
 The JSON argument: ``case`` (``workflow``, ``depends_on``, ``retry``), ``crash`` (the
 step after which it dies, or before which for the wrapped methods), ``ledger`` (for the
-ledger jobs of ``tests.jobs_app.jobs``), and per case ``parent`` (``depends_on``) or
+ledger jobs of ``tests.jobs_app.jobs``), ``force`` (default true:
+``RQUEUE["WORKFLOW_FORCE_OUTBOX"]``), and per case ``parent`` (``depends_on``) or
 ``workflow`` (``retry``: a workflow that ended ``failed``).
 """
 
@@ -33,8 +34,11 @@ GRACE_MS = 1000
 CREATION_STEPS = ("open", "write_nodes", "link", "commit", "open_gates", "opened")
 
 
-def run_creator(case: str, crash: str, ledger: str, **extra: str) -> dict[str, Any]:
-    """Run the creator until it kills itself; return the ids it printed.
+def run_creator(
+    case: str, crash: str, ledger: str, *, env: dict[str, str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Run the creator until it kills itself; return the ids it printed (``env``: more
+    environment, e.g. ``RQUEUE_TEST_QUEUE_OPTIONS``; ``extra``: more of the JSON argument).
 
     Raises:
         AssertionError: it did not die of SIGKILL (its output is in the message).
@@ -43,7 +47,7 @@ def run_creator(case: str, crash: str, ledger: str, **extra: str) -> dict[str, A
     done = subprocess.run(
         [sys.executable, "-m", "tests.support.interrupted", argument],
         cwd=REPO,
-        env=command_env(),
+        env=command_env(extra=env),
         capture_output=True,
         text=True,
         timeout=60,
@@ -153,12 +157,15 @@ def main(argument: str) -> None:
     from django_rqueue.enqueue import dependent
     from django_rqueue.workflows import control, staged
 
-    # Every edge through the outbox and every creation staged, on one Redis.
-    settings.RQUEUE = {**settings.RQUEUE, "WORKFLOW_FORCE_OUTBOX": True}
+    given = json.loads(argument)
+
+    # Every edge through the outbox and every creation staged, on one Redis (unless
+    # ``force`` is false: the queues are on two Redis servers, which stages it anyway).
+    if given.get("force", True):
+        settings.RQUEUE = {**settings.RQUEUE, "WORKFLOW_FORCE_OUTBOX": True}
     staged.CREATE_GRACE_MS = GRACE_MS  # type: ignore[misc]
     dependent.CREATE_GRACE_MS = GRACE_MS  # type: ignore[misc]
     control.REOPEN_GRACE_MS = GRACE_MS  # type: ignore[misc]
-    given = json.loads(argument)
     case, crash, ledger = given["case"], given["crash"], given["ledger"]
     if case == "workflow":
         workflow(ledger, crash)

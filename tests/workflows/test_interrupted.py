@@ -9,7 +9,9 @@ workers do (poller rounds that sweep every time, worker bursts) until the outcom
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -22,6 +24,7 @@ from django_rqueue.worker import poller as poller_module
 from django_rqueue.worker.poller import Poller
 from django_rqueue.workflows import WorkflowState, chain, get_workflow
 from tests.jobs_app.jobs import fail_then_succeed, record
+from tests.support import redis_acl
 from tests.support.inprocess import keys, run_worker, tags
 from tests.support.interrupted import run_creator
 from tests.support.waiting import wait_until
@@ -29,6 +32,22 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
 QUEUES = ("default", "emails", "low")
+
+
+@pytest.fixture(params=["forced", "two-servers"])
+def where(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """How the creator's workflow is staged: ``forced`` on one Redis
+    (``WORKFLOW_FORCE_OUTBOX``), or ``two-servers``: the queue ``emails`` on a second Redis
+    (for this process and for the creator), which stages a creation by itself. Returns the
+    creator's keywords (:func:`~tests.support.interrupted.run_creator`)."""
+    if request.param == "forced":
+        return {}
+    server = request.getfixturevalue("other_redis_server")
+    url = server.url
+    if redis_acl.enabled():
+        url = redis_acl.as_acl_user(url)
+    options = json.dumps({"emails": {"REDIS_URL": url}})
+    return {"force": False, "env": {"RQUEUE_TEST_QUEUE_OPTIONS": options}}
 
 
 @pytest.fixture
@@ -50,13 +69,15 @@ def drive(poller: Poller, done: Callable[[], object], message: str, timeout: flo
 
 
 def keys_naming(client: redis.Redis, ids: list[str]) -> list[str]:
-    """Every key whose name holds one of ``ids`` (random parts: no false match)."""
+    """Every key whose name holds one of ``ids`` (random parts: no false match), on the
+    test's Redis and on the Redis of each queue."""
     parts = [i.partition(":")[2] for i in ids]
-    found = []
-    for raw in client.scan_iter(match=f"{get_config().key_prefix}:*", count=1000):
-        key = raw.decode() if isinstance(raw, bytes) else raw
-        if any(part in key for part in parts):
-            found.append(key)
+    found: set[str] = set()
+    for server in [client, *(get_client(q) for q in QUEUES)]:
+        for raw in server.scan_iter(match=f"{get_config().key_prefix}:*", count=1000):
+            key = as_text(raw)
+            if any(part in key for part in parts):
+                found.add(key)
     return sorted(found)
 
 
@@ -73,16 +94,17 @@ def mentioned(client: redis.Redis, ids: list[str]) -> list[str]:
     for queue in QUEUES:
         k = keys(queue)
         for key in (k.waiting, k.workflows, k.opening):
-            members = {m.decode() for m in client.zrange(key, 0, -1)}  # type: ignore[union-attr]
+            raw: list[bytes] = get_client(queue).zrange(key, 0, -1)  # type: ignore[assignment]
+            members = {as_text(m) for m in raw}
             found += [f"{key} {m}" for m in members if m in ids]
     return found
 
 
 @pytest.mark.parametrize("crash", ["open", "write_nodes"])
 def test_a_creation_killed_before_its_commit_is_rolled_back_and_nothing_runs(
-    rqueue_redis: redis.Redis, ledger: str, poller: Poller, crash: str
+    rqueue_redis: redis.Redis, ledger: str, poller: Poller, crash: str, where: dict[str, Any]
 ) -> None:
-    made = run_creator("workflow", crash, ledger)
+    made = run_creator("workflow", crash, ledger, **where)
     every = [made["workflow"], *made["jobs"]]
     home = made["workflow"].partition(":")[0]
     assert record_state(made["workflow"]) == "creating"
@@ -101,9 +123,9 @@ def test_a_creation_killed_before_its_commit_is_rolled_back_and_nothing_runs(
 
 @pytest.mark.parametrize("crash", ["commit", "open_gates"])
 def test_a_creation_killed_after_its_commit_is_rolled_forward_and_runs_once(
-    rqueue_redis: redis.Redis, ledger: str, poller: Poller, crash: str
+    rqueue_redis: redis.Redis, ledger: str, poller: Poller, crash: str, where: dict[str, Any]
 ) -> None:
-    made = run_creator("workflow", crash, ledger)
+    made = run_creator("workflow", crash, ledger, **where)
     assert record_state(made["workflow"]) == "running"
     if crash == "commit":  # its sources are still gated: nothing runs before the sweep
         run_worker(QUEUES, burst=True)
