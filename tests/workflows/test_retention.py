@@ -5,16 +5,22 @@ paths, workflows of every shape and end run to the end in this process (worker b
 poller rounds): successes (a chain, a chord across two queues with ``on_complete``, a
 group holding a chain), failures under both policies (with ``on_error``/``on_complete``),
 a cancel, a dependency timeout, a ``retry_failed()`` that then succeeds, ``depends_on`` on
-a finished and on an unfinished job, and a creation rolled back. Once every workflow is
+a finished and on an unfinished job, a creation rolled back, and (their creator SIGKILLed,
+:mod:`tests.support.interrupted`) a creation rolled forward and a ``depends_on`` job whose
+gate never opened. Once every workflow is
 final and the TTLs have passed, poller rounds apply the failed-store retention and forget
 the gone workflows; then no ``job:``, ``wf:``, ``next:``, ``done:``, ``reservation:`` or
 ``unique:`` key is left, no ``waiting`` or ``wfopen``, ``wfs`` is empty and so is every
 ``outbox``; what remains is what plain jobs leave too (counters, the ``succeeded`` index
-trimmed by rank, wake-up lists).
+trimmed by rank, wake-up lists). Someone waits for one workflow (``Workflow.wait()``), so
+its finisher's ``done:`` list is made too: like any awaited job's, it may outlive the TTLs,
+by at most a minute, expiring by itself (checked: its TTL is set and at most 60 s).
 """
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -42,6 +48,7 @@ from django_rqueue.workflows.staged import Creation
 from tests.jobs_app.jobs import fail_then_succeed
 from tests.support import transitions
 from tests.support.inprocess import run_worker
+from tests.support.interrupted import run_creator
 from tests.support.waiting import wait_until
 from tests.workflows.conftest import DepPath
 from tests.workflows.jobs import add, collect, double, explode, note, summarize
@@ -51,6 +58,9 @@ pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 QUEUES = ("default", "emails", "low")
 #: Key suffixes (after ``<prefix>:{<queue>}:``) that plain jobs leave behind too.
 PER_QUEUE = {"stats", "throughput", "durations", "succeeded", "outbox", "notify", "wake"}
+#: Seconds a ``done:<id>`` wake-up list lives after the job's end (``include/wake_waiters.lua``):
+#: a waiter that was woken passes the token on, and it stays until then, whatever the TTLs.
+WAKE_TTL = 60
 #: Keys a workflow must never leave behind (prefixes of the part after the queue's tag).
 NEVER = ("job:", "wf:", "next:", "done:", "reservation:", "unique:", "waiting", "wfopen")
 
@@ -93,6 +103,8 @@ def leftovers(client: redis.Redis) -> list[str]:
     for raw in client.scan_iter(match=f"{prefix}:*", count=1000):
         key = text(raw)
         rest = key.partition("}:")[2] if "}:" in key else ""
+        if rest.startswith("done:") and 0 < client.ttl(key) <= WAKE_TTL:
+            continue  # a Job.wait wake-up token passed on to other waiters: expires by itself
         if rest.startswith(NEVER):
             found.append(key)
         elif rest in ("outbox", "wfs") and (
@@ -146,6 +158,19 @@ def start_every_shape(ledger: str) -> tuple[list[Workflow], list[Job[Any]]]:
     return workflows, dependents
 
 
+def start_killed_creations(ledger: str) -> tuple[str, str]:
+    """A workflow whose creator was SIGKILLed after its commit (rolled forward by the
+    pollers), and a ``depends_on`` job whose creator was killed before opening its gate
+    (deleted by the pollers' sweep): ``(the workflow's id, the job's id)``."""
+    # The creator's queues keep results as briefly as this process's.
+    options = {q: {"result_ttl": 1, "failed_ttl": 1} for q in QUEUES}
+    env = {"RQUEUE_TEST_QUEUE_OPTIONS": json.dumps(options)}
+    forward = run_creator("workflow", "commit", ledger, env=env)["workflow"]
+    parent = add.delay(2, 2)
+    gated = run_creator("depends_on", "link", ledger, env=env, parent=parent.id)["job"]
+    return forward, gated
+
+
 def redis_client() -> redis.Redis:
     return get_client()
 
@@ -170,6 +195,18 @@ def test_no_key_of_any_workflow_is_left_after_its_ttls(
 ) -> None:
     poller = Poller(list(QUEUES))
     workflows, dependents = start_every_shape(ledger)
+    forward, gated = start_killed_creations(ledger)
+    # Someone waits for the chord (Job.wait on its finisher: a done:<id> list).
+    waited: list[object] = []
+
+    def wait_for_it() -> None:
+        try:
+            waited.append(workflows[1].wait(20))
+        except Exception as exc:  # its record may expire before the wait reads it
+            waited.append(exc)
+
+    waiter = threading.Thread(target=wait_for_it, daemon=True)
+    waiter.start()
     timed_out, flaky = workflows[-2], workflows[-1]
 
     # Retried as soon as it failed (its records last a second).
@@ -190,7 +227,11 @@ def test_no_key_of_any_workflow_is_left_after_its_ttls(
             found = get_job(j.id)
             if found is None or found.status in ("succeeded", "failed", "cancelled"):
                 parents_ended.add(j.id)
-        return len(ends) == len(workflows) and len(parents_ended) == len(dependents)
+        return (
+            len(ends) == len(workflows) + 1
+            and len(parents_ended) == len(dependents)
+            and get_job(gated) is None
+        )
 
     run_until(poller, everything_ended, f"not every workflow ended: {ends}")
     states = [ends[w.id] for w in workflows]
@@ -200,7 +241,11 @@ def test_no_key_of_any_workflow_is_left_after_its_ttls(
     assert states[5] is WorkflowState.CANCELLED
     assert states[6] is WorkflowState.FAILED  # a node timed out
     assert states[7] is WorkflowState.SUCCEEDED  # after retry_failed()
+    assert ends[forward] is WorkflowState.SUCCEEDED  # rolled forward
 
+    waiter.join(20)
+    assert waited, "the wait for the chord did not return"
+    print("the wait returned:", waited)
     before = leftovers(rqueue_redis)
     assert any("job:" in key for key in before), before  # the scan sees them while they live
     try:
