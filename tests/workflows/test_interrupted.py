@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -34,20 +35,31 @@ pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 QUEUES = ("default", "emails", "low")
 
 
+@dataclass
+class Where:
+    """Where the creator's workflow goes: the creator's keywords
+    (:func:`~tests.support.interrupted.run_creator`) and an admin client of each Redis."""
+
+    creator: dict[str, Any]
+    servers: list[redis.Redis]
+
+
 @pytest.fixture(params=["forced", "two-servers"])
-def where(request: pytest.FixtureRequest) -> dict[str, Any]:
+def where(request: pytest.FixtureRequest, rqueue_redis: redis.Redis) -> Iterator[Where]:
     """How the creator's workflow is staged: ``forced`` on one Redis
     (``WORKFLOW_FORCE_OUTBOX``), or ``two-servers``: the queue ``emails`` on a second Redis
-    (for this process and for the creator), which stages a creation by itself. Returns the
-    creator's keywords (:func:`~tests.support.interrupted.run_creator`)."""
+    (for this process and for the creator), which stages a creation by itself."""
     if request.param == "forced":
-        return {}
+        yield Where({}, [rqueue_redis])
+        return
     server = request.getfixturevalue("other_redis_server")
     url = server.url
     if redis_acl.enabled():
         url = redis_acl.as_acl_user(url)
     options = json.dumps({"emails": {"REDIS_URL": url}})
-    return {"force": False, "env": {"RQUEUE_TEST_QUEUE_OPTIONS": options}}
+    creator = {"force": False, "env": {"RQUEUE_TEST_QUEUE_OPTIONS": options}}
+    with server.client() as other:
+        yield Where(creator, [rqueue_redis, other])
 
 
 @pytest.fixture
@@ -68,12 +80,12 @@ def drive(poller: Poller, done: Callable[[], object], message: str, timeout: flo
     wait_until(step, timeout=timeout, interval=0.05, message=message)
 
 
-def keys_naming(client: redis.Redis, ids: list[str]) -> list[str]:
-    """Every key whose name holds one of ``ids`` (random parts: no false match), on the
-    test's Redis and on the Redis of each queue."""
+def keys_naming(servers: list[redis.Redis], ids: list[str]) -> list[str]:
+    """Every key whose name holds one of ``ids`` (random parts: no false match) on
+    ``servers`` (admin clients: the package's least-privilege user may not ``SCAN``)."""
     parts = [i.partition(":")[2] for i in ids]
     found: set[str] = set()
-    for server in [client, *(get_client(q) for q in QUEUES)]:
+    for server in servers:
         for raw in server.scan_iter(match=f"{get_config().key_prefix}:*", count=1000):
             key = as_text(raw)
             if any(part in key for part in parts):
@@ -102,17 +114,17 @@ def mentioned(client: redis.Redis, ids: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("crash", ["open", "write_nodes"])
 def test_a_creation_killed_before_its_commit_is_rolled_back_and_nothing_runs(
-    rqueue_redis: redis.Redis, ledger: str, poller: Poller, crash: str, where: dict[str, Any]
+    rqueue_redis: redis.Redis, ledger: str, poller: Poller, crash: str, where: Where
 ) -> None:
-    made = run_creator("workflow", crash, ledger, **where)
+    made = run_creator("workflow", crash, ledger, **where.creator)
     every = [made["workflow"], *made["jobs"]]
     home = made["workflow"].partition(":")[0]
     assert record_state(made["workflow"]) == "creating"
-    assert (keys_naming(rqueue_redis, made["jobs"]) != []) == (crash == "write_nodes")
+    assert (keys_naming(where.servers, made["jobs"]) != []) == (crash == "write_nodes")
 
     drive(
         poller,
-        lambda: not keys_naming(rqueue_redis, every) and not mentioned(rqueue_redis, every),
+        lambda: not keys_naming(where.servers, every) and not mentioned(rqueue_redis, every),
         "the creation was not rolled back",
     )
     run_worker(QUEUES, burst=True)
@@ -123,9 +135,9 @@ def test_a_creation_killed_before_its_commit_is_rolled_back_and_nothing_runs(
 
 @pytest.mark.parametrize("crash", ["commit", "open_gates"])
 def test_a_creation_killed_after_its_commit_is_rolled_forward_and_runs_once(
-    rqueue_redis: redis.Redis, ledger: str, poller: Poller, crash: str, where: dict[str, Any]
+    rqueue_redis: redis.Redis, ledger: str, poller: Poller, crash: str, where: Where
 ) -> None:
-    made = run_creator("workflow", crash, ledger, **where)
+    made = run_creator("workflow", crash, ledger, **where.creator)
     assert record_state(made["workflow"]) == "running"
     if crash == "commit":  # its sources are still gated: nothing runs before the sweep
         run_worker(QUEUES, burst=True)
@@ -164,7 +176,7 @@ def test_a_depends_on_delay_killed_before_its_gate_opens_is_deleted_and_never_ru
 
     drive(poller, over, "the gated job was not deleted")
     assert tags(ledger) == ["parent"]  # the child never ran
-    assert keys_naming(rqueue_redis, [child]) == []
+    assert keys_naming([rqueue_redis], [child]) == []
     assert mentioned(rqueue_redis, [child]) == []
     assert not list(rqueue_redis.scan_iter(match="*:next:*"))
 
