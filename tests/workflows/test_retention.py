@@ -2,19 +2,19 @@
 
 Every queue keeps results and failures one second (``result_ttl``, ``failed_ttl``). On both
 paths, workflows of every shape and end run to the end in this process (worker bursts and
-poller rounds): successes (a chain, a chord across two queues with ``on_complete``, a
-group holding a chain), failures under both policies (with ``on_error``/``on_complete``),
-a cancel, a dependency timeout, a ``retry_failed()`` that then succeeds, ``depends_on`` on
-a finished and on an unfinished job, a creation rolled back, and (their creator SIGKILLed,
+poller rounds): successes (a chain, a chord across two queues with ``on_complete``, a group
+holding a chain), failures under both policies (with ``on_error``/``on_complete``), a
+cancel, a dependency timeout, a ``retry_failed()`` that then succeeds, ``depends_on`` on a
+finished and on an unfinished job, a creation rolled back, and (their creator SIGKILLed,
 :mod:`tests.support.interrupted`) a creation rolled forward and a ``depends_on`` job whose
-gate never opened. Once every workflow is
-final and the TTLs have passed, poller rounds apply the failed-store retention and forget
-the gone workflows; then no ``job:``, ``wf:``, ``next:``, ``done:``, ``reservation:`` or
-``unique:`` key is left, no ``waiting`` or ``wfopen``, ``wfs`` is empty and so is every
-``outbox``; what remains is what plain jobs leave too (counters, the ``succeeded`` index
-trimmed by rank, wake-up lists). Someone waits for one workflow (``Workflow.wait()``), so
-its finisher's ``done:`` list is made too: like any awaited job's, it may outlive the TTLs,
-by at most a minute, expiring by itself (checked: its TTL is set and at most 60 s).
+gate never opened. Once every workflow is final and the TTLs have passed, poller rounds
+apply the failed-store retention and forget the gone workflows; then no ``job:``, ``wf:``,
+``next:``, ``done:``, ``reservation:`` or ``unique:`` key is left, no ``waiting`` or
+``wfopen``, ``wfs`` is empty and so is every ``outbox``; what remains is what plain jobs
+leave too (counters, the ``succeeded`` index trimmed by rank, wake-up lists). Someone waits
+for one workflow (``Workflow.wait()``), so its finisher's ``done:`` list is made too: like
+any awaited job's, it may outlive the TTLs, by at most a minute, expiring by itself
+(checked: its TTL is set and at most 60 s).
 """
 
 from __future__ import annotations
@@ -35,14 +35,7 @@ from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.job import Job, get_job
 from django_rqueue.worker import poller as poller_module
 from django_rqueue.worker.poller import Poller
-from django_rqueue.workflows import (
-    Workflow,
-    WorkflowState,
-    chain,
-    chord,
-    graph,
-    group,
-)
+from django_rqueue.workflows import Workflow, WorkflowState, chain, chord, graph, group
 from django_rqueue.workflows.recovery import sweep_opening
 from django_rqueue.workflows.staged import Creation
 from tests.jobs_app.jobs import fail_then_succeed
