@@ -48,7 +48,7 @@ from tests.workflows.jobs import add, note, summarize
 
 pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
 
-TRIALS = 1000
+TRIALS = 2000
 BATCH = 250
 LEASE_MS = 600_000
 REASON = "workflow_cancelled"
