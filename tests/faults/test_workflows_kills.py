@@ -5,6 +5,8 @@ The last member (:func:`~tests.jobs_app.workflow_jobs.wf_stuck_after_end`) has d
 work and written ``end`` but not reported it when the fault strikes, after every other
 member has been acked: its outcome is the body's last input. Each member returns its tag
 and the token of its run, so the list the body received names the run that counted.
+Every test runs on both paths (``dep_path``): the body released in the last ack's own
+script, or by a poller's relay of the outbox entry that ack wrote.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+
+import pytest
 
 from django_rqueue.workflows import chord
 from tests.jobs_app.workflow_jobs import (
@@ -21,6 +25,7 @@ from tests.jobs_app.workflow_jobs import (
     wf_stuck_after_end,
     wf_value,
 )
+from tests.workflows.conftest import dep_path  # noqa: F401 (a fixture: both paths)
 
 from .harness import Faults, alive, kill_tree, wait_until
 
@@ -48,6 +53,7 @@ def chord_with_a_stuck_last_member(faults: Faults) -> tuple[str, list[str]]:
     return wf.id, tags
 
 
+@pytest.mark.usefixtures("dep_path")
 def test_a_child_killed_as_the_last_input_ends_releases_the_body_once_after_the_retry(
     faults: Faults,
 ) -> None:
@@ -71,6 +77,7 @@ def test_a_child_killed_as_the_last_input_ends_releases_the_body_once_after_the_
     assert worker.alive()
 
 
+@pytest.mark.usefixtures("dep_path")
 def test_a_master_killed_as_the_last_input_ends_leaves_it_to_another_worker_once(
     faults: Faults,
 ) -> None:
@@ -95,6 +102,7 @@ def test_a_master_killed_as_the_last_input_ends_leaves_it_to_another_worker_once
     assert survivor.alive()
 
 
+@pytest.mark.usefixtures("dep_path")
 def test_a_last_input_whose_lease_ran_out_has_its_late_ack_refused_and_no_second_release(
     faults: Faults, tmp_path: Path
 ) -> None:

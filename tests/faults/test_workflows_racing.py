@@ -6,7 +6,8 @@ chords. Every member of a round waits for the round's gate file: once all eight 
 started, the file is created and they end together, so the two acks of each chord reach
 Redis within a few milliseconds of each other, from two processes. Only one of them can
 find the other input arrived (the scripts of one slot run one at a time): the body is
-queued once, by whichever came second, and never lost between the two.
+queued once, by whichever came second, and never lost between the two. Both paths
+(``dep_path``): on the outbox path the two arrivals race through the pollers' relays.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 from django_rqueue.workflows import chord
 from tests.jobs_app.workflow_jobs import run_value, wf_collect, wf_gate
+from tests.workflows.conftest import dep_path  # noqa: F401 (a fixture: both paths)
 
 from .harness import Faults, wait_until
 
@@ -27,6 +29,7 @@ ROUNDS = 100
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("dep_path")
 def test_two_last_inputs_ending_together_release_each_body_once(
     faults: Faults, tmp_path: Path
 ) -> None:
