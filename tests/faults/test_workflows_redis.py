@@ -10,7 +10,8 @@ The restart: random workflows (a seed printed with the test; chains, chords, gro
 their nestings, nodes on three queues, half of them created with every edge through the
 outbox, ``RQUEUE["WORKFLOW_FORCE_OUTBOX"]``, which only the creating process reads) run on
 two workers while Redis is killed three times at random moments and restarted from its
-AOF (``appendfsync always``). Every workflow ends ``succeeded`` with
+AOF (``appendfsync always``). Every workflow ends ``succeeded``, its ``on_complete`` run
+once, with
 :meth:`~tests.faults.harness.Faults.check_workflows`' invariants; re-runs (a lease that ran
 out during an outage) are allowed, but every run of a node got its full input list.
 """
@@ -164,7 +165,8 @@ def test_redis_killed_and_restarted_from_its_aof_mid_workflow_loses_nothing(
     for n in range(WORKFLOWS):
         outbox = n % 2 == 1
         settings.RQUEUE = {**settings.RQUEUE, "WORKFLOW_FORCE_OUTBOX": outbox}
-        ids.append(shapes.workflow().delay().id)
+        callback = wf_value.si(faults.ledger, f"done{n}")  # on_complete: enqueued once, runs
+        ids.append(shapes.workflow().on_complete(callback).delay().id)
     total = shapes.nodes
     # The workers start once every workflow is written: the kills fall at chosen points of
     # the run (fractions of the nodes acked), not during the creation.
@@ -196,6 +198,7 @@ def test_redis_killed_and_restarted_from_its_aof_mid_workflow_loses_nothing(
     faults.wait_workflows(ids, timeout=60)
     report = faults.check_workflows(ids)
     print(f"{len(ids)} workflows, {total} nodes; re-run nodes: {len(report.nodes.duplicates)}")
+    assert len(report.callbacks) == WORKFLOWS
     assert all(worker.alive() for worker in workers)
 
 

@@ -7,8 +7,10 @@ of ``tests/jobs_app/workflow_jobs.py`` (their runs and accepted acks are in the 
 the check is read-only and after the fact:
 
 - each workflow's record is in the expected final state, its finisher ``succeeded``;
-- :meth:`~tests.faults.harness.Faults.check` holds for every node (terminal, none lost,
-  acked once by the holder of its final token);
+- its ``on_complete`` callback, and its ``on_error`` if it failed, was enqueued once (one
+  job under its fixed id), the other never;
+- :meth:`~tests.faults.harness.Faults.check` holds for every node and callback (terminal,
+  none lost, acked once by the holder of its final token: they are ``wf_*`` jobs too);
 - every run of a node that takes its inputs (a body, a chain's later node) received, in
   its ``start`` line, its inputs' results in order (as Redis holds them: the values of the
   runs whose acks were accepted), and it ran at most once per attempt;
@@ -21,13 +23,14 @@ the check is read-only and after the fact:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import redis
 
 from django_rqueue.conf import get_config
-from django_rqueue.engine.fields import JobFields
+from django_rqueue.engine.fields import JobFields, WorkflowFields
 from django_rqueue.engine.keys import QueueKeys, finisher_id, queue_of
 from django_rqueue.inputs import prepend
 from django_rqueue.serialization import loads
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
 
 #: The record states a workflow ends in.
 FINAL = {s.value for s in WorkflowState} - {WorkflowState.RUNNING.value}
+#: The states a job (a finisher) ends in.
+ENDED = {"succeeded", "failed", "cancelled"}
 #: Seconds the leftover check waits for a relay's last ``XACK``/``XDEL`` after the end.
 LEFTOVER_PATIENCE = 5.0
 
@@ -56,6 +61,8 @@ class WorkflowReport:
     received: dict[str, list[Any]]
     #: Nodes and finishers released (the ``stats`` counts, added up).
     released: int
+    #: The ids of the callbacks enqueued (``on_complete``, ``on_error``), checked as nodes.
+    callbacks: list[str]
 
     def node_ids(self, workflow_id: str) -> list[str]:
         return self.workflows[workflow_id].node_ids
@@ -84,34 +91,67 @@ def _hashes(client: redis.Redis, keys: list[str]) -> list[dict[str, str]]:
     return [{_text(a): _text(b) for a, b in raw.items()} for raw in pipe.execute()]
 
 
-def wait_workflows(faults: Faults, ids: list[str], timeout: float) -> None:
-    """Until every workflow's record is final (pipelined polling; a Redis that is down or
-    loading counts as not yet), then :meth:`Faults.wait_final` of their nodes."""
-    pending = list(ids)
+def _wait_states(
+    faults: Faults, keys: list[str], field: str, final: set[str], timeout: float, what: str
+) -> None:
+    """Until the hash field ``field`` of every key is in ``final`` (pipelined polling; a
+    Redis that is down or loading counts as not yet)."""
+    pending = list(keys)
 
     def done() -> bool:
         nonlocal pending
         try:
             pipe = faults.client.pipeline(transaction=False)
-            for workflow_id in pending:
-                pipe.hget(_record_key(workflow_id), "st")
+            for key in pending:
+                pipe.hget(key, field)
             states = pipe.execute()
         except (redis.ConnectionError, redis.BusyLoadingError):
             return False
-        pending = [w for w, s in zip(pending, states, strict=True) if _text(s or "") not in FINAL]
+        pending = [k for k, s in zip(pending, states, strict=True) if _text(s or "") not in final]
         return not pending
 
     wait_until(
         done,
         timeout=timeout,
         interval=0.1,
-        message=f"workflows not final: {len(pending)} left, e.g. {pending[:3]}",
+        message=f"{what} not final: {len(pending)} left, e.g. {pending[:3]}",
     )
+
+
+def wait_workflows(faults: Faults, ids: list[str], timeout: float) -> None:
+    """Until every workflow's record is final and its finisher has ended, then
+    :meth:`Faults.wait_final` of their nodes and callbacks."""
+    _wait_states(faults, [_record_key(w) for w in ids], "st", FINAL, timeout, "workflows")
+    finishers = [_job_key(finisher_id(w)) for w in ids]
+    _wait_states(faults, finishers, JobFields.STATE, ENDED, timeout, "finishers")
     records = _hashes(faults.client, [_record_key(w) for w in ids])
-    nodes = [
-        n for w, f in zip(ids, records, strict=True) for n in Workflow.from_fields(w, f).node_ids
-    ]
-    faults.wait_final(nodes, timeout=timeout)
+    jobs: list[str] = []
+    for workflow_id, fields in zip(ids, records, strict=True):
+        workflow = Workflow.from_fields(workflow_id, fields)
+        jobs.extend(workflow.node_ids)
+        jobs.extend(
+            i for ids_ in _callbacks(faults.client, workflow, fields).values() for i in ids_
+        )
+    faults.wait_final(jobs, timeout=timeout)
+
+
+def _callbacks(
+    client: redis.Redis, workflow: Workflow, fields: dict[str, str]
+) -> dict[str, list[str]]:
+    """The callback jobs of the workflow's last end that exist, by kind (``"c"`` its
+    ``on_complete``, ``"e"`` its ``on_error``), on whichever queue they are: each kind it
+    declared, ``[]`` when none was enqueued (more than one id: one on several queues)."""
+    declared = json.loads(fields.get(WorkflowFields.CALLBACKS) or "{}")
+    random_part = workflow.id.partition(":")[2]
+    queues = list(get_config().queues)
+    found: dict[str, list[str]] = {}
+    for which in declared:
+        candidates = [f"{q}:{random_part}.{which}{workflow.generation}" for q in queues]
+        pipe = client.pipeline(transaction=False)
+        for job_id in candidates:
+            pipe.exists(_job_key(job_id))
+        found[which] = [i for i, n in zip(candidates, pipe.execute(), strict=True) if n]
+    return found
 
 
 def _waited(fields: dict[str, str]) -> bool:
@@ -128,6 +168,7 @@ def check_workflows(
     client = faults.client
     problems: list[str] = []
     workflows: dict[str, Workflow] = {}
+    callbacks: list[str] = []
     for workflow_id, fields in zip(
         ids, _hashes(client, [_record_key(w) for w in ids]), strict=True
     ):
@@ -140,6 +181,11 @@ def check_workflows(
             problems.append(
                 f"workflow {workflow_id}: {workflow.state} {workflow.problems}, not {state}"
             )
+        for which, found in _callbacks(client, workflow, fields).items():
+            enqueued = which == "c" or workflow.state is WorkflowState.FAILED
+            if len(found) != int(enqueued):
+                problems.append(f"workflow {workflow_id}: callback {which!r} enqueued as {found}")
+            callbacks.extend(found)
     finishers = [finisher_id(w) for w in workflows]
     for finisher, fields in zip(
         finishers, _hashes(client, [_job_key(f) for f in finishers]), strict=True
@@ -150,13 +196,13 @@ def check_workflows(
         raise AssertionError("\n".join(problems))
 
     node_ids = [n for w in workflows.values() for n in w.node_ids]
-    report = faults.check(node_ids)
+    report = faults.check(node_ids + callbacks)
     results = {n: report.jobs[n].get(JobFields.RESULT, "") for n in node_ids}
     received: dict[str, list[Any]] = {}
     for event in faults.events("start"):
         if "received" in event and event.get("id") in results:
             received.setdefault(event["id"], []).append(event["received"])
-    for node_id in node_ids:
+    for node_id in node_ids + callbacks:
         fields = report.jobs[node_id]
         runs = report.starts[node_id]
         if runs > int(fields.get(JobFields.ATTEMPTS) or 0):
@@ -200,7 +246,7 @@ def check_workflows(
         wait_until(lambda: not nothing_left(), timeout=LEFTOVER_PATIENCE, interval=0.1)
     except AssertionError:
         raise AssertionError("left behind: " + "; ".join(nothing_left())) from None
-    return WorkflowReport(report, workflows, received, released)
+    return WorkflowReport(report, workflows, received, released, callbacks)
 
 
 def _leftovers(client: redis.Redis, queues: list[str]) -> list[str]:
