@@ -130,7 +130,12 @@ def _server_problems(
                 )
             ]
         return [checks.Error(f"{where} is unreachable ({exc}).", id="rqueue.E013")]
-    return _answered_problems(client, where, keys, commands, memory, persistence)
+    try:
+        return _answered_problems(client, where, keys, commands, memory, persistence)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        # It went away after INFO (a worker starting as Redis crashes): unreachable, which
+        # a worker's startup gate waits out, rather than an exception that ends the worker.
+        return [checks.Error(f"{where} is unreachable ({exc}).", id="rqueue.E013")]
 
 
 def _answered_problems(
