@@ -117,8 +117,8 @@ def aof_faults(tmp_path: Path, settings: SettingsFixture) -> Iterator[tuple[Faul
 class Shapes:
     """Random workflows of ``wf_*`` nodes, each on a random queue, tags unique."""
 
-    def __init__(self, rng: random.Random, ledger: str) -> None:
-        self.rng, self.ledger, self.n = rng, ledger, 0
+    def __init__(self, rng: random.Random, ledger: str, gate: str) -> None:
+        self.rng, self.ledger, self.gate, self.n = rng, ledger, gate, 0
         self.nodes = 0
 
     def _tag(self) -> str:
@@ -130,7 +130,8 @@ class Shapes:
         return sig.using(queue=self.rng.choice(QUEUES))
 
     def source(self) -> Signature:
-        return self._on_a_queue(wf_value.si(self.ledger, self._tag()))
+        """A node without inputs: it waits for the gate file (nothing ends before it)."""
+        return self._on_a_queue(wf_gate.si(self.ledger, self._tag(), self.gate))
 
     def taker(self) -> Signature:
         return self._on_a_queue(wf_collect.s(self.ledger, self._tag()))
@@ -154,13 +155,14 @@ class Shapes:
 
 @pytest.mark.slow
 def test_redis_killed_and_restarted_from_its_aof_mid_workflow_loses_nothing(
-    aof_faults: tuple[Faults, RedisServer], settings: SettingsFixture
+    aof_faults: tuple[Faults, RedisServer], settings: SettingsFixture, tmp_path: Path
 ) -> None:
     faults, server = aof_faults
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
-    shapes = Shapes(rng, faults.ledger)
+    gate = tmp_path / "gate"
+    shapes = Shapes(rng, faults.ledger, str(gate))
     ids: list[str] = []
     for n in range(WORKFLOWS):
         outbox = n % 2 == 1
@@ -168,14 +170,16 @@ def test_redis_killed_and_restarted_from_its_aof_mid_workflow_loses_nothing(
         callback = wf_value.si(faults.ledger, f"done{n}")  # on_complete: enqueued once, runs
         ids.append(shapes.workflow().on_complete(callback).delay().id)
     total = shapes.nodes
-    # The workers start once every workflow is written: the kills fall at chosen points of
-    # the run (fractions of the nodes acked), not during the creation.
+    # Nothing ends before both workers are up and every workflow is written (the sources
+    # wait for the gate file): the kills fall at chosen points of the run (fractions of the
+    # nodes acked), neither during the creation nor during a worker's startup.
     workers = [
         faults.worker("--queues", ",".join(QUEUES), "--concurrency", "2", lease=2, grace=1)
         for _ in range(2)
     ]
-    for worker in workers:  # up before the first kill: it falls on running workflows
+    for worker in workers:
         faults.wait_ready(worker)
+    gate.touch()
 
     for at in sorted(rng.uniform(0.1, 0.8) for _ in range(KILLS)):
         wait_until(
