@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from django_rqueue.workflows import chord
-from tests.jobs_app.workflow_jobs import run_value, wf_collect, wf_gate
+from tests.jobs_app.workflow_jobs import tag_of, wf_collect, wf_gate
 from tests.workflows.conftest import dep_path  # noqa: F401 (a fixture: both paths)
 
 from .harness import Faults, wait_until
@@ -59,7 +59,8 @@ def test_two_last_inputs_ending_together_release_each_body_once(
     for r in range(ROUNDS):
         for c in range(PER_ROUND):
             body = bodies[r * PER_ROUND + c]
-            assert report.received[body] == [[run_value(f"r{r}c{c}{s}", 1) for s in "ab"]]
+            [received] = report.received[body]
+            assert [tag_of(v) for v in received] == [f"r{r}c{c}{s}" for s in "ab"]
     # Both members of every chord ran at once (each started before either ended), so in two
     # processes; how close their ends were is printed, not asserted (the machine's load).
     starts = {e["id"]: e for e in faults.events("start")}

@@ -34,6 +34,11 @@ def run_value(tag: str, token: int) -> str:
     return f"{tag}@{token}"
 
 
+def tag_of(value: str) -> str:
+    """The tag in a :func:`run_value`."""
+    return value.rpartition("@")[0]
+
+
 def _attempt() -> int:
     return _current[0].attempts if _current else 0
 
