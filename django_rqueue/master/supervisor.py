@@ -157,7 +157,12 @@ class Supervisor:
             return 0
         registry.autodiscover()
         log_registry(self.worker_id)
-        self.started_ms = redis_time_ms(get_client())
+        try:
+            self.started_ms = redis_time_ms(get_client())
+        except RedisUnavailable:
+            # REDIS_URL's server does not answer (the queues' own ones do, or it went away
+            # since the gate): read at the first heartbeat that reaches it (_heartbeat).
+            self.started_ms = 0
         logger.info(
             "worker %s: %d child(ren) serving %s",
             self.worker_id,
@@ -344,6 +349,8 @@ class Supervisor:
 
     def _heartbeat(self) -> None:
         config = get_config()
+        if not self.started_ms:  # REDIS_URL's server did not answer at the start
+            self.started_ms = redis_time_ms(get_client())
         info = WorkerInfo(
             id=self.worker_id,
             host=socket.gethostname(),

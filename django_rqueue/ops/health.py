@@ -20,7 +20,8 @@ On a Redis Cluster every master is checked, and named in the messages
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import redis
 from django.core import checks
@@ -129,6 +130,24 @@ def _server_problems(
                 )
             ]
         return [checks.Error(f"{where} is unreachable ({exc}).", id="rqueue.E013")]
+    try:
+        return _answered_problems(client, where, keys, commands, memory, persistence)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        # It went away after INFO (a worker starting as Redis crashes): unreachable, which
+        # a worker's startup gate waits out, rather than an exception that ends the worker.
+        return [checks.Error(f"{where} is unreachable ({exc}).", id="rqueue.E013")]
+
+
+def _answered_problems(
+    client: redis.Redis,
+    where: str,
+    keys: Sequence[str],
+    commands: Sequence[str],
+    memory: Mapping[str, Any],
+    persistence: Mapping[str, Any],
+) -> list[CheckMessage]:
+    """:func:`_server_problems` of a server that answered ``INFO`` (its ``memory`` and
+    ``persistence`` sections)."""
     found = _permission_problems(client, where, keys, commands)
     policy = memory.get("maxmemory_policy", "noeviction")
     if policy != "noeviction":

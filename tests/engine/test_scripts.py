@@ -1,12 +1,16 @@
 """The Lua script loader: include expansion, headers, and reloading after SCRIPT FLUSH."""
 
 import re
+import threading
 from importlib import resources
 
 import pytest
 import redis
 
-from django_rqueue.engine.scripts import load
+from django_rqueue.engine.scripts import LuaScript, load
+from tests.faults.proxy import FaultProxy
+from tests.support.redis_server import RedisServer
+from tests.support.waiting import wait_until
 
 TRANSITIONS = [
     "enqueue",
@@ -87,6 +91,38 @@ def test_a_flushed_script_cache_is_reloaded_transparently(redis_client: redis.Re
     assert not redis_client.script_exists(script.sha)[0]
     assert script(redis_client, keys, [10]) == [0, -1, 0, -1]
     assert redis_client.script_exists(script.sha)[0]
+
+
+def test_a_script_cache_flushed_again_before_the_reloaded_call_is_reloaded_again(
+    redis_server: RedisServer, redis_client: redis.Redis
+):
+    """Redis restarts twice in a row: the script is loaded on the first new Redis, which
+    loses it before the call that follows (a second restart; here ``SCRIPT FLUSH``). The
+    second ``NOSCRIPT`` is answered as the first, not raised (a worker's ack raised it and
+    crashed its child, the ack applied and its ``job_succeeded`` never sent)."""
+    script = LuaScript("twice", "return ARGV[1]")
+    redis_client.script_flush()
+    with FaultProxy(redis_server.port) as proxy:
+        client = redis.Redis.from_url(proxy.url())
+        proxy.cut_after(b"LOAD")  # SCRIPT LOAD reaches Redis; its reply is held
+        outcome: list[object] = []
+        thread = threading.Thread(target=lambda: outcome.append(called(script, client)))
+        thread.start()
+        wait_until(lambda: proxy.cut() == 1, timeout=10, message="the script was never loaded")
+        wait_until(lambda: redis_client.script_exists(script.sha)[0], timeout=5)
+        redis_client.script_flush()  # lost again before the EVALSHA that follows the load
+        proxy.heal()
+        thread.join(timeout=10)
+        client.close()
+
+    assert outcome == [b"x"]
+
+
+def called(script: LuaScript, client: redis.Redis) -> object:
+    try:
+        return script(client, [], ["x"])
+    except Exception as exc:  # what the test reports
+        return exc
 
 
 def test_bad_arguments_are_rejected_before_any_write(redis_client: redis.Redis):

@@ -39,6 +39,10 @@ Pieces:
   one none; no ``acked`` line names a token other than the final one. It returns a
   :class:`Report` (``starts``, ``duplicates``, ``states``, ``errors``) for
   scenario-specific assertions (e.g. ``report.duplicates == {}``).
+- Workflows: :meth:`Faults.wait_workflows` and :meth:`Faults.check_workflows` (the
+  invariants of workflows of the ``wf_*`` jobs of ``tests/jobs_app/workflow_jobs.py``:
+  every body released once with its full input list, nothing lost, nothing left
+  waiting; :mod:`tests.faults.workflow_check`).
 - Helpers: :func:`job_hash`, and :func:`children_of`, :func:`descendants_of`,
   :func:`alive`, :func:`kill_tree` and ``wait_until`` (re-exported from ``tests.support``).
 
@@ -63,6 +67,7 @@ import redis
 
 from django_rqueue.conf import get_config
 from django_rqueue.engine.keys import QueueKeys, queue_of
+from django_rqueue.workflows import WorkflowState
 from tests.jobs_app.jobs import read_ledger
 from tests.support.processes import (
     STARTUP,
@@ -76,11 +81,15 @@ from tests.support.processes import (
 from tests.support.processes import CommandProcess as WorkerProcess
 from tests.support.waiting import wait_until
 
+from . import workflow_check
+from .workflow_check import WorkflowReport
+
 __all__ = [
     "STARTUP",
     "Faults",
     "Report",
     "WorkerProcess",
+    "WorkflowReport",
     "alive",
     "children_of",
     "descendants_of",
@@ -374,6 +383,19 @@ class Faults:
         """:meth:`wait_final`, then :meth:`check`."""
         self.wait_final(ids, timeout)
         return self.check(ids)
+
+    # -- workflows -----------------------------------------------------------
+
+    def wait_workflows(self, ids: list[str], timeout: float = 30.0) -> None:
+        """Until every workflow of ``ids`` has ended, and :meth:`wait_final` of their nodes."""
+        workflow_check.wait_workflows(self, ids, timeout)
+
+    def check_workflows(
+        self, ids: list[str], state: WorkflowState = WorkflowState.SUCCEEDED
+    ) -> WorkflowReport:
+        """Assert the workflow invariants (:mod:`tests.faults.workflow_check`) for ``ids``,
+        each expected to end ``state``; :meth:`check` included for every node."""
+        return workflow_check.check_workflows(self, ids, state)
 
 
 def elapsed_since(t: float) -> float:

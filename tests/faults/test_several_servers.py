@@ -14,6 +14,8 @@ import time
 
 import redis
 
+from django_rqueue.conf import get_config
+from django_rqueue.engine.keys import workers_key
 from tests.jobs_app.jobs import fault_noop
 from tests.support.redis_commands import hold
 from tests.support.redis_server import RedisServer
@@ -88,3 +90,30 @@ def test_a_worker_keeps_serving_the_healthy_server_while_the_other_is_down(
     fault_noop.using(queue="emails").delay(faults.ledger, "after")
     faults.wait_event("acked", tag="after", timeout=15)
     wait_until(lambda: len(faults.events("acked")) == 7, timeout=5)  # each job once
+
+
+def test_a_worker_of_queues_on_their_own_server_starts_while_the_global_one_is_down(
+    faults: Faults, other_redis_server: RedisServer
+) -> None:
+    """``REDIS_URL`` (the workers registry, restart requests) does not answer; ``emails`` has
+    a Redis of its own that does: the worker serves it, and registers once the other answers."""
+    down = RedisServer().start()
+    down.stop()
+    env = {
+        "RQUEUE_TEST_QUEUE_OPTIONS": json.dumps({"emails": {"REDIS_URL": other_redis_server.url}})
+    }
+    worker = faults.worker("--queues", "emails", "--concurrency", "1", redis_url=down.url, env=env)
+    try:
+        faults.wait_ready(worker)
+        assert started_within(faults, "emails", "served") < PROMPT
+        faults.wait_event("acked", tag="served", timeout=15)
+        down.restart()
+        with down.client() as client:
+            wait_until(
+                lambda: client.exists(workers_key(get_config().key_prefix)),
+                timeout=15,
+                message="the worker never registered",
+            )
+    finally:
+        down.close()
+    assert worker.alive()

@@ -504,3 +504,7 @@ def gather(results: list[Any], ledger: str) -> list[Any]:
     """A workflow body: writes ``run`` with what its inputs gave and returns it."""
     write_ledger(ledger, "gather", "run", results=results)
     return results
+
+
+# Workers import only <app>.jobs: the workflow fault tests' jobs (they use the helpers above).
+from tests.jobs_app import workflow_jobs  # noqa: E402, F401

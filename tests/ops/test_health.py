@@ -6,6 +6,7 @@ warning; the other problems are made on a private server or with an ACL user.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -16,8 +17,10 @@ from pytest_django.fixtures import Settings as SettingsFixture
 from django_rqueue.engine.connection import reset_clients
 from django_rqueue.engine.permissions import acl_rules
 from django_rqueue.ops.health import probe_keys, problems_for, redis_problems
+from tests.faults.proxy import FaultProxy
 from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_server import NO_RETRY, RedisServer
+from tests.support.waiting import wait_until
 
 USER = "rqueue-health-test"
 
@@ -187,6 +190,34 @@ def test_an_unreachable_server_is_e013() -> None:
     assert ids(problems) == ["rqueue.E013"]
     assert "Redis is unreachable" in problems[0].msg
     client.close()
+
+
+def test_a_server_lost_half_way_through_the_checks_is_e013_not_an_exception(
+    redis_server: RedisServer,
+) -> None:
+    """Redis goes away after it answered INFO (a worker starting as Redis crashes): the
+    checks that follow report it unreachable, as a worker's startup gate waits on it."""
+    with FaultProxy(redis_server.port) as proxy:
+        client = redis.Redis.from_url(proxy.url(), retry=NO_RETRY)
+        proxy.cut_after(b"EXEC")  # the first request after INFO: the ACL probe's
+        found: list[object] = []
+        checking = threading.Thread(target=lambda: found.append(checked(client)))
+        checking.start()
+        wait_until(lambda: proxy.cut() == 1, timeout=10, message="the probe was never sent")
+        proxy.set_mode("refuse")  # the held connection reset; no new one accepted
+        checking.join(timeout=10)
+        client.close()
+
+    [problems] = found
+    assert isinstance(problems, list), problems
+    assert ids(problems) == ["rqueue.E013"]
+
+
+def checked(client: redis.Redis) -> list[checks.CheckMessage] | Exception:
+    try:
+        return redis_problems(client, "Redis")
+    except Exception as exc:  # what the test reports
+        return exc
 
 
 def test_problems_for_checks_each_redis_once_and_names_a_queue_with_its_own(

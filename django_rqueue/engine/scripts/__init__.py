@@ -64,11 +64,17 @@ def _expanded_lines(source: str, seen: set[str]) -> Iterator[str]:
         yield line
 
 
+#: Times a call loads its script again while Redis keeps answering ``NOSCRIPT`` (it lost the
+#: script again between the load and the call: restarted twice in a row, or ``SCRIPT FLUSH``).
+RELOADS = 3
+
+
 class LuaScript:
     """One transition script, called with ``EVALSHA`` (loaded on ``NOSCRIPT``).
 
     The SHA1 is computed once per process; a Redis that restarted or ran
-    ``SCRIPT FLUSH`` gets the source again on the first ``NOSCRIPT`` reply.
+    ``SCRIPT FLUSH`` gets the source again on a ``NOSCRIPT`` reply, up to
+    :data:`RELOADS` times in one call.
     """
 
     def __init__(self, name: str, source: str) -> None:
@@ -89,8 +95,24 @@ class LuaScript:
                 client, "EVALSHA", self.sha, len(keys), *keys, *args, meanwhile=meanwhile
             )
         except NoScriptError:
+            reply = self._reloaded_call(client, keys, args)
+        return reply
+
+    def _reloaded_call(
+        self, client: redis.Redis, keys: list[str], args: list[str | int | float]
+    ) -> Reply:
+        """Load the script and call it again, up to :data:`RELOADS` times while the call
+        still finds it missing (a ``NOSCRIPT`` runs nothing, so calling again is safe)."""
+        reply: Reply
+        for _ in range(RELOADS - 1):
             client.script_load(self.source)
-            reply = execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
+            try:
+                reply = execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                continue  # lost again before this call: Redis restarted again, SCRIPT FLUSH
+            return reply
+        client.script_load(self.source)
+        reply = execute(client, "EVALSHA", self.sha, len(keys), *keys, *args)
         return reply
 
     async def acall(
@@ -101,6 +123,13 @@ class LuaScript:
         try:
             reply = await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
+            for _ in range(RELOADS - 1):
+                await client.script_load(self.source)
+                try:
+                    reply = await client.evalsha(self.sha, len(keys), *keys, *args)
+                except NoScriptError:
+                    continue  # lost again before this call (see _reloaded_call)
+                return reply
             await client.script_load(self.source)
             reply = await client.evalsha(self.sha, len(keys), *keys, *args)
         return reply
