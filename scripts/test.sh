@@ -102,7 +102,9 @@ section "pytest: worker tests as the least-privilege Redis user (RQUEUE_TEST_ACL
 run_step "pytest dj61 acl" as_acl_user run_pytest .venv dj61-acl \
     tests/worker tests/master tests/faults/test_several_servers.py tests/faults/test_async_jobs.py \
     tests/faults/test_idle_pickup.py tests/faults/test_redis_cluster.py \
-    tests/test_job_wait.py tests/engine/test_permissions.py tests/workflows/test_worker_process.py "$@"
+    tests/test_job_wait.py tests/engine/test_permissions.py tests/workflows/test_worker_process.py \
+    tests/faults/test_workflows_kills.py tests/faults/test_workflows_redis.py \
+    tests/workflows/test_interrupted.py "$@"
 
 # --- cells 2 and 3: Python 3.12 (if present) + Django 6.0, then Django 5.2 ----
 if [[ "$quick" == "1" ]]; then
