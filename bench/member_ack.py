@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SHAPES = ("plain", "member inline", "member outbox")
+SHAPES = ("plain", "member inline", "member outbox", "group member")
 
 
 def main() -> int:
@@ -64,7 +64,7 @@ def _measure(rounds: int, jobs: int) -> dict[str, list[float]]:
     from django_rqueue.engine import commands, run
     from django_rqueue.engine.calls import new_request_id
     from django_rqueue.engine.queue_ref import queue_ref
-    from django_rqueue.workflows import chord
+    from django_rqueue.workflows import chord, group
 
     ref = queue_ref("bench")
     client = ref.client()
@@ -94,6 +94,9 @@ def _measure(rounds: int, jobs: int) -> dict[str, list[float]]:
     def members() -> None:
         chord([member.s(0.0, "") for _ in range(jobs)], body.s(0.0, "")).delay()
 
+    def group_members() -> None:
+        group(*(member.s(0.0, "") for _ in range(jobs))).delay()
+
     results: dict[str, list[float]] = {shape: [] for shape in SHAPES}
     base = dict(settings.RQUEUE)
     for _ in range(rounds):
@@ -104,6 +107,7 @@ def _measure(rounds: int, jobs: int) -> dict[str, list[float]]:
             results["member outbox"].append(acks(members))
         finally:
             settings.RQUEUE = base
+        results["group member"].append(acks(group_members))
     return results
 
 
