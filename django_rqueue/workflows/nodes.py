@@ -64,7 +64,8 @@ class NodePlan:
 
     @property
     def job_id(self) -> str:
-        """:attr:`id` (the name :func:`~django_rqueue.engine.dependency_calls.wf_nodes` reads)."""
+        """The node's ``id``, under the name
+        :func:`~django_rqueue.engine.dependency_calls.wf_nodes` reads."""
         return self.id
 
 
