@@ -11,6 +11,7 @@ key schema.
 
 from __future__ import annotations
 
+from .context import JobContext
 from .decorators import (
     AsyncContextJobFunction,
     AsyncJobFunction,
@@ -34,7 +35,7 @@ from .exceptions import (
     SlotMoving,
     UnknownJob,
 )
-from .job import CancelReason, Job, JobContext, JobStatus, aget_job, get_job
+from .job import CancelReason, Job, JobStatus, aget_job, get_job
 
 __all__ = [
     "AsyncContextJobFunction",

@@ -10,7 +10,7 @@ from typing import Any, Concatenate, Literal, Protocol, overload
 from . import registry
 from .argument_check import ArgumentCheck
 from .backoff import BackoffPolicy
-from .job import JobContext
+from .context import JobContext
 from .job_functions import AsyncContextJobFunction as AsyncContextJobFunction
 from .job_functions import AsyncJobFunction as AsyncJobFunction
 from .job_functions import BaseJobFunction as BaseJobFunction

@@ -14,8 +14,9 @@ from typing import Any, Self
 from . import enqueue
 from .argument_check import ArgumentCheck
 from .conf import Config
+from .context import JobContext
 from .inputs import prepend
-from .job import Job, JobContext
+from .job import Job
 from .options import (
     DependencyPolicy,
     JobOptions,
@@ -33,7 +34,7 @@ class BaseJobFunction[**P, R]:
     :meth:`delay` enqueues it; :meth:`using` returns a copy bound to per-call
     options. Jobs are found by workers through :attr:`name` (``"<module>.<qualname>"``
     unless given). ``takes_context``: the function is given a
-    :class:`~django_rqueue.job.JobContext` first when it runs as a job. Calling it
+    :class:`~django_rqueue.context.JobContext` first when it runs as a job. Calling it
     runs the function inline; how it is called differs by kind, so each of the four
     subclasses (:class:`JobFunction`, :class:`ContextJobFunction`,
     :class:`AsyncJobFunction`, :class:`AsyncContextJobFunction`) defines ``__call__``.

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from .. import registry, signals
 from ..conf import get_config
+from ..context import JobContext
 from ..dependencies import CANCELLED, FAILED
 from ..encryption import seal, sealed, unseal
 from ..engine import commands, run, workflow_record
@@ -35,7 +36,7 @@ from ..engine.fields import WorkflowFields
 from ..engine.keys import QueueKeys
 from ..engine.workflow_record import RecordState
 from ..exceptions import UnknownJob
-from ..job import Job, JobContext
+from ..job import Job
 from ..job_functions import BaseJobFunction, ContextJobFunction
 from ..options import JobOptions
 from ..serialization import decode_arguments, encode_result

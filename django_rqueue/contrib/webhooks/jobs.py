@@ -59,9 +59,10 @@ import httpx
 
 from ... import registry
 from ...backoff import BackoffPolicy
+from ...context import JobContext
 from ...decorators import job
 from ...exceptions import Reject, Retry, RqueueError
-from ...job import Job, JobContext
+from ...job import Job
 from ...job_functions import ContextJobFunction
 from .conf import WebhookSettings, webhook_settings
 from .network import deadline, guarded_client
