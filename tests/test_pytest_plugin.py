@@ -101,6 +101,12 @@ def total(values):
 
 
 @job
+async def add_later(a, b):
+    ran.append(("add_later", a, b))
+    return a + b
+
+
+@job
 def fan_out(n):
     for i in range(n):
         add.delay(i, i)
@@ -146,11 +152,12 @@ def test_a_second_sees_the_same_server_emptied(rqueue_private_redis, tmp_path_fa
 def test_drain_runs_jobs_and_the_jobs_they_enqueue(rqueue_private_redis, rqueue_drain):
     ran.clear()
     fan_out.delay(3)
+    add_later.delay(5, 5)
     later = add.using(delay=0.2).delay(10, 10)
     assert later.status == JobStatus.SCHEDULED
     done = rqueue_drain()
-    assert sorted(ran) == [("add", 0, 0), ("add", 1, 1), ("add", 2, 2)]
-    assert done.attempts == 4 and not done.failed
+    assert sorted(ran) == [("add", 0, 0), ("add", 1, 1), ("add", 2, 2), ("add_later", 5, 5)]
+    assert done.attempts == 5 and not done.failed
     time.sleep(0.25)  # the delay above has passed: drain() now queues and runs the job
     rqueue_drain()
     assert get_job(later.id).result == 20
