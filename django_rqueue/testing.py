@@ -1,4 +1,10 @@
-"""Helpers for testing code that enqueues jobs: :func:`capture_jobs`.
+"""Helpers for testing code that enqueues jobs: :func:`capture_jobs`, ``drain``, ``PrivateRedis``.
+
+``drain`` (:func:`django_rqueue.draining.drain`, importable from here) runs the queued jobs in
+the test's process until the queues are empty; ``PrivateRedis``
+(:class:`django_rqueue.private_redis.PrivateRedis`, importable from here) starts a throw-away
+``redis-server``. The pytest fixtures over these helpers are in
+:mod:`django_rqueue.pytest_plugin`.
 
 Inside ``with capture_jobs() as captured:``, ``.delay()`` and
 ``.delay_many()`` (``using(...)`` variants included) validate and resolve the
@@ -34,10 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 from . import enqueue, signals
 from .dependencies import EVERY_INPUT
+from .draining import Drained, DrainError, JobFailure, drain
 from .eager_outcomes import give_inputs, outcomes
 from .engine.fields import JobFields
 from .execution import run_eager
 from .job import Job, JobStatus
+from .private_redis import PrivateRedis, RedisServerNotFound
 from .workflows import eager
 from .workflows.handle import Workflow, WorkflowState
 from .workflows.nodes import WorkflowPlan
@@ -45,7 +53,18 @@ from .workflows.nodes import WorkflowPlan
 if TYPE_CHECKING:
     from .types import JobSpec
 
-__all__ = ["CapturedJob", "CapturedJobs", "CapturedWorkflow", "capture_jobs"]
+__all__ = [
+    "CapturedJob",
+    "CapturedJobs",
+    "CapturedWorkflow",
+    "DrainError",
+    "Drained",
+    "JobFailure",
+    "PrivateRedis",
+    "RedisServerNotFound",
+    "capture_jobs",
+    "drain",
+]
 
 
 @dataclasses.dataclass
