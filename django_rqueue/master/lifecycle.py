@@ -6,7 +6,7 @@ job before they return); ``worker_process_shutdown`` runs them in a daemon threa
 and waits at most :data:`SHUTDOWN_SIGNAL_TIMEOUT` seconds, so a receiver that hangs
 (an exporter whose collector does not answer) cannot keep a process alive: a
 child then goes on to ``os._exit``, which ends that thread too. Receivers that
-raise are logged (:func:`django_rqueue.signals.send`).
+raise are logged (``django_rqueue.signals.send``).
 """
 
 from __future__ import annotations
