@@ -115,8 +115,7 @@ worker_process_init = Signal()
 #: or ``--shutdown-timeout`` ran out), nor by one killed from outside (SIGKILL, the
 #: out-of-memory killer, its master dying): nothing runs in a SIGKILLed process. In
 #: the master once every child has exited, before it exits (or re-executes itself
-#: for ``rqueue_restart``). Receivers run in a thread, with at most
-#: :data:`~django_rqueue.master.lifecycle.SHUTDOWN_SIGNAL_TIMEOUT` seconds (10)
+#: for ``rqueue_restart``). Receivers run in a thread, with at most 10 seconds
 #: for all of them: the process exits then even if one still runs (it is logged).
 #: At a stop, a child's receivers count against ``--shutdown-timeout``.
 worker_process_shutdown = Signal()
