@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from watchfiles import Change
 
-from django_rqueue.management.reloader import describe, source_filter
+from django_rqueue.management.reloader import describe, source_filter, watched_dirs
 from tests.jobs_app.jobs import read_ledger
 from tests.support.processes import STARTUP, CommandProcess, command_env
 from tests.support.waiting import wait_until
@@ -128,6 +128,17 @@ def test_reload_without_watchfiles_names_the_extra(monkeypatch: pytest.MonkeyPat
 def test_reload_dir_must_exist(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no such directory"):
         call_command("rqueue_work", "--reload", "--reload-dir", str(tmp_path / "missing"))
+
+
+def test_the_watched_directory_is_base_dir_else_the_current_one(
+    settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings.BASE_DIR = tmp_path / "project"
+    assert watched_dirs(None) == [(tmp_path / "project").resolve()]
+    del settings.BASE_DIR
+    assert watched_dirs(None) == [tmp_path.resolve()]
+    assert watched_dirs([str(tmp_path)]) == [tmp_path.resolve()]
 
 
 def test_the_filter_keeps_python_files_and_leaves_out_caches_and_virtualenvs() -> None:
