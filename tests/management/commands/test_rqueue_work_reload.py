@@ -21,7 +21,7 @@ from watchfiles import Change
 
 from django_rqueue.management.reloader import describe, source_filter, watched_dirs
 from tests.jobs_app.jobs import read_ledger
-from tests.support.processes import STARTUP, CommandProcess, command_env
+from tests.support.processes import STARTUP, CommandProcess, alive, command_env
 from tests.support.waiting import wait_until
 
 from .conftest import Manage
@@ -103,6 +103,21 @@ def test_the_reloader_exits_when_the_worker_exits_on_its_own(
     assert reloader.wait(20) == 0, reloader.report()
     assert "worker exited (status 0)" in reloader.stderr()
     assert "restarting" not in reloader.stderr()
+
+
+@pytest.mark.slow
+def test_a_worker_whose_reloader_dies_stops_cleanly(
+    manage: Manage, tmp_path: Path, rqueue_redis: redis.Redis
+) -> None:
+    reloader, processes, _ = start(manage, tmp_path)
+    [master] = masters(processes, "init")
+    reloader.signal(signal.SIGKILL)  # the reloader only: its worker is in a group of its own
+    reloader.wait(5)
+    [down] = wait_until(
+        lambda: masters(processes, "shutdown"), timeout=20, message="the worker did not stop"
+    )
+    assert down["pid"] == master["pid"] and down["exitcode"] == 0
+    wait_until(lambda: not alive(master["pid"]), timeout=10, message="the worker is still there")
 
 
 @pytest.mark.slow
