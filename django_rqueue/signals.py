@@ -21,10 +21,17 @@ Redis: at once for a worker with running jobs (lease renewals), else at its
 next heartbeat (every few seconds), or at startup. A receiver runs in the
 master's loop: keep it short (a mail through Django's backend is fine; a slow
 one delays lease renewals by as long as it takes).
+
+The two process signals (``worker_process_init``, ``worker_process_shutdown``) are
+sent by ``rqueue_work``'s processes with the worker id (a ``str``) as ``sender``
+and a :class:`ProcessRole` saying which process sends it: set up, and flush,
+what does not survive a ``fork()`` (OpenTelemetry's exporters, Sentry's
+transport), as Celery's signals of the same names are used.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from typing import Any
 
@@ -73,6 +80,45 @@ redis_unavailable = Signal()
 #: id. Keyword arguments: ``worker_id``, ``downtime`` (seconds, a ``float``, from
 #: the first failure to the first success).
 redis_recovered = Signal()
+
+
+class ProcessRole(enum.StrEnum):
+    """Which process of ``rqueue_work`` sends a process signal (its ``role`` argument)."""
+
+    #: The master: it forks, supervises and replaces the children and runs no job.
+    MASTER = "master"
+    #: A worker child: it reserves and runs jobs.
+    CHILD = "child"
+
+
+#: A process of ``rqueue_work`` starts. Sender: the process's worker id (the
+#: master's, or ``"<master id>/<pid>"`` for a child). Keyword arguments: ``role``
+#: (a :class:`ProcessRole`) and ``pid`` (an ``int``). In each worker child
+#: (``role="child"``) right after the ``fork()``, once per child (and per replacement
+#: child), before it reserves its first job: set up there what must not be
+#: inherited through a ``fork()`` (OpenTelemetry's ``BatchSpanProcessor``, whose
+#: thread does not survive it). In the master (``role="master"``) once at startup,
+#: once Redis answered and the jobs modules were imported, before the first
+#: ``fork()``: children inherit what its receivers set up, so threads started there
+#: do not run in the children. Not sent by the poller child (it runs no job), nor
+#: by a :class:`~django_rqueue.worker.Worker` run in the calling process (a test, a
+#: script: that process was set up by whoever started it). A receiver that
+#: raises is logged; the process goes on.
+worker_process_init = Signal()
+#: A process of ``rqueue_work`` is about to exit. Sender and keyword arguments as
+#: ``worker_process_init``'s (``role``, ``pid``), plus ``exitcode`` (an ``int``, 0
+#: for a clean exit). Flush exporters here. In a worker child before it exits by
+#: any path it still controls: recycled (``--max-jobs``, ``--max-memory``), stopped
+#: (SIGTERM/SIGINT to the master, ``rqueue_restart``, the end of a ``--burst``), or
+#: crashed (an exception in the worker loop). Not sent by a child the master
+#: SIGKILLs (its job overran its hard timeout, or its cancel or its lease ran out,
+#: or ``--shutdown-timeout`` ran out), nor by one killed from outside (SIGKILL, the
+#: out-of-memory killer, its master dying): nothing runs in a SIGKILLed process. In
+#: the master once every child has exited, before it exits (or re-executes itself
+#: for ``rqueue_restart``). Receivers run in a thread, with at most 10 seconds
+#: for all of them: the process exits then even if one still runs (it is logged).
+#: At a stop, a child's receivers count against ``--shutdown-timeout``.
+worker_process_shutdown = Signal()
 
 
 def send(signal: Signal, sender: object, **kwargs: Any) -> None:

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 from ..engine.connection import reset_after_fork
 from ..job import Job
 from ..serialization import dumps
+from ..signals import ProcessRole
 from ..worker.hooks import (
     AttemptOutcome,
     EndMessage,
@@ -41,6 +42,7 @@ from ..worker.hooks import (
 from ..worker.loop import Worker
 from ..worker.poller import Poller
 from ..worker.settings import WorkerSettings
+from .lifecycle import process_exiting, process_started
 from .process import set_pdeathsig
 
 logger = logging.getLogger("django_rqueue.supervisor")
@@ -224,9 +226,11 @@ def run_child(
     ``settings``, tells the master what it runs through ``fd`` (:class:`PipeHooks`) and
     reads its master's cancel requests from ``cancel_fd``
     (:mod:`~django_rqueue.worker.cancelling`); exit status 0 when it stopped cleanly, 1 when it
-    crashed.
+    crashed. A worker child sends ``worker_process_init`` before it serves and
+    ``worker_process_shutdown`` (bounded: :mod:`~.lifecycle`) before it exits, crashed or not.
     """
     code = 1
+    initialized = False
     try:
         os.setpgid(0, 0)
         set_pdeathsig()
@@ -247,6 +251,8 @@ def run_child(
             poller.run()
             code = 0
         else:
+            initialized = True
+            process_started(ProcessRole.CHILD, worker_id)
             worker = Worker.supervised(
                 settings, worker_id=worker_id, hooks=PipeHooks(fd), cancel_fd=cancel_fd
             )
@@ -255,5 +261,7 @@ def run_child(
     except BaseException:
         logger.exception("worker child %d crashed", os.getpid())
     finally:
+        if initialized:
+            process_exiting(ProcessRole.CHILD, worker_id, code)
         logging.shutdown()
         os._exit(code)

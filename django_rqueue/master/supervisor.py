@@ -28,6 +28,10 @@ master-worker model of PHP delay queues:
 - Each heartbeat publishes the worker in the registry (:mod:`~.heartbeat`).
 - It starts once a Redis of its queues answers (:mod:`~.startup`), and backs
   off while Redis is unreachable (:mod:`~.reachability`).
+- The process signals (:mod:`~.lifecycle`): ``worker_process_init`` in the master
+  before the first fork and in each worker child after its fork;
+  ``worker_process_shutdown`` in each child before it exits and in the master
+  once its children are gone.
 """
 
 from __future__ import annotations
@@ -48,12 +52,14 @@ from ..conf import get_config
 from ..engine.connection import get_client, redis_time_ms
 from ..exceptions import RedisUnavailable
 from ..ops.workers import WorkerInfo, WorkerJob
+from ..signals import ProcessRole
 from ..worker.hooks import AttemptOutcome
 from ..worker.process import new_worker_id
 from ..worker.settings import WorkerSettings
 from . import heartbeat
 from .cancels import CancelWatch
 from .children import Child, ChildKind, KillReason, run_child
+from .lifecycle import process_exiting, process_started
 from .losses import Losses
 from .process import kill_group, send_signal
 from .reachability import Reachability
@@ -169,12 +175,19 @@ class Supervisor:
             self.concurrency,
             ", ".join(self.queues),
         )
-        for _ in range(self.concurrency):
-            self._spawn(ChildKind.WORKER)
-        if self.with_poller:
-            self._spawn(ChildKind.POLLER)
-        while self.children or self.respawns:
-            self._tick()
+        process_started(ProcessRole.MASTER, self.worker_id)
+        master, code = os.getpid(), 1
+        try:
+            for _ in range(self.concurrency):
+                self._spawn(ChildKind.WORKER)
+            if self.with_poller:
+                self._spawn(ChildKind.POLLER)
+            while self.children or self.respawns:
+                self._tick()
+            code = 0
+        finally:
+            if os.getpid() == master:  # not in a child unwinding from a failed start
+                process_exiting(ProcessRole.MASTER, self.worker_id, code)
         self._unpublish()
         if self.restarting:
             logger.info("worker %s: re-executing for rqueue_restart", self.worker_id)

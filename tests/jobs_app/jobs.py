@@ -218,6 +218,40 @@ if os.environ.get("RQUEUE_TEST_OUTAGE_LEDGER"):
     )
 
 
+def _process_event(event: str) -> Callable[..., None]:
+    """A ``worker_process_init``/``worker_process_shutdown`` receiver writing to the ledger named
+    by ``RQUEUE_TEST_PROCESS_LEDGER`` (tag: the role; ``RQUEUE_TEST_PROCESS_HANG=1``: a child's
+    shutdown receiver then sleeps forever, ``RQUEUE_TEST_PROCESS_RAISE=1``: init receivers raise
+    after writing)."""
+
+    def receiver(sender: object, role: str, pid: int, **kwargs: Any) -> None:
+        extra = {"exitcode": kwargs["exitcode"]} if "exitcode" in kwargs else {}
+        write_ledger(
+            os.environ["RQUEUE_TEST_PROCESS_LEDGER"],
+            str(role),
+            event,
+            sender=sender,
+            sent_pid=pid,
+            ppid=os.getppid(),
+            **extra,
+        )
+        if event == "init" and os.environ.get("RQUEUE_TEST_PROCESS_RAISE") == "1":
+            raise RuntimeError(f"init receiver fails in {role}")
+        if event == "shutdown" and role == "child" and os.environ.get("RQUEUE_TEST_PROCESS_HANG"):
+            time.sleep(10**6)
+
+    return receiver
+
+
+if os.environ.get("RQUEUE_TEST_PROCESS_LEDGER"):
+    signals.worker_process_init.connect(
+        _process_event("init"), dispatch_uid="tests.process.init", weak=False
+    )
+    signals.worker_process_shutdown.connect(
+        _process_event("shutdown"), dispatch_uid="tests.process.shutdown", weak=False
+    )
+
+
 def _die_after_claim(sender: object, job: Job[Any], **kwargs: Any) -> None:
     """SIGKILL this process: sent right after a poller's claim script enqueued a tick's job."""
     os.kill(os.getpid(), signal.SIGKILL)

@@ -1,14 +1,17 @@
-"""``manage.py rqueue_work``: run a worker (see :mod:`django_rqueue.master.supervisor`)."""
+"""``manage.py rqueue_work``: run a worker (see :mod:`django_rqueue.master.supervisor`), or,
+with ``--reload``, a reloader that runs it (:mod:`django_rqueue.management.reloader`)."""
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rqueue.conf import get_config
 from django_rqueue.exceptions import StartupError
+from django_rqueue.management import reloader
 from django_rqueue.management.base import (
     configure_logging,
     positive_int,
@@ -89,9 +92,38 @@ class Command(BaseCommand):
         parser.add_argument(
             "--worker-id", default=None, help="Id shown in logs (default host:pid:rand)."
         )
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="Development only: restart the worker in a fresh process when a Python file "
+            "of the project changes (needs the 'reload' extra: watchfiles). Not with --burst.",
+        )
+        parser.add_argument(
+            "--reload-dir",
+            action="append",
+            default=None,
+            metavar="DIR",
+            help="With --reload, a directory to watch (repeatable; default: settings.BASE_DIR, "
+            "else the current directory).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         configure_logging(options["verbosity"])
+        if options["reload"] and not reloader.reloaded():
+            if options["burst"]:
+                raise CommandError(
+                    "--reload and --burst: a burst worker exits once the queues are empty, "
+                    "there is nothing to reload"
+                )
+            code = reloader.Reloader(
+                reloader.watched_dirs(options["reload_dir"]),
+                shutdown_timeout=options["shutdown_timeout"],
+            ).run()
+            if code:
+                sys.exit(code)
+            return
+        if options["reload"]:
+            reloader.follow_reloader()
         config = get_config()
         selection = options["queues"]
         queues = list(selection.queues) if selection else list(config.queues)
