@@ -62,6 +62,14 @@ class Progress:
             return None
         return min(1.0, max(0.0, self.current / self.total))
 
+    def __str__(self) -> str:
+        """As people read it: ``"30 / 120 (25%) · importing"``, ``"7 · pages"`` without a
+        total."""
+        shown = f"{self.current:g}"
+        if self.total is not None and self.fraction is not None:
+            shown += f" / {self.total:g} ({self.fraction:.0%})"
+        return f"{shown} · {self.message}" if self.message else shown
+
     def as_dict(self) -> dict[str, Any]:
         """``{"current", "total", "message", "fraction", "updated_at"}``, JSON-ready
         (``updated_at`` ISO 8601, UTC, or ``None``)."""

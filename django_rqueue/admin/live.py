@@ -33,13 +33,8 @@ FINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
 def progress_text(progress: Progress | None) -> str:
-    """A job's progress as people read it: ``"3 / 10 (30%) · message"``; ``"–"`` for none."""
-    if progress is None:
-        return "–"
-    shown = f"{progress.current:g}"
-    if progress.total is not None and progress.fraction is not None:
-        shown += f" / {progress.total:g} ({progress.fraction:.0%})"
-    return f"{shown} · {progress.message}" if progress.message else shown
+    """A job's progress as people read it (:meth:`.Progress.__str__`); ``"–"`` for none."""
+    return "–" if progress is None else str(progress)
 
 
 def progress_bar(progress: Progress | None) -> dict[str, Any]:
