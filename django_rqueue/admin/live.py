@@ -33,7 +33,8 @@ FINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
 
 
 def progress_text(progress: Progress | None) -> str:
-    """A job's progress as people read it (:meth:`.Progress.__str__`); ``"–"`` for none."""
+    """A job's progress as people read it (``str()`` of its :class:`.Progress`); ``"–"``
+    for none."""
     return "–" if progress is None else str(progress)
 
 
