@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import progress
+
 if TYPE_CHECKING:
     from .job import Job
 
@@ -36,3 +38,65 @@ class JobContext:
         """
         inputs = self.job.inputs
         return inputs.values() if inputs is not None else []
+
+    def set_progress(
+        self, current: int | float, total: int | float | None = None, message: str = ""
+    ) -> None:
+        """Record the job's progress: ``current`` out of ``total`` (``None``: unknown),
+        with an optional ``message``; readable at once from any process as
+        :attr:`Job.progress <django_rqueue.job.Job.progress>` (and on
+        ``context.job.progress``). Each call replaces the previous report.
+
+        One round trip to Redis per call (nothing is skipped or batched): in a loop over
+        many items, report every N items or so. EAGER mode only sets ``job.progress``.
+        From an ``async def`` job use :meth:`aset_progress` (this blocks the event loop
+        for the round trip).
+
+        Raises:
+            TypeError: a number is not an int or a float, or ``message`` not a str.
+            ValueError: a number is negative, NaN or infinite, ``total`` is 0, or
+                ``message`` is longer than :data:`~django_rqueue.progress.MAX_MESSAGE_LENGTH`.
+            LeaseLost: this attempt no longer holds the job (its lease was reclaimed
+                and the job may run elsewhere): nothing was written.
+            RedisUnavailable: Redis cannot be reached.
+        """
+        job = self.job
+        job.progress = progress.set_progress(job.queue, job.id, job.token, current, total, message)
+
+    async def aset_progress(
+        self, current: int | float, total: int | float | None = None, message: str = ""
+    ) -> None:
+        """:meth:`set_progress` for ``async def`` jobs, on redis-py's asyncio client."""
+        job = self.job
+        job.progress = await progress.aset_progress(
+            job.queue, job.id, job.token, current, total, message
+        )
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The job's metadata, a dict to change in place and write with
+        :meth:`save_metadata`; it starts as the record holds it (``{}``, or what an
+        earlier attempt saved). The same dict as ``context.job.metadata``."""
+        return self.job.metadata
+
+    def save_metadata(self) -> None:
+        """Write :attr:`metadata` to the job's record (replacing what was saved); readable
+        at once from any process as :attr:`Job.metadata <django_rqueue.job.Job.metadata>`.
+        One round trip; stored encrypted under ``RQUEUE["ENCRYPTION_KEYS"]``. EAGER mode
+        only checks it.
+
+        Raises:
+            TypeError: :attr:`metadata` is not JSON (a dict with str keys of dict, list,
+                str, int, float, bool and None).
+            ValueError: a float is NaN or infinite, or its JSON is larger than
+                :data:`~django_rqueue.progress.MAX_METADATA_BYTES`.
+            LeaseLost: this attempt no longer holds the job: nothing was written.
+            RedisUnavailable: Redis cannot be reached.
+        """
+        job = self.job
+        progress.save_metadata(job.queue, job.id, job.token, job.metadata)
+
+    async def asave_metadata(self) -> None:
+        """:meth:`save_metadata` for ``async def`` jobs, on redis-py's asyncio client."""
+        job = self.job
+        await progress.asave_metadata(job.queue, job.id, job.token, job.metadata)

@@ -29,6 +29,7 @@ from .engine.keys import queue_of
 from .engine.queue_ref import queue_ref
 from .exceptions import JobStateError
 from .inputs import Inputs
+from .progress import Progress, read_metadata, read_progress
 from .record import MAX_TIMEOUT as MAX_TIMEOUT  # the public name django_rqueue.job.MAX_TIMEOUT
 from .sensitive import Sensitive
 from .serialization import decode_arguments, join_payload, loads
@@ -144,6 +145,10 @@ class Job[R]:
     inputs: Inputs | None = None
     #: The jobs waiting for its outcome; ``None`` when none is.
     dependents: Dependents | None = None
+    #: The latest progress the job reported (``JobContext.set_progress``); ``None``: none.
+    progress: Progress | None = None
+    #: What the job saved with ``JobContext.save_metadata`` (``{}``: nothing).
+    metadata: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -255,6 +260,10 @@ class Job[R]:
                 job.dependents = Dependents.decode(f[JobFields.DEPENDENTS])
             except ValueError as exc:
                 problems.append(f"undecodable dependents: {exc}")
+        if JobFields.PROGRESS in f:
+            job.progress = read_progress(f, problems)
+        if JobFields.METADATA in f:
+            job.metadata = read_metadata(f, problems)
         if JobFields.CANCEL_REASON in f:
             reason = as_text(f[JobFields.CANCEL_REASON])
             try:

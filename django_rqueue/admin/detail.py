@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import redis
+from django.contrib.admin.utils import quote
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -23,7 +24,7 @@ from ..ops import workflow_listings
 from ..ops.listings import STATES
 from ..ops.operations import JobAction
 from ..sensitive import MASK
-from . import membership
+from . import live, membership
 from .common import JOB_ACTIONS, RqueueAdmin, allowed, context, job_id_in_url, job_url, url
 from .lists import duration, list_title
 
@@ -160,5 +161,11 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             actions=actions,
             cancel_reason=CANCEL_REASONS.get(job.cancel_reason, "") if job.cancel_reason else "",
             links=membership.links(model_admin, job),
+            progress=live.progress_text(job.progress),
+            progress_bar=live.progress_bar(job.progress),
+            metadata=live.pretty(job.metadata) if job.metadata else "",
+            live=None
+            if job.status in live.FINAL
+            else live.live_element(model_admin, "django_rqueue_live_job", quote(job_id)),
         ),
     )

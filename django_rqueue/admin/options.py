@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from ..models import Dashboard
-from . import actions, detail, lists, overview, schedules, workflow_actions, workflows
+from . import actions, detail, lists, live, overview, schedules, workflow_actions, workflows
 from .common import require
 
 View = Callable[..., HttpResponse]
@@ -32,6 +32,8 @@ PAGES = (
     Page("", overview.overview, "dashboard_changelist"),
     Page("schedules/", schedules.schedule_list, "schedules"),
     Page("failed/", lists.failed_all, "failed_all"),
+    Page("live/counts/", live.live_counts, "live_counts"),
+    Page("live/jobs/<str:job_id>/", live.live_job, "live_job"),
     Page("failed/selected/", actions.selected, "failed_selected", None),
     Page("schedules/<str:entry>/<str:action>/", schedules.schedule_action, "schedule_action", None),
     Page("queues/<str:queue>/failed/<str:action>-all/", actions.all_failed, "all_failed", None),

@@ -20,6 +20,7 @@ from ..engine.keys import queue_of
 from ..exceptions import RedisUnavailable
 from ..ops import alerts, counts, listings
 from ..ops.workers import WorkerInfo, list_workers
+from . import live
 from .common import RqueueAdmin, context, job_url, url
 
 #: Chart geometry (SVG user units): bar width, gap, height.
@@ -111,6 +112,7 @@ def overview(request: HttpRequest, model_admin: RqueueAdmin) -> HttpResponse:
             schedules_url=url(model_admin, "django_rqueue_schedules"),
             failed_all_url=url(model_admin, "django_rqueue_failed_all"),
             schedule_count=len(get_config().schedule),
+            live=live.live_element(model_admin, "django_rqueue_live_counts"),
         ),
     )
 

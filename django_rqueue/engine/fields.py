@@ -100,6 +100,14 @@ class JobFields:
     #: "a": [positions]}`` (:meth:`django_rqueue.sensitive.Sensitive.field`), written at
     #: enqueue; only jobs that declare some carry it.
     SENSITIVE = "sens"
+    #: The latest progress a running attempt reported (``JobContext.set_progress``): JSON
+    #: ``{"current": number, "total": number|null, "message": str}`` (``progress.lua``).
+    PROGRESS = "progress"
+    #: Redis time (ms) :attr:`PROGRESS` was written.
+    PROGRESS_AT = "progress_at"
+    #: The job's metadata (``JobContext.save_metadata``): a JSON object, encrypted like
+    #: the result under ``RQUEUE["ENCRYPTION_KEYS"]`` (``save_metadata.lua``).
+    METADATA = "metadata"
 
     # Only on the jobs of a workflow or with ``depends_on`` (a plain job carries none of
     # them). An *input* of a job is a job whose outcome it waits for; a *dependent* of a

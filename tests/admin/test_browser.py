@@ -442,3 +442,70 @@ def test_staff_read_a_failed_workflow_retry_its_failed_node_and_a_worker_ends_it
             page.screenshot(path=str(ARTIFACTS / "workflow-node.png"), full_page=True)
         finally:
             context.close()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("staff_site")
+def test_the_overview_counts_and_a_job_s_progress_refresh_without_a_reload_in_chromium(
+    live_server: Any, rqueue_redis: redis.Redis, tmp_path: Path, settings: Any
+):
+    from django_rqueue import JobContext, get_job
+    from tests.support import transitions
+    from tests.support.inprocess import keys
+
+    sync_api = _require_browser()
+    # The admin's static files and django_rqueue's live.js, under one STATIC_ROOT.
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "admin").symlink_to(Path(settings.STATIC_ROOT) / "admin")
+    (static / "django_rqueue").symlink_to(
+        Path(__file__).resolve().parents[2] / "django_rqueue" / "static" / "django_rqueue"
+    )
+    settings.STATIC_ROOT = str(static)
+    jobs = Jobs(rqueue_redis)
+    running = get_job(jobs.running())
+    assert running is not None
+    context = JobContext(job=running, attempt=1)
+    context.set_progress(1, 4, "first")
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 800},
+        )
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(f"{live_server.url}/admin/django_rqueue/dashboard/")
+            page.fill("#id_username", "staff")
+            page.fill("#id_password", "s3cret-pass")
+            page.click("input[type=submit]")
+            page.wait_for_selector("#rq-queues")
+            assert page.inner_text("#rq-count-default-queued") == "0"
+            page.evaluate("window.rqSamePage = true")  # gone if the page reloads
+            jobs.queued()
+            jobs.queued()
+            page.wait_for_function(
+                "document.getElementById('rq-count-default-queued').textContent === '2'"
+            )
+            assert page.evaluate("window.rqSamePage") is True
+
+            page.goto(f"{live_server.url}/admin/django_rqueue/dashboard/jobs/{running.id}/")
+            page.wait_for_selector("#rq-progress")
+            assert page.evaluate("document.getElementById('rq-progress').value") == 1
+            page.evaluate("window.rqSamePage = true")
+            context.set_progress(3, 4, "third")
+            page.wait_for_function("document.getElementById('rq-progress').value === 3")
+            assert page.inner_text("#rq-progress-text") == "3 / 4 (75%) · third"
+            transitions.ack(rqueue_redis, keys(), running.id, running.token, "null", 60)
+            page.wait_for_function(
+                "document.getElementById('rq-status').textContent === 'succeeded'"
+            )
+            assert "reload" in page.inner_text("#rq-live-note")
+            assert page.evaluate("window.rqSamePage") is True
+            page.screenshot(path=str(ARTIFACTS / "job-progress.png"), full_page=True)
+        finally:
+            browser.close()

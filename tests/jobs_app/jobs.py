@@ -541,4 +541,4 @@ def gather(results: list[Any], ledger: str) -> list[Any]:
 
 
 # Workers import only <app>.jobs: the workflow fault tests' jobs (they use the helpers above).
-from tests.jobs_app import workflow_jobs  # noqa: E402, F401
+from tests.jobs_app import progress_jobs, workflow_jobs  # noqa: E402, F401

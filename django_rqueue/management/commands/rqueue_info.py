@@ -26,6 +26,7 @@ from django_rqueue.management.base import table
 from django_rqueue.ops import health, monitoring
 from django_rqueue.ops.alerts import QueueWarning, WarningKind, queue_warnings, worker_warnings
 from django_rqueue.ops.counts import queue_counts, throughput
+from django_rqueue.ops.running import RunningJob, running_jobs
 from django_rqueue.ops.workers import WorkerInfo, list_workers
 from django_rqueue.periodic import runtime
 
@@ -129,6 +130,10 @@ class Report:
     workers: list[WorkerInfo]
     schedule: list[ScheduleLine]
     warnings: list[str]
+    #: The jobs the workers run, with their progress (at most ``running.MAX_SHOWN``) ...
+    running: list[RunningJob] = dataclasses.field(default_factory=list)
+    #: ... and how many more they run.
+    running_more: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The report as plain values, for ``--json`` (dates are left to the encoder)."""
@@ -175,6 +180,22 @@ def warning_text(warning: QueueWarning) -> str:
                 f"worker {warning.worker}: corrupt registry entry ({warning.detail}); "
                 "a live worker rewrites it at its next heartbeat"
             )
+
+
+def running_table(jobs: list[RunningJob], more: int) -> str:
+    """The jobs the workers run with their progress, and a line for those not listed."""
+    rows = [
+        [
+            j.id,
+            j.name,
+            j.worker,
+            j.progress,
+            j.progress.updated_at if j.progress else None,
+        ]
+        for j in jobs
+    ]
+    text = table(["RUNNING JOB", "NAME", "WORKER", "PROGRESS", "UPDATED"], rows)
+    return f"{text}\n... and {more} more" if more else text
 
 
 def dependency_table(queues: list[QueueLine]) -> str:
@@ -333,7 +354,8 @@ class Command(BaseCommand):
         warnings += [
             f"schedule entry {e.name!r} is not run: {e.error}" for e in schedule if e.error
         ]
-        return Report(servers, queues, workers, schedule, warnings)
+        shown, more = running_jobs(workers)
+        return Report(servers, queues, workers, schedule, warnings, shown, more)
 
     @staticmethod
     def entry(state: runtime.EntryState) -> ScheduleLine:
@@ -419,6 +441,9 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write("workers: none seen")
+        if report.running:
+            self.stdout.write("")
+            self.stdout.write(running_table(report.running, report.running_more))
         if report.schedule:
             self.stdout.write("")
             self.stdout.write(
