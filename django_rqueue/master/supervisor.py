@@ -234,7 +234,8 @@ class Supervisor:
         except OSError:
             pass
         os.set_blocking(read_fd, False)
-        self.children[pid] = Child(pid=pid, fd=read_fd, kind=kind, cancel_fd=cancel_write)
+        child = Child(pid=pid, fd=read_fd, kind=kind, cancel_fd=cancel_write)
+        self.children[pid] = child
         self.selector.register(read_fd, selectors.EVENT_READ, pid)
 
     def _read(self, child: Child) -> None:
@@ -410,11 +411,15 @@ class Supervisor:
     def _begin_stop(self) -> None:
         if self.stop_deadline is None:
             self.stop_deadline = time.monotonic() + self.shutdown_timeout
-        for child in self.children.values():
-            if child.kind is ChildKind.POLLER:
-                kill_group(child.pid)
-            else:
-                send_signal(child.pid, signal.SIGUSR1)
+        for child in list(self.children.values()):
+            self._stop_child(child)
+
+    def _stop_child(self, child: Child) -> None:
+        """A worker child finishes its job and exits (SIGUSR1); the poller is killed."""
+        if child.kind is ChildKind.POLLER:
+            kill_group(child.pid)
+        else:
+            send_signal(child.pid, signal.SIGUSR1)
 
     def _kill_remaining(self) -> None:
         for child in self.children.values():
