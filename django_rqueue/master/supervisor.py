@@ -237,6 +237,10 @@ class Supervisor:
         child = Child(pid=pid, fd=read_fd, kind=kind, cancel_fd=cancel_write)
         self.children[pid] = child
         self.selector.register(read_fd, selectors.EVENT_READ, pid)
+        if self.stop_deadline is not None:
+            # A stop began after the decision to fork (its signal's handler ran between
+            # them, and found no such child to tell): tell it now.
+            self._stop_child(child)
 
     def _read(self, child: Child) -> None:
         for outcome in child.read(get_config().lease):
