@@ -89,7 +89,13 @@ def test_the_overview_shows_waiting_jobs_and_running_workflows(
     cards = {c.counts.queue: c for c in response.context["cards"]}
     assert (cards["default"].counts.waiting, cards["default"].counts.workflows_running) == (2, 2)
     assert (cards["emails"].counts.waiting, cards["emails"].counts.workflows_running) == (0, 0)
-    waiting = f'<td class="rq-waiting"><a href="{BASE}queues/default/waiting/">2</a></td>'
+    waiting = (
+        f'<td class="rq-waiting"><a href="{BASE}queues/default/waiting/" '
+        'id="rq-count-default-waiting">2</a></td>'
+    )
     assert waiting in response.text
-    workflows = f'<td class="rq-workflows"><a href="{BASE}queues/default/workflows/">2</a></td>'
+    workflows = (
+        f'<td class="rq-workflows"><a href="{BASE}queues/default/workflows/" '
+        'id="rq-count-default-workflows_running">2</a></td>'
+    )
     assert response.text.count(workflows) == 1
