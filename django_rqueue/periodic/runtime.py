@@ -48,7 +48,7 @@ class ResolvedEntry:
 
     def submission(self) -> Submission:
         """A new job of this entry (a fresh id), validated and encoded (``TypeError``)."""
-        return self.plan.submission(self.entry.args, self.entry.kwargs)
+        return self.plan.submission(self.entry.args, self.entry.kwargs, entry=self.entry.name)
 
 
 def resolve(entry: ScheduleEntry, config: Config | None = None) -> ResolvedEntry:
@@ -75,7 +75,8 @@ def resolve(entry: ScheduleEntry, config: Config | None = None) -> ResolvedEntry
     parameters = list(inspect.signature(job_function.func).parameters.values())
     carried = inspect.Signature(parameters[int(job_function.takes_context) :])
     carried.bind(*entry.args, **entry.kwargs)
-    resolved.submission()  # the arguments must encode, before any tick is claimed
+    # The arguments must encode, before any tick is claimed (no job: no middleware).
+    plan.submission(entry.args, entry.kwargs, hooks=False)
     return resolved
 
 
