@@ -174,10 +174,10 @@ def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: AttemptResult) -
 
 def _run_sync_attempt(job_function: JobSpec, job: Job[Any]) -> AttemptResult:
     signals.send(signals.job_started, job_function, job=job)
-    wraps = middleware.chain().attempt
+    wraps = middleware.chain()
     try:
         args, kwargs = job_function.arguments(job)
-        if wraps:  # RQUEUE["MIDDLEWARE"]: around the call alone
+        if wraps.attempt:  # RQUEUE["MIDDLEWARE"]: around the call alone
             context = JobContext(job=job, attempt=job.attempts)
             value = middleware.call(wraps, context, lambda: job_function.func(*args, **kwargs))
         else:
@@ -223,10 +223,10 @@ async def _arun_attempt(
 ) -> AttemptResult:
     await signals.asend(signals.job_started, job_function, job=job)
     deadline = asyncio.timeout(timeout)
-    wraps = middleware.chain().attempt
+    wraps = middleware.chain()
     try:
         args, kwargs = job_function.arguments(job)
-        if wraps:  # RQUEUE["MIDDLEWARE"]: around the call alone
+        if wraps.attempt:  # RQUEUE["MIDDLEWARE"]: around the call alone
 
             async def timed() -> Any:
                 try:

@@ -65,11 +65,15 @@ class EnqueueCall:
 
     #: The job function's registered name.
     name: str
+    #: The queue it is written to.
     queue: str
     #: The job's id (``"<queue>:<id>"``), as :attr:`Job.id <django_rqueue.job.Job.id>`.
     job_id: str
+    #: The positional arguments, as given.
     args: Sequence[Any]
+    #: The keyword arguments, as given.
     kwargs: Mapping[str, Any]
+    #: The headers the job is written with: add to them (text names and values).
     headers: dict[str, str] = dataclasses.field(default_factory=dict)
     #: The ``RQUEUE["SCHEDULE"]`` entry whose run this job is; ``None`` for any other job.
     entry: str | None = None
@@ -89,17 +93,13 @@ class JobMiddleware:
         return contextlib.nullcontext()
 
 
-EnqueueHook = Callable[[EnqueueCall], None]
-AttemptHook = Callable[["JobContext"], AbstractContextManager[object]]
-
-
 @dataclasses.dataclass(frozen=True)
 class Chain:
     """The hooks of the configured middleware, in ``RQUEUE["MIDDLEWARE"]`` order; a hook a
     class does not define (or inherits from :class:`JobMiddleware`) is left out."""
 
-    enqueue: tuple[EnqueueHook, ...] = ()
-    attempt: tuple[AttemptHook, ...] = ()
+    enqueue: tuple[Callable[[EnqueueCall], None], ...] = ()
+    attempt: tuple[Callable[[JobContext], AbstractContextManager[object]], ...] = ()
 
 
 #: No middleware.
@@ -120,8 +120,8 @@ def chain() -> Chain:
 @functools.cache
 def load(paths: tuple[str, ...]) -> Chain:
     """Import the classes at ``paths``, build one instance of each, collect their hooks."""
-    enqueue: list[EnqueueHook] = []
-    attempt: list[AttemptHook] = []
+    enqueue: list[Callable[[EnqueueCall], None]] = []
+    attempt: list[Callable[[JobContext], AbstractContextManager[object]]] = []
     for path in paths:
         instance = import_string(path)()
         hook = getattr(instance, "enqueue", None)
@@ -138,7 +138,7 @@ def load(paths: tuple[str, ...]) -> Chain:
 
 
 def enqueue_headers(
-    hooks: tuple[EnqueueHook, ...],
+    hooks: tuple[Callable[[EnqueueCall], None], ...],
     name: str,
     queue: str,
     job_id: str,
@@ -159,18 +159,18 @@ def enqueue_headers(
     return encode(call.headers, name)
 
 
-def wrapped(hooks: tuple[AttemptHook, ...], context: JobContext) -> contextlib.ExitStack:
-    """The attempt ``hooks``' context managers for ``context``, entered in order (the first
+def wrapped(hooks: Chain, context: JobContext) -> contextlib.ExitStack:
+    """The attempt hooks' context managers for ``context``, entered in order (the first
     outermost), in one ``ExitStack`` that exits them in reverse."""
     stack = contextlib.ExitStack()
     with stack:
-        for hook in hooks:
+        for hook in hooks.attempt:
             stack.enter_context(hook(context))
         return stack.pop_all()
 
 
-def call[T](hooks: tuple[AttemptHook, ...], context: JobContext, function: Callable[[], T]) -> T:
-    """``function()`` inside the attempt ``hooks``' context managers (:func:`wrapped`);
+def call[T](hooks: Chain, context: JobContext, function: Callable[[], T]) -> T:
+    """``function()`` inside the attempt hooks' context managers (:func:`wrapped`);
     its exception reaches them, then the caller, even if one of them suppresses it."""
     raised: BaseException | None = None
     with wrapped(hooks, context):
@@ -182,9 +182,7 @@ def call[T](hooks: tuple[AttemptHook, ...], context: JobContext, function: Calla
     raise _suppressed(raised)
 
 
-async def acall[T](
-    hooks: tuple[AttemptHook, ...], context: JobContext, function: Callable[[], Awaitable[T]]
-) -> T:
+async def acall[T](hooks: Chain, context: JobContext, function: Callable[[], Awaitable[T]]) -> T:
     """:func:`call` for a coroutine function: ``await function()`` inside the context
     managers (entered and exited on the event loop's thread)."""
     raised: BaseException | None = None

@@ -30,7 +30,7 @@ from ..engine.calls import NewJob, ScriptCall
 from ..engine.fields import RECORD_DEFAULTS, JobFields
 from ..engine.keys import QueueKeys, new_job_id
 from ..job import Job, JobStatus
-from ..middleware import EnqueueHook, enqueue_headers, load
+from ..middleware import EnqueueCall, enqueue_headers, load
 from ..options import JobOptions
 from ..serialization import MAX_JSON_BYTES, encode_arguments
 
@@ -82,7 +82,7 @@ class Plan:
     job_id: str | None
     #: The enqueue hooks of ``RQUEUE["MIDDLEWARE"]`` (:mod:`~django_rqueue.middleware`), run
     #: on each call before it is written; ``()``: none (nothing else is done then).
-    enqueue_hooks: tuple[EnqueueHook, ...] = ()
+    enqueue_hooks: tuple[Callable[[EnqueueCall], None], ...] = ()
 
     @classmethod
     def of(cls, job_function: JobSpec, config: Config, options: JobOptions | None = None) -> Plan:
