@@ -29,6 +29,7 @@ from tests.jobs_app.jobs import areport_headers, fail_always, read_ledger, recor
 from tests.jobs_app.tasks import record_task
 from tests.support.inprocess import run_worker
 from tests.support.processes import STARTUP, Processes, command_env
+from tests.support.relay import run_until_settled
 
 FIRST, SECOND = "tests.jobs_app.middleware.First", "tests.jobs_app.middleware.Second"
 
@@ -122,6 +123,23 @@ def test_a_periodic_run_stores_them_and_the_hook_sees_its_entry(
     assert middleware == [("enqueue", "1", "ping"), ("enqueue", "2", "ping")]
 
 
+def test_a_failing_hook_refuses_a_delay_but_not_a_periodic_run(
+    settings: SettingsFixture,
+    rqueue_redis: redis.Redis,
+    ledger: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    entry = {"job": record.name, "every": 60, "args": [ledger, "p"]}
+    raises = ["tests.jobs_app.middleware.Raises"]
+    settings.RQUEUE = {**settings.RQUEUE, "SCHEDULE": {"ping": entry}, "MIDDLEWARE": raises}
+    with pytest.raises(RuntimeError, match="middleware bug"):
+        record.delay(ledger, "a")
+    assert rqueue_redis.keys("rqueue:*job:*") == []
+    job = runtime.run_now("ping")  # what the poller's schedule does on each tick
+    assert get_job(job.id) is not None and stored(rqueue_redis, job.id) is None
+    assert "periodic entry ping: a job middleware failed; run without it" in caplog.text
+
+
 def test_depends_on_jobs_store_them(
     middleware: list[Any], rqueue_redis: redis.Redis, ledger: str
 ) -> None:
@@ -133,9 +151,16 @@ def test_depends_on_jobs_store_them(
 
 
 @pytest.mark.usefixtures("worker_may_close_db_connections")
+@pytest.mark.parametrize("outbox", [False, True], ids=["one-step", "staged"])
 def test_workflow_nodes_and_callbacks_store_them(
-    middleware: list[Any], rqueue_redis: redis.Redis, ledger: str
+    middleware: list[Any],
+    settings: SettingsFixture,
+    rqueue_redis: redis.Redis,
+    ledger: str,
+    outbox: bool,
 ) -> None:
+    # WORKFLOW_FORCE_OUTBOX: created in steps and linked through the outbox (the cross-slot path).
+    settings.RQUEUE = {**settings.RQUEUE, "WORKFLOW_FORCE_OUTBOX": outbox}
     workflow = (
         chain(record.si(ledger, "a"), report_headers.si(ledger, "b"))
         .on_complete(report_headers.si(ledger, "done"))
@@ -143,7 +168,7 @@ def test_workflow_nodes_and_callbacks_store_them(
     )
     for node_id in workflow.node_ids:
         assert stored(rqueue_redis, node_id) == both(workflow_name(node_id, rqueue_redis))
-    run_worker(burst=True)
+    run_until_settled(("default",))  # worker bursts, each followed by a relay of the outbox
     runs = {e["tag"]: e for e in read_ledger(ledger) if e["event"] == "run"}
     assert runs["b"]["headers"] == both(report_headers.name)
     assert runs["done"]["headers"] == both(report_headers.name)  # the callback's

@@ -102,6 +102,13 @@ class Suppresses(JobMiddleware):
         return self._around()
 
 
+class Raises(JobMiddleware):
+    """An enqueue hook with a bug."""
+
+    def enqueue(self, call: EnqueueCall) -> None:
+        raise RuntimeError("middleware bug")
+
+
 class NoHooks:
     """A class with neither hook (rqueue.E142)."""
 
