@@ -21,11 +21,20 @@ from django_rqueue.conf import problems
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.headers import MAX_HEADERS_BYTES, InvalidHeaders
+from django_rqueue.job import Job
 from django_rqueue.periodic import runtime
 from django_rqueue.testing import capture_jobs
 from django_rqueue.workflows import chain
 from tests.jobs_app import middleware as mw
-from tests.jobs_app.jobs import areport_headers, fail_always, read_ledger, record, report_headers
+from tests.jobs_app.jobs import (
+    areport_headers,
+    fail_always,
+    fault_async_overrun,
+    read_ledger,
+    record,
+    report_headers,
+    sleepy_timeout,
+)
 from tests.jobs_app.tasks import record_task
 from tests.support.inprocess import run_worker
 from tests.support.processes import STARTUP, Processes, command_env
@@ -279,6 +288,25 @@ def test_the_wraps_see_the_jobs_exception_before_the_worker_records_it(
     job.refresh()
     assert job.status is JobStatus.FAILED and job.error is not None
     assert job.error["type"].endswith("RuntimeError")
+
+
+@pytest.mark.usefixtures("worker_may_close_db_connections")
+def test_the_wraps_see_a_soft_timeout_as_job_timeout_sync_and_async(
+    middleware: list[Any], ledger: str
+) -> None:
+    jobs: list[Job[Any]] = [
+        sleepy_timeout.delay(ledger, "sync", 5),
+        fault_async_overrun.delay(ledger, "async", 5),
+    ]
+    mw.EVENTS.clear()
+    run_worker(burst=True)
+    exits = [e for e in middleware if e[0] == "exit"]
+    assert len(exits) == 4, exits
+    assert all(e[2].startswith("JobTimeout: job exceeded") for e in exits), exits
+    for job in jobs:
+        job.refresh()
+        assert job.status is JobStatus.FAILED and job.error is not None
+        assert job.error["type"].endswith("JobTimeout")
 
 
 @pytest.mark.usefixtures("worker_may_close_db_connections")
