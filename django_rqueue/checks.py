@@ -20,6 +20,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, register
 from django.core.exceptions import ImproperlyConfigured
 
+from . import middleware
 from .conf import get_config, parse, problems, raw_setting, schedule_queues
 from .periodic import entries as schedule_entries
 from .registry import DISCOVERY_HINT, autodiscover
@@ -35,6 +36,14 @@ except ImproperlyConfigured:  # Django 5.2 without the backport: no tasks framew
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Report every problem of ``settings.RQUEUE``."""
     return problems(raw_setting())
+
+
+@register("rqueue")
+def check_middleware(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Report ``RQUEUE["MIDDLEWARE"]`` classes that do not import or have no hook (E141,
+    E142: :func:`django_rqueue.middleware.check`)."""
+    raw = raw_setting()
+    return middleware.check(raw.get("MIDDLEWARE", ())) if isinstance(raw, Mapping) else []
 
 
 @register("rqueue")

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 from django.dispatch import Signal
 
-from . import eager_outcomes, signals
+from . import eager_outcomes, middleware, signals
 from .backoff import retry_delay
 from .conf import get_config
+from .context import JobContext
 from .exceptions import JobTimeout, Reject, Retry
 from .job import Job, JobStatus
 from .sensitive import scrub
@@ -173,9 +174,14 @@ def hide_secrets(job_function: JobSpec, job: Job[Any], outcome: AttemptResult) -
 
 def _run_sync_attempt(job_function: JobSpec, job: Job[Any]) -> AttemptResult:
     signals.send(signals.job_started, job_function, job=job)
+    wraps = middleware.chain()
     try:
         args, kwargs = job_function.arguments(job)
-        value = job_function.func(*args, **kwargs)
+        if wraps.attempt:  # RQUEUE["MIDDLEWARE"]: around the call alone
+            context = JobContext(job=job, attempt=job.attempts)
+            value = middleware.call(wraps, context, lambda: job_function.func(*args, **kwargs))
+        else:
+            value = job_function.func(*args, **kwargs)
         return AttemptResult(result_json=encode_result(value))
     except KeyboardInterrupt as exc:
         if interrupted():
@@ -217,10 +223,25 @@ async def _arun_attempt(
 ) -> AttemptResult:
     await signals.asend(signals.job_started, job_function, job=job)
     deadline = asyncio.timeout(timeout)
+    wraps = middleware.chain()
     try:
         args, kwargs = job_function.arguments(job)
-        async with deadline:
-            value = await job_function.func(*args, **kwargs)
+        if wraps.attempt:  # RQUEUE["MIDDLEWARE"]: around the call alone
+
+            async def timed() -> Any:
+                try:
+                    async with deadline:
+                        return await job_function.func(*args, **kwargs)
+                except TimeoutError:
+                    if deadline.expired() and timeout is not None:
+                        raise soft_timeout(timeout) from None  # as the middleware sees it
+                    raise
+
+            context = JobContext(job=job, attempt=job.attempts)
+            value = await middleware.acall(wraps, context, timed)
+        else:
+            async with deadline:
+                value = await job_function.func(*args, **kwargs)
         return AttemptResult(result_json=encode_result(value))
     except KeyboardInterrupt as exc:
         if interrupted():

@@ -28,6 +28,7 @@ from .engine.fields import JobFields
 from .engine.keys import queue_of
 from .engine.queue_ref import queue_ref
 from .exceptions import JobStateError
+from .headers import decode as decode_headers
 from .inputs import Inputs
 from .progress import Progress, read_metadata, read_progress
 from .record import MAX_TIMEOUT as MAX_TIMEOUT  # the public name django_rqueue.job.MAX_TIMEOUT
@@ -150,6 +151,9 @@ class Job[R]:
     #: What the job saved with ``JobContext.save_metadata`` (``{}``: nothing).
     metadata: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: Its headers (``str -> str``, :mod:`~django_rqueue.headers`), written at enqueue by
+    #: ``RQUEUE["MIDDLEWARE"]``, never passed to the function; ``{}``: none.
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def corrupt(self) -> bool:
@@ -248,6 +252,8 @@ class Job[R]:
             job.error = record.error_record(f[JobFields.ERROR], problems)
         if JobFields.SENSITIVE in f:
             job.sensitive = Sensitive.parse(f[JobFields.SENSITIVE])
+        if JobFields.HEADERS in f:
+            job.headers = decode_headers(f[JobFields.HEADERS], problems)
         if JobFields.WORKFLOW in f:
             job.workflow_id = as_text(f[JobFields.WORKFLOW])
         if JobFields.INPUT_COUNT in f:

@@ -107,6 +107,10 @@ if os.environ.get("RQUEUE_TEST_QUEUE_OPTIONS"):
 if os.environ.get("RQUEUE_TEST_ENCRYPTION_KEYS"):
     RQUEUE["ENCRYPTION_KEYS"] = json.loads(os.environ["RQUEUE_TEST_ENCRYPTION_KEYS"])
 
+# Middleware tests (tests/test_middleware.py) hand their worker subprocesses the classes.
+if os.environ.get("RQUEUE_TEST_MIDDLEWARE"):
+    RQUEUE["MIDDLEWARE"] = json.loads(os.environ["RQUEUE_TEST_MIDDLEWARE"])
+
 # django.tasks: the tasks of tests/jobs_app/tasks.py run as rqueue jobs. "default"
 # may use every RQUEUE queue; "emails_only" only the "emails" queue; "immediate" is
 # Django's, for a task a worker must refuse to run.

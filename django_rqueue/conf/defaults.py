@@ -40,6 +40,8 @@ MAX_PAYLOAD_BYTES = 1_048_576
 MAX_JSON_BYTES = 64 * 1024 * 1024
 #: ``TASK_MODULES``: no module outside the installed apps.
 TASK_MODULES: tuple[str, ...] = ()
+#: ``MIDDLEWARE``: no job middleware.
+MIDDLEWARE: tuple[str, ...] = ()
 #: ``MIN_REPLICAS_ACK``: 0, ``.delay()`` does not wait for replicas.
 MIN_REPLICAS_ACK = 0
 #: ``MIN_REPLICAS_TIMEOUT``, in seconds.

@@ -150,6 +150,9 @@ class Config:
     #: ``RQUEUE["WORKFLOW_FORCE_OUTBOX"]``: every edge through the outbox and every workflow
     #: created in steps (a testing aid for the cross-slot path on one Redis).
     workflow_force_outbox: bool = defaults.WORKFLOW_FORCE_OUTBOX
+    #: ``RQUEUE["MIDDLEWARE"]``: dotted paths of the job middleware classes, in order
+    #: (:mod:`django_rqueue.middleware`); empty: none.
+    middleware: tuple[str, ...] = ()
 
     def queues_named(self, names: Iterable[str]) -> list[str]:
         """Return ``names`` as a list once each is checked to be declared (``ValueError``)."""

@@ -49,6 +49,7 @@ def parse(raw: Mapping[str, Any]) -> Config:
         ),
         workflow_dependency_timeout=_timeout(_get(raw, "WORKFLOW_DEPENDENCY_TIMEOUT")),
         workflow_force_outbox=_get(raw, "WORKFLOW_FORCE_OUTBOX") is True,
+        middleware=tuple(_get(raw, "MIDDLEWARE")),
     )
 
 

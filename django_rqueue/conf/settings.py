@@ -411,6 +411,24 @@ SETTINGS: tuple[Setting, ...] = (
         Rule(is_bool, "{where} must be True or False, got {value!r}.", "rqueue.E003"),
     ),
     Setting(
+        "MIDDLEWARE",
+        "list[str]",
+        defaults.MIDDLEWARE,
+        "dotted paths of job middleware classes, in order: each sees every job before it is "
+        "written (and may add headers to it) and wraps every attempt; the first is "
+        "outermost ([Middleware and headers](/howto/middleware.md))",
+        ("rqueue.E140", "rqueue.E141", "rqueue.E142"),
+        Rule(
+            lambda v: (
+                isinstance(v, list | tuple)
+                and all(isinstance(m, str) and rules.MODULE_PATH_RE.match(m) for m in v)
+            ),
+            "{where} must be a list of dotted paths of classes, got {value!r}.",
+            "rqueue.E140",
+            hint="For example ['myproject.middleware.TenantMiddleware'].",
+        ),
+    ),
+    Setting(
         "WEBHOOKS",
         "dict",
         {},

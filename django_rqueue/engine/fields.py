@@ -108,6 +108,10 @@ class JobFields:
     #: The job's metadata (``JobContext.save_metadata``): a JSON object, encrypted like
     #: the result under ``RQUEUE["ENCRYPTION_KEYS"]`` (``save_metadata.lua``).
     METADATA = "metadata"
+    #: The job's headers (``RQUEUE["MIDDLEWARE"]`` adds them at enqueue, for trace context):
+    #: a JSON object of text to text (:mod:`django_rqueue.headers`), never passed to the
+    #: function; only jobs that have some carry it.
+    HEADERS = "hd"
 
     # Only on the jobs of a workflow or with ``depends_on`` (a plain job carries none of
     # them). An *input* of a job is a job whose outcome it waits for; a *dependent* of a

@@ -26,6 +26,7 @@ from asgiref.sync import sync_to_async
 
 from ..conf import get_config
 from ..execution import arun_eager, run_eager
+from ..headers import InvalidHeaders
 from ..job import Job
 from ..options import JobOptions
 from . import commit
@@ -151,6 +152,8 @@ def submit_many(
             submissions.append(plan.submission(args, kwargs))
         except TypeError as exc:
             raise TypeError(f"call {index}: {exc}") from exc
+        except InvalidHeaders as exc:
+            raise InvalidHeaders(f"call {index}: {exc}") from exc
         except ValueError as exc:
             raise ValueError(f"call {index}: {exc}") from exc
     captured = capture.get()

@@ -23,6 +23,7 @@ deleted. Inside ``transaction.atomic()`` the three steps run at the commit.
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -109,10 +110,15 @@ class Dependent:
             fields[JobFields.PASS_SHAPE] = EVERY_INPUT if parents else "[]"
         if plan.delay_ms > 0:
             fields[JobFields.RELEASE_DELAY] = plan.delay_ms
+        headers = plan.headers(self.job_id, args, kwargs)  # RQUEUE["MIDDLEWARE"]'s
+        if headers:
+            fields[JobFields.HEADERS] = headers
         self.fields = fields
         self.payload = fields[JobFields.PAYLOAD]
         self.deadline_ms = _deadline_ms(o.dependency_timeout, config)
         self.job: Job[Any] = plan.job(self.job_id, args, kwargs, "")
+        if headers:
+            self.job.headers = json.loads(headers)
         self.job.status = JobStatus.WAITING
         self.gate_opened = False
 

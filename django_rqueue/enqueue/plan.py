@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import json
 import math
 import types
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ from ..engine.calls import NewJob, ScriptCall
 from ..engine.fields import RECORD_DEFAULTS, JobFields
 from ..engine.keys import QueueKeys, new_job_id
 from ..job import Job, JobStatus
+from ..middleware import EnqueueCall, enqueue_headers, load
 from ..options import JobOptions
 from ..serialization import MAX_JSON_BYTES, encode_arguments
 
@@ -78,6 +80,9 @@ class Plan:
     max_payload: int
     #: A caller-chosen id, ``"<queue>:<using(job_id=...)>"``; ``None``: a new random one each call.
     job_id: str | None
+    #: The enqueue hooks of ``RQUEUE["MIDDLEWARE"]`` (:mod:`~django_rqueue.middleware`), run
+    #: on each call before it is written; ``()``: none (nothing else is done then).
+    enqueue_hooks: tuple[Callable[[EnqueueCall], None], ...] = ()
 
     @classmethod
     def of(cls, job_function: JobSpec, config: Config, options: JobOptions | None = None) -> Plan:
@@ -163,15 +168,28 @@ class Plan:
             batch_shared=shared.batch(),
             max_payload=config.max_payload_bytes or MAX_JSON_BYTES,
             job_id=None if o.job_id is None else f"{queue}:{o.job_id}",
+            enqueue_hooks=load(config.middleware).enqueue if config.middleware else (),
         )
 
-    def submission(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Submission:
+    def submission(
+        self,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        *,
+        entry: str | None = None,
+        hooks: bool = True,
+    ) -> Submission:
         """Validate and encode one call; the submission writes it when called.
+
+        The middleware's enqueue hooks see it here (``hooks=False``: not, for a call that
+        is only checked and never written); ``entry``: the periodic entry it is a run of.
 
         Raises:
             TypeError: the arguments do not fit the job function's signature
                 (:meth:`~.BaseJobFunction.check_arguments`), or JSON cannot carry one.
             ValueError: their JSON is larger than ``RQUEUE["MAX_PAYLOAD_BYTES"]``.
+            InvalidHeaders: the middleware left headers that are not ``str -> str`` or
+                are too large (:func:`~django_rqueue.middleware.enqueue_headers`).
         """
         self.job_function.check_arguments(args, kwargs)
         payload = encode_arguments(
@@ -188,7 +206,25 @@ class Plan:
         if callable(unique_key):
             unique_key = unique_key(*args, **kwargs)
         job_id = self.job_id or new_job_id(self.queue)
-        return Submission(self, job_id, args, kwargs, unique_key or "", payload)
+        submission = Submission(self, job_id, args, kwargs, unique_key or "", payload)
+        if self.enqueue_hooks and hooks:
+            submission.headers = self.headers(job_id, args, kwargs, entry)
+        return submission
+
+    def headers(
+        self,
+        job_id: str,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        entry: str | None = None,
+    ) -> str:
+        """Run the middleware's enqueue hooks on one job of this plan; its headers as the
+        record stores them (``""``: none). Raises what
+        :func:`~django_rqueue.middleware.enqueue_headers` raises."""
+        if not self.enqueue_hooks:
+            return ""
+        name = self.job_function.name
+        return enqueue_headers(self.enqueue_hooks, name, self.queue, job_id, args, kwargs, entry)
 
     def job(
         self, job_id: str, args: Sequence[Any], kwargs: Mapping[str, Any], unique_key: str
@@ -233,11 +269,17 @@ class Submission:
     payload: str
     #: Job-hash fields written besides the usual ones (the django.tasks backend's).
     extra: Mapping[str, str] = _NO_FIELDS
+    #: The job's headers as the record stores them (JSON, :mod:`~django_rqueue.headers`);
+    #: ``""``: none (the field is left out).
+    headers: str = ""
 
     @functools.cached_property
     def job(self) -> Job[Any]:
         """The Job returned to the caller, updated in place by the write."""
-        return self.plan.job(self.job_id, self.args, self.kwargs, self.unique_key)
+        job = self.plan.job(self.job_id, self.args, self.kwargs, self.unique_key)
+        if self.headers:
+            job.headers = json.loads(self.headers)
+        return job
 
     def make_job(self) -> Job[Any]:
         """:attr:`job` (a write builds it while Redis runs the script)."""
@@ -256,6 +298,8 @@ class Submission:
         own: list[calls.Arg] = [JobFields.PAYLOAD, self.payload]
         if self.extra:
             own += calls.pairs(self.extra)
+        if self.headers:
+            own += (JobFields.HEADERS, self.headers)
         return self.plan.shared.call(self.job_id, self.unique_key, *own)
 
     def fields(self) -> dict[str, str | int]:
@@ -263,4 +307,6 @@ class Submission:
         fields = {**self.plan.record, JobFields.PAYLOAD: self.payload}
         if self.extra:
             fields.update(self.extra)
+        if self.headers:
+            fields[JobFields.HEADERS] = self.headers
         return fields

@@ -22,8 +22,9 @@ from redis.backoff import EqualJitterBackoff
 from .. import signals
 from ..conf import Config, get_config
 from ..engine import commands, run
-from ..engine.commands import BatchItem
+from ..engine.commands import BatchItem, Command
 from ..engine.connection import get_async_client, get_client, ms_to_datetime
+from ..engine.fields import JobFields
 from ..engine.keys import QueueKeys
 from ..engine.replies import Enqueued, EnqueueOutcome, EnqueueReply, confirmed
 from ..engine.run import ReplicaWait
@@ -213,21 +214,26 @@ class BatchSubmission:
         time, each followed by a ``WAIT``, raising ``NotReplicated`` for the first batch
         not confirmed."""
         # Every field but the payload is the plan's, the same for the whole batch (the
-        # submissions of delay_many carry no extra fields).
+        # submissions of delay_many carry no extra fields), but for headers: jobs with
+        # other headers than the one before them start a batch of their own.
         shared = pending[0].plan.batch_shared
         wait = replica_wait(get_config())
+        headed = any(s.headers for s in pending)
         if wait is None:
-            items = [self._item(s) for s in pending]
             start = 0
-            batches = commands.enqueue_batches(shared, items, self.batch_size)
+            batches: Iterator[Command[list[Enqueued]]]
+            if headed:
+                batches = (self._command(batch) for batch in self._split(pending))
+            else:
+                items = [self._item(s) for s in pending]
+                batches = commands.enqueue_batches(shared, items, self.batch_size)
             for replies in run.execute_pipelined(client, batches):
                 self._apply(pending[start : start + len(replies)], replies)
                 start += len(replies)
                 yield len(replies)
             return
-        for start in range(0, len(pending), self.batch_size):
-            batch = pending[start : start + self.batch_size]
-            command = commands.enqueue_batch(shared, [self._item(s) for s in batch])
+        for batch in self._split(pending):
+            command = self._command(batch)
             replies, acked = run.execute_and_wait(client, command, wait)
             acked = confirmed((outcome for outcome, _, _ in replies), acked)
             self._apply(batch, replies)
@@ -256,6 +262,28 @@ class BatchSubmission:
             unknown=[j for j in self.jobs if id(j) in unknown],
             cause=cause,
         )
+
+    def _split(self, pending: list[Submission]) -> Iterator[list[Submission]]:
+        """``pending`` in batches of at most ``batch_size`` submissions of equal headers."""
+        batch: list[Submission] = []
+        for submission in pending:
+            if batch and (len(batch) == self.batch_size or submission.headers != batch[0].headers):
+                yield batch
+                batch = []
+            batch.append(submission)
+        if batch:
+            yield batch
+
+    def _command(self, batch: list[Submission]) -> Command[list[Enqueued]]:
+        """``enqueue_batch.lua`` for ``batch`` (submissions of equal headers): the plan's
+        shared fields, with the headers among them."""
+        first = batch[0]
+        shared = first.plan.batch_shared
+        if first.headers:
+            plan_shared = first.plan.shared
+            fields = (*plan_shared.fields, JobFields.HEADERS, first.headers)
+            shared = plan_shared._replace(fields=fields).batch()
+        return commands.enqueue_batch(shared, [self._item(s) for s in batch])
 
     @staticmethod
     def _item(submission: Submission) -> BatchItem:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import inspect
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,8 @@ from ..options import JobOptions
 from ..types import JobSpec
 from .entries import ScheduleEntry
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class ResolvedEntry:
@@ -47,8 +50,19 @@ class ResolvedEntry:
         return self.plan.queue
 
     def submission(self) -> Submission:
-        """A new job of this entry (a fresh id), validated and encoded (``TypeError``)."""
-        return self.plan.submission(self.entry.args, self.entry.kwargs)
+        """A new job of this entry (a fresh id), validated and encoded (``TypeError``).
+
+        A run is not lost to a failing ``RQUEUE["MIDDLEWARE"]`` enqueue hook (it would stop
+        the poller's schedule too): the error is logged and the job goes without headers.
+        """
+        args, kwargs, name = self.entry.args, self.entry.kwargs, self.entry.name
+        if not self.plan.enqueue_hooks:
+            return self.plan.submission(args, kwargs)
+        try:
+            return self.plan.submission(args, kwargs, entry=name)
+        except Exception:
+            logger.exception("periodic entry %s: a job middleware failed; run without it", name)
+            return self.plan.submission(args, kwargs, hooks=False)  # raises what is not theirs
 
 
 def resolve(entry: ScheduleEntry, config: Config | None = None) -> ResolvedEntry:
@@ -75,7 +89,8 @@ def resolve(entry: ScheduleEntry, config: Config | None = None) -> ResolvedEntry
     parameters = list(inspect.signature(job_function.func).parameters.values())
     carried = inspect.Signature(parameters[int(job_function.takes_context) :])
     carried.bind(*entry.args, **entry.kwargs)
-    resolved.submission()  # the arguments must encode, before any tick is claimed
+    # The arguments must encode, before any tick is claimed (no job: no middleware).
+    plan.submission(entry.args, entry.kwargs, hooks=False)
     return resolved
 
 

@@ -141,6 +141,7 @@ def node_submission(plan: WorkflowPlan, node: NodePlan) -> Submission:
         raise ValueError(f"{node.id} is not a node")
     payload = str(node.fields[JobFields.PAYLOAD])
     submission = Submission(node.plan, node.id, node.args, node.kwargs, "", payload)
+    submission.headers = str(node.fields.get(JobFields.HEADERS, ""))
     job = submission.job
     job.workflow_id = plan.id
     dependents = node.fields.get(JobFields.DEPENDENTS)

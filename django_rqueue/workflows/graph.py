@@ -289,6 +289,10 @@ class _Compiler:
             fields[JobFields.PASS_SHAPE] = encode_shape(draft.tree, len(inputs))
         if inputs and plan.delay_ms > 0:  # it waits: the delay counts from its release
             fields[JobFields.RELEASE_DELAY] = plan.delay_ms
+        args, kwargs = draft.signature.args, draft.signature.kwargs
+        headers = plan.headers(draft.id, args, kwargs)  # RQUEUE["MIDDLEWARE"]'s
+        if headers:
+            fields[JobFields.HEADERS] = headers
         return NodePlan(
             index=index,
             id=draft.id,
@@ -302,8 +306,8 @@ class _Compiler:
             input_ids=inputs,
             fields=fields,
             plan=plan,
-            args=tuple(draft.signature.args),
-            kwargs=draft.signature.kwargs,
+            args=tuple(args),
+            kwargs=kwargs,
         )
 
     def finisher(self, wf_id: str, finisher_id: str, home: str, shape: Tree) -> NodePlan:

@@ -540,5 +540,24 @@ def gather(results: list[Any], ledger: str) -> list[Any]:
     return results
 
 
+@job(takes_context=True)
+def report_headers(context: JobContext, ledger: str, tag: str) -> dict[str, str]:
+    """Write ``run`` with the job's headers and the middleware wraps open around it."""
+    from tests.jobs_app.middleware import OPEN
+
+    write_ledger(ledger, tag, "run", headers=context.job.headers, open=list(OPEN))
+    return context.job.headers
+
+
+@job(takes_context=True)
+async def areport_headers(context: JobContext, ledger: str, tag: str) -> dict[str, str]:
+    """:func:`report_headers` as an ``async def`` job."""
+    from tests.jobs_app.middleware import OPEN
+
+    await asyncio.sleep(0)
+    write_ledger(ledger, tag, "run", headers=context.job.headers, open=list(OPEN))
+    return context.job.headers
+
+
 # Workers import only <app>.jobs: the workflow fault tests' jobs (they use the helpers above).
 from tests.jobs_app import progress_jobs, workflow_jobs  # noqa: E402, F401
