@@ -154,6 +154,7 @@ def job_detail(request: HttpRequest, model_admin: RqueueAdmin, job_id: str) -> H
             list_url=list_url,
             args=pretty(args),
             kwargs=pretty(kwargs),
+            headers=sorted(job.headers.items()),
             result=pretty(job.result) if JobFields.RESULT in raw else None,
             options=options(job, timezone.now()),
             raw=shown_raw(job, raw) if job.problems else None,

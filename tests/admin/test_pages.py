@@ -14,10 +14,12 @@ from django.contrib.admin.utils import quote as admin_quote
 from django.test import Client
 from django.urls import reverse
 
+from django_rqueue.engine.fields import JobFields
 from django_rqueue.execution import error_record
 from django_rqueue.master.heartbeat import publish
 from django_rqueue.ops import listings
 from django_rqueue.ops.workers import WorkerInfo, WorkerJob
+from tests.jobs_app.jobs import record
 from tests.support import transitions
 from tests.support.jobs_in_state import Jobs, retention
 
@@ -213,6 +215,23 @@ def test_job_detail_shows_everything_escaped(admin_client_rq: Client, jobs: Jobs
     assert b"Traceback (most recent call last)" in response.content
     assert response.context["job"].status == "failed"
     assert [a[0] for a in response.context["actions"]] == ["retry", "cancel", "delete"]
+
+
+def test_job_detail_shows_the_headers_middleware_added_escaped(
+    admin_client_rq: Client, settings: Any, jobs: Jobs
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "MIDDLEWARE": ["tests.jobs_app.middleware.First"]}
+    job = record.using(on_commit=False).delay("/dev/null", "<b>x</b>")
+    page = admin_client_rq.get(job_url(job.id))
+    assert page.context["headers"] == [("order", "1"), ("seen-1", f"{record.name}@default")]
+    assert b'id="rq-headers"' in page.content
+    assert f"<code>{record.name}@default</code>".encode() in page.content
+    plain = admin_client_rq.get(job_url(jobs.failed()))
+    assert plain.context["headers"] == [] and b'id="rq-headers"' not in plain.content
+    marked = jobs.failed()
+    jobs.client.hset(jobs.keys().job(marked), JobFields.HEADERS, '{"x": "<i>y</i>"}')
+    shown = admin_client_rq.get(job_url(marked)).content
+    assert b"<i>y</i>" not in shown and b"&lt;i&gt;y&lt;/i&gt;" in shown
 
 
 def test_a_corrupt_job_still_renders_with_its_problems(admin_client_rq: Client, jobs: Jobs):
