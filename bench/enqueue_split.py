@@ -18,6 +18,8 @@ up to 10x between minutes: read the ratios.
 - ``python + PING``: the same, each followed by one ``PING`` on the dedicated
   connection, and ``PING``: the ``PING`` alone. Their difference is the
   Python's cost in situ, where every call follows a context switch;
+- ``task enqueue`` and ``task python only``: the same through ``django.tasks``
+  (bench/tasks.py's ``noop_task.enqueue(...)``), with Redis and with the canned reply;
 - ``huey``: Huey's enqueue (bench/systems/huey_sys.py), when installed;
 - ``two-write EVALSHA``: the ceiling.
 """
@@ -49,6 +51,7 @@ def main() -> None:
     django.setup()
     from bench.ceiling import Ceiling
     from bench.jobs import noop
+    from bench.tasks import noop_task
     from django_rqueue.engine import scripts
     from django_rqueue.engine.connection import get_client
     from django_rqueue.engine.dedicated import execute
@@ -101,6 +104,8 @@ def main() -> None:
         "python only": stubbed(lambda: noop.delay(0.0, 0.0, "")),
         "python + PING": stubbed(lambda: (noop.delay(0.0, 0.0, ""), execute(client, "PING"))),
         "PING": ping,
+        "task enqueue": lambda n: [noop_task.enqueue(0.0, 0.0, "") for _ in range(n)] and None,
+        "task python only": stubbed(lambda: noop_task.enqueue(0.0, 0.0, "")),
     }
     try:
         from bench.systems import huey_sys

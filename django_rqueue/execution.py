@@ -37,6 +37,12 @@ from .serialization import dumps, encode_result, loads
 if TYPE_CHECKING:
     from .types import JobSpec
 
+#: Sent in EAGER mode only, just before ``job_enqueued``, with the same sender and ``job``:
+#: the ``django.tasks`` bridge sends Django's ``task_enqueued`` from it, since a task's job
+#: runs inside its ``enqueue()``. Not public; a live enqueue sends nothing here, so it costs
+#: ``.delay()`` nothing.
+eager_enqueued = Signal()
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DelayNote:
@@ -363,6 +369,7 @@ def run_eager(job_function: JobSpec, job: Job[Any], *, enqueued: bool = True) ->
     """
     _eager_enqueued(job)
     if enqueued:
+        signals.send(eager_enqueued, job_function, job=job)
         signals.send(signals.job_enqueued, job_function, job=job)
     while True:
         _eager_started(job)
@@ -377,6 +384,7 @@ async def arun_eager(job_function: JobSpec, job: Job[Any], *, enqueued: bool = T
     """:func:`run_eager` on the running event loop (``adelay()`` in EAGER mode)."""
     _eager_enqueued(job)
     if enqueued:
+        await signals.asend(eager_enqueued, job_function, job=job)
         await signals.asend(signals.job_enqueued, job_function, job=job)
     while True:
         _eager_started(job)

@@ -63,8 +63,8 @@ enqueued with. Unknown, expired or non-task ids raise
 and Django's (``task_enqueued``, ``task_started``, ``task_finished``, sender
 the backend class, ``task_result=``) are both sent. ``task_enqueued`` is
 sent by :meth:`RQueueBackend.enqueue` once the job is written (on commit
-inside a transaction; with ``RQUEUE["EAGER"]`` by a receiver of
-``job_enqueued``, before the task runs); ``task_started`` and
+inside a transaction; with ``RQUEUE["EAGER"]`` just before ``job_enqueued``,
+before the task runs); ``task_started`` and
 ``task_finished`` by receivers of ``job_started``, ``job_succeeded`` and
 ``job_failed`` connected per sender, to
 each task's :class:`TaskJobFunction` only, so that jobs that are not tasks

@@ -20,8 +20,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from .. import signals
-from ..conf import get_config
-from ..execution import error_fields
+from ..execution import eager_enqueued, error_fields
 from ..job import FINISHED, Job, JobStatus
 from ..job_functions import JobFunction
 from ..options import JobOptions
@@ -70,7 +69,7 @@ class TaskJobFunction(JobFunction[..., Any]):
         #: ``(queue, priority)`` -> the options / the Task, built once each.
         self._options: dict[tuple[str, int], JobOptions] = {}
         self._tasks: dict[tuple[str, int], Task[..., Any]] = {}
-        signals.job_enqueued.connect(_enqueued_eagerly, sender=self, weak=False)
+        eager_enqueued.connect(_enqueued_eagerly, sender=self, weak=False)
         signals.job_started.connect(_started, sender=self, weak=False)
         signals.job_succeeded.connect(_succeeded, sender=self, weak=False)
         signals.job_failed.connect(_failed, sender=self, weak=False)
@@ -183,8 +182,7 @@ def job_function_at(path: str) -> TaskJobFunction | None:
 def _enqueued_eagerly(sender: TaskJobFunction, job: Job[Any], **kwargs: Any) -> None:
     # With RQUEUE["EAGER"] the job runs inside enqueue(): task_enqueued must come first.
     # Otherwise RQueueBackend.enqueue sends it, with the TaskResult it returns.
-    if get_config().eager:
-        sender.announce(task_enqueued, job)
+    sender.announce(task_enqueued, job)
 
 
 def _started(sender: TaskJobFunction, job: Job[Any], **kwargs: Any) -> None:
