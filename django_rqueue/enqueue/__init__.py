@@ -59,6 +59,7 @@ def submit(
     kwargs: Mapping[str, Any],
     options: JobOptions | None = None,
     fields: Mapping[str, str] | None = None,
+    overlap: Callable[[], object] | None = None,
 ) -> Job[Any]:
     """Enqueue one call of ``job_function`` (see :meth:`~.BaseJobFunction.delay`).
 
@@ -67,7 +68,9 @@ def submit(
     priority and run-after this way, so that the job function, the signals'
     sender, stays one object); whether the write waits for a commit still
     follows ``job_function.options.on_commit``. ``fields``: extra job-hash
-    fields written with the job.
+    fields written with the job. ``overlap``: called at most once, while Redis
+    runs a write made now (not when the call is captured, run in EAGER mode,
+    deferred to a commit, or waits for replicas): work that does not need the reply.
     """
     submission, captured = _prepare(job_function, args, kwargs, options, fields)
     if captured is not None:
@@ -75,7 +78,10 @@ def submit(
     if get_config().eager:
         return run_eager(job_function, submission.job)
     deferred = commit.defer_until_commit(submission)
-    return write_one(submission) if deferred is None else deferred
+    if deferred is not None:
+        return deferred
+    submission.overlap = overlap
+    return write_one(submission)
 
 
 async def asubmit(

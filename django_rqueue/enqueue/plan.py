@@ -272,6 +272,9 @@ class Submission:
     #: The job's headers as the record stores them (JSON, :mod:`~django_rqueue.headers`);
     #: ``""``: none (the field is left out).
     headers: str = ""
+    #: More work that does not need the reply, done by :meth:`make_job` while Redis runs
+    #: the script (the ``django.tasks`` backend builds its ``TaskResult`` then); ``None``: none.
+    overlap: Callable[[], object] | None = None
 
     @functools.cached_property
     def job(self) -> Job[Any]:
@@ -282,7 +285,9 @@ class Submission:
         return job
 
     def make_job(self) -> Job[Any]:
-        """:attr:`job` (a write builds it while Redis runs the script)."""
+        """:attr:`job` (a write builds it while Redis runs the script), after :attr:`overlap`."""
+        if self.overlap is not None:
+            self.overlap()
         return self.job
 
     def new_job(self) -> NewJob:

@@ -75,7 +75,8 @@ keep being reserved in batches (a worker batches only jobs with no
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from django.apps import apps
 from django.core import checks
@@ -97,11 +98,39 @@ from .api import (
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
+    normalize_json,
     task_enqueued,
 )
 from .bridge import TaskJobFunction, job_function_at, job_function_of, task_result
 
 __all__ = ["RQueueBackend", "TaskJobFunction", "job_function_of", "task_job_function"]
+
+
+#: The types ``normalize_json`` returns as they are (``bool`` and ``None`` included).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def json_arguments(
+    args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """``args`` and ``kwargs`` as ``django.tasks`` stores them (Django's ``normalize_json``:
+    tuples become lists, ``bytes`` text), checked without a walk when every value is a
+    plain scalar (the common call).
+
+    Raises:
+        TypeError: a value JSON cannot carry (``normalize_json``'s error).
+        ValueError: ``bytes`` that are not UTF-8.
+    """
+    scalars = _SCALARS
+    if all(type(value) in scalars for value in args):
+        json_args = list(args)
+    else:
+        json_args = cast("list[Any]", normalize_json(args))
+    if all(type(key) is str and type(value) in scalars for key, value in kwargs.items()):
+        json_kwargs = dict(kwargs)
+    else:
+        json_kwargs = cast("dict[str, Any]", normalize_json(kwargs))
+    return json_args, json_kwargs
 
 
 class RQueueBackend(BaseTaskBackend):
@@ -182,20 +211,27 @@ class RQueueBackend(BaseTaskBackend):
         self._validate_for_enqueue(task)
         job_function = job_function_of(task)
         options = job_function.options_for(task)
-        result: TaskResult[P, R] = TaskResult(
-            task=task,
-            id="",
-            status=TaskResultStatus.READY,
-            enqueued_at=None,
-            started_at=None,
-            finished_at=None,
-            last_attempted_at=None,
-            args=args,
-            kwargs=kwargs,
-            backend=self.alias,
-            errors=[],
-            worker_ids=[],
-        )
+        args, kwargs = json_arguments(args, kwargs)  # before anything is written
+        made: list[TaskResult[P, R]] = []
+
+        def make_result() -> None:  # ~5 µs: done while Redis runs the write when it can
+            made.append(
+                TaskResult(
+                    task=task,
+                    id="",
+                    status=TaskResultStatus.READY,
+                    enqueued_at=None,
+                    started_at=None,
+                    finished_at=None,
+                    last_attempted_at=None,
+                    args=args,
+                    kwargs=kwargs,
+                    backend=self.alias,
+                    errors=[],
+                    worker_ids=[],
+                )
+            )
+
         fields = None
         if task.run_after is not None:
             fields = {JobFields.TASK_RUN_AFTER: task.run_after.isoformat()}
@@ -203,9 +239,14 @@ class RQueueBackend(BaseTaskBackend):
         # (it costs several times more right after waiting for Redis). As submit()
         # decides: a task's job function never sets on_commit=False.
         on_commit = transaction.get_connection().in_atomic_block
-        job = enqueue.submit(job_function, result.args, result.kwargs, options, fields)
+        job = enqueue.submit(
+            job_function, args, kwargs, options, fields, None if on_commit else make_result
+        )
         if job.status in FINISHED:  # RQUEUE["EAGER"]: it ran inline (task_enqueued was sent)
             return task_result(task, job, self.alias)
+        if not made:  # not written now (captured, on commit), or waiting for replicas
+            make_result()
+        result = made[0]
         object.__setattr__(result, "id", job.id)
         if enqueue.capture.get() is not None:
             return result  # captured by django_rqueue.testing: nothing was written

@@ -151,6 +151,11 @@ def test_tuples_and_bytes_are_normalized_as_django_tasks_does(ledger: str) -> No
     result = record_task.enqueue(ledger, (1, b"x"))  # type: ignore[arg-type]
     assert result.args == [ledger, [1, "x"]]
     assert get_job(result.id).args == [ledger, [1, "x"]]  # type: ignore[union-attr]
+    # At the top level too, positional and keyword (the path without a walk skips them).
+    result = record_task.enqueue(ledger, b"y")  # type: ignore[arg-type]
+    assert result.args == [ledger, "y"] and get_job(result.id).args == [ledger, "y"]  # type: ignore[union-attr]
+    result = record_task.enqueue(ledger, tag=b"z")  # type: ignore[arg-type]
+    assert result.kwargs == {"tag": "z"} and get_job(result.id).kwargs == {"tag": "z"}  # type: ignore[union-attr]
 
 
 def test_task_enqueued_and_job_enqueued_are_sent_when_the_job_is_written(ledger: str) -> None:
