@@ -34,3 +34,7 @@ LOGGING: dict[str, Any] = {
     # The worker's default: one INFO line per job (bench output goes to a log file).
     "loggers": {"django_rqueue": {"level": "INFO"}},
 }
+
+# bench/regression.py's layers: what this process (and its worker children) runs with.
+if os.environ.get("BENCH_LAYER", "none") == "middleware":
+    RQUEUE["MIDDLEWARE"] = ["bench.middleware_cost.Noop"]

@@ -1,0 +1,200 @@
+"""The regression table: the hot paths of this checkout against another commit, interleaved.
+
+    python bench/regression.py --against <commit> [--rounds 5] [--jobs 20000]
+        [--layers none,middleware]
+
+Checks out ``<commit>`` in a temporary git worktree and starts one private
+redis-server. Each round runs, in turn, one process per side and layer (this
+checkout with each layer, then the other commit without any), so a drifting host
+hits every column alike. A process measures, against the emptied server:
+
+- ``delay``: ``noop.delay()`` one by one, 3 000 calls, µs per call (wall clock);
+- ``delay_many``: ``noop.delay_many()`` of ``--jobs`` calls, µs per job;
+- ``drain 1`` / ``drain 2``: ``--jobs`` queued jobs drained by ``rqueue_work --burst``
+  with 1 and 2 worker processes, jobs/s from the jobs' own timestamps
+  (bench/record.py: first to last run, so the worker's start-up is left out);
+- ``pickup``: 200 jobs enqueued one every 10 ms while a worker waits; the median of
+  enqueue-to-run in ms.
+
+Layers (this checkout only, set through bench/settings.py's environment):
+``none``; ``middleware``: ``RQUEUE["MIDDLEWARE"]`` with bench/middleware_cost.py's
+:class:`~bench.middleware_cost.Noop` (the hooks' machinery alone); ``otel``: the
+OpenTelemetry middleware with the SDK's tracer provider and a batch processor
+into an in-memory exporter, in the enqueuing process and in every worker child.
+Prints, per column, every side's median and the median of the per-round ratios to
+the other commit (ranges in brackets). Needs the repository's ``.venv`` and
+redis-server; 2 cores: run nothing else meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GIT = shutil.which("git") or "/usr/bin/git"
+COLUMNS = ("delay", "delay_many", "drain 1", "drain 2", "pickup")
+#: Larger is better for these columns (jobs/s); the others are µs or ms (smaller is better).
+RATES = {"drain 1", "drain 2"}
+
+#: What one side runs (``python -c``), with PYTHONPATH and cwd at its checkout.
+MEASURE = r"""
+import json, os, statistics, subprocess, sys, tempfile, time
+os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+import django
+django.setup()
+from bench.jobs import noop
+from django_rqueue.engine.connection import get_client
+
+jobs = int(sys.argv[1])
+client = get_client("bench")
+out = {}
+python = sys.executable
+
+
+def read(path):
+    with open(path) as f:
+        return [tuple(map(float, line.split())) for line in f if line.strip()]
+
+
+def worker(processes):
+    argv = [python, "-m", "django", "rqueue_work", "--queues", "bench", "--burst"]
+    argv += ["--concurrency", str(processes)]
+    return argv
+
+
+client.flushall()
+noop.delay(0.0, 0.0, "")  # load the script, open the connection
+client.flushall()
+started = time.perf_counter()
+for _ in range(3000):
+    noop.delay(0.0, 0.0, "")
+out["delay"] = (time.perf_counter() - started) / 3000 * 1e6
+client.flushall()
+calls = [((0.0, 0.0, ""), {}) for _ in range(jobs)]
+started = time.perf_counter()
+noop.delay_many(calls)
+out["delay_many"] = (time.perf_counter() - started) / jobs * 1e6
+with tempfile.TemporaryDirectory() as tmp:
+    for processes in (1, 2):
+        client.flushall()
+        path = os.path.join(tmp, f"drain{processes}")
+        open(path, "w").close()
+        noop.delay_many([((0.0, 0.0, path), {}) for _ in range(jobs)])
+        subprocess.run(worker(processes), check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        ran = sorted(r[2] for r in read(path))
+        if len(ran) != jobs:
+            raise SystemExit(f"drain {processes}: {len(ran)} of {jobs} jobs ran")
+        out[f"drain {processes}"] = (jobs - 1) / (ran[-1] - ran[0])
+    client.flushall()
+    path = os.path.join(tmp, "pickup")
+    open(path, "w").close()
+    argv = [python, "-m", "django", "rqueue_work", "--queues", "bench", "--concurrency", "1"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        probe = os.path.join(tmp, "ready")
+        open(probe, "w").close()
+        deadline = time.monotonic() + 60
+        while not read(probe):  # the worker is up once a job ran
+            if time.monotonic() > deadline:
+                raise SystemExit("the pickup worker did not start")
+            noop.delay(0.0, 0.0, probe)
+            time.sleep(0.2)
+        start = time.perf_counter()
+        for i in range(200):
+            while time.perf_counter() < start + i * 0.01:
+                pass
+            noop.delay(time.time(), 0.0, path)
+        deadline = time.monotonic() + 60
+        while len(read(path)) < 200:
+            if time.monotonic() > deadline:
+                raise SystemExit("pickup: jobs did not run")
+            time.sleep(0.05)
+        out["pickup"] = statistics.median((r[2] - r[0]) * 1000 for r in read(path))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+print(json.dumps(out))
+"""
+
+
+def _median_range(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}–{max(values):.3f})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--against", required=True, help="the commit to compare with")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=20000)
+    parser.add_argument("--layers", default="none", help="comma-separated: none, middleware, otel")
+    args = parser.parse_args()
+    layers = [layer for layer in args.layers.split(",") if layer]
+    sys.path.insert(0, str(REPO))
+    from tests.support.redis_server import RedisServer
+
+    python = str(REPO / ".venv" / "bin" / "python")
+    sides = [(f"this, {layer}", REPO, layer) for layer in layers]
+    with tempfile.TemporaryDirectory(prefix="rqueue-regression-") as tmp:
+        other = Path(tmp) / "other"
+        subprocess.run(
+            [GIT, "-C", str(REPO), "worktree", "add", "-q", "--detach", str(other), args.against],
+            check=True,
+        )
+        sides.append((f"{args.against}, none", other, "none"))
+        server = RedisServer().start()
+        results: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in sides}
+        try:
+            for _ in range(args.rounds):
+                for name, path, layer in sides:
+                    env = {
+                        **os.environ,
+                        "BENCH_REDIS_URL": server.url,
+                        "PYTHONPATH": str(path),
+                        "BENCH_LAYER": layer,
+                    }
+                    done = subprocess.run(
+                        [python, "-c", MEASURE, str(args.jobs)],
+                        env=env,
+                        cwd=path,
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                    )
+                    if done.returncode:
+                        sys.stderr.write(done.stderr)
+                        raise SystemExit(f"{name}: exit {done.returncode}")
+                    results[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        finally:
+            server.close()
+            subprocess.run([GIT, "-C", str(REPO), "worktree", "remove", "--force", str(other)])
+    base = sides[-1][0]
+    print(
+        f"{args.rounds} rounds, {args.jobs} jobs per drain; medians, then the median ratio "
+        f"to {base} (range); delay and delay_many in µs per job, drains in jobs/s, pickup in ms"
+    )
+    print("| side | " + " | ".join(COLUMNS) + " |")
+    print("| --- |" + " --- |" * len(COLUMNS))
+    for name, _, _ in sides:
+        cells = []
+        for column in COLUMNS:
+            mine = [r[column] for r in results[name]]
+            cell = f"{statistics.median(mine):.1f}"
+            if name != base:
+                theirs = [r[column] for r in results[base]]
+                cell += " · " + _median_range([a / b for a, b in zip(mine, theirs, strict=True)])
+            cells.append(cell)
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
