@@ -13,6 +13,8 @@ hits every column alike. A process measures, against the emptied server:
 - ``drain 1`` / ``drain 2``: ``--jobs`` queued jobs drained by ``rqueue_work --burst``
   with 1 and 2 worker processes, jobs/s from the jobs' own timestamps
   (bench/record.py: first to last run, so the worker's start-up is left out);
+- ``async 2``: ``--jobs`` / 5 async jobs, each awaiting 0.1 s, drained by 2 worker
+  processes running 100 at once each (the bound: 2 000 jobs/s), jobs/s as the drains;
 - ``pickup``: 200 jobs enqueued one every 10 ms while a worker waits; the median of
   enqueue-to-run in ms.
 
@@ -40,9 +42,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GIT = shutil.which("git") or "/usr/bin/git"
-COLUMNS = ("delay", "delay_many", "drain 1", "drain 2", "pickup")
-#: Larger is better for these columns (jobs/s); the others are µs or ms (smaller is better).
-RATES = {"drain 1", "drain 2"}
+COLUMNS = ("delay", "delay_many", "drain 1", "drain 2", "async 2", "pickup")
 
 #: What one side runs (``python -c``), with PYTHONPATH and cwd at its checkout.
 MEASURE = r"""
@@ -50,7 +50,7 @@ import json, os, statistics, subprocess, sys, tempfile, time
 os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
 import django
 django.setup()
-from bench.jobs import noop
+from bench.jobs import noop, sleepy
 from django_rqueue.engine.connection import get_client
 
 jobs = int(sys.argv[1])
@@ -64,10 +64,22 @@ def read(path):
         return [tuple(map(float, line.split())) for line in f if line.strip()]
 
 
-def worker(processes):
+def worker(processes, *more):
     argv = [python, "-m", "django", "rqueue_work", "--queues", "bench", "--burst"]
-    argv += ["--concurrency", str(processes)]
-    return argv
+    return [*argv, "--concurrency", str(processes), *more]
+
+
+def drain(column, job, count, processes, *more):
+    client.flushall()
+    path = os.path.join(tmp, column)
+    open(path, "w").close()
+    job.delay_many([((0.0, 0.0, path), {}) for _ in range(count)])
+    subprocess.run(worker(processes, *more), check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    ran = sorted(r[2] for r in read(path))
+    if len(ran) != count:
+        raise SystemExit(f"{column}: {len(ran)} of {count} jobs ran")
+    out[column] = (count - 1) / (ran[-1] - ran[0])
 
 
 client.flushall()
@@ -83,17 +95,9 @@ started = time.perf_counter()
 noop.delay_many(calls)
 out["delay_many"] = (time.perf_counter() - started) / jobs * 1e6
 with tempfile.TemporaryDirectory() as tmp:
-    for processes in (1, 2):
-        client.flushall()
-        path = os.path.join(tmp, f"drain{processes}")
-        open(path, "w").close()
-        noop.delay_many([((0.0, 0.0, path), {}) for _ in range(jobs)])
-        subprocess.run(worker(processes), check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-        ran = sorted(r[2] for r in read(path))
-        if len(ran) != jobs:
-            raise SystemExit(f"drain {processes}: {len(ran)} of {jobs} jobs ran")
-        out[f"drain {processes}"] = (jobs - 1) / (ran[-1] - ran[0])
+    drain("drain 1", noop, jobs, 1)
+    drain("drain 2", noop, jobs, 2)
+    drain("async 2", sleepy, jobs // 5, 2, "--async-concurrency", "100")
     client.flushall()
     path = os.path.join(tmp, "pickup")
     open(path, "w").close()
