@@ -15,7 +15,8 @@ the master it starts (the "start" line), awaits the coroutine under
 ``asyncio.timeout`` (the soft timeout: the coroutine is cancelled and the
 attempt fails with :class:`~django_rqueue.exceptions.JobTimeout`), reports
 the outcome through the same steps as a sync job
-(:class:`~.attempt.AttemptSteps`: the report in a thread, then
+(:class:`~.attempt.AttemptSteps`: the ack or failure on the event loop's
+asyncio client, :func:`~.reporting.adeliver_outcome`, then
 :func:`~.reporting.aconclude`) and tells the master it ended.
 
 When every queue is empty and slots are free, the session blocks on the
@@ -38,8 +39,10 @@ receivers use the ORM as usual.
 Django database connections: async jobs reach the ORM through
 ``sync_to_async`` (Django's async ORM methods do), which runs the query in
 one shared thread; the runner calls ``close_old_connections()`` in that thread
-when a session starts and after each async job, as Django does after each
-request, so ``CONN_MAX_AGE`` is honoured and a broken connection is dropped.
+when a session starts and ends, and once for the async jobs that ended together
+before it looks for more (as Django does after each request, but one thread hop
+for a batch rather than one per job), so ``CONN_MAX_AGE`` is honoured and a
+broken connection is dropped.
 """
 
 from __future__ import annotations
@@ -126,6 +129,8 @@ class AsyncRunner:
         self._attempts: dict[str, asyncio.Future[AttemptResult]] = {}
         #: Running jobs whose attempt was cancelled at the master's request (:mod:`~.cancelling`).
         self._cancelled: set[str] = set()
+        #: An async job ended since ``close_old_connections()`` last ran (:meth:`_housekeep`).
+        self._housekeeping = False
 
     def run(self, queue: str, job: Job[Any]) -> int:
         """Run ``job`` and the async jobs that follow it until none runs; return how many ran."""
@@ -156,7 +161,8 @@ class AsyncRunner:
                 attempt.cancel()
 
     async def _session(self, queue: str, job: Job[Any]) -> None:
-        await sync_to_async(close_old_connections)()
+        self._housekeeping = True
+        await self._housekeep()
         fd = self.cancel_fd
         if fd is not None:
             asyncio.get_running_loop().add_reader(fd, self._on_cancel_requests)
@@ -165,6 +171,14 @@ class AsyncRunner:
         finally:
             if fd is not None:
                 asyncio.get_running_loop().remove_reader(fd)
+            await self._housekeep()
+
+    async def _housekeep(self) -> None:
+        """``close_old_connections()`` in the ORM's thread, once for the async jobs that
+        ended since it last ran (module docstring)."""
+        if self._housekeeping:
+            self._housekeeping = False
+            await sync_to_async(close_old_connections)()
 
     async def _serve(self, queue: str, job: Job[Any]) -> None:
         self._start(queue, job)
@@ -175,6 +189,7 @@ class AsyncRunner:
         reconnect = Reconnect()
         try:
             while True:
+                await self._housekeep()
                 if self._may_start() and not dry and time.monotonic() >= retry_at:
                     try:
                         dry = not await self._fill()
@@ -330,13 +345,13 @@ class AsyncRunner:
                     if job.id not in self._cancelled:
                         raise
                     result = failure(JobCancelled(f"job {job.id} was cancelled while it ran"))
-                await sync_to_async(close_old_connections)()
             finally:
                 self._attempts.pop(job.id, None)
                 self._cancelled.discard(job.id)
+                self._housekeeping = True
         ran = time.monotonic() - started
         result, delay = steps.settle(job_function, job, result)
-        reported = await asyncio.to_thread(steps.deliver, queue, job, result, delay)
+        reported = await steps.adeliver(queue, job, result, delay)
         self._finished += 1
         steps.finished(job, reported)
         await aconclude(job_function, job, queue, result, reported, delay, duration=ran)

@@ -29,10 +29,11 @@ is re-exported here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 
@@ -129,6 +130,59 @@ def deliver_outcome(
         result = seal(outcome.result_json or "null")
         return deliver_ack(PendingAck(queue, keys, job.id, job.token, result, job.result_ttl))
     return deliver_failure(queue, job, outcome, delay)
+
+
+async def aretry_while_unreachable(
+    job_id: str, report: Callable[[], Awaitable[AttemptOutcome]]
+) -> AttemptOutcome:
+    """:func:`retry_while_unreachable` on the event loop: the pauses are ``asyncio.sleep``."""
+    deadline = time.monotonic() + REPORT_PATIENCE
+    reconnect = Reconnect(cap=REPORT_RETRY)
+    while True:
+        try:
+            return await report()
+        except LeaseLost as exc:
+            logger.error("%s; discarding this run", exc)
+            return AttemptOutcome.DISCARDED
+        except RedisUnavailable as exc:
+            if time.monotonic() > deadline:
+                logger.error("giving up reporting %s: %s (lease will expire)", job_id, exc)
+                return AttemptOutcome.DISCARDED
+            await asyncio.sleep(reconnect.next_delay())
+
+
+async def adeliver_outcome(
+    queue: str, job: Job[Any], outcome: AttemptResult, delay: float | None
+) -> AttemptOutcome:
+    """:func:`deliver_outcome` from the event loop, on its asyncio client: the same
+    scripts, fencing and retries, without a thread hop (the sync client in a thread under
+    ``CACHE_ALIAS``, which has no asyncio client)."""
+    ref = queue_ref(queue)
+    if ref.async_client() is None:
+        return await asyncio.to_thread(deliver_outcome, queue, job, outcome, delay)
+
+    def client() -> redis.asyncio.Redis:  # the loop's, asked again on every try (as the sync)
+        return cast("redis.asyncio.Redis", ref.async_client())
+
+    if outcome.ok:
+        result = seal(outcome.result_json or "null")
+        ack = commands.ack(ref.keys, job.id, job.token, result, job.result_ttl)
+
+        async def deliver() -> AttemptOutcome:
+            await run.aexecute(client(), ack)
+            return AttemptOutcome.SUCCEEDED
+
+        return await aretry_while_unreachable(job.id, deliver)
+    retention = Retention.of(ref.config)
+    delay_ms = -1 if delay is None else int(delay * 1000)
+    fail = commands.fail(
+        ref.keys, job.id, job.token, seal(outcome.error_json(job.worker)), delay_ms, retention
+    )
+
+    async def deliver_failed() -> AttemptOutcome:
+        return AttemptOutcome((await run.aexecute(client(), fail)).outcome)
+
+    return await aretry_while_unreachable(job.id, deliver_failed)
 
 
 def _cancel_ttl(queue: str, job: Job[Any]) -> int:
