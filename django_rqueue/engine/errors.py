@@ -7,6 +7,7 @@ caller retries an outage, a failover and a reshard the same way.
 
 from __future__ import annotations
 
+import os
 import ssl
 import types
 from contextlib import AbstractContextManager
@@ -132,6 +133,11 @@ def unavailable(
                 f"({refused.verify_message}). {CERTIFICATE_HINT}"
             )
         return RedisUnavailable(f"{where} is unreachable: {exc}")
+    if isinstance(exc, AttributeError | TypeError) and wrote_to_a_closed_connection(exc):
+        return RedisUnavailable(
+            f"{where} is unreachable: the server or something on the way closed the "
+            f"connection ({type(exc).__name__}: {exc})"
+        )
     if isinstance(exc, NoPermissionError):
         return RedisPermissionDenied(
             f"{where} refused a command to the Redis user ({exc}): give the user the ACL "
@@ -146,6 +152,34 @@ def unavailable(
     if isinstance(exc, redis.ResponseError) and str(exc).startswith(DEMOTED):
         return RedisUnavailable(f"{where}: the master was demoted: {exc}")
     return None
+
+
+#: Where redis-py's asyncio client writes a command (the frame names, and its file).
+_ASYNC_WRITES = frozenset({"send_packed_command", "_send_packed_command"})
+_ASYNC_CONNECTION = os.path.join("redis", "asyncio", "connection.py")
+_ASYNCIO = os.sep + "asyncio" + os.sep
+
+
+def wrote_to_a_closed_connection(exc: BaseException) -> bool:
+    """Whether ``exc`` is what asyncio's socket transport raises when redis-py's asyncio
+    client writes to a pooled connection the peer closed while it was idle: a
+    ``TypeError`` on Python 3.12 and 3.14.0, an ``AttributeError`` on 3.13.0 to 3.13.9
+    (CPython gh-136234, fixed in 3.13.10 and 3.14.1; redis-py issue #4287). It is not a
+    ``redis.ConnectionError``, so redis-py does not retry it, but it has dropped that
+    connection: the command was not sent, and the next one opens a new connection.
+
+    Told by where it was raised (inside asyncio, under redis-py's write), not by its
+    message, which differs between Python versions.
+    """
+    frame = exc.__traceback__
+    writing, innermost = False, ""
+    while frame is not None:
+        code = frame.tb_frame.f_code
+        if code.co_name in _ASYNC_WRITES and code.co_filename.endswith(_ASYNC_CONNECTION):
+            writing = True
+        innermost = code.co_filename
+        frame = frame.tb_next
+    return writing and _ASYNCIO in innermost
 
 
 _REDIS_ERRORS = _RedisErrors()
@@ -164,8 +198,9 @@ def redis_errors(
     promoted), and the other replies of a cluster whose slot is moving
     (:data:`CLUSTER_IN_FLUX`: ``TRYAGAIN``, ``ASK``/``MOVED``, ``TTL exhausted``):
     transient, so that every caller that retries an unreachable Redis with
-    its backoff also waits out a reshard. With ``client``, the message names its
-    server (:func:`server_name`).
+    its backoff also waits out a reshard. So is asyncio's own error from a write
+    to a connection the peer reset (:func:`wrote_to_a_closed_connection`). With
+    ``client``, the message names its server (:func:`server_name`).
     """
     return _REDIS_ERRORS if client is None else _RedisErrors(client)
 
