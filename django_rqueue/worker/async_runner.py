@@ -15,8 +15,8 @@ the master it starts (the "start" line), awaits the coroutine under
 ``asyncio.timeout`` (the soft timeout: the coroutine is cancelled and the
 attempt fails with :class:`~django_rqueue.exceptions.JobTimeout`), reports
 the outcome through the same steps as a sync job
-(:class:`~.attempt.AttemptSteps`: the ack or failure on the event loop's
-asyncio client, :func:`~.reporting.adeliver_outcome`, then
+(:class:`~.attempt.AttemptSteps`: the report with the outcomes of the jobs that
+ended about the same time, :mod:`~.async_reports`, then
 :func:`~.reporting.aconclude`) and tells the master it ended.
 
 When every queue is empty and slots are free, the session blocks on the
@@ -63,6 +63,7 @@ from ..exceptions import JobCancelled, RedisUnavailable, UnknownJob
 from ..execution import AttemptResult, arun_attempt, failure
 from ..job import Job
 from . import cancelling
+from .async_reports import AsyncReports
 from .attempt import AttemptSteps
 from .hooks import WorkerHooks
 from .idle import IdleWaiter
@@ -119,6 +120,8 @@ class AsyncRunner:
         self.slots = slots
         #: What its attempts share with the sync ones: lease, delay, the end (:mod:`~.attempt`).
         self.steps = AttemptSteps(hooks, renew_leases=renew_leases)
+        #: Where its jobs' outcomes go, in batches (:mod:`~.async_reports`).
+        self.reports = AsyncReports()
         self._runner: asyncio.Runner | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         #: A sync job came up (held in :attr:`prefetched`): start no more async jobs.
@@ -351,7 +354,10 @@ class AsyncRunner:
                 self._housekeeping = True
         ran = time.monotonic() - started
         result, delay = steps.settle(job_function, job, result)
-        reported = await steps.adeliver(queue, job, result, delay)
+        if isinstance(result.exception, JobCancelled):  # rare: reported on its own
+            reported = await asyncio.to_thread(steps.deliver, queue, job, result, delay)
+        else:
+            reported = await self.reports.report(queue, job, result, delay)
         self._finished += 1
         steps.finished(job, reported)
         await aconclude(job_function, job, queue, result, reported, delay, duration=ran)

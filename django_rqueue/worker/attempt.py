@@ -36,7 +36,6 @@ three ways:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import signal
@@ -64,7 +63,6 @@ from .lease import LeaseKeeper
 from .limits import Limits
 from .prefetch import Prefetched
 from .reporting import (
-    adeliver_outcome,
     conclude,
     deliver_ack,
     deliver_cancel,
@@ -123,16 +121,6 @@ class AttemptSteps:
         if isinstance(attempt.exception, JobCancelled):
             return deliver_cancel(queue, job)
         return deliver_outcome(queue, job, attempt, delay)
-
-    @staticmethod
-    async def adeliver(
-        queue: str, job: Job[Any], attempt: AttemptResult, delay: float | None
-    ) -> AttemptOutcome:
-        """:meth:`deliver` from the event loop: an ack or a failure on its asyncio client
-        (:func:`~.reporting.adeliver_outcome`), a cancel (rare) in a thread."""
-        if isinstance(attempt.exception, JobCancelled):
-            return await asyncio.to_thread(deliver_cancel, queue, job)
-        return await adeliver_outcome(queue, job, attempt, delay)
 
     def finished(self, job: Job[Any], reported: AttemptOutcome) -> None:
         """The attempt of ``job`` is reported: tell the master (a supervised child).

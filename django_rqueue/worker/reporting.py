@@ -29,11 +29,10 @@ is re-exported here.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -44,9 +43,9 @@ from ..engine import commands, run
 from ..engine.calls import Retention
 from ..engine.connection import get_client
 from ..engine.keys import QueueKeys
-from ..engine.pipelining import PendingAck
+from ..engine.pipelining import AckStream, PendingAck
 from ..engine.queue_ref import QueueRef, queue_ref
-from ..exceptions import LeaseLost, RedisUnavailable, UnknownJob, WorkerLost
+from ..exceptions import JobCancelled, LeaseLost, RedisUnavailable, UnknownJob, WorkerLost
 from ..execution import AttemptResult, aannounce, announce, failure, next_delay
 from ..job import Job
 from .hooks import AttemptOutcome
@@ -132,57 +131,49 @@ def deliver_outcome(
     return deliver_failure(queue, job, outcome, delay)
 
 
-async def aretry_while_unreachable(
-    job_id: str, report: Callable[[], Awaitable[AttemptOutcome]]
-) -> AttemptOutcome:
-    """:func:`retry_while_unreachable` on the event loop: the pauses are ``asyncio.sleep``."""
-    deadline = time.monotonic() + REPORT_PATIENCE
-    reconnect = Reconnect(cap=REPORT_RETRY)
-    while True:
-        try:
-            return await report()
-        except LeaseLost as exc:
-            logger.error("%s; discarding this run", exc)
-            return AttemptOutcome.DISCARDED
-        except RedisUnavailable as exc:
-            if time.monotonic() > deadline:
-                logger.error("giving up reporting %s: %s (lease will expire)", job_id, exc)
-                return AttemptOutcome.DISCARDED
-            await asyncio.sleep(reconnect.next_delay())
+def deliver_batch(
+    reports: Sequence[tuple[str, Job[Any], AttemptResult, float | None]],
+) -> list[AttemptOutcome]:
+    """Report several attempts together: ``(queue, job, attempt, delay)`` each, as
+    :func:`deliver_outcome` and :func:`deliver_cancel` would, in order; their outcomes.
 
-
-async def adeliver_outcome(
-    queue: str, job: Job[Any], outcome: AttemptResult, delay: float | None
-) -> AttemptOutcome:
-    """:func:`deliver_outcome` from the event loop, on its asyncio client: the same
-    scripts, fencing and retries, without a thread hop (the sync client in a thread under
-    ``CACHE_ALIAS``, which has no asyncio client)."""
-    ref = queue_ref(queue)
-    if ref.async_client() is None:
-        return await asyncio.to_thread(deliver_outcome, queue, job, outcome, delay)
-
-    def client() -> redis.asyncio.Redis:  # the loop's, asked again on every try (as the sync)
-        return cast("redis.asyncio.Redis", ref.async_client())
-
-    if outcome.ok:
-        result = seal(outcome.result_json or "null")
-        ack = commands.ack(ref.keys, job.id, job.token, result, job.result_ttl)
-
-        async def deliver() -> AttemptOutcome:
-            await run.aexecute(client(), ack)
-            return AttemptOutcome.SUCCEEDED
-
-        return await aretry_while_unreachable(job.id, deliver)
-    retention = Retention.of(ref.config)
-    delay_ms = -1 if delay is None else int(delay * 1000)
-    fail = commands.fail(
-        ref.keys, job.id, job.token, seal(outcome.error_json(job.worker)), delay_ms, retention
-    )
-
-    async def deliver_failed() -> AttemptOutcome:
-        return AttemptOutcome((await run.aexecute(client(), fail)).outcome)
-
-    return await aretry_while_unreachable(job.id, deliver_failed)
+    The successes' acks are written together, one :class:`~.pipelining.AckStream` per
+    connection, and their replies read together (one round trip for the lot); an ack
+    whose reply is unknown is sent again on its own (:func:`deliver_ack`, idempotent
+    under its token), a stale token reads as ``discarded``. Failures and cancels are
+    reported one by one.
+    """
+    outcomes: list[AttemptOutcome] = [AttemptOutcome.DISCARDED] * len(reports)
+    streams: dict[int, AckStream] = {}
+    places: dict[PendingAck, int] = {}
+    try:
+        for index, (queue, job, attempt, delay) in enumerate(reports):
+            if isinstance(attempt.exception, JobCancelled):
+                outcomes[index] = deliver_cancel(queue, job)
+            elif not attempt.ok:
+                outcomes[index] = deliver_failure(queue, job, attempt, delay)
+            else:
+                ref = queue_ref(queue)
+                result = seal(attempt.result_json or "null")
+                ack = PendingAck(queue, ref.keys, job.id, job.token, result, job.result_ttl)
+                client = ref.client()
+                stream = streams.get(id(client))
+                if stream is None:
+                    stream = streams[id(client)] = AckStream(client)
+                stream.send(ack)
+                places[ack] = index
+        for stream in streams.values():
+            for ack, verdict in stream.collect():
+                if verdict is True:
+                    outcomes[places[ack]] = AttemptOutcome.SUCCEEDED
+                elif isinstance(verdict, LeaseLost):
+                    logger.error("%s; discarding this run", verdict)
+                else:  # the reply is unknown: sent again on its own
+                    outcomes[places[ack]] = deliver_ack(ack)
+    finally:
+        for stream in streams.values():
+            stream.close()
+    return outcomes
 
 
 def _cancel_ttl(queue: str, job: Job[Any]) -> int:

@@ -13,6 +13,7 @@ import os
 import signal
 from pathlib import Path
 
+from django_rqueue.engine.scripts import load
 from tests.jobs_app.jobs import fault_async_block, fault_async_gate, fault_async_sleep_first
 from tests.support.redis_commands import hold
 
@@ -164,3 +165,37 @@ def test_coroutines_and_their_child_ride_out_a_redis_outage(
     report = faults.wait_and_check(running + queued, timeout=20)
     assert set(report.states.values()) == {"succeeded"}
     assert report.duplicates == {}
+
+
+def test_acks_of_coroutines_whose_replies_were_lost_are_sent_again_and_each_runs_once(
+    faults: Faults, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    """Coroutines end together and their acks go out in batches; Redis applies them and
+    the replies are lost (then the connection is reset). The worker sends each ack again,
+    reads it as applied, and every job ends succeeded after one run, none discarded."""
+    worker = one_child(faults, 5, lease=30, redis_url=proxy.url())
+    faults.client.script_load(load("ack").source)  # applied, not answered NOSCRIPT
+    warm = fault_async_gate.delay(faults.ledger, "warm", str(tmp_path / "warm")).id
+    (tmp_path / "warm").touch()  # its ack leaves a connection open in the child's pool
+    faults.wait_and_check([warm], timeout=10)
+    gate = tmp_path / "gate"
+    ids = [fault_async_gate.delay(faults.ledger, f"j{i}", str(gate)).id for i in range(5)]
+    faults.wait_event("start", count=6)
+
+    proxy.set_mode("drop_replies")
+    gate.touch()
+    wait_until(
+        lambda: "succeeded" in {faults.state(job_id) for job_id in ids},
+        timeout=10,
+        message="no ack arrived",
+    )
+    wait_until(lambda: proxy.stats.dropped_down > 0, timeout=2, message="no reply was dropped")
+    assert {e["id"] for e in faults.events("acked")} == {warm}, "no ack can be known applied"
+    proxy.set_mode("pass", reset=True)
+
+    report = faults.wait_and_check(ids, timeout=30)
+    assert set(report.states.values()) == {"succeeded"}
+    assert all(report.starts[job_id] == 1 for job_id in ids) and report.duplicates == {}
+    assert {e["id"] for e in faults.events("acked")} == {warm, *ids}
+    assert "discard" not in worker.stderr()
+    assert worker.alive()
