@@ -15,7 +15,8 @@ are pre-releases):
   (:meth:`OpenTelemetryMiddleware.attempt`): its parent is the context extracted from
   the job's headers, and it links to that context too (the conventions' "SHOULD link to
   the message's creation context"; Celery's consumer span is a child, Sidekiq's a link:
-  both views work). A job enqueued without a trace context starts a trace of its own.
+  both views work). The extracted context is current while the job runs, its baggage
+  included. A job enqueued without a trace context starts a trace of its own.
 - A periodic entry's run starts a new trace (no parent, whatever is current where it is
   enqueued, as sentry-sdk starts a new trace per Celery Beat run); its ``send`` span
   links to the entry: a link carrying ``rqueue.periodic.entry`` (to the span current
@@ -44,6 +45,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
@@ -145,26 +147,30 @@ class OpenTelemetryMiddleware(JobMiddleware):
         attributes = _attributes(PROCESS, job.queue, job.id, job.name)
         attributes[JOB_ATTEMPT] = context.attempt
         attributes[JOB_MAX_ATTEMPTS] = job.max_attempts
-        with self.tracer.start_as_current_span(
-            f"{PROCESS} {job.queue}",
-            context=parent,
-            kind=SpanKind.CONSUMER,
-            attributes=attributes,
-            links=[Link(producer)] if producer.is_valid else [],
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                yield
-            except Retry as exc:
-                if context.attempt < job.max_attempts:
-                    span.set_attribute(RETRY_REASON, exc.reason or str(exc))
-                else:
+        # The extracted context is made current as a whole, so the job sees its baggage too.
+        token = otel_context.attach(parent)
+        try:
+            with self.tracer.start_as_current_span(
+                f"{PROCESS} {job.queue}",
+                kind=SpanKind.CONSUMER,
+                attributes=attributes,
+                links=[Link(producer)] if producer.is_valid else [],
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as span:
+                try:
+                    yield
+                except Retry as exc:
+                    if context.attempt < job.max_attempts:
+                        span.set_attribute(RETRY_REASON, exc.reason or str(exc))
+                    else:
+                        _failed(span, exc)
+                    raise
+                except BaseException as exc:
                     _failed(span, exc)
-                raise
-            except BaseException as exc:
-                _failed(span, exc)
-                raise
+                    raise
+        finally:
+            otel_context.detach(token)
 
 
 def _failed(span: trace.Span, exc: BaseException) -> None:

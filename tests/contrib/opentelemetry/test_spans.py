@@ -9,7 +9,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from opentelemetry import trace
+from opentelemetry import baggage, trace
+from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracer, SpanKind, StatusCode
@@ -24,14 +25,19 @@ from tests.support.inprocess import poller_thread, run_worker
 
 from .conftest import attribute
 
-#: What a job below saw of the current span: (trace id, span id, name).
-SEEN: list[tuple[int, int, str]] = []
+#: What a job below saw of the current span: (trace id, span id, name, baggage "tenant").
+SEEN: list[tuple[int, int, str, object]] = []
 
 
-def _current() -> tuple[int, int, str]:
+def _current() -> tuple[int, int, str, object]:
     span = trace.get_current_span()
     context = span.get_span_context()
-    return context.trace_id, context.span_id, getattr(span, "name", "")
+    return (
+        context.trace_id,
+        context.span_id,
+        getattr(span, "name", ""),
+        baggage.get_baggage("tenant"),
+    )
 
 
 @job(name="tests.contrib.otel.sees_span")
@@ -95,7 +101,11 @@ def test_each_attempt_is_a_process_span_child_of_and_linked_to_the_send_span(
     spans: InMemorySpanExporter,
 ) -> None:
     SEEN.clear()
-    queued = [sees_span.delay(), asees_span.delay()]
+    token = otel_context.attach(baggage.set_baggage("tenant", "t-42"))
+    try:
+        queued = [sees_span.delay(), asees_span.delay()]
+    finally:
+        otel_context.detach(token)
     run_worker(burst=True)
     sends = {attribute(s, "messaging.message.id"): s for s in by_name(spans, "send default")}
     processes = by_name(spans, "process default")
@@ -107,8 +117,9 @@ def test_each_attempt_is_a_process_span_child_of_and_linked_to_the_send_span(
         assert ids(span)[0] == ids(send)[0]
         assert span.parent is not None and span.parent.span_id == ids(send)[1]
         assert [(link.context.trace_id, link.context.span_id) for link in span.links] == [ids(send)]
-        # The span is current while the job runs, in a sync and in an async job.
-        assert seen == (*ids(span), "process default")
+        # The span is current while the job runs, in a sync and in an async job, with the
+        # baggage of the code that enqueued it.
+        assert seen == (*ids(span), "process default", "t-42")
         assert span.status.status_code is StatusCode.UNSET
     attributes = {attribute(s, "messaging.message.id"): dict(s.attributes or {}) for s in processes}
     for job_ in queued:
@@ -184,7 +195,7 @@ def test_eager_mode_traces_the_attempt_under_the_send_span(
     [process] = by_name(spans, "process default")
     assert process.parent is not None and process.parent.span_id == ids(send)[1]
     assert ids(process)[0] == ids(send)[0] == request.get_span_context().trace_id
-    assert SEEN == [(*ids(process), "process default")]
+    assert SEEN == [(*ids(process), "process default", None)]
 
 
 @pytest.mark.parametrize("traced", [True, False])
