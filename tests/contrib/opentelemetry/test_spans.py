@@ -20,7 +20,7 @@ from django_rqueue import JobContext, JobStatus, Retry, job
 from django_rqueue.contrib.opentelemetry.middleware import OpenTelemetryMiddleware
 from django_rqueue.middleware import EnqueueCall
 from django_rqueue.periodic import runtime
-from tests.jobs_app.jobs import fail_always, record
+from tests.jobs_app.jobs import fail_always, fault_async_overrun, record, sleepy_timeout
 from tests.support.inprocess import poller_thread, run_worker
 
 from .conftest import attribute
@@ -97,6 +97,17 @@ def test_delay_makes_a_send_span_under_the_callers_and_injects_it(
     assert queued.headers == {"traceparent": traceparent(send)}
 
 
+def test_delay_many_makes_one_send_span_per_job_each_in_its_own_headers(
+    spans: InMemorySpanExporter, ledger: str
+) -> None:
+    queued = record.delay_many([((ledger, str(n)), {}) for n in range(3)])
+    sends = {attribute(s, "messaging.message.id"): s for s in by_name(spans, "send default")}
+    assert set(sends) == {j.id for j in queued}
+    for job_ in queued:
+        job_.refresh()
+        assert job_.headers == {"traceparent": traceparent(sends[job_.id])}
+
+
 def test_each_attempt_is_a_process_span_child_of_and_linked_to_the_send_span(
     spans: InMemorySpanExporter,
 ) -> None:
@@ -147,6 +158,22 @@ def test_a_failed_attempt_records_the_exception_and_status_error(
     assert event.name == "exception" and event.attributes is not None
     assert event.attributes["exception.type"] == "RuntimeError"
     assert event.attributes["exception.message"] == "boom f"
+
+
+@pytest.mark.usefixtures("worker_may_close_db_connections")
+def test_a_soft_timeout_is_an_error_of_its_attempt_sync_and_async(
+    spans: InMemorySpanExporter, ledger: str
+) -> None:
+    sleepy_timeout.delay(ledger, "sync", 5)
+    fault_async_overrun.delay(ledger, "async", 5)
+    run_worker(burst=True)
+    processes = by_name(spans, "process default")
+    assert len(processes) == 2
+    for span in processes:
+        assert span.status.status_code is StatusCode.ERROR
+        assert attribute(span, "error.type") == "django_rqueue.exceptions.JobTimeout"
+        assert span.status.description is not None
+        assert span.status.description.startswith("JobTimeout: job exceeded its timeout")
 
 
 def test_an_attempt_that_fails_and_is_retried_is_an_error_too(
