@@ -10,7 +10,9 @@ are pre-releases):
   and does not time it). Its context is injected into the job's headers with the global
   propagator (``opentelemetry.propagate.inject``: W3C ``traceparent``/``tracestate``
   and ``baggage`` unless configured otherwise), as Celery's instrumentation injects it
-  into the message headers.
+  into the message headers. Tracing never makes an enqueue fail: what would take the
+  headers past :data:`~django_rqueue.headers.MAX_HEADERS_BYTES` (a large ``baggage``) is
+  left out, and logged.
 - ``process <queue>``, kind ``CONSUMER``, around each attempt
   (:meth:`OpenTelemetryMiddleware.attempt`): its parent is the context extracted from
   the job's headers, and it links to that context too (the conventions' "SHOULD link to
@@ -41,6 +43,8 @@ treats its ``Task.retry()``: the span keeps status ``UNSET`` and gets
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
@@ -52,10 +56,13 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from ...exceptions import Retry
+from ...headers import MAX_HEADERS_BYTES
 from ...middleware import EnqueueCall, JobMiddleware
 
 if TYPE_CHECKING:
     from ...context import JobContext
+
+logger = logging.getLogger(__name__)
 
 #: The instrumentation scope's name (``trace.get_tracer``'s first argument).
 SCOPE = "django_rqueue.contrib.opentelemetry"
@@ -130,7 +137,9 @@ class OpenTelemetryMiddleware(JobMiddleware):
             links=links,
         )
         try:
-            propagate.inject(call.headers, context=trace.set_span_in_context(span, parent))
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier, context=trace.set_span_in_context(span, parent))
+            call.headers.update(_within_bound(call.headers, carrier, call.name))
         finally:
             span.end()
 
@@ -171,6 +180,34 @@ class OpenTelemetryMiddleware(JobMiddleware):
                     raise
         finally:
             otel_context.detach(token)
+
+
+def _within_bound(
+    headers: dict[str, str], injected: dict[str, str], job_name: str
+) -> dict[str, str]:
+    """``injected`` without its largest entries while ``headers`` with it would exceed
+    :data:`~django_rqueue.headers.MAX_HEADERS_BYTES` (a large ``baggage``): tracing must
+    not make an enqueue fail; what is left out is logged."""
+    while injected and not _fits({**headers, **injected}):
+        name = max(injected, key=lambda n: len(injected[n]))
+        logger.warning(
+            "%s: header %r (%d characters) left out: the headers would exceed %d bytes",
+            job_name,
+            name,
+            len(injected.pop(name)),
+            MAX_HEADERS_BYTES,
+        )
+    return injected
+
+
+def _fits(headers: dict[str, str]) -> bool:
+    """Whether ``headers`` take at most :data:`MAX_HEADERS_BYTES` as JSON; no JSON is made
+    when a bound says so (a character takes at most 6 bytes, as ``\\u00XX``)."""
+    chars = sum(len(k) + len(v) + 6 for k, v in headers.items()) + 2
+    if 6 * chars <= MAX_HEADERS_BYTES:
+        return True
+    text = json.dumps(headers, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8")) <= MAX_HEADERS_BYTES
 
 
 def _failed(span: trace.Span, exc: BaseException) -> None:

@@ -250,6 +250,34 @@ def test_a_periodic_run_starts_a_new_trace_linked_to_its_entry(
     assert queued.headers == {"traceparent": traceparent(send)}
 
 
+def test_a_baggage_too_large_for_the_headers_is_left_out_not_the_enqueue(
+    spans: InMemorySpanExporter, ledger: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Within the W3C Baggage limits (4096 bytes an entry, 8192 in all, which the propagator
+    # enforces), but not with the traceparent beside it within the headers' 8 KiB.
+    large = baggage.set_baggage("b", "y" * 4090, baggage.set_baggage("a", "x" * 4090))
+    token = otel_context.attach(large)
+    try:
+        queued = record.delay(ledger, "big")
+        small = record.delay_many([((ledger, "small"), {})])[0]
+    finally:
+        otel_context.detach(token)
+    queued.refresh()
+    [send, _] = by_name(spans, "send default")
+    assert queued.headers == {"traceparent": traceparent(send)}
+    assert f"{record.name}: header 'baggage' (8185 characters) left out" in caplog.text
+    small.refresh()
+    assert set(small.headers) == {"traceparent"}
+    # A baggage that fits is carried.
+    token = otel_context.attach(baggage.set_baggage("tenant", "t-1"))
+    try:
+        fits = record.delay(ledger, "fits")
+    finally:
+        otel_context.detach(token)
+    fits.refresh()
+    assert fits.headers["baggage"] == "tenant=t-1"
+
+
 def test_without_a_recording_tracer_no_header_is_added() -> None:
     middleware = OpenTelemetryMiddleware()
     middleware.tracer = NoOpTracer()
