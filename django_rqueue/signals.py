@@ -89,6 +89,9 @@ class ProcessRole(enum.StrEnum):
     MASTER = "master"
     #: A worker child: it reserves and runs jobs.
     CHILD = "child"
+    #: The poller child: it promotes due jobs and enqueues the periodic entries' runs (so
+    #: ``RQUEUE["MIDDLEWARE"]``'s enqueue hooks run there); it runs no job.
+    POLLER = "poller"
 
 
 #: A process of ``rqueue_work`` starts. Sender: the process's worker id (the
@@ -100,17 +103,19 @@ class ProcessRole(enum.StrEnum):
 #: thread does not survive it). In the master (``role="master"``) once at startup,
 #: once Redis answered and the jobs modules were imported, before the first
 #: ``fork()``: children inherit what its receivers set up, so threads started there
-#: do not run in the children. Not sent by the poller child (it runs no job), nor
-#: by a :class:`~django_rqueue.worker.Worker` run in the calling process (a test, a
-#: script: that process was set up by whoever started it). A receiver that
-#: raises is logged; the process goes on.
+#: do not run in the children. In the poller child (``role="poller"``) once after
+#: its fork: it enqueues the runs of periodic entries. Not sent by a
+#: :class:`~django_rqueue.worker.Worker` run in the calling process, nor by
+#: ``rqueue_poller`` (a test, a script, a command: that process was set up by whoever
+#: started it). A receiver that raises is logged; the process goes on.
 worker_process_init = Signal()
 #: A process of ``rqueue_work`` is about to exit. Sender and keyword arguments as
 #: ``worker_process_init``'s (``role``, ``pid``), plus ``exitcode`` (an ``int``, 0
 #: for a clean exit). Flush exporters here. In a worker child before it exits by
 #: any path it still controls: recycled (``--max-jobs``, ``--max-memory``), stopped
 #: (SIGTERM/SIGINT to the master, ``rqueue_restart``, the end of a ``--burst``), or
-#: crashed (an exception in the worker loop). Not sent by a child the master
+#: crashed (an exception in the worker loop). In the poller child only when it
+#: crashed: at a stop the master kills it (SIGKILL). Not sent by a child the master
 #: SIGKILLs (its job overran its hard timeout, or its cancel or its lease ran out,
 #: or ``--shutdown-timeout`` ran out), nor by one killed from outside (SIGKILL, the
 #: out-of-memory killer, its master dying): nothing runs in a SIGKILLed process. In

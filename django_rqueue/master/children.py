@@ -227,10 +227,12 @@ def run_child(
     reads its master's cancel requests from ``cancel_fd``
     (:mod:`~django_rqueue.worker.cancelling`); exit status 0 when it stopped cleanly, 1 when it
     crashed. A worker child sends ``worker_process_init`` before it serves and
-    ``worker_process_shutdown`` (bounded: :mod:`~.lifecycle`) before it exits, crashed or not.
+    ``worker_process_shutdown`` (bounded: :mod:`~.lifecycle`) before it exits, crashed or not;
+    the poller child sends them too (``role="poller"``), the second one unless it is killed.
     """
     code = 1
     initialized = False
+    role = ProcessRole.POLLER if kind is ChildKind.POLLER else ProcessRole.CHILD
     try:
         os.setpgid(0, 0)
         set_pdeathsig()
@@ -241,6 +243,8 @@ def run_child(
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         reset_after_fork()
+        initialized = True
+        process_started(role, worker_id)
         if kind is ChildKind.POLLER:
             poller = Poller(settings.queues)
 
@@ -251,8 +255,6 @@ def run_child(
             poller.run()
             code = 0
         else:
-            initialized = True
-            process_started(ProcessRole.CHILD, worker_id)
             worker = Worker.supervised(
                 settings, worker_id=worker_id, hooks=PipeHooks(fd), cancel_fd=cancel_fd
             )
@@ -262,6 +264,6 @@ def run_child(
         logger.exception("worker child %d crashed", os.getpid())
     finally:
         if initialized:
-            process_exiting(ProcessRole.CHILD, worker_id, code)
+            process_exiting(role, worker_id, code)
         logging.shutdown()
         os._exit(code)

@@ -29,9 +29,9 @@ master-worker model of PHP delay queues:
 - It starts once a Redis of its queues answers (:mod:`~.startup`), and backs
   off while Redis is unreachable (:mod:`~.reachability`).
 - The process signals (:mod:`~.lifecycle`): ``worker_process_init`` in the master
-  before the first fork and in each worker child after its fork;
-  ``worker_process_shutdown`` in each child before it exits and in the master
-  once its children are gone.
+  before the first fork and in each child (worker or poller) after its fork;
+  ``worker_process_shutdown`` in each child before it exits (the poller when it
+  crashed: it is killed at a stop) and in the master once its children are gone.
 """
 
 from __future__ import annotations

@@ -77,6 +77,13 @@ def test_init_once_per_child_after_the_fork_and_shutdown_on_recycling_sigterm_an
     assert sorted(e["pid"] for e in downs) == sorted(started)
     assert {e["pid"] for e in downs if e["t"] < stopped_at} == recycled
     assert all(e["exitcode"] == 0 and e["t"] < master_down["t"] for e in downs)
+    # The poller child sends its init after its fork too (it enqueues periodic runs); it is
+    # killed at the stop, so it sends no shutdown.
+    [poller_init] = lines(processes, "poller", "init")
+    assert poller_init["ppid"] == worker.pid and poller_init["sent_pid"] == poller_init["pid"]
+    assert poller_init["pid"] not in started and poller_init["t"] > master_init["t"]
+    assert poller_init["sender"] == f"{master_init['sender']}/{poller_init['pid']}"
+    assert lines(processes, "poller", "shutdown") == []
 
 
 def test_a_hanging_shutdown_receiver_is_cut_short_and_a_raising_one_is_logged(
