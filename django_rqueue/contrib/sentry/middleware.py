@@ -12,6 +12,7 @@ while no Sentry client with the integration is active.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import weakref
 from collections.abc import Iterator
@@ -72,7 +73,7 @@ def outcome_of(context: JobContext, exc: BaseException) -> Outcome:
     """
     if isinstance(exc, Reject):
         return Outcome.REJECTED
-    if isinstance(exc, JobCancelled) or type(exc).__name__ == "CancelledError":
+    if isinstance(exc, JobCancelled | asyncio.CancelledError):
         return Outcome.CANCELLED
     job_function = registry.get(context.job.name)
     delay, _ = next_delay(job_function, context.job, AttemptResult(exception=exc))

@@ -16,8 +16,10 @@ from django_rqueue import JobStatus
 from django_rqueue.contrib.sentry import RqueueIntegration
 from django_rqueue.sensitive import MASK
 from tests.jobs_app.jobs import (
+    async_record,
     fail_always,
     fail_then_succeed,
+    fault_async_flaky,
     log_in,
     record,
     rejects,
@@ -152,6 +154,24 @@ def test_a_failure_outside_any_transaction_still_carries_the_enqueuers_trace(
     [event] = items(envelopes, "event")
     assert event["contexts"]["trace"]["trace_id"] == trace_id
     assert event["tags"]["rqueue.outcome"] == "failed"
+
+
+@pytest.mark.usefixtures("worker_may_close_db_connections")
+def test_async_jobs_running_together_each_report_in_their_own_scope(
+    sentry: Start, ledger: str
+) -> None:
+    envelopes = sentry()
+    failing = {tag: fault_async_flaky.using(max_attempts=1).delay(ledger, tag, 1) for tag in "abc"}
+    async_record.delay(ledger, "fine")
+    run_worker(burst=True, async_concurrency=4)
+    events = items(envelopes, "event")
+    assert len(events) == 3
+    for event in events:
+        [exception] = event["exception"]["values"]
+        tag = exception["value"].split()[1]  # "flaky <tag> attempt 1"
+        assert event["tags"]["rqueue.job_id"] == failing[tag].id
+        assert event["tags"]["rqueue.job"] == fault_async_flaky.name
+    assert len(items(envelopes, "transaction")) == 4
 
 
 @pytest.mark.usefixtures("eager")
