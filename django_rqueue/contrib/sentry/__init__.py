@@ -26,7 +26,7 @@ from ...middleware import install
 from .middleware import SentryMiddleware
 from .options import IDENTIFIER, ORIGIN, Options
 
-__all__ = ["RqueueIntegration", "SentryMiddleware"]
+__all__ = ["RqueueIntegration"]
 
 #: The ``dispatch_uid`` of the flush connected to ``worker_process_shutdown``.
 FLUSH_UID = "django_rqueue.contrib.sentry.flush"
