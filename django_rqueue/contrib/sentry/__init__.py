@@ -20,10 +20,11 @@ from typing import Any
 
 import sentry_sdk
 from sentry_sdk.integrations import Integration
+from sentry_sdk.scope import add_global_event_processor
 
 from ... import signals
 from ...middleware import install
-from .middleware import SentryMiddleware
+from .middleware import SentryMiddleware, drop_logged_duplicate
 from .options import IDENTIFIER, ORIGIN, Options
 
 __all__ = ["RqueueIntegration"]
@@ -78,9 +79,11 @@ class RqueueIntegration(Integration):
 
     @staticmethod
     def setup_once() -> None:
-        """Install the job middleware and the flush at ``worker_process_shutdown`` (once per
-        process, as sentry-sdk calls it)."""
+        """Install the job middleware, the flush at ``worker_process_shutdown`` and the
+        event processor that keeps the worker's log line of a reported failure from being
+        a second event (once per process, as sentry-sdk calls it)."""
         install(SentryMiddleware())
+        add_global_event_processor(drop_logged_duplicate)
         signals.worker_process_shutdown.connect(_flush, weak=False, dispatch_uid=FLUSH_UID)
 
 

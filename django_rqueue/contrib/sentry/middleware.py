@@ -45,8 +45,12 @@ SYSTEM = "rqueue"
 #: The event's ``extra`` key holding the job (as RQ's ``rq-job``).
 EXTRA = "rqueue-job"
 #: What stands for the arguments without ``send_default_pii`` (sentry-sdk's own
-#: ``FILTERED``).
+#: ``SENSITIVE_DATA_SUBSTITUTE``).
 FILTERED = "[Filtered]"
+#: The attribute set on an exception reported here: the worker's log line of the same
+#: failure (``django_rqueue.worker``, ERROR with the exception) is then no second event.
+#: (An attribute: exceptions cannot be weakly referenced.)
+REPORTED = "_rqueue_sentry_reported"
 
 
 class Outcome(StrEnum):
@@ -184,8 +188,21 @@ def _failed(context: JobContext, options: Options, exc: BaseException, span: Any
         if isinstance(exc, JobTimeout):  # one issue per job, whatever the stack (as RQ's)
             event["fingerprint"] = ["rqueue", "JobTimeout", context.job.name]
         sentry_sdk.capture_event(event, hint=hint)
+        with contextlib.suppress(AttributeError):  # a class with __slots__ and no __dict__
+            setattr(exc, REPORTED, True)
     if outcome is not Outcome.RETRYING:
         crons.close_check_in(context.job.headers, ok=False)
+
+
+def drop_logged_duplicate(event: Event, hint: Hint) -> Event | None:
+    """A global event processor: drops the event sentry-sdk's logging integration makes of a
+    log record whose exception was reported here already (the worker logs each final
+    failure at ERROR with its exception; sentry-sdk's own deduplication misses it when the
+    attempt ran in another context, an ``async def`` job's task)."""
+    exc_info = hint.get("exc_info") if "log_record" in hint else None
+    if exc_info and getattr(exc_info[1], REPORTED, False) is True:
+        return None
+    return event
 
 
 def _event_processor(job_ref: weakref.ref[Job[Any]], attempt: int) -> EventProcessor:

@@ -63,14 +63,15 @@ class RecordingTransport(Transport):
         self._write({"pid": os.getpid(), "flushed": True})
 
 
-def init(folder: str = "", **integration: Any) -> None:
+def init(folder: str = "", *, defaults: bool = False, **integration: Any) -> None:
     """``sentry_sdk.init()`` with :class:`RecordingTransport`, every transaction sampled,
-    and ``RqueueIntegration(**integration)``."""
+    and ``RqueueIntegration(**integration)``; sentry-sdk's default integrations (logging,
+    dedupe, ...) with ``defaults``."""
     sentry_sdk.init(
         dsn=DSN,
         transport=RecordingTransport(folder=folder),
         traces_sample_rate=1.0,
-        default_integrations=False,
+        default_integrations=defaults,
         auto_enabling_integrations=False,  # no patching of Django in the test process
         integrations=[RqueueIntegration(**integration)],
     )

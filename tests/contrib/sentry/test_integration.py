@@ -14,6 +14,7 @@ from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import JobStatus
 from django_rqueue.contrib.sentry import RqueueIntegration
+from django_rqueue.job import Job
 from django_rqueue.sensitive import MASK
 from tests.jobs_app.jobs import (
     async_record,
@@ -141,6 +142,7 @@ def test_the_attempt_continues_the_trace_of_the_enqueue(
     assert process["trace_id"] == trace_id and process["parent_span_id"] == publish_span
     assert process["data"]["messaging.system"] == "rqueue"
     assert process["data"]["messaging.message.retry.count"] == 0
+    assert 0 <= process["data"]["messaging.message.receive.latency"] < 30_000  # ms
 
 
 @pytest.mark.usefixtures("worker_may_close_db_connections")
@@ -172,6 +174,19 @@ def test_async_jobs_running_together_each_report_in_their_own_scope(
         assert event["tags"]["rqueue.job_id"] == failing[tag].id
         assert event["tags"]["rqueue.job"] == fault_async_flaky.name
     assert len(items(envelopes, "transaction")) == 4
+
+
+@pytest.mark.usefixtures("worker_may_close_db_connections")
+def test_the_workers_error_line_is_no_second_event(sentry: Start, ledger: str) -> None:
+    envelopes = sentry(defaults=True)  # with sentry-sdk's logging integration
+    jobs: list[Job[Any]] = [
+        fail_always.using(max_attempts=1).delay(ledger, "sync"),
+        fault_async_flaky.using(max_attempts=1).delay(ledger, "async", 1),
+    ]
+    run_worker(burst=True)
+    events = items(envelopes, "event")
+    assert sorted(e["tags"]["rqueue.job_id"] for e in events) == sorted(j.id for j in jobs)
+    assert all(e.get("logger") is None for e in events), events
 
 
 @pytest.mark.usefixtures("eager")
