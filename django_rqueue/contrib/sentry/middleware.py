@@ -31,6 +31,7 @@ from ...conf import get_config
 from ...exceptions import JobCancelled, JobTimeout, Reject, Retry
 from ...execution import AttemptResult, next_delay
 from ...middleware import EnqueueCall, JobMiddleware
+from ...sensitive import scrub
 from . import crons
 from .options import ORIGIN, Options, current
 
@@ -185,6 +186,9 @@ def _failed(context: JobContext, options: Options, exc: BaseException, span: Any
             exc, client_options=client.options, mechanism={"type": "rqueue", "handled": False}
         )
         event["level"] = "error" if outcome is Outcome.FAILED else "warning"
+        hidden = _sensitive_values(context.job)
+        if hidden and "exception" in event:
+            event["exception"] = _scrubbed(event["exception"], hidden)
         if isinstance(exc, JobTimeout):  # one issue per job, whatever the stack (as RQ's)
             event["fingerprint"] = ["rqueue", "JobTimeout", context.job.name]
         sentry_sdk.capture_event(event, hint=hint)
@@ -231,6 +235,26 @@ def _event_processor(job_ref: weakref.ref[Job[Any]], attempt: int) -> EventProce
         return event
 
     return processor
+
+
+def _sensitive_values(job: Job[Any]) -> list[str]:
+    """The texts of ``job``'s ``@job(sensitive=...)`` arguments (``[]``: none)."""
+    job_function = registry.get(job.name)
+    sensitive = job_function.sensitive if job_function is not None else None
+    return [] if sensitive is None else sensitive.values(job.args, job.kwargs)
+
+
+def _scrubbed(value: Any, hidden: list[str]) -> Any:
+    """``value`` (an event's ``exception`` part: messages, frames and their local
+    variables, as text) with each of ``hidden`` masked in every string, as the worker
+    masks the stored error (:func:`~django_rqueue.sensitive.scrub`)."""
+    if isinstance(value, str):
+        return scrub(value, hidden)
+    if isinstance(value, dict):
+        return {key: _scrubbed(item, hidden) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item, hidden) for item in value]
+    return value
 
 
 def _shown_arguments(job: Job[Any]) -> tuple[list[Any], dict[str, Any]]:

@@ -5,6 +5,7 @@ while no client has the integration, and the options checked."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -120,6 +121,10 @@ def test_arguments_are_sent_with_send_default_pii_sensitive_ones_hidden(
     [event] = items(envelopes, "event")
     assert event["extra"]["rqueue-job"]["args"] == [ledger, "ann"]
     assert event["extra"]["rqueue-job"]["kwargs"] == {"password": MASK}
+    # Nor in the message ("wrong password 'hunter22' for ann"), nor anywhere else.
+    [exception] = event["exception"]["values"]
+    assert exception["value"] == f"wrong password '{MASK}' for ann"
+    assert "hunter22" not in json.dumps(event)
 
 
 @pytest.mark.usefixtures("worker_may_close_db_connections")
