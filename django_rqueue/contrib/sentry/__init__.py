@@ -15,7 +15,7 @@ client at ``worker_process_shutdown``. How to use it: the "Sentry" how-to.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import sentry_sdk
@@ -67,7 +67,7 @@ class RqueueIntegration(Integration):
         *,
         report_retries: bool = False,
         monitor_periodic: bool = False,
-        exclude_periodic: Sequence[str] = (),
+        exclude_periodic: Iterable[str] = (),
         monitor_config: bool = True,
     ) -> None:
         self.options = Options.of(

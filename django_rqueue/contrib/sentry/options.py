@@ -7,7 +7,7 @@ middleware reads them without importing the integration (which installs it).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sentry_sdk
@@ -35,7 +35,7 @@ class Options:
         *,
         report_retries: bool,
         monitor_periodic: bool,
-        exclude_periodic: Sequence[str],
+        exclude_periodic: Iterable[str],
         monitor_config: bool,
     ) -> Options:
         """Check and build the options.
@@ -53,15 +53,14 @@ class Options:
         for name, value in flags.items():
             if not isinstance(value, bool):
                 raise TypeError(f"RqueueIntegration({name}=...) must be a bool, not {value!r}")
-        if isinstance(exclude_periodic, str) or not all(
-            isinstance(pattern, str) for pattern in exclude_periodic
-        ):
+        given = _texts(exclude_periodic)
+        if given is None:
             raise TypeError(
                 "RqueueIntegration(exclude_periodic=...) must be a list of regular "
                 f"expressions (str), not {exclude_periodic!r}"
             )
         patterns: list[re.Pattern[str]] = []
-        for pattern in exclude_periodic:
+        for pattern in given:
             try:
                 patterns.append(re.compile(pattern))
             except re.error as exc:
@@ -74,6 +73,15 @@ class Options:
     def monitors(self, entry: str) -> bool:
         """Whether the runs of periodic entry ``entry`` report check-ins."""
         return self.monitor_periodic and not any(p.fullmatch(entry) for p in self.exclude_periodic)
+
+
+def _texts(value: object) -> tuple[str, ...] | None:
+    """``value`` as a tuple of ``str`` (any iterable of them but a ``str``); ``None`` if
+    it is not one."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        return None
+    items = tuple(value)
+    return items if all(isinstance(item, str) for item in items) else None
 
 
 def current() -> Options | None:

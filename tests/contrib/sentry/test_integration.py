@@ -207,6 +207,8 @@ def test_nothing_is_done_while_no_client_has_the_integration(sentry: Start, ledg
     [
         ({"report_retries": 1}, TypeError, "report_retries=...\\) must be a bool"),
         ({"exclude_periodic": "nightly"}, TypeError, "must be a list of regular expressions"),
+        ({"exclude_periodic": 3}, TypeError, "must be a list of regular expressions"),
+        ({"exclude_periodic": ["a", 1]}, TypeError, "must be a list of regular expressions"),
         ({"exclude_periodic": ["ok", "("]}, ValueError, "'\\(' is not a regular expression"),
     ],
 )
@@ -215,3 +217,9 @@ def test_the_options_are_checked(
 ) -> None:
     with pytest.raises(error, match=match):
         RqueueIntegration(**options)
+
+
+def test_exclude_periodic_takes_any_iterable_of_patterns() -> None:
+    options = RqueueIntegration(monitor_periodic=True, exclude_periodic=iter(["night.*"])).options
+    assert not options.monitors("nightly") and options.monitors("ping")
+    assert options.monitors("a-nightly")  # the whole name must match
