@@ -26,6 +26,10 @@ attempt then still counts as failed.
 
 Order, as Django's ``MIDDLEWARE``: enqueue hooks run in list order; the attempt context
 managers nest with the first of the list outermost (entered first, exited last).
+
+A library's integration may also :func:`install` an instance from code (the Sentry
+integration does, from ``sentry_sdk.init()``): installed instances run ahead of
+``RQUEUE["MIDDLEWARE"]``'s, outermost, as Dramatiq's Sentry middleware goes first.
 With no middleware configured, enqueues and attempts do no extra work (one empty-tuple
 check each).
 """
@@ -42,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.checks import CheckMessage, Error
 from django.utils.module_loading import import_string
 
-from .conf import get_config
+from .conf import _reset, get_config
 from .headers import encode
 
 if TYPE_CHECKING:
@@ -105,25 +109,57 @@ class Chain:
 #: No middleware.
 EMPTY = Chain()
 
+#: The instances :func:`install` added in this process, in order.
+_installed: tuple[object, ...] = ()
+
+
+def install(instance: object) -> None:
+    """Run ``instance``'s hooks in this process, for every job, ahead of (outside)
+    ``RQUEUE["MIDDLEWARE"]``'s: for an integration set up from code rather than from
+    settings (:class:`~django_rqueue.contrib.sentry.RqueueIntegration` installs itself
+    from ``sentry_sdk.init()``). Installing an instance of a class already installed
+    does nothing. Install before the worker forks (children inherit it).
+
+    Raises:
+        TypeError: ``instance`` is a class, or defines neither ``enqueue`` nor ``attempt``.
+    """
+    global _installed
+    if isinstance(instance, type) or not any(
+        callable(getattr(instance, hook, None)) for hook in HOOKS
+    ):
+        raise TypeError(
+            f"middleware.install() needs an instance defining enqueue(call) or "
+            f"attempt(context), not {instance!r}"
+        )
+    if any(type(present) is type(instance) for present in _installed):
+        return
+    _installed = (*_installed, instance)
+    load.cache_clear()
+    _reset(setting="RQUEUE")  # a new Config: the enqueue plans cached on the old are dropped
+
 
 def chain() -> Chain:
-    """The hooks of ``RQUEUE["MIDDLEWARE"]`` (read now; the instances are built once per
-    process and per value of the setting).
+    """The hooks of the installed middleware and of ``RQUEUE["MIDDLEWARE"]`` (read now; the
+    instances are built once per process and per value of the setting).
 
     Raises:
         ImportError: a path does not import (``manage.py check`` reports it, E141).
     """
-    paths = get_config().middleware
-    return load(paths) if paths else EMPTY
+    return chain_of(get_config().middleware)
+
+
+def chain_of(paths: tuple[str, ...]) -> Chain:
+    """The hooks of the installed middleware, then of the classes at ``paths``."""
+    return load(paths) if paths or _installed else EMPTY
 
 
 @functools.cache
 def load(paths: tuple[str, ...]) -> Chain:
-    """Import the classes at ``paths``, build one instance of each, collect their hooks."""
+    """Import the classes at ``paths``, build one instance of each, collect their hooks,
+    after those of the instances given to :func:`install`."""
     enqueue: list[Callable[[EnqueueCall], None]] = []
     attempt: list[Callable[[JobContext], AbstractContextManager[object]]] = []
-    for path in paths:
-        instance = import_string(path)()
+    for instance in (*_installed, *(import_string(path)() for path in paths)):
         hook = getattr(instance, "enqueue", None)
         if hook is not None and getattr(type(instance), "enqueue", None) is not (
             JobMiddleware.enqueue

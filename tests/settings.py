@@ -111,6 +111,13 @@ if os.environ.get("RQUEUE_TEST_ENCRYPTION_KEYS"):
 if os.environ.get("RQUEUE_TEST_MIDDLEWARE"):
     RQUEUE["MIDDLEWARE"] = json.loads(os.environ["RQUEUE_TEST_MIDDLEWARE"])
 
+# Sentry integration tests (tests/contrib/sentry/) have their worker subprocesses initialise
+# sentry-sdk with a transport that writes envelopes to files in this folder.
+if os.environ.get("RQUEUE_TEST_SENTRY_DIR"):
+    from tests.contrib.sentry.recording import init_from_env
+
+    init_from_env()
+
 # django.tasks: the tasks of tests/jobs_app/tasks.py run as rqueue jobs. "default"
 # may use every RQUEUE queue; "emails_only" only the "emails" queue; "immediate" is
 # Django's, for a task a worker must refuse to run.

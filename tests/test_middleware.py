@@ -16,8 +16,9 @@ import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
 from django_rqueue import JobStatus, get_job
+from django_rqueue import middleware as middleware_module
 from django_rqueue.checks import check_middleware
-from django_rqueue.conf import problems
+from django_rqueue.conf import _reset, problems
 from django_rqueue.engine.fields import JobFields
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.headers import MAX_HEADERS_BYTES, InvalidHeaders
@@ -219,6 +220,49 @@ def test_eager_jobs_carry_them_and_run_inside_the_wraps(
         ("exit", "2"),
         ("exit", "1"),
     ]
+
+
+# -- installed from code ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def installing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``middleware.install()`` allowed; what it installed is gone after the test."""
+    monkeypatch.setattr(middleware_module, "_installed", ())
+    yield
+    monkeypatch.undo()
+    middleware_module.load.cache_clear()
+    _reset(setting="RQUEUE")
+
+
+@pytest.mark.usefixtures("installing", "worker_may_close_db_connections")
+def test_an_installed_instance_runs_ahead_of_the_configured_ones(
+    settings: SettingsFixture, rqueue_redis: redis.Redis, ledger: str
+) -> None:
+    settings.RQUEUE = {**settings.RQUEUE, "MIDDLEWARE": [FIRST]}
+    mw.EVENTS.clear()
+    record.delay(ledger, "planned before the install")  # a cached plan is not kept
+    middleware_module.install(mw.Second())
+    middleware_module.install(mw.Second())  # once per class
+    job = report_headers.delay(ledger, "a")
+    assert stored(rqueue_redis, job.id) == {
+        "order": "21",
+        "seen-1": f"{report_headers.name}@default",
+        "seen-2": f"{report_headers.name}@default",
+    }
+    mw.EVENTS.clear()
+    run_worker(burst=True)
+    runs = {e["tag"]: e for e in read_ledger(ledger) if "open" in e}
+    assert runs["a"]["open"] == ["2", "1"]
+    assert [e[:2] for e in mw.EVENTS if e[1] == "2"] == [("enter", "2"), ("exit", "2")] * 2
+
+
+@pytest.mark.usefixtures("installing")
+@pytest.mark.parametrize("target", [mw.First, mw.NoHooks(), object()])
+def test_install_refuses_a_class_or_an_instance_without_hooks(target: object) -> None:
+    with pytest.raises(TypeError, match="needs an instance defining"):
+        middleware_module.install(target)
+    assert middleware_module.chain() is middleware_module.EMPTY
 
 
 # -- validation ----------------------------------------------------------------------------

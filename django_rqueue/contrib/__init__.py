@@ -1,1 +1,2 @@
-"""Optional apps built on django-rqueue; each is enabled by adding it to ``INSTALLED_APPS``."""
+"""Optional parts built on django-rqueue: apps enabled by adding them to ``INSTALLED_APPS``
+(webhooks), integrations of other libraries (Sentry)."""

@@ -30,7 +30,7 @@ from ..engine.calls import NewJob, ScriptCall
 from ..engine.fields import RECORD_DEFAULTS, JobFields
 from ..engine.keys import QueueKeys, new_job_id
 from ..job import Job, JobStatus
-from ..middleware import EnqueueCall, enqueue_headers, load
+from ..middleware import EnqueueCall, chain_of, enqueue_headers
 from ..options import JobOptions
 from ..serialization import MAX_JSON_BYTES, encode_arguments
 
@@ -168,7 +168,7 @@ class Plan:
             batch_shared=shared.batch(),
             max_payload=config.max_payload_bytes or MAX_JSON_BYTES,
             job_id=None if o.job_id is None else f"{queue}:{o.job_id}",
-            enqueue_hooks=load(config.middleware).enqueue if config.middleware else (),
+            enqueue_hooks=chain_of(config.middleware).enqueue,
         )
 
     def submission(

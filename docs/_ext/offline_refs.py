@@ -34,6 +34,7 @@ EXTERNAL = frozenset(
         "httpcore",
         "httpx",
         "prometheus_client",
+        "sentry_sdk",
     }
 )
 
