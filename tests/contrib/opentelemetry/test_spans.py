@@ -25,6 +25,9 @@ from tests.support.inprocess import poller_thread, run_worker
 
 from .conftest import attribute
 
+#: The in-process worker closes old database connections around each job, as real ones do.
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
+
 #: What a job below saw of the current span: (trace id, span id, name, baggage "tenant").
 SEEN: list[tuple[int, int, str, object]] = []
 

@@ -18,6 +18,9 @@ from tests.support.inprocess import poller_thread, run_worker
 from .conftest import Start
 from .recording import items
 
+#: The in-process worker closes old database connections around each job, as real ones do.
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
+
 
 @pytest.mark.parametrize(
     ("name", "slug"),

@@ -33,6 +33,9 @@ from tests.support.inprocess import run_worker
 from .conftest import Start
 from .recording import items
 
+#: The in-process worker closes old database connections around each job, as real ones do.
+pytestmark = pytest.mark.usefixtures("worker_may_close_db_connections")
+
 
 @pytest.fixture
 def eager(settings: SettingsFixture) -> None:
