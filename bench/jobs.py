@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 from django_rqueue import job
+from django_rqueue.signals import worker_process_init
 
 from .record import record
 from .systems import ASYNC_SLEEP
@@ -33,3 +35,9 @@ def member(sent: float, out: str) -> int:
 def body(results: list[int], sent: float, out: str) -> None:
     """A chord's body: records its run with ``due = -1`` (bench/workflows.py's ``BODY``)."""
     record(sent, -1.0, out)
+
+
+if os.environ.get("BENCH_LAYER") == "otel":  # bench/regression.py's layer (bench/tracing.py)
+    from .tracing import on_process_init
+
+    worker_process_init.connect(on_process_init, dispatch_uid="bench-otel")

@@ -13,8 +13,8 @@ hits every column alike. A process measures, against the emptied server:
 - ``drain 1`` / ``drain 2``: ``--jobs`` queued jobs drained by ``rqueue_work --burst``
   with 1 and 2 worker processes, jobs/s from the jobs' own timestamps
   (bench/record.py: first to last run, so the worker's start-up is left out);
-- ``async 2``: ``--jobs`` / 5 async jobs, each awaiting 0.1 s, drained by 2 worker
-  processes running 100 at once each (the bound: 2 000 jobs/s), jobs/s as the drains;
+- ``async 2``: 2 000 async jobs, each awaiting 0.1 s, drained by 2 worker processes
+  running 100 at once each, jobs/s as the drains (as bench/README.md's async I/O drain);
 - ``pickup``: 200 jobs enqueued one every 10 ms while a worker waits; the median of
   enqueue-to-run in ms.
 
@@ -22,7 +22,8 @@ Layers (this checkout only, set through bench/settings.py's environment):
 ``none``; ``middleware``: ``RQUEUE["MIDDLEWARE"]`` with bench/middleware_cost.py's
 :class:`~bench.middleware_cost.Noop` (the hooks' machinery alone); ``otel``: the
 OpenTelemetry middleware with the SDK's tracer provider and a batch processor
-into an in-memory exporter, in the enqueuing process and in every worker child.
+into an in-memory exporter, in the enqueuing process and in every worker process
+(bench/tracing.py).
 Prints, per column, every side's median and the median of the per-round ratios to
 the other commit (ranges in brackets). Needs the repository's ``.venv`` and
 redis-server; 2 cores: run nothing else meanwhile.
@@ -51,6 +52,9 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
 import django
 django.setup()
 from bench.jobs import noop, sleepy
+if os.environ.get("BENCH_LAYER") == "otel":
+    from bench.tracing import set_up
+    set_up()
 from django_rqueue.engine.connection import get_client
 
 jobs = int(sys.argv[1])
@@ -97,7 +101,7 @@ out["delay_many"] = (time.perf_counter() - started) / jobs * 1e6
 with tempfile.TemporaryDirectory() as tmp:
     drain("drain 1", noop, jobs, 1)
     drain("drain 2", noop, jobs, 2)
-    drain("async 2", sleepy, jobs // 5, 2, "--async-concurrency", "100")
+    drain("async 2", sleepy, 2000, 2, "--async-concurrency", "100")
     client.flushall()
     path = os.path.join(tmp, "pickup")
     open(path, "w").close()

@@ -38,3 +38,5 @@ LOGGING: dict[str, Any] = {
 # bench/regression.py's layers: what this process (and its worker children) runs with.
 if os.environ.get("BENCH_LAYER", "none") == "middleware":
     RQUEUE["MIDDLEWARE"] = ["bench.middleware_cost.Noop"]
+elif os.environ.get("BENCH_LAYER", "none") == "otel":
+    RQUEUE["MIDDLEWARE"] = ["django_rqueue.contrib.opentelemetry.OpenTelemetryMiddleware"]
