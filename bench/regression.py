@@ -33,17 +33,11 @@ redis-server; 2 cores: run nothing else meanwhile.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-GIT = shutil.which("git") or "/usr/bin/git"
 COLUMNS = ("delay", "delay_many", "drain 1", "drain 2", "async 2", "pickup")
 
 #: What one side runs (``python -c``), with PYTHONPATH and cwd at its checkout.
@@ -144,20 +138,19 @@ def main() -> int:
     parser.add_argument("--against", required=True, help="the commit to compare with")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=20000)
-    parser.add_argument("--layers", default="none", help="comma-separated: none, middleware, otel")
+    parser.add_argument(
+        "--layers",
+        default="none",
+        help="comma-separated: none, middleware, otel",
+    )
     args = parser.parse_args()
     layers = [layer for layer in args.layers.split(",") if layer]
     sys.path.insert(0, str(REPO))
+    from bench.checkouts import measure, other_checkout
     from tests.support.redis_server import RedisServer
 
-    python = str(REPO / ".venv" / "bin" / "python")
     sides = [(f"this, {layer}", REPO, layer) for layer in layers]
-    with tempfile.TemporaryDirectory(prefix="rqueue-regression-") as tmp:
-        other = Path(tmp) / "other"
-        subprocess.run(
-            [GIT, "-C", str(REPO), "worktree", "add", "-q", "--detach", str(other), args.against],
-            check=True,
-        )
+    with other_checkout(args.against) as other:
         sides.append((f"{args.against}, none", other, "none"))
         server = RedisServer().start()
         results: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in sides}
@@ -167,26 +160,12 @@ def main() -> int:
                 # host (an A/A run showed it), so the order flips every round.
                 for name, path, layer in sides if round_ % 2 == 0 else sides[::-1]:
                     env = {
-                        **os.environ,
                         "BENCH_REDIS_URL": server.url,
-                        "PYTHONPATH": str(path),
                         "BENCH_LAYER": layer,
                     }
-                    done = subprocess.run(
-                        [python, "-c", MEASURE, str(args.jobs)],
-                        env=env,
-                        cwd=path,
-                        capture_output=True,
-                        text=True,
-                        check=False,
-                    )
-                    if done.returncode:
-                        sys.stderr.write(done.stderr)
-                        raise SystemExit(f"{name}: exit {done.returncode}")
-                    results[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                    results[name].append(measure(name, path, MEASURE, [str(args.jobs)], env))
         finally:
             server.close()
-            subprocess.run([GIT, "-C", str(REPO), "worktree", "remove", "--force", str(other)])
     base = sides[-1][0]
     print(
         f"{args.rounds} rounds, {args.jobs} jobs per drain; medians, then the median ratio "

@@ -14,17 +14,11 @@ shared by both sides. Needs only the repository's own venv (``.venv``) and redis
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-GIT = shutil.which("git") or "/usr/bin/git"
 PHASES = ("enqueue", "reserve", "ack")
 
 #: What one side runs (``python -c``), with PYTHONPATH at its checkout.
@@ -76,33 +70,19 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=3000)
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    from bench.checkouts import measure, other_checkout
     from tests.support.redis_server import RedisServer
 
-    python = str(REPO / ".venv" / "bin" / "python")
-    with tempfile.TemporaryDirectory(prefix="rqueue-cost-") as tmp:
-        other = Path(tmp) / "other"
-        subprocess.run(
-            [GIT, "-C", str(REPO), "worktree", "add", "-q", "--detach", str(other), args.against],
-            check=True,
-        )
+    with other_checkout(args.against) as other:
         server = RedisServer().start()
         results: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
         try:
             for _ in range(args.rounds):
                 for side, path in (("this", REPO), ("other", other)):
-                    env = {**os.environ, "BENCH_REDIS_URL": server.url, "PYTHONPATH": str(path)}
-                    done = subprocess.run(
-                        [python, "-c", MEASURE, str(args.jobs)],
-                        env=env,
-                        cwd=path,
-                        capture_output=True,
-                        text=True,
-                        check=True,
-                    )
-                    results[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                    env = {"BENCH_REDIS_URL": server.url}
+                    results[side].append(measure(side, path, MEASURE, [str(args.jobs)], env))
         finally:
             server.close()
-            subprocess.run([GIT, "-C", str(REPO), "worktree", "remove", "--force", str(other)])
     print(
         f"Redis CPU per job (evalsha µs), {args.rounds} rounds of {args.jobs} jobs, "
         f"this checkout against {args.against}:"
