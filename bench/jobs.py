@@ -17,6 +17,12 @@ def noop(sent: float, due: float, out: str) -> None:
     record(sent, due, out)
 
 
+@job(name="bench.noop_sensitive", sensitive=("out",))
+def noop_sensitive(sent: float, due: float, out: str) -> None:
+    """:func:`noop` with an argument hidden from people (bench/regression.py's layer)."""
+    record(sent, due, out)
+
+
 @job(name="bench.sleepy")
 async def sleepy(sent: float, due: float, out: str) -> None:
     """The async I/O drain's job: wait on I/O for ``ASYNC_SLEEP`` s, then record."""

@@ -24,7 +24,9 @@ Layers (this checkout only, set through bench/settings.py's environment):
 :class:`~bench.middleware_cost.Noop` (the hooks' machinery alone); ``otel``: the
 OpenTelemetry middleware with the SDK's tracer provider and a batch processor
 into an in-memory exporter, in the enqueuing process and in every worker process
-(bench/tracing.py).
+(bench/tracing.py); ``encryption``: ``RQUEUE["ENCRYPTION_KEYS"]`` with one key made
+for the run (arguments, results and errors encrypted at rest); ``sensitive``: the
+synchronous columns run ``noop_sensitive``, the same job with ``@job(sensitive=("out",))``.
 Prints, per column, every side's median and the median of the per-round ratios to
 the other commit (ranges in brackets). Needs the repository's ``.venv`` and
 redis-server; 2 cores: run nothing else meanwhile.
@@ -33,6 +35,8 @@ redis-server; 2 cores: run nothing else meanwhile.
 from __future__ import annotations
 
 import argparse
+import base64
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -50,6 +54,8 @@ from bench.jobs import noop, sleepy
 if os.environ.get("BENCH_LAYER") == "otel":
     from bench.tracing import set_up
     set_up()
+if os.environ.get("BENCH_LAYER") == "sensitive":
+    from bench.jobs import noop_sensitive as noop
 from django_rqueue.engine.connection import get_client
 
 jobs = int(sys.argv[1])
@@ -141,7 +147,7 @@ def main() -> int:
     parser.add_argument(
         "--layers",
         default="none",
-        help="comma-separated: none, middleware, otel",
+        help="comma-separated: none, middleware, otel, encryption, sensitive",
     )
     args = parser.parse_args()
     layers = [layer for layer in args.layers.split(",") if layer]
@@ -149,6 +155,7 @@ def main() -> int:
     from bench.checkouts import measure, other_checkout
     from tests.support.redis_server import RedisServer
 
+    key = base64.urlsafe_b64encode(os.urandom(32)).decode()  # a Fernet key for this run only
     sides = [(f"this, {layer}", REPO, layer) for layer in layers]
     with other_checkout(args.against) as other:
         sides.append((f"{args.against}, none", other, "none"))
@@ -162,6 +169,7 @@ def main() -> int:
                     env = {
                         "BENCH_REDIS_URL": server.url,
                         "BENCH_LAYER": layer,
+                        "BENCH_ENCRYPTION_KEY": key,
                     }
                     results[name].append(measure(name, path, MEASURE, [str(args.jobs)], env))
         finally:

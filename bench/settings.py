@@ -38,5 +38,7 @@ LOGGING: dict[str, Any] = {
 # bench/regression.py's layers: what this process (and its worker children) runs with.
 if os.environ.get("BENCH_LAYER", "none") == "middleware":
     RQUEUE["MIDDLEWARE"] = ["bench.middleware_cost.Noop"]
+elif os.environ.get("BENCH_LAYER", "none") == "encryption":
+    RQUEUE["ENCRYPTION_KEYS"] = [os.environ["BENCH_ENCRYPTION_KEY"]]  # made for one run
 elif os.environ.get("BENCH_LAYER", "none") == "otel":
     RQUEUE["MIDDLEWARE"] = ["django_rqueue.contrib.opentelemetry.OpenTelemetryMiddleware"]
