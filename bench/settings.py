@@ -35,6 +35,12 @@ LOGGING: dict[str, Any] = {
     "loggers": {"django_rqueue": {"level": "INFO"}},
 }
 
+# bench/cluster_spread.py: its queues, and a Redis Cluster behind BENCH_REDIS_URL.
+for _queue in filter(None, os.environ.get("BENCH_QUEUES", "").split(",")):
+    RQUEUE["QUEUES"][_queue] = {}
+if os.environ.get("BENCH_REDIS_CLUSTER"):
+    RQUEUE["REDIS_CLUSTER"] = True
+
 # bench/regression.py's layers: what this process (and its worker children) runs with.
 if os.environ.get("BENCH_LAYER", "none") == "middleware":
     RQUEUE["MIDDLEWARE"] = ["bench.middleware_cost.Noop"]
