@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from .. import signals
 from ..engine import commands, run
@@ -303,8 +304,13 @@ class Reserver:
             redis.ResponseError: a :data:`TRANSIENT` error reply (a cluster moving slots).
         """
         failed: RedisUnavailable | None = None
-        for n, queue in enumerate(self.order.order()):
+        order = self.order.order()
+        #: After an empty first queue: the others that may hold queued jobs (None: all).
+        maybe: set[str] | None = None
+        for n, queue in enumerate(order):
             if not self.usable(queue):  # limited, or down: wait for its slot or retry time
+                continue
+            if maybe is not None and queue not in maybe:
                 continue
             server = location_of(queue)
             count = 1
@@ -325,8 +331,32 @@ class Reserver:
                 continue
             self.recovered(queue, server)
             yield queue, reserved, reserved_at
+            if n == 0 and not reserved.jobs and len(order) > 2:
+                maybe = self.holding(order[1:])
         if failed is not None and self.all_down():
             raise failed  # every server is down: the caller backs off
+
+    def holding(self, queues: Sequence[str]) -> set[str]:
+        """Which of ``queues`` hold queued jobs now: one pipelined ``EXISTS`` of each
+        queue's ``prios`` key (present exactly while it has queued jobs) per server,
+        instead of a reserve call per empty queue. Every queue of a server that could not
+        be read counts as holding jobs (its reserve says)."""
+        by_client: dict[int, tuple[redis.Redis, list[str]]] = {}
+        for queue in queues:
+            client = queue_ref(queue).client()
+            by_client.setdefault(id(client), (client, []))[1].append(queue)
+        holding: set[str] = set()
+        for client, names in by_client.values():
+            try:
+                pipe = client.pipeline(transaction=False)
+                for queue in names:
+                    pipe.exists(queue_ref(queue).keys.prios)
+                found = pipe.execute()
+            except (redis.RedisError, RedisClusterException):
+                holding.update(names)
+                continue
+            holding.update(q for q, present in zip(names, found, strict=True) if present)
+        return holding
 
     # -- idle --------------------------------------------------------------
 
