@@ -14,6 +14,9 @@ measures, against the emptied server:
 - ``drain 1`` / ``drain 2``: ``--jobs`` queued jobs drained by ``rqueue_work --burst``
   with 1 and 2 worker processes, jobs/s from the jobs' own timestamps
   (bench/record.py: first to last run, so the worker's start-up is left out);
+- ``members 1``: a chord of ``--jobs`` members and its body, the members drained by one
+  worker process, jobs/s as the drains: each member's ack also records its arrival on the
+  body (and the last one releases it), which a plain job's ack does not;
 - ``async 2``: 2 000 async jobs, each awaiting 0.1 s, drained by 2 worker processes
   running 100 at once each, jobs/s as the drains (as bench/README.md's async I/O drain);
 - ``pickup``: 200 jobs enqueued one every 10 ms while a worker waits; the median of
@@ -42,7 +45,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-COLUMNS = ("delay", "delay_many", "drain 1", "drain 2", "async 2", "pickup")
+COLUMNS = ("delay", "delay_many", "drain 1", "drain 2", "members 1", "async 2", "pickup")
 
 #: What one side runs (``python -c``), with PYTHONPATH and cwd at its checkout.
 MEASURE = r"""
@@ -74,11 +77,15 @@ def worker(processes, *more):
     return [*argv, "--concurrency", str(processes), *more]
 
 
-def drain(column, job, count, processes, *more):
+def drain(column, job, count, processes, *more, members=False):
     client.flushall()
     path = os.path.join(tmp, column)
     open(path, "w").close()
-    job.delay_many([((0.0, 0.0, path), {}) for _ in range(count)])
+    if members:
+        from django_rqueue.workflows import chord
+        chord([job.si(0.0, 0.0, path) for _ in range(count)], job.si(0.0, 0.0, "")).delay()
+    else:
+        job.delay_many([((0.0, 0.0, path), {}) for _ in range(count)])
     subprocess.run(worker(processes, *more), check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     ran = sorted(r[2] for r in read(path))
@@ -102,6 +109,7 @@ out["delay_many"] = (time.perf_counter() - started) / jobs * 1e6
 with tempfile.TemporaryDirectory() as tmp:
     drain("drain 1", noop, jobs, 1)
     drain("drain 2", noop, jobs, 2)
+    drain("members 1", noop, jobs, 1, members=True)
     drain("async 2", sleepy, 2000, 2, "--async-concurrency", "100")
     client.flushall()
     path = os.path.join(tmp, "pickup")
