@@ -1,7 +1,7 @@
 """The regression table: the hot paths of this checkout against another commit, interleaved.
 
     python bench/regression.py --against <commit> [--rounds 5] [--jobs 20000]
-        [--layers none,middleware]
+        [--layers none,middleware] [--columns delay,drain 1,...]
 
 Checks out ``<commit>`` in a temporary git worktree and starts one private
 redis-server. Each round runs, in turn, one process per side and layer (this
@@ -62,6 +62,7 @@ if os.environ.get("BENCH_LAYER") == "sensitive":
 from django_rqueue.engine.connection import get_client
 
 jobs = int(sys.argv[1])
+columns = sys.argv[2].split(",")
 client = get_client("bench")
 out = {}
 python = sys.executable
@@ -97,20 +98,29 @@ def drain(column, job, count, processes, *more, members=False):
 client.flushall()
 noop.delay(0.0, 0.0, "")  # load the script, open the connection
 client.flushall()
-started = time.perf_counter()
-for _ in range(3000):
-    noop.delay(0.0, 0.0, "")
-out["delay"] = (time.perf_counter() - started) / 3000 * 1e6
-client.flushall()
-calls = [((0.0, 0.0, ""), {}) for _ in range(jobs)]
-started = time.perf_counter()
-noop.delay_many(calls)
-out["delay_many"] = (time.perf_counter() - started) / jobs * 1e6
+if "delay" in columns:
+    started = time.perf_counter()
+    for _ in range(3000):
+        noop.delay(0.0, 0.0, "")
+    out["delay"] = (time.perf_counter() - started) / 3000 * 1e6
+    client.flushall()
+if "delay_many" in columns:
+    calls = [((0.0, 0.0, ""), {}) for _ in range(jobs)]
+    started = time.perf_counter()
+    noop.delay_many(calls)
+    out["delay_many"] = (time.perf_counter() - started) / jobs * 1e6
 with tempfile.TemporaryDirectory() as tmp:
-    drain("drain 1", noop, jobs, 1)
-    drain("drain 2", noop, jobs, 2)
-    drain("members 1", noop, jobs, 1, members=True)
-    drain("async 2", sleepy, 2000, 2, "--async-concurrency", "100")
+    if "drain 1" in columns:
+        drain("drain 1", noop, jobs, 1)
+    if "drain 2" in columns:
+        drain("drain 2", noop, jobs, 2)
+    if "members 1" in columns:
+        drain("members 1", noop, jobs, 1, members=True)
+    if "async 2" in columns:
+        drain("async 2", sleepy, 2000, 2, "--async-concurrency", "100")
+    if "pickup" not in columns:
+        print(json.dumps(out))
+        sys.exit(0)
     client.flushall()
     path = os.path.join(tmp, "pickup")
     open(path, "w").close()
@@ -157,8 +167,16 @@ def main() -> int:
         default="none",
         help="comma-separated: none, middleware, otel, encryption, sensitive",
     )
+    parser.add_argument(
+        "--columns",
+        default=",".join(COLUMNS),
+        help=f"comma-separated, of: {', '.join(COLUMNS)} (default: all)",
+    )
     args = parser.parse_args()
     layers = [layer for layer in args.layers.split(",") if layer]
+    columns = [column for column in args.columns.split(",") if column]
+    if unknown := set(columns) - set(COLUMNS):
+        parser.error(f"unknown columns: {', '.join(sorted(unknown))}")
     sys.path.insert(0, str(REPO))
     from bench.checkouts import measure, other_checkout
     from tests.support.redis_server import RedisServer
@@ -179,7 +197,9 @@ def main() -> int:
                         "BENCH_LAYER": layer,
                         "BENCH_ENCRYPTION_KEY": key,
                     }
-                    results[name].append(measure(name, path, MEASURE, [str(args.jobs)], env))
+                    results[name].append(
+                        measure(name, path, MEASURE, [str(args.jobs), ",".join(columns)], env)
+                    )
         finally:
             server.close()
     base = sides[-1][0]
@@ -187,11 +207,11 @@ def main() -> int:
         f"{args.rounds} rounds, {args.jobs} jobs per drain; medians, then the median ratio "
         f"to {base} (range); delay and delay_many in µs per job, drains in jobs/s, pickup in ms"
     )
-    print("| side | " + " | ".join(COLUMNS) + " |")
-    print("| --- |" + " --- |" * len(COLUMNS))
+    print("| side | " + " | ".join(columns) + " |")
+    print("| --- |" + " --- |" * len(columns))
     for name, _, _ in sides:
         cells = []
-        for column in COLUMNS:
+        for column in columns:
             mine = [r[column] for r in results[name]]
             cell = f"{statistics.median(mine):.1f}"
             if name != base:
