@@ -17,7 +17,10 @@ attempt fails with :class:`~django_rqueue.exceptions.JobTimeout`), reports
 the outcome through the same steps as a sync job
 (:class:`~.attempt.AttemptSteps`: the report with the outcomes of the jobs that
 ended about the same time, :mod:`~.async_reports`, then
-:func:`~.reporting.aconclude`) and tells the master it ended.
+:func:`~.reporting.aconclude`) and tells the master it ended. A job's slot is free
+as soon as its coroutine ends: the next job is reserved and started while the
+report is on its way, so a slot runs one coroutine at a time but its jobs do
+not wait for each other's round trips.
 
 When every queue is empty and slots are free, the session blocks on the
 queues' ``notify`` lists with the worker's :class:`~.idle.IdleWaiter` in a
@@ -39,9 +42,9 @@ receivers use the ORM as usual.
 Django database connections: async jobs reach the ORM through
 ``sync_to_async`` (Django's async ORM methods do), which runs the query in
 one shared thread; the runner calls ``close_old_connections()`` in that thread
-when a session starts and ends, and once for the async jobs that ended together
-before it looks for more (as Django does after each request, but one thread hop
-for a batch rather than one per job), so ``CONN_MAX_AGE`` is honoured and a
+when a session starts and ends, and once for the async jobs that ended together,
+after their slots were filled again (as Django does after each request, but one
+thread hop for a batch rather than one per job), so ``CONN_MAX_AGE`` is honoured and a
 broken connection is dropped.
 """
 
@@ -134,6 +137,11 @@ class AsyncRunner:
         self._cancelled: set[str] = set()
         #: An async job ended since ``close_old_connections()`` last ran (:meth:`_housekeep`).
         self._housekeeping = False
+        #: The jobs whose slot is taken: started, their attempt not ended yet. A slot is
+        #: free again once the attempt ends, while its report is on its way.
+        self._in_slot: set[str] = set()
+        #: Set when a slot is freed, to wake :meth:`_serve` (made anew before each wait).
+        self._freed: asyncio.Future[None] | None = None
 
     def run(self, queue: str, job: Job[Any]) -> int:
         """Run ``job`` and the async jobs that follow it until none runs; return how many ran."""
@@ -192,7 +200,6 @@ class AsyncRunner:
         reconnect = Reconnect()
         try:
             while True:
-                await self._housekeep()
                 if self._may_start() and not dry and time.monotonic() >= retry_at:
                     try:
                         dry = not await self._fill()
@@ -200,6 +207,7 @@ class AsyncRunner:
                     except RedisUnavailable as exc:
                         retry_at = time.monotonic() + reconnect.next_delay()
                         logger.error("worker %s: %s; retrying", self.reserver.worker_id, exc)
+                await self._housekeep()  # after the refill: the new jobs wait for neither
                 if not self._tasks:
                     return
                 if self.hooks is not None:
@@ -208,6 +216,9 @@ class AsyncRunner:
                 if dry and self._may_start():
                     wake = wake or asyncio.create_task(self._wait_for_work())
                     waits.add(wake)
+                if not dry:  # a freed slot is filled at once, while the reports go out
+                    self._freed = asyncio.get_running_loop().create_future()
+                    waits.add(self._freed)
                 pause = retry_at - time.monotonic()
                 await asyncio.wait(
                     waits, timeout=pause if pause > 0 else None, return_when="FIRST_COMPLETED"
@@ -226,14 +237,25 @@ class AsyncRunner:
                     await wake
 
     def _may_start(self) -> bool:
-        """Whether a slot is free and the worker may start another job."""
+        """Whether a slot is free and the worker may start another job.
+
+        ``max_jobs`` counts every job not yet reported as well: a job whose attempt ended
+        has left its slot but may not have been reported yet.
+        """
         limits = self.limits
-        running = len(self._tasks)
-        if self._holding or limits.stopping or running >= self.slots:
+        if self._holding or limits.stopping or len(self._in_slot) >= self.slots:
             return False
-        return limits.max_jobs is None or limits.processed + self._finished + running < (
+        return limits.max_jobs is None or limits.processed + self._finished + len(self._tasks) < (
             limits.max_jobs
         )
+
+    def _free_slot(self, job_id: str) -> None:
+        """The attempt of ``job_id`` ended (or never began): its slot is free."""
+        if job_id in self._in_slot:
+            self._in_slot.discard(job_id)
+            freed = self._freed
+            if freed is not None and not freed.done():
+                freed.set_result(None)
 
     async def _fill(self) -> bool:
         """Start async jobs in the free slots; return whether the queues may hold more.
@@ -255,10 +277,10 @@ class AsyncRunner:
         # Weighted queues: one draw per free slot; a queue that has fewer jobs than
         # its quota hands the rest on to the next queue of the order.
         reserver, limits = self.reserver, self.limits
-        quotas = reserver.order.quotas(self.slots - len(self._tasks))
+        quotas = reserver.order.quotas(self.slots - len(self._in_slot))
         spare, more = 0, False
         for queue in reserver.order.order():
-            free = self.slots - len(self._tasks)
+            free = self.slots - len(self._in_slot)
             if not self._may_start():
                 return True
             if limits.max_jobs is not None:
@@ -321,6 +343,7 @@ class AsyncRunner:
     def _start(self, queue: str, job: Job[Any]) -> None:
         if self.hooks is not None:
             self.hooks.started(queue, job)  # before its code runs
+        self._in_slot.add(job.id)
         task = asyncio.create_task(self._run_job(queue, job), name=f"rqueue {job.id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -331,6 +354,8 @@ class AsyncRunner:
             await self._attempt(queue, job)
         except Exception:  # a bug here must not end the session; the lease expires
             logger.exception("worker %s: running %s failed", self.reserver.worker_id, job.id)
+        finally:
+            self._free_slot(job.id)
 
     async def _attempt(self, queue: str, job: Job[Any]) -> None:
         started = time.monotonic()
@@ -352,6 +377,7 @@ class AsyncRunner:
                 self._attempts.pop(job.id, None)
                 self._cancelled.discard(job.id)
                 self._housekeeping = True
+                self._free_slot(job.id)
         ran = time.monotonic() - started
         result, delay = steps.settle(job_function, job, result)
         if isinstance(result.exception, JobCancelled):  # rare: reported on its own

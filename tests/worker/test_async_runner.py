@@ -456,3 +456,40 @@ def test_an_async_reserve_whose_reply_was_lost_is_sent_again_under_its_request_i
     assert len(sent) == 2 and sent[0] is sent[1]  # the same call, the same request id
     assert got == ids[:2]
     assert rqueue_redis.zcard(keys().reserved) == 2  # nothing more reserved
+
+
+def test_a_slot_takes_the_next_job_while_the_last_ones_report_is_on_its_way(
+    ledger: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One slot: the second job starts while the first's report is held back, and its
+    coroutine still starts only after the first's ended (the slot is the coroutine's)."""
+    from django_rqueue.worker.reporting import deliver_batch as real
+
+    held: list[bool] = []
+
+    def held_until_the_next_starts(reports: Any) -> Any:
+        if not held:  # the first job's report: wait (bounded) for the second job's start
+            started = lambda: bool(lines(ledger, "start", "j1"))  # noqa: E731
+            try:
+                wait_until(started, timeout=10, interval=0.01, message="j1 did not start")
+                held.append(True)
+            except AssertionError:
+                held.append(False)
+        return real(reports)
+
+    monkeypatch.setattr(
+        "django_rqueue.worker.async_reports.deliver_batch", held_until_the_next_starts
+    )
+    gate = tmp_path / "gate"
+    gate.touch()  # open from the start: each job ends as soon as it starts
+    jobs = [fault_async_gate.delay(ledger, f"j{n}", str(gate)) for n in range(2)]
+
+    worker = run_worker(burst=True, async_concurrency=1)
+
+    assert worker.processed == 2
+    assert held[0], "the second job waited for the first one's report"
+    order = [(e["event"], e["tag"]) for e in read_ledger(ledger) if e["event"] in ("start", "end")]
+    assert order == [("start", "j0"), ("end", "j0"), ("start", "j1"), ("end", "j1")]
+    for j in jobs:
+        j.refresh()
+        assert (j.status, j.attempts) == (JobStatus.SUCCEEDED, 1)
