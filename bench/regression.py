@@ -1,7 +1,7 @@
 """The regression table: the hot paths of this checkout against another commit, interleaved.
 
     python bench/regression.py --against <commit> [--rounds 5] [--jobs 20000]
-        [--layers none,middleware] [--columns delay,drain 1,...]
+        [--layers none,middleware] [--columns delay,drain 1,...] [--body incr]
 
 Checks out ``<commit>`` in a temporary git worktree and starts one private
 redis-server. Each round runs, in turn, one process per side and layer (this
@@ -30,7 +30,8 @@ into an in-memory exporter, in the enqueuing process and in every worker process
 (bench/tracing.py); ``encryption``: ``RQUEUE["ENCRYPTION_KEYS"]`` with one key made
 for the run (arguments, results and errors encrypted at rest); ``sensitive``: the
 synchronous columns run ``noop_sensitive``, the same job with ``@job(sensitive=("out",))``.
-Prints, per column, every side's median and the median of the per-round ratios to
+``--body incr``: every job's body also makes one ``INCR`` on Redis (bench/record.py's
+"INCR body"). Prints, per column, every side's median and the median of the per-round ratios to
 the other commit (ranges in brackets). Needs the repository's ``.venv`` and
 redis-server; 2 cores: run nothing else meanwhile.
 """
@@ -168,6 +169,12 @@ def main() -> int:
         help="comma-separated: none, middleware, otel, encryption, sensitive",
     )
     parser.add_argument(
+        "--body",
+        choices=("append", "incr"),
+        default="append",
+        help="the jobs' body: the record alone, or one INCR on Redis too (bench/record.py)",
+    )
+    parser.add_argument(
         "--columns",
         default=",".join(COLUMNS),
         help=f"comma-separated, of: {', '.join(COLUMNS)} (default: all)",
@@ -196,6 +203,7 @@ def main() -> int:
                         "BENCH_REDIS_URL": server.url,
                         "BENCH_LAYER": layer,
                         "BENCH_ENCRYPTION_KEY": key,
+                        "BENCH_JOB_BODY": args.body,
                     }
                     results[name].append(
                         measure(name, path, MEASURE, [str(args.jobs), ",".join(columns)], env)
