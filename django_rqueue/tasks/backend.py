@@ -97,40 +97,45 @@ from .api import (
     Task,
     TaskResult,
     TaskResultDoesNotExist,
-    TaskResultStatus,
     normalize_json,
     task_enqueued,
 )
-from .bridge import TaskJobFunction, job_function_at, job_function_of, task_result
+from .bridge import (
+    SCALARS,
+    TaskJobFunction,
+    job_function_at,
+    job_function_of,
+    ready_result,
+    task_result,
+)
 
 __all__ = ["RQueueBackend", "TaskJobFunction", "job_function_of", "task_job_function"]
 
 
-#: The types ``normalize_json`` returns as they are (``bool`` and ``None`` included).
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
 def json_arguments(
     args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> tuple[list[Any], dict[str, Any]]:
+) -> tuple[list[Any], dict[str, Any], bool]:
     """``args`` and ``kwargs`` as ``django.tasks`` stores them (Django's ``normalize_json``:
-    tuples become lists, ``bytes`` text), checked without a walk when every value is a
-    plain scalar (the common call).
+    tuples become lists, ``bytes`` text), and whether every value is a plain scalar
+    (:data:`~django_rqueue.tasks.bridge.SCALARS`, the common call: checked without a walk).
 
     Raises:
         TypeError: a value JSON cannot carry (``normalize_json``'s error).
         ValueError: ``bytes`` that are not UTF-8.
     """
-    scalars = _SCALARS
-    if all(type(value) in scalars for value in args):
+    plain = True
+    scalars = SCALARS
+    if scalars.issuperset(map(type, args)):
         json_args = list(args)
     else:
-        json_args = cast("list[Any]", normalize_json(args))
-    if all(type(key) is str and type(value) in scalars for key, value in kwargs.items()):
+        json_args, plain = cast("list[Any]", normalize_json(args)), False
+    if not kwargs or all(
+        type(key) is str and type(value) in scalars for key, value in kwargs.items()
+    ):
         json_kwargs = dict(kwargs)
     else:
-        json_kwargs = cast("dict[str, Any]", normalize_json(kwargs))
-    return json_args, json_kwargs
+        json_kwargs, plain = cast("dict[str, Any]", normalize_json(kwargs)), False
+    return json_args, json_kwargs, plain
 
 
 class RQueueBackend(BaseTaskBackend):
@@ -211,26 +216,11 @@ class RQueueBackend(BaseTaskBackend):
         self._validate_for_enqueue(task)
         job_function = job_function_of(task)
         options = job_function.options_for(task)
-        args, kwargs = json_arguments(args, kwargs)  # before anything is written
+        args, kwargs, plain = json_arguments(args, kwargs)  # before anything is written
         made: list[TaskResult[P, R]] = []
 
-        def make_result() -> None:  # ~5 µs: done while Redis runs the write when it can
-            made.append(
-                TaskResult(
-                    task=task,
-                    id="",
-                    status=TaskResultStatus.READY,
-                    enqueued_at=None,
-                    started_at=None,
-                    finished_at=None,
-                    last_attempted_at=None,
-                    args=args,
-                    kwargs=kwargs,
-                    backend=self.alias,
-                    errors=[],
-                    worker_ids=[],
-                )
-            )
+        def make_result() -> None:  # done while Redis runs the write when it can
+            made.append(ready_result(task, args, kwargs, self.alias, plain=plain))
 
         fields = None
         if task.run_after is not None:

@@ -24,8 +24,11 @@ from django_rqueue import JobStatus, get_job, job, signals
 from django_rqueue.backends import RQueueBackend, job_function_of, task_job_function
 from django_rqueue.engine.keys import QueueKeys
 from django_rqueue.exceptions import UnknownJob
+from django_rqueue.tasks import bridge
+from django_rqueue.tasks.bridge import ready_result
 from django_rqueue.tasks_api import (
     InvalidTask,
+    TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
     default_task_backend,
@@ -182,6 +185,42 @@ def test_task_enqueued_and_job_enqueued_are_sent_when_the_job_is_written(ledger:
     assert seen[0][2].id == result.id
     assert seen[1][2] is result and result.enqueued_at is not None
     assert [name for name, _, _ in seen[2:]] == ["task_enqueued"]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "plain"),
+    [
+        (["a", 1, 2.5, True, None], {"tag": "x", "n": None}, True),
+        ([], {}, True),
+        ([[1, "x"], {"k": [2]}], {"tag": {"n": [1]}}, False),
+    ],
+)
+def test_the_ready_result_equals_the_one_the_constructor_builds(
+    args: list[Any], kwargs: dict[str, Any], plain: bool
+) -> None:
+    built = TaskResult(
+        task=record_task,
+        id="",
+        status=TaskResultStatus.READY,
+        enqueued_at=None,
+        started_at=None,
+        finished_at=None,
+        last_attempted_at=None,
+        args=args,
+        kwargs=kwargs,
+        backend="default",
+        errors=[],
+        worker_ids=[],
+    )
+    made = ready_result(record_task, args, kwargs, "default", plain=plain)
+    assert type(made) is TaskResult and made == built and repr(made) == repr(built)
+    # Its own lists and dicts, as the constructor's (normalize_json copies them).
+    again = ready_result(record_task, args, kwargs, "default", plain=plain)
+    assert made.args is not args and made.kwargs is not kwargs
+    assert made.args is not again.args and made.errors is not again.errors
+    assert made.worker_ids is not again.worker_ids
+    # The direct path is the one taken on this Django (its TaskResult fields are known).
+    assert bridge._SETTERS is not None
 
 
 @pytest.mark.django_db
