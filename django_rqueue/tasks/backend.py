@@ -85,7 +85,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils.module_loading import import_string
 
-from .. import enqueue, signals
+from .. import enqueue
 from ..conf import get_config
 from ..engine.fields import JobFields
 from ..exceptions import UnknownJob
@@ -98,7 +98,6 @@ from .api import (
     TaskResult,
     TaskResultDoesNotExist,
     normalize_json,
-    task_enqueued,
 )
 from .bridge import (
     SCALARS,
@@ -106,6 +105,7 @@ from .bridge import (
     job_function_at,
     job_function_of,
     ready_result,
+    send_enqueued,
     task_result,
 )
 
@@ -267,7 +267,7 @@ class RQueueBackend(BaseTaskBackend):
         # The time the job's record holds (Redis's clock, from the enqueue's reply), so that
         # the result equals what get_result() reads.
         object.__setattr__(result, "enqueued_at", job.enqueued_at)
-        signals.send(task_enqueued, type(self), task_result=result)
+        send_enqueued(type(self), result)
 
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
         """Read the task's job from Redis (one ``HGETALL``) as a ``TaskResult``.

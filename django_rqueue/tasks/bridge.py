@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
+import logging
 import threading
 import types
 from collections.abc import Callable
@@ -27,6 +29,7 @@ from ..job_functions import JobFunction
 from ..options import JobOptions
 from ..registry import TASK_PREFIX
 from .api import (
+    MODULE,
     Task,
     TaskContext,
     TaskError,
@@ -43,6 +46,7 @@ __all__ = [
     "job_function_at",
     "job_function_of",
     "ready_result",
+    "send_enqueued",
     "task_result",
 ]
 
@@ -233,6 +237,35 @@ def ready_result[**P, R](
     setters[11](result, [])
     setters[12](result, None)
     return result
+
+
+_framework_signals = importlib.import_module(f"{MODULE}.signals")
+#: The logger of the receiver the tasks framework connects to ``task_enqueued`` itself
+#: (``log_task_enqueued``: one DEBUG line), and that receiver's key in
+#: ``Signal.receivers`` (``(id(receiver), id(sender))``, the sender ``None``, as
+#: ``Signal.connect`` makes it); ``None`` when this framework release has no such receiver.
+_framework_logger: logging.Logger | None = getattr(_framework_signals, "logger", None)
+_framework_log_key: tuple[int, int] | None = None
+if _framework_logger is not None and hasattr(_framework_signals, "log_task_enqueued"):
+    _framework_log_key = (id(_framework_signals.log_task_enqueued), id(None))
+
+
+def send_enqueued(sender: type[object], result: TaskResult[Any, Any]) -> None:
+    """Send ``task_enqueued`` for ``result`` (robustly: a receiver that raises is logged).
+
+    When its only receiver is the framework's own DEBUG log line and that logger does not
+    log DEBUG, the send would do nothing and is skipped (it costs about 2 µs, on every
+    enqueue). Any other receiver connected, or DEBUG on, and it is sent.
+    """
+    receivers = tuple(task_enqueued.receivers)  # a copy: another thread may (dis)connect
+    if (
+        len(receivers) == 1
+        and receivers[0][0] == _framework_log_key
+        and _framework_logger is not None
+        and not _framework_logger.isEnabledFor(logging.DEBUG)
+    ):
+        return
+    signals.send(task_enqueued, sender, task_result=result)
 
 
 # -- resolving task jobs -----------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import importlib
 import sys
 from typing import Any
 
@@ -27,6 +28,7 @@ from django_rqueue.exceptions import UnknownJob
 from django_rqueue.tasks import bridge
 from django_rqueue.tasks.bridge import ready_result
 from django_rqueue.tasks_api import (
+    MODULE,
     InvalidTask,
     TaskResult,
     TaskResultDoesNotExist,
@@ -221,6 +223,26 @@ def test_the_ready_result_equals_the_one_the_constructor_builds(
     assert made.worker_ids is not again.worker_ids
     # The direct path is the one taken on this Django (its TaskResult fields are known).
     assert bridge._SETTERS is not None
+
+
+def test_task_enqueued_is_sent_to_a_receiver_in_place_of_the_framework_log(ledger: str) -> None:
+    # With the framework's log receiver alone and DEBUG off the send is skipped: a single
+    # receiver of another kind must still be called.
+    framework_log = importlib.import_module(f"{MODULE}.signals").log_task_enqueued
+    sent: list[Any] = []
+
+    def on_task(sender: object, task_result: Any, **kwargs: Any) -> None:
+        sent.append(task_result)
+
+    assert task_enqueued.disconnect(framework_log)
+    task_enqueued.connect(on_task)
+    try:
+        assert len(task_enqueued.receivers) == 1
+        result = record_task.enqueue(ledger, "x")
+    finally:
+        task_enqueued.disconnect(on_task)
+        task_enqueued.connect(framework_log)
+    assert sent == [result]
 
 
 @pytest.mark.django_db
