@@ -225,22 +225,23 @@ class RQueueBackend(BaseTaskBackend):
         fields = None
         if task.run_after is not None:
             fields = {JobFields.TASK_RUN_AFTER: task.run_after.isoformat()}
-        # Read before the round trip, while this code is still in the CPU's caches
-        # (it costs several times more right after waiting for Redis). As submit()
-        # decides: a task's job function never sets on_commit=False.
-        on_commit = transaction.get_connection().in_atomic_block
-        job = enqueue.submit(
-            job_function, args, kwargs, options, fields, None if on_commit else make_result
-        )
+        job = enqueue.submit(job_function, args, kwargs, options, fields, make_result)
         if job.status in FINISHED:  # RQUEUE["EAGER"]: it ran inline (task_enqueued was sent)
             return task_result(task, job, self.alias)
-        if not made:  # not written now (captured, on commit), or waiting for replicas
-            make_result()
+        if made:  # written now (submit ran make_result while Redis ran the write)
+            result = made[0]
+            object.__setattr__(result, "id", job.id)
+            self._enqueued(result, job)
+            return result
+        # Not written now: captured, deferred to the commit, or written and waiting for
+        # replicas (a task's job function never sets on_commit=False, as submit() reads).
+        make_result()
         result = made[0]
         object.__setattr__(result, "id", job.id)
         if enqueue.capture.get() is not None:
             return result  # captured by django_rqueue.testing: nothing was written
-        if on_commit:  # after the job's own on_commit callback, which writes it
+        if transaction.get_connection().in_atomic_block:
+            # After the job's own on_commit callback, which writes it.
             transaction.on_commit(functools.partial(self._enqueued, result, job))
         else:
             self._enqueued(result, job)

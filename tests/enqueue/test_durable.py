@@ -86,6 +86,8 @@ def test_adelay_and_the_tasks_backend_wait_too(replicated: SentinelSet, tmp_path
     assert replica.exists(KEYS.job(queued.id))
     result = record_task.enqueue(str(tmp_path / "ledger"), "t")
     assert replica.exists(QueueKeys.of("rqueue", record_task.queue_name).job(result.id))
+    # Its result is complete (the write is not overlapped with it when it waits).
+    assert result.enqueued_at is not None and record_task.get_result(result.id) == result
 
 
 def test_delay_raises_not_replicated_within_the_timeout_when_no_replica_confirms(
