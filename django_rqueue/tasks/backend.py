@@ -90,6 +90,7 @@ from ..conf import get_config
 from ..engine.fields import JobFields
 from ..exceptions import UnknownJob
 from ..job import FINISHED, Job, get_job
+from ..options import JobOptions
 from ..registry import TASK_PREFIX
 from .api import (
     BaseTaskBackend,
@@ -164,6 +165,9 @@ class RQueueBackend(BaseTaskBackend):
         #: Tasks (without ``run_after``) that passed validate_task under ``_valid_for``.
         self._valid: set[Task[..., Any]] = set()
         self._valid_for: object = None
+        #: The last task enqueued (without ``run_after``), the ``RQUEUE`` config it was
+        #: validated under, its job function and options (:meth:`_prepare`).
+        self._last: tuple[Task[..., Any], object, TaskJobFunction, JobOptions] | None = None
 
     def validate_task(self, task: Task[..., Any]) -> None:
         """Django's checks, then: ``task.queue_name`` is declared in ``RQUEUE["QUEUES"]``.
@@ -213,9 +217,7 @@ class RQueueBackend(BaseTaskBackend):
                 the job in time; it was written to the master (its id, the
                 result's, is in ``job_ids``), ``task_enqueued`` was not sent.
         """
-        self._validate_for_enqueue(task)
-        job_function = job_function_of(task)
-        options = job_function.options_for(task)
+        job_function, options = self._prepare(task)
         args, kwargs, plain = json_arguments(args, kwargs)  # before anything is written
         made: list[TaskResult[P, R]] = []
 
@@ -246,6 +248,24 @@ class RQueueBackend(BaseTaskBackend):
         else:
             self._enqueued(result, job)
         return result
+
+    def _prepare(self, task: Task[..., Any]) -> tuple[TaskJobFunction, JobOptions]:
+        """:meth:`_validate_for_enqueue`, then ``task``'s job function and the options of a
+        call; the last task's are kept (a frozen ``Task``: the same object, the same answer
+        while ``RQUEUE`` is the same), so that a run of calls of one task skips all three."""
+        try:
+            config: object = get_config()
+        except ImproperlyConfigured:
+            config = None
+        last = self._last
+        if last is not None and last[0] is task and last[1] is config:
+            return last[2], last[3]
+        self._validate_for_enqueue(task)
+        job_function = job_function_of(task)
+        options = job_function.options_for(task)
+        if task.run_after is None and config is not None:
+            self._last = (task, config, job_function, options)
+        return job_function, options
 
     def _validate_for_enqueue(self, task: Task[..., Any]) -> None:
         """:meth:`validate_task`, remembered for tasks without ``run_after`` until ``RQUEUE``
