@@ -139,6 +139,18 @@ def json_arguments(
     return json_args, json_kwargs, plain
 
 
+def _make_result[**P, R](
+    made: list[TaskResult[P, R]],
+    task: Task[P, R],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    alias: str,
+    plain: bool,
+) -> None:
+    """Append the call's :func:`~.bridge.ready_result` to ``made`` (``enqueue``'s overlap)."""
+    made.append(ready_result(task, args, kwargs, alias, plain=plain))
+
+
 class RQueueBackend(BaseTaskBackend):
     """Run ``django.tasks`` tasks as django-rqueue jobs (see the module docstring).
 
@@ -220,21 +232,20 @@ class RQueueBackend(BaseTaskBackend):
         job_function, options = self._prepare(task)
         args, kwargs, plain = json_arguments(args, kwargs)  # before anything is written
         made: list[TaskResult[P, R]] = []
-
-        def make_result() -> None:  # done while Redis runs the write when it can
-            made.append(ready_result(task, args, kwargs, self.alias, plain=plain))
-
+        # Run by submit() while Redis runs the write, when it is written now.
+        make_result = functools.partial(_make_result, made, task, args, kwargs, self.alias, plain)
         fields = None
         if task.run_after is not None:
             fields = {JobFields.TASK_RUN_AFTER: task.run_after.isoformat()}
         job = enqueue.submit(job_function, args, kwargs, options, fields, make_result)
-        if job.status in FINISHED:  # RQUEUE["EAGER"]: it ran inline (task_enqueued was sent)
-            return task_result(task, job, self.alias)
-        if made:  # written now (submit ran make_result while Redis ran the write)
+        if made:  # written now (the common call: the least code after the wait)
             result = made[0]
             object.__setattr__(result, "id", job.id)
-            self._enqueued(result, job)
+            object.__setattr__(result, "enqueued_at", job.enqueued_at)  # as _enqueued()
+            send_enqueued(type(self), result)
             return result
+        if job.status in FINISHED:  # RQUEUE["EAGER"]: it ran inline (task_enqueued was sent)
+            return task_result(task, job, self.alias)
         # Not written now: captured, deferred to the commit, or written and waiting for
         # replicas (a task's job function never sets on_commit=False, as submit() reads).
         make_result()

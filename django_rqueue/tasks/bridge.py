@@ -240,14 +240,16 @@ def ready_result[**P, R](
 
 
 _framework_signals = importlib.import_module(f"{MODULE}.signals")
-#: The logger of the receiver the tasks framework connects to ``task_enqueued`` itself
-#: (``log_task_enqueued``: one DEBUG line), and that receiver's key in
-#: ``Signal.receivers`` (``(id(receiver), id(sender))``, the sender ``None``, as
-#: ``Signal.connect`` makes it); ``None`` when this framework release has no such receiver.
-_framework_logger: logging.Logger | None = getattr(_framework_signals, "logger", None)
-_framework_log_key: tuple[int, int] | None = None
-if _framework_logger is not None and hasattr(_framework_signals, "log_task_enqueued"):
-    _framework_log_key = (id(_framework_signals.log_task_enqueued), id(None))
+#: The receiver the tasks framework connects to ``task_enqueued`` itself
+#: (``log_task_enqueued``: one DEBUG line): its key in ``Signal.receivers``
+#: (``(id(receiver), id(sender))``, the sender ``None``, as ``Signal.connect`` makes it)
+#: and the logger it writes to; ``None`` when this framework release has no such receiver.
+_framework_log: tuple[tuple[int, int], logging.Logger] | None = None
+if hasattr(_framework_signals, "log_task_enqueued") and hasattr(_framework_signals, "logger"):
+    _framework_log = (
+        (id(_framework_signals.log_task_enqueued), id(None)),
+        _framework_signals.logger,
+    )
 
 
 def send_enqueued(sender: type[object], result: TaskResult[Any, Any]) -> None:
@@ -257,14 +259,14 @@ def send_enqueued(sender: type[object], result: TaskResult[Any, Any]) -> None:
     log DEBUG, the send would do nothing and is skipped (it costs about 2 µs, on every
     enqueue). Any other receiver connected, or DEBUG on, and it is sent.
     """
-    receivers = tuple(task_enqueued.receivers)  # a copy: another thread may (dis)connect
-    if (
-        len(receivers) == 1
-        and receivers[0][0] == _framework_log_key
-        and _framework_logger is not None
-        and not _framework_logger.isEnabledFor(logging.DEBUG)
-    ):
-        return
+    receivers, framework_log = task_enqueued.receivers, _framework_log
+    if len(receivers) == 1 and framework_log is not None:
+        try:
+            only = receivers[0][0]
+        except IndexError:  # another thread disconnected it meanwhile: send() finds none
+            only = None
+        if only == framework_log[0] and not framework_log[1].isEnabledFor(logging.DEBUG):
+            return
     signals.send(task_enqueued, sender, task_result=result)
 
 
