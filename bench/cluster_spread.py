@@ -1,30 +1,46 @@
 """Redis CPU per job on one Redis and on a 3-master Redis Cluster, and how queues spread.
 
-    python bench/cluster_spread.py [--queues 12] [--jobs 24000]
+    python bench/cluster_spread.py [--queues 12] [--jobs 24000] [--weighted]
 
 Runs the same work twice, first on one private ``redis-server``, then on a private
 Redis Cluster of three masters (tests/support/redis_cluster.py): ``--jobs`` no-op jobs
 spread evenly over ``--queues`` queues (``c0``, ``c1``, ...) with ``delay_many``, then
-drained by ``rqueue_work --burst --concurrency 2`` serving every queue. Around each phase
-it reads every master's ``INFO commandstats`` (the ``evalsha`` calls and microseconds)
-and prints, per master: the queues whose hash tag (``{<queue>}``) lands there, the jobs
-it holds, and its Redis CPU per job for the enqueue and for the drain; then the drain's
-jobs/s and its script calls per job. Needs the repository's ``.venv``; 2 cores: run
-nothing else meanwhile (the drain's rate on one host says nothing about a cluster's; its
-Redis CPU per job does).
+drained by ``rqueue_work --burst --concurrency 2`` serving every queue (in strict order,
+or with ``--weighted`` at equal weights, ``c0:1,c1:1,...``, so every queue, and every
+master, is drained at once). Around each phase it reads every master's
+``INFO commandstats`` (the ``evalsha`` calls and microseconds: the time inside the
+scripts only) and ``INFO cpu`` (``used_cpu_*_main_thread``, the thread that runs every
+command and so bounds a master, and ``used_cpu_sys + used_cpu_user``, the whole
+process), and prints a markdown table, per master: the queues whose hash tag
+(``{<queue>}``) lands there, the jobs it holds, its main-thread CPU per job with the
+scripts' part beside it for the enqueue and for the drain, its whole-process CPU per job,
+and how busy its main thread was over the drain (CPU / the span from the first job's
+start to the last's). Then summary lines: the drain's jobs/s, the Redis CPU and script
+calls per job over every master, the jobs/s one master carries at full main-thread use
+(10^6 / µs per job), and the worker processes' own CPU per job (``RUSAGE_CHILDREN`` of
+the process that ran ``rqueue_work``). A first ``rqueue_work --burst`` on the empty queues
+measures the worker's start and exit: its own CPU and the Redis CPU it causes are taken off
+the drain's, so both are per job at a steady drain. Run it with the repository's venv
+python; 2 cores: run nothing else meanwhile (the drain's rate on one host says nothing
+about a cluster's; its CPU per job does).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
 #: What one side runs: enqueue, then drain, reading every master around each phase.
 MEASURE = r"""
-import json, os, subprocess, sys, tempfile
+import json, os, resource, subprocess, sys, tempfile
 os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
 import django
 django.setup()
@@ -32,92 +48,149 @@ import redis
 from bench.jobs import noop
 
 queues = os.environ["BENCH_QUEUES"].split(",")
+served = os.environ["BENCH_SERVE"]
 jobs = int(sys.argv[1])
 masters = [redis.Redis.from_url(url) for url in json.loads(os.environ["BENCH_MASTERS"])]
 
 
 def cpu():
-    stats = [m.info("commandstats").get("cmdstat_evalsha", {}) for m in masters]
-    return [(s.get("calls", 0), s.get("usec", 0)) for s in stats]
+    # Per master: evalsha calls, evalsha usec, main-thread CPU usec, process CPU usec.
+    out = []
+    for m in masters:
+        script = m.info("commandstats").get("cmdstat_evalsha", {})
+        c = m.info("cpu")
+        main = c["used_cpu_sys_main_thread"] + c["used_cpu_user_main_thread"]
+        out.append((script.get("calls", 0), script.get("usec", 0), main * 1e6,
+                    (c["used_cpu_sys"] + c["used_cpu_user"]) * 1e6))
+    return out
 
 
 def spent(before, after):
-    return [(b[0] - a[0], b[1] - a[1]) for a, b in zip(before, after)]
+    return [[b - a for a, b in zip(x, y)] for x, y in zip(before, after)]
 
 
 with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "ran")
     open(out, "w").close()
+    argv = [sys.executable, "-m", "django", "rqueue_work", "--burst", "--concurrency", "2"]
+    argv += ["--queues", served]
+    # The worker's start and exit on empty queues (its CPU is the first RUSAGE_CHILDREN):
+    # subtracted from the drain's CPU, and Redis's from the drain's Redis CPU.
+    empty = cpu()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    idle = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = cpu()
+    overhead = spent(empty, start)
     for queue in queues:
         noop.using(queue=queue).delay_many([((0.0, 0.0, out), {})] * (jobs // len(queues)))
     queued = cpu()
     held = [m.dbsize() for m in masters]
-    argv = [sys.executable, "-m", "django", "rqueue_work", "--burst", "--concurrency", "2"]
-    subprocess.run([*argv, "--queues", ",".join(queues)], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     drained = cpu()
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(out) as f:
         ran = sorted(float(line.split()[2]) for line in f if line.strip())
 print(json.dumps({
-    "enqueue": spent(start, queued), "drain": spent(queued, drained), "keys": held,
-    "ran": len(ran), "rate": (len(ran) - 1) / (ran[-1] - ran[0]),
+    "enqueue": spent(start, queued), "drain": spent(overhead, spent(queued, drained)),
+    "keys": held,
+    "ran": len(ran), "span": ran[-1] - ran[0], "rate": (len(ran) - 1) / (ran[-1] - ran[0]),
+    "worker_us": ((worker.ru_utime + worker.ru_stime) - (children.ru_utime + children.ru_stime)
+                  - (idle.ru_utime + idle.ru_stime)) * 1e6,
 }))
 """
+
+
+def measure(name: str, script: str, argv: list[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """Run ``python -c script *argv`` (this interpreter, the repository as cwd and
+    ``PYTHONPATH``) with ``env`` added; return the JSON object its last line prints.
+    Exits naming ``name`` and showing the process's stderr when it fails."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, *argv],
+        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"{name}: exit {done.returncode}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def per_job(usec: float, jobs: int) -> str:
+    return f"{usec / jobs:.1f}" if jobs else "—"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queues", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=24000)
+    parser.add_argument(
+        "--weighted", action="store_true", help="drain the queues at equal weights, not in order"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    import json
-
     from redis.crc import key_slot
 
-    from bench.checkouts import measure
     from tests.support.redis_cluster import LocalCluster
     from tests.support.redis_server import RedisServer
 
     queues = [f"c{n}" for n in range(args.queues)]
     jobs = args.jobs // args.queues * args.queues
-    env = {"BENCH_QUEUES": ",".join(queues)}
-    print(f"{jobs} jobs over {args.queues} queues, drained by rqueue_work --concurrency 2\n")
+    served = ",".join(f"{q}:1" if args.weighted else q for q in queues)
+    env = {"BENCH_QUEUES": ",".join(queues), "BENCH_SERVE": served}
+    order = "at equal weights" if args.weighted else "in strict order"
+    print(
+        f"{jobs} jobs over {args.queues} queues, drained {order} by rqueue_work --concurrency 2\n"
+    )
     with RedisServer() as server:
         alone = measure(
-            "one Redis", REPO, MEASURE, [str(jobs)],
+            "one Redis", MEASURE, [str(jobs)],
             {**env, "BENCH_REDIS_URL": server.url, "BENCH_MASTERS": json.dumps([server.url])},
         )  # fmt: skip
     with LocalCluster() as cluster:
         urls = [node.url for node in cluster.nodes]
         spread = measure(
-            "cluster", REPO, MEASURE, [str(jobs)],
+            "cluster", MEASURE, [str(jobs)],
             {**env, "BENCH_REDIS_URL": cluster.url, "BENCH_REDIS_CLUSTER": "1",
              "BENCH_MASTERS": json.dumps(urls)},
         )  # fmt: skip
         home = {q: cluster.node_of(key_slot(f"{{{q}}}".encode())) for q in queues}
-    print("| where | queues | keys | enqueue: Redis µs per job | drain: Redis µs per job |")
-    print("| --- | --- | --- | --- | --- |")
-    for label, result, names in [("one Redis", alone, [queues])] + [
-        (f"master {n}", spread, [[q for q in queues if home[q] == n]]) for n in range(3)
-    ]:
-        n = 0 if label == "one Redis" else int(label.split()[1])
-        per_queue = jobs // args.queues
-        held = len(names[0]) * per_queue
-        enqueue_us = result["enqueue"][n][1] / held if held else 0.0
-        drain_us = result["drain"][n][1] / held if held else 0.0
+    print(
+        "| where | queues | keys | enqueue: main-thread (scripts) µs per job "
+        "| drain: main-thread (scripts) µs per job | whole process µs per job "
+        "| drain: main thread busy |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    per_queue = jobs // args.queues
+    rows = [("one Redis", alone, 0, queues)] + [
+        (f"master {n}", spread, n, [q for q in queues if home[q] == n]) for n in range(3)
+    ]
+    for label, result, n, names in rows:
+        held = len(names) * per_queue
+        enq, drain = result["enqueue"][n], result["drain"][n]
+        busy = drain[2] / 1e6 / result["span"]
         print(
-            f"| {label} | {', '.join(names[0]) or '—'} | {result['keys'][n]} "
-            f"| {enqueue_us:.1f} | {drain_us:.1f} |"
+            f"| {label} | {', '.join(names) or '—'} | {result['keys'][n]} "
+            f"| {per_job(enq[2], held)} ({per_job(enq[1], held)}) "
+            f"| {per_job(drain[2], held)} ({per_job(drain[1], held)}) "
+            f"| {per_job(enq[3] + drain[3], held)} | {busy:.0%} |"
         )
+    print()
     for label, result in (("one Redis", alone), ("cluster", spread)):
-        total = sum(u for _c, u in result["enqueue"]) + sum(u for _c, u in result["drain"])
-        calls = sum(c for c, _u in result["drain"])
+        main_us = sum(m[2] for m in result["enqueue"] + result["drain"]) / jobs
+        script_us = sum(m[1] for m in result["enqueue"] + result["drain"]) / jobs
+        process_us = sum(m[3] for m in result["enqueue"] + result["drain"]) / jobs
+        calls = sum(m[0] for m in result["drain"])
         print(
-            f"{label}: {result['ran']} jobs ran, drain {result['rate']:.0f} jobs/s, Redis CPU "
-            f"{total / jobs:.1f} µs per job (enqueue + drain, every master), "
-            f"{calls / jobs:.2f} script calls per drained job"
+            f"{label}: {result['ran']} jobs ran, drain {result['rate']:.0f} jobs/s; Redis CPU per "
+            f"job (enqueue + drain, every master): main thread {main_us:.1f} µs (scripts "
+            f"{script_us:.1f}, whole process {process_us:.1f}), {calls / jobs:.2f} script calls "
+            f"per drained job; one master at full main-thread use: {1e6 / main_us:.0f} jobs/s; "
+            f"worker processes' CPU {result['worker_us'] / jobs:.1f} µs per job"
         )
     return 0
 
