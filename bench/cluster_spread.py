@@ -1,13 +1,14 @@
 """Redis CPU per job on one Redis and on a 3-master Redis Cluster, and how queues spread.
 
-    python bench/cluster_spread.py [--queues 12] [--jobs 24000] [--weighted]
+    python bench/cluster_spread.py [--queues 12] [--jobs 24000] [--delay] [--weighted]
 
 Runs the same work twice, first on one private ``redis-server``, then on a private
 Redis Cluster of three masters (tests/support/redis_cluster.py): ``--jobs`` no-op jobs
-spread evenly over ``--queues`` queues (``c0``, ``c1``, ...) with ``delay_many``, then
-drained by ``rqueue_work --burst --concurrency 2`` serving every queue (in strict order,
-or with ``--weighted`` at equal weights, ``c0:1,c1:1,...``, so every queue, and every
-master, is drained at once). Around each phase it reads every master's
+spread evenly over ``--queues`` queues (``c0``, ``c1``, ...) with ``delay_many`` (with
+``--delay``, one ``.delay()`` call each), then drained by
+``rqueue_work --burst --concurrency 2`` serving every queue (in strict order, or with
+``--weighted`` at equal weights, ``c0:1,c1:1,...``, so every queue, and every master, is
+drained at once). Around each phase it reads every master's
 ``INFO commandstats`` (the ``evalsha`` calls and microseconds: the time inside the
 scripts only) and ``INFO cpu`` (``used_cpu_*_main_thread``, the thread that runs every
 command and so bounds a master, and ``used_cpu_sys + used_cpu_user``, the whole
@@ -82,7 +83,11 @@ with tempfile.TemporaryDirectory() as tmp:
     start = cpu()
     overhead = spent(empty, start)
     for queue in queues:
-        noop.using(queue=queue).delay_many([((0.0, 0.0, out), {})] * (jobs // len(queues)))
+        if os.environ["BENCH_ONE_BY_ONE"]:
+            for _ in range(jobs // len(queues)):
+                noop.using(queue=queue).delay(0.0, 0.0, out)
+        else:
+            noop.using(queue=queue).delay_many([((0.0, 0.0, out), {})] * (jobs // len(queues)))
     queued = cpu()
     held = [m.dbsize() for m in masters]
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -129,6 +134,9 @@ def main() -> int:
     parser.add_argument("--queues", type=int, default=12)
     parser.add_argument("--jobs", type=int, default=24000)
     parser.add_argument(
+        "--delay", action="store_true", help="enqueue with .delay() one by one, not delay_many"
+    )
+    parser.add_argument(
         "--weighted", action="store_true", help="drain the queues at equal weights, not in order"
     )
     args = parser.parse_args()
@@ -141,10 +149,16 @@ def main() -> int:
     queues = [f"c{n}" for n in range(args.queues)]
     jobs = args.jobs // args.queues * args.queues
     served = ",".join(f"{q}:1" if args.weighted else q for q in queues)
-    env = {"BENCH_QUEUES": ",".join(queues), "BENCH_SERVE": served}
+    env = {
+        "BENCH_QUEUES": ",".join(queues),
+        "BENCH_SERVE": served,
+        "BENCH_ONE_BY_ONE": "1" if args.delay else "",
+    }
     order = "at equal weights" if args.weighted else "in strict order"
+    how = ".delay() one by one" if args.delay else "delay_many"
     print(
-        f"{jobs} jobs over {args.queues} queues, drained {order} by rqueue_work --concurrency 2\n"
+        f"{jobs} jobs over {args.queues} queues enqueued with {how}, drained {order} "
+        "by rqueue_work --concurrency 2\n"
     )
     with RedisServer() as server:
         alone = measure(
