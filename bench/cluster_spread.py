@@ -8,18 +8,18 @@ spread evenly over ``--queues`` queues (``c0``, ``c1``, ...) with ``delay_many``
 ``--delay``, one ``.delay()`` call each), then drained by
 ``rqueue_work --burst --concurrency 2`` serving every queue (in strict order, or with
 ``--weighted`` at equal weights, ``c0:1,c1:1,...``, so every queue, and every master, is
-drained at once). Around each phase it reads every master's
-``INFO commandstats`` (the ``evalsha`` calls and microseconds: the time inside the
-scripts only) and ``INFO cpu`` (``used_cpu_*_main_thread``, the thread that runs every
-command and so bounds a master, and ``used_cpu_sys + used_cpu_user``, the whole
-process), and prints a markdown table, per master: the queues whose hash tag
-(``{<queue>}``) lands there, the jobs it holds, its main-thread CPU per job with the
-scripts' part beside it for the enqueue and for the drain, its whole-process CPU per job,
-and how busy its main thread was over the drain (CPU / the span from the first job's
-start to the last's). Then summary lines: the drain's jobs/s, the Redis CPU and script
-calls per job over every master, the jobs/s one master carries at full main-thread use
-(10^6 / µs per job), and the worker processes' own CPU per job (``RUSAGE_CHILDREN`` of
-the process that ran ``rqueue_work``). A first ``rqueue_work --burst`` on the empty queues
+drained at once). Around each phase it reads every master's ``INFO commandstats`` (the
+``evalsha`` calls and microseconds, the time inside the scripts only; the calls of every
+command) and ``INFO cpu`` (``used_cpu_*_main_thread``, the thread that runs every command
+and so bounds a master; ``used_cpu_sys + used_cpu_user``, the whole process). It prints a
+markdown table, per master: the queues whose hash tag (``{<queue>}``) lands there, the
+keys it holds, its main-thread CPU per job with the scripts' part beside it for the
+enqueue and for the drain, its whole-process CPU per job, and how busy its main thread was
+over the drain (CPU / the span from the first job's start to the last's). Then summary
+lines: the drain's jobs/s, the Redis CPU per job over every master, the commands and
+script calls per drained job, the jobs/s one master carries at full main-thread use
+(10^6 / µs per job), and the worker processes' own CPU per job (``RUSAGE_CHILDREN`` of the
+process that ran ``rqueue_work``). A first ``rqueue_work --burst`` on the empty queues
 measures the worker's start and exit: its own CPU and the Redis CPU it causes are taken off
 the drain's, so both are per job at a steady drain. Run it with the repository's venv
 python; 2 cores: run nothing else meanwhile (the drain's rate on one host says nothing
@@ -55,14 +55,17 @@ masters = [redis.Redis.from_url(url) for url in json.loads(os.environ["BENCH_MAS
 
 
 def cpu():
-    # Per master: evalsha calls, evalsha usec, main-thread CPU usec, process CPU usec.
+    # Per master: evalsha calls, evalsha usec, main-thread CPU usec, process CPU usec,
+    # calls of every command but INFO (this script's own reads).
     out = []
     for m in masters:
-        script = m.info("commandstats").get("cmdstat_evalsha", {})
+        stats = m.info("commandstats")
+        script = stats.get("cmdstat_evalsha", {})
         c = m.info("cpu")
         main = c["used_cpu_sys_main_thread"] + c["used_cpu_user_main_thread"]
+        every = sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info")
         out.append((script.get("calls", 0), script.get("usec", 0), main * 1e6,
-                    (c["used_cpu_sys"] + c["used_cpu_user"]) * 1e6))
+                    (c["used_cpu_sys"] + c["used_cpu_user"]) * 1e6, every))
     return out
 
 
@@ -199,12 +202,14 @@ def main() -> int:
         script_us = sum(m[1] for m in result["enqueue"] + result["drain"]) / jobs
         process_us = sum(m[3] for m in result["enqueue"] + result["drain"]) / jobs
         calls = sum(m[0] for m in result["drain"])
+        commands = sum(m[4] for m in result["drain"])
         print(
             f"{label}: {result['ran']} jobs ran, drain {result['rate']:.0f} jobs/s; Redis CPU per "
             f"job (enqueue + drain, every master): main thread {main_us:.1f} µs (scripts "
-            f"{script_us:.1f}, whole process {process_us:.1f}), {calls / jobs:.2f} script calls "
-            f"per drained job; one master at full main-thread use: {1e6 / main_us:.0f} jobs/s; "
-            f"worker processes' CPU {result['worker_us'] / jobs:.1f} µs per job"
+            f"{script_us:.1f}, whole process {process_us:.1f}); per drained job "
+            f"{commands / jobs:.2f} commands, {calls / jobs:.2f} of them script calls; one master "
+            f"at full main-thread use: {1e6 / main_us:.0f} jobs/s; worker processes' CPU "
+            f"{result['worker_us'] / jobs:.1f} µs per job"
         )
     return 0
 
