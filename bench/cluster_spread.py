@@ -1,6 +1,7 @@
 """Redis CPU per job on one Redis and on a 3-master Redis Cluster, and how queues spread.
 
     python bench/cluster_spread.py [--queues 12] [--jobs 24000] [--delay] [--weighted]
+    python bench/cluster_spread.py --queues 12 --plan 3
 
 Runs the same work twice, first on one private ``redis-server``, then on a private
 Redis Cluster of three masters (tests/support/redis_cluster.py): ``--jobs`` no-op jobs
@@ -24,6 +25,10 @@ measures the worker's start and exit: its own CPU and the Redis CPU it causes ar
 the drain's, so both are per job at a steady drain. Run it with the repository's venv
 python; 2 cores: run nothing else meanwhile (the drain's rate on one host says nothing
 about a cluster's; its CPU per job does).
+
+``--plan MASTERS`` runs nothing: it prints which of that many masters (the slots split as
+``redis-cli --cluster create`` splits them) holds each queue's hash tag, and how far the
+busiest master is above the even share.
 """
 
 from __future__ import annotations
@@ -128,6 +133,38 @@ def measure(name: str, script: str, argv: list[str], env: Mapping[str, str]) -> 
     return result
 
 
+def slot_ranges(masters: int) -> list[tuple[int, int]]:
+    """The slots ``redis-cli --cluster create`` gives each of ``masters`` masters: 16384 / n
+    each, as a float, the ends rounded (redis-cli.c, ``clusterManagerCommandCreate``)."""
+    each, first, ranges = 16384 / masters, 0, []
+    for n in range(masters):
+        last = 16383 if n == masters - 1 else max(first, round(n * each + each - 1))
+        ranges.append((first, last))
+        first = last + 1
+    return ranges
+
+
+def plan(queues: list[str], masters: int) -> None:
+    """Print where the hash tags of ``queues`` land on ``masters`` masters, nothing run."""
+    from redis.crc import key_slot
+
+    ranges = slot_ranges(masters)
+    homes: list[list[str]] = [[] for _ in ranges]
+    for queue in queues:
+        slot = key_slot(f"{{{queue}}}".encode())
+        homes[next(n for n, (a, b) in enumerate(ranges) if a <= slot <= b)].append(queue)
+    print("| master | slots | queues | names |")
+    print("| --- | --- | --- | --- |")
+    for n, ((a, b), names) in enumerate(zip(ranges, homes, strict=True)):
+        print(f"| {n} | {a}–{b} | {len(names)} | {', '.join(names) or '—'} |")
+    busiest = max(len(names) for names in homes)
+    print(
+        f"\n{len(queues)} queues on {masters} masters: the busiest holds {busiest}, "
+        f"{busiest * masters / len(queues):.2f}× the even share; "
+        f"{sum(1 for names in homes if not names)} hold none"
+    )
+
+
 def per_job(usec: float, jobs: int) -> str:
     return f"{usec / jobs:.1f}" if jobs else "—"
 
@@ -140,6 +177,12 @@ def main() -> int:
         "--delay", action="store_true", help="enqueue with .delay() one by one, not delay_many"
     )
     parser.add_argument(
+        "--plan",
+        type=int,
+        metavar="MASTERS",
+        help="only print where the queues' hash tags land on that many masters (nothing run)",
+    )
+    parser.add_argument(
         "--weighted", action="store_true", help="drain the queues at equal weights, not in order"
     )
     args = parser.parse_args()
@@ -150,6 +193,9 @@ def main() -> int:
     from tests.support.redis_server import RedisServer
 
     queues = [f"c{n}" for n in range(args.queues)]
+    if args.plan:
+        plan(queues, args.plan)
+        return 0
     jobs = args.jobs // args.queues * args.queues
     served = ",".join(f"{q}:1" if args.weighted else q for q in queues)
     env = {
