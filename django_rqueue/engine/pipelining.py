@@ -34,6 +34,7 @@ and loads the script when it is missing.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -199,14 +200,26 @@ class PendingAck:
         return call.keys, call.args
 
 
+#: The clients whose servers this process loaded ``ack.lua`` into before an
+#: :class:`AckStream` first sent on them (a server that loses its scripts later, restarted or
+#: ``SCRIPT FLUSH``, answers ``NOSCRIPT``: verdict ``False``, and the resend loads it again).
+_ACK_LOADED: weakref.WeakSet[redis.Redis] = weakref.WeakSet()
+
+
 class AckStream:
     """Acks written to one connection of ``client``'s pool without waiting for the replies.
 
     ``send`` writes an ``EVALSHA ack`` and returns at once; ``collect`` reads
     every reply still owed, in order, and returns ``(ack, verdict)`` pairs:
     verdict ``True`` (applied), a :class:`~django_rqueue.exceptions.LeaseLost`
-    (stale token: nothing changed), or ``None`` (reply unknown: resend it
+    (stale token: nothing changed), ``False`` (not run: the server did not have
+    the script, ``NOSCRIPT``, after a restart or ``SCRIPT FLUSH``; resend it
+    synchronously, which loads it) or ``None`` (reply unknown: resend it
     synchronously). ``close`` gives the connection back to the pool.
+
+    The first stream of a process on a client loads the script first (one
+    ``SCRIPT EXISTS``, and a ``SCRIPT LOAD`` when it is missing), so that a
+    fresh Redis does not answer a whole batch of acks with ``NOSCRIPT``.
     """
 
     def __init__(self, client: redis.Redis) -> None:
@@ -214,6 +227,13 @@ class AckStream:
         self.pending: list[PendingAck] = []
         #: Acks whose send failed: their verdict is None.
         self._unsent: list[PendingAck] = []
+        if client not in _ACK_LOADED:
+            try:
+                load("ack").ensure_loaded(client)
+            except (redis.RedisError, RedisClusterException):
+                pass  # unreachable or refused: the sends find out, NOSCRIPT is resent
+            else:
+                _ACK_LOADED.add(client)
 
     @property
     def owed(self) -> bool:
@@ -241,7 +261,10 @@ class AckStream:
                 self.wire.drop()
                 verdicts += [(rest, None) for rest in pending[index:]]
                 break
-            except redis.ResponseError:  # NOSCRIPT, or the server refused the call
+            except NoScriptError:  # the script was not there: nothing ran
+                verdicts.append((ack, False))
+                continue
+            except redis.ResponseError:  # the server refused the call
                 verdicts.append((ack, None))
                 continue
             if replies.applied(reply, ack.token):

@@ -307,12 +307,13 @@ class AttemptLifecycle(AttemptSteps):
         for ack, verdict in self._acks.collect():
             if isinstance(verdict, LeaseLost):
                 logger.error("%s; its run was discarded", verdict)
-            elif verdict is None:  # resent synchronously (idempotent under the token)
-                logger.warning(
-                    "worker %s: no reply to the ack of %s; sending it again",
-                    self.reserver.worker_id,
-                    ack.job_id,
-                )
+            elif verdict is not True:  # resent synchronously (idempotent under the token)
+                if verdict is None:  # False: Redis had lost its scripts; nothing ran
+                    logger.warning(
+                        "worker %s: no reply to the ack of %s; sending it again",
+                        self.reserver.worker_id,
+                        ack.job_id,
+                    )
                 deliver_ack(ack)
 
 

@@ -187,17 +187,38 @@ def test_a_stale_token_is_reported_as_lease_lost_and_changes_nothing(
     assert _state(rqueue_redis, other) == b"running"
 
 
-def test_after_script_flush_the_verdict_is_unknown_and_a_resend_applies(
+def test_after_script_flush_the_verdict_is_not_run_and_a_resend_applies(
     rqueue_redis: redis.Redis,
 ) -> None:
     ((job_id, token),) = _running(rqueue_redis, 1)
-    rqueue_redis.script_flush()
     stream = AckStream(rqueue_redis)
+    rqueue_redis.script_flush()  # after the stream loaded it: Redis restarted, say
     stream.send(_ack(job_id, token))
     ((ack, verdict),) = stream.collect()
-    assert verdict is None and _state(rqueue_redis, job_id) == b"running"
+    assert verdict is False and _state(rqueue_redis, job_id) == b"running"
     transitions.ack(rqueue_redis, ack.keys, ack.job_id, ack.token, ack.result, ack.result_ttl)
     assert _state(rqueue_redis, job_id) == b"succeeded"
+
+
+def test_a_stream_on_a_server_without_the_script_loads_it_before_its_first_ack(
+    rqueue_redis: redis.Redis,
+) -> None:
+    """A fresh Redis, as a new client of this process first sees it: the acks of a batch
+    are applied, not each refused with ``NOSCRIPT`` and sent again."""
+    jobs = _running(rqueue_redis, 3)
+    rqueue_redis.script_flush()
+    pool = rqueue_redis.connection_pool
+    client = redis.Redis(
+        connection_pool=redis.ConnectionPool(
+            connection_class=pool.connection_class, **pool.connection_kwargs
+        )
+    )
+    stream = AckStream(client)
+    for job in jobs:
+        stream.send(_ack(*job))
+    assert [verdict for _, verdict in stream.collect()] == [True, True, True]
+    stream.close()
+    client.close()
 
 
 def test_a_broken_connection_leaves_the_verdicts_unknown_and_acks_are_idempotent(
