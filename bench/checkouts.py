@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 GIT = shutil.which("git") or "/usr/bin/git"
@@ -35,13 +36,19 @@ def other_checkout(commit: str) -> Iterator[Path]:
 
 
 def measure(
-    name: str, checkout: Path, script: str, argv: list[str], env: Mapping[str, str]
-) -> dict[str, float]:
+    name: str,
+    checkout: Path,
+    script: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    python: str = PYTHON,
+) -> dict[str, Any]:
     """Run ``python -c script *argv`` in ``checkout`` (its cwd and ``PYTHONPATH``) with
     ``env`` added; return the JSON object its last line prints. Exits naming ``name`` and
-    showing the process's stderr when it fails."""
+    showing the process's stderr when it fails. ``python``: the interpreter (default: the
+    repository's venv, so that both sides of an A/B run the same libraries)."""
     done = subprocess.run(
-        [PYTHON, "-c", script, *argv],
+        [python, "-c", script, *argv],
         env={**os.environ, **env, "PYTHONPATH": str(checkout)},
         cwd=checkout,
         capture_output=True,
@@ -51,5 +58,5 @@ def measure(
     if done.returncode:
         sys.stderr.write(done.stderr)
         raise SystemExit(f"{name}: exit {done.returncode}")
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

@@ -35,12 +35,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,25 +110,6 @@ print(json.dumps({
 """
 
 
-def measure(name: str, script: str, argv: list[str], env: Mapping[str, str]) -> dict[str, Any]:
-    """Run ``python -c script *argv`` (this interpreter, the repository as cwd and
-    ``PYTHONPATH``) with ``env`` added; return the JSON object its last line prints.
-    Exits naming ``name`` and showing the process's stderr when it fails."""
-    done = subprocess.run(
-        [sys.executable, "-c", script, *argv],
-        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode:
-        sys.stderr.write(done.stderr)
-        raise SystemExit(f"{name}: exit {done.returncode}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
 def slot_ranges(masters: int) -> list[tuple[int, int]]:
     """The slots ``redis-cli --cluster create`` gives each of ``masters`` masters: 16384 / n
     each, as a float, the ends rounded (redis-cli.c, ``clusterManagerCommandCreate``)."""
@@ -189,6 +166,7 @@ def main() -> int:
     sys.path.insert(0, str(REPO))
     from redis.crc import key_slot
 
+    from bench.checkouts import measure
     from tests.support.redis_cluster import LocalCluster
     from tests.support.redis_server import RedisServer
 
@@ -211,15 +189,17 @@ def main() -> int:
     )
     with RedisServer() as server:
         alone = measure(
-            "one Redis", MEASURE, [str(jobs)],
+            "one Redis", REPO, MEASURE, [str(jobs)],
             {**env, "BENCH_REDIS_URL": server.url, "BENCH_MASTERS": json.dumps([server.url])},
+            python=sys.executable,
         )  # fmt: skip
     with LocalCluster() as cluster:
         urls = [node.url for node in cluster.nodes]
         spread = measure(
-            "cluster", MEASURE, [str(jobs)],
+            "cluster", REPO, MEASURE, [str(jobs)],
             {**env, "BENCH_REDIS_URL": cluster.url, "BENCH_REDIS_CLUSTER": "1",
              "BENCH_MASTERS": json.dumps(urls)},
+            python=sys.executable,
         )  # fmt: skip
         home = {q: cluster.node_of(key_slot(f"{{{q}}}".encode())) for q in queues}
     print(
