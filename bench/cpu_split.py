@@ -21,6 +21,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -76,9 +77,11 @@ def measure(
             processes = [redis_process, *me.children(recursive=True)]
             processes = list({p.pid: p for p in processes}.values())
             before = {p.pid: _cpu(p) for p in processes}
+            stats_before = client.info("commandstats")
             ran_before, started = record.count(out), time.monotonic()
             time.sleep(window)
             after = {p.pid: _cpu(p) for p in processes}
+            stats_after = client.info("commandstats")
             ran, elapsed = record.count(out) - ran_before, time.monotonic() - started
             labels = {p.pid: _label(p, redis_process.pid) for p in processes}
     system.close()
@@ -96,6 +99,25 @@ def measure(
         total += spent
         print(f"  {label:<56} {spent / ran * 1e6:7.1f} µs/job {spent / elapsed:6.0%} of a core")
     print(f"  {'total':<56} {total / ran * 1e6:7.1f} µs/job {total / elapsed:6.0%} of a core")
+    print("  Redis commands (INFO commandstats), per job run in the window:")
+    for command, calls, usec in _commands(stats_before, stats_after):
+        if calls / ran >= 0.01:
+            print(f"    {command:<28} {calls / ran:6.2f} calls/job {usec / ran:7.1f} µs/job")
+
+
+def _commands(
+    before: dict[str, Any], after: dict[str, Any]
+) -> list[tuple[str, int, float]]:
+    """``(command, calls, µs)`` run between two ``INFO commandstats`` reads, most µs first
+    (the ``INFO`` call itself is left out)."""
+    rows = []
+    for key, stats in after.items():
+        command = key.removeprefix("cmdstat_")
+        if command == "info":
+            continue
+        old = before.get(key, {"calls": 0, "usec": 0})
+        rows.append((command, stats["calls"] - old["calls"], float(stats["usec"] - old["usec"])))
+    return sorted((row for row in rows if row[1] > 0), key=lambda row: -row[2])
 
 
 def main() -> None:
