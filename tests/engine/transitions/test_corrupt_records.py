@@ -154,6 +154,33 @@ def test_a_lease_set_of_the_wrong_type_fails_the_reserve_before_any_change(engin
     assert engine.drain() == [first, second]
 
 
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_corrupt_job_in_a_run_of_one_group_is_failed_and_the_run_goes_on_after_it(
+    engine: Engine, kind: str
+):
+    ids = [engine.add(group="g") for _ in range(4)]
+    spoil(engine, ids[1], kind)
+    got = transitions.reserve_many(
+        engine.client, engine.keys, lease_ms=5000, worker_id="w", count=4
+    )
+    assert [job_id for job_id, _ in got.jobs] == [ids[0], *ids[2:]]
+    assert_failed_as_corrupt(engine, ids[1], KINDS[kind])
+    assert engine.stats()["queued"] == 0
+
+
+def test_a_lease_set_of_the_wrong_type_fails_a_run_and_puts_every_job_back_in_order(
+    engine: Engine,
+):
+    ids = [engine.add(group="g") for _ in range(4)]
+    engine.client.set(engine.keys.reserved, "garbage")
+    before = engine.snapshot()
+    with pytest.raises(redis.ResponseError, match=r"reserved is a string, not a zset"):
+        transitions.reserve_many(engine.client, engine.keys, lease_ms=5000, worker_id="w", count=4)
+    assert engine.snapshot() == before
+    engine.client.delete(engine.keys.reserved)
+    assert engine.drain() == ids
+
+
 def test_counters_that_are_not_numbers_are_reset_by_the_reserve(engine: Engine):
     job_id = engine.add()
     engine.client.hset(engine.keys.job(job_id), mapping={"token": "abc", "attempts": "nan"})

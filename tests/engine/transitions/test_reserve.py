@@ -146,6 +146,50 @@ def test_reserve_many_hands_out_jobs_in_reserve_order_each_with_its_own_lease(en
     engine.check_invariants()
 
 
+def test_a_run_of_the_only_groups_jobs_comes_out_oldest_first_each_with_its_own_token(
+    engine: Engine,
+):
+    ids = [engine.add(group="solo") for _ in range(8)]
+    got = reserve_many(engine, 5000, 5)
+    assert [job_id for job_id, _ in got] == ids[:5]
+    assert all(fields[b"s"] == b"running" and fields[b"token"] == b"1" for _, fields in got)
+    assert set(engine.zset(engine.keys.reserved)) == set(ids[:5])
+    assert engine.stats()["queued"] == 3
+    engine.check_invariants()  # the group, with jobs left, is back in its ring
+    assert [job_id for job_id, _ in reserve_many(engine, 5000, 5)] == ids[5:]
+    assert engine.stats()["queued"] == 0
+    engine.check_invariants()
+
+
+def test_a_run_takes_the_next_priority_once_the_top_one_runs_dry(engine: Engine):
+    high = [engine.add(priority=5) for _ in range(3)]
+    low = [engine.add(priority=0, group=g) for g in "ab"]
+    got = reserve_many(engine, 5000, 10)
+    assert [job_id for job_id, _ in got] == [*high, *low]
+    engine.check_invariants()
+
+
+def test_a_run_stops_at_a_job_it_cannot_reserve_and_the_rest_keep_their_order(engine: Engine):
+    ids = [engine.add() for _ in range(6)]
+    engine.client.delete(engine.keys.job(ids[1]))  # vanished behind the queue's back
+    engine.client.hset(engine.keys.job(ids[3]), "s", "cancelled")  # no longer queued
+    got = reserve_many(engine, 5000, 10)
+    assert [job_id for job_id, _ in got] == [ids[0], ids[2], ids[4], ids[5]]
+    assert engine.stats()["queued"] == 0
+    assert not engine.client.exists(engine.keys.group(0, ""))
+    engine.check_invariants()
+
+
+def test_a_run_cut_short_by_the_count_leaves_the_rest_queued_in_order(engine: Engine):
+    ids = [engine.add() for _ in range(5)]
+    engine.client.delete(engine.keys.job(ids[0]))
+    got = reserve_many(engine, 5000, 2)
+    assert [job_id for job_id, _ in got] == ids[1:3]
+    assert engine.stats()["queued"] == 2
+    assert engine.drain() == ids[3:]
+    engine.check_invariants()
+
+
 @pytest.mark.parametrize("count", [0, -1, 1001, 1.5])
 def test_reserve_many_refuses_a_bad_count_before_any_write(engine: Engine, count: float):
     engine.add()

@@ -1,6 +1,6 @@
 -- reserve_batch(base, prios, reserved, stats, notify, lease, worker, count, rkey, request,
 --               cap, interval, tolerance):
--- reserve up to `count` jobs (include/reserve_next.lua each, with the group
+-- reserve up to `count` jobs (include/reserve_next.lua, with the group
 -- concurrency cap `cap`, 0 = none) and return two values: the list of
 -- reservations (each the id followed by the job hash's field/value list), and
 -- `wait`, 0 unless the queue's rate limit held back jobs that are still queued,
@@ -70,13 +70,16 @@ local function reserve_batch(base, prios, reserved, stats, notify, lease, worker
     end
   end
   local ids = {}
-  for _ = 1, limit do
-    local got = reserve_next(base, prios, reserved, stats, notify, lease, worker, cap)
-    if not got then
+  while #ids < limit do
+    local got = reserve_next(base, prios, reserved, stats, notify, lease, worker, cap,
+                             limit - #ids)
+    if #got == 0 then
       break
     end
-    reservations[#reservations + 1] = got
-    ids[#ids + 1] = got[1]
+    for _, reservation in ipairs(got) do
+      reservations[#reservations + 1] = reservation
+      ids[#ids + 1] = reservation[1]
+    end
   end
   if request ~= '' and #ids > 0 then
     redis.call('SET', rkey, table.concat(ids, ' '), 'PX', lease)
