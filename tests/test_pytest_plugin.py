@@ -153,12 +153,15 @@ def test_drain_runs_jobs_and_the_jobs_they_enqueue(rqueue_private_redis, rqueue_
     ran.clear()
     fan_out.delay(3)
     add_later.delay(5, 5)
-    later = add.using(delay=0.2).delay(10, 10)
+    # Not due before the first drain ends, however slow the host (it once took over 0.2 s).
+    later = add.using(delay=3.0).delay(10, 10)
     assert later.status == JobStatus.SCHEDULED
     done = rqueue_drain()
     assert sorted(ran) == [("add", 0, 0), ("add", 1, 1), ("add", 2, 2), ("add_later", 5, 5)]
     assert done.attempts == 5 and not done.failed
-    time.sleep(0.25)  # the delay above has passed: drain() now queues and runs the job
+    due = get_job(later.id).run_at
+    time.sleep(max(0.0, due.timestamp() - time.time()) + 0.05)
+    # The delay has passed: drain() now queues and runs the job.
     rqueue_drain()
     assert get_job(later.id).result == 20
 
