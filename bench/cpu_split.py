@@ -105,9 +105,7 @@ def measure(
             print(f"    {command:<28} {calls / ran:6.2f} calls/job {usec / ran:7.1f} µs/job")
 
 
-def _commands(
-    before: dict[str, Any], after: dict[str, Any]
-) -> list[tuple[str, int, float]]:
+def _commands(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, int, float]]:
     """``(command, calls, µs)`` run between two ``INFO commandstats`` reads, most µs first
     (the ``INFO`` call itself is left out)."""
     rows = []
