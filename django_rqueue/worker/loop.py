@@ -160,9 +160,9 @@ class Worker:
         self.cancel_fd = cancel_fd
         #: What the loop and the async runner share: max_jobs, jobs run, stopping.
         self.limits = Limits(settings.max_jobs, settings.max_memory_mb)
-        #: True while reserving or running a job: a child's stop handler
-        #: interrupts only an idle worker.
-        self.busy = False
+        #: True until :meth:`run` enters its loop, and while reserving or running a job: a
+        #: child's stop handler interrupts only an idle worker.
+        self.busy = True
         #: Jobs reserved ahead (with the last ack, or in a batch), run next.
         self._prefetched = Prefetched(self.worker_id, hooks)
         #: Which queue next, how many, and the reserving calls (:mod:`~.reserving`).
@@ -248,7 +248,11 @@ class Worker:
             signal.signal(cancelling.SIGNAL, self.attempts.on_cancel_signal)
 
     def run(self) -> int:
-        """Work until stopped; return the exit status (0)."""
+        """Work until stopped; return the exit status (0).
+
+        A child's stop signal during the start-up is not raised there: it ends the loop
+        before its first job (the start-up counts as busy).
+        """
         registry.autodiscover()
         poller = Poller(self.queues) if self.with_poller else None
         thread = None
@@ -258,6 +262,7 @@ class Worker:
         logger.info("worker %s: serving %s", self.worker_id, ", ".join(self.queues))
         reconnect = Reconnect()
         try:
+            self.busy = False  # from here a stop signal may interrupt an idle wait
             while not self.stopping:
                 try:
                     if self.work_once():

@@ -17,7 +17,7 @@ import pytest
 import redis
 from pytest_django.fixtures import Settings as SettingsFixture
 
-from django_rqueue import JobStatus, get_job, signals
+from django_rqueue import JobStatus, get_job, registry, signals
 from django_rqueue.engine import run
 from django_rqueue.engine.commands import Command
 from django_rqueue.engine.scripts import load
@@ -549,6 +549,34 @@ def enqueue_directly(client: redis.Redis, ledger: str, tag: str) -> str:
     """Enqueue ``record(ledger, tag)`` on ``client`` (the real server, past any proxy)."""
     payload = encode_arguments([ledger, tag], {})
     return Jobs(client).enqueue(payload=payload, max_attempts=3)[1]
+
+
+def test_a_stop_signal_during_the_childs_start_up_ends_it_cleanly_before_any_job(
+    ledger: str, rqueue_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A supervised child installs its stop handler before it starts serving; the master may
+    # stop it at once (rqueue_work got SIGTERM just after forking a replacement).
+    job_id = enqueue_directly(rqueue_redis, ledger, "not run")
+    worker = Worker(["default"], with_poller=False, hooks=RecordingHooks())
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    real_autodiscover = registry.autodiscover
+
+    def autodiscover() -> None:
+        signal.raise_signal(signal.SIGUSR1)  # the handler runs here, mid start-up
+        real_autodiscover()
+
+    monkeypatch.setattr(registry, "autodiscover", autodiscover)
+    worker.install_child_signal_handlers()
+    try:
+        assert worker.run() == 0
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert worker.stopping
+    assert worker.processed == 0
+    job = get_job(job_id)
+    assert job is not None and job.status is JobStatus.QUEUED
+    assert tags(ledger) == []
 
 
 def test_a_reserve_sent_behind_the_idle_blpop_whose_reply_a_stop_signal_cut_off_is_handed_back(
