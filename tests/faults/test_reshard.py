@@ -176,7 +176,13 @@ def test_a_moving_slot_pauses_its_queue_alone(faults: Faults, busy_queue: LocalC
     with busy_queue.half_moved(slot, (busy_queue.node_of(slot) + 1) % len(busy_queue.nodes)):
         fault_noop.using(queue="emails").delay(faults.ledger, "other-slot")
         faults.wait_event("acked", tag="other-slot", timeout=5)
-        assert "slot is moving" in worker.stderr()  # it met the move on its way
+        # It meets the move on its way to the other queue's job, or on its way back to its
+        # idle wait right after it: the log line may follow the ack.
+        wait_until(
+            lambda: "slot is moving" in worker.stderr(),
+            timeout=10,
+            message="the worker never met the moving slot",
+        )
     fault_noop.using(queue=QUEUE).delay(faults.ledger, "moved-slot")
     faults.wait_event("acked", tag="moved-slot", timeout=10)
     assert worker.alive(), worker.report()
