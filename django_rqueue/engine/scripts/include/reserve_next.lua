@@ -55,6 +55,14 @@
 --@include whole.lua
 local RESERVE_TRIES, NOTIFY_MAX = 100, 64
 local function reserve_next(base, prios, reserved, stats, notify, lease, worker, cap, want)
+  -- Push ids[from..] back to the head of the group list `gkey`, in their order, and count
+  -- them as queued again.
+  local function put_back(gkey, ids, from)
+    for j = #ids, from, -1 do
+      redis.call('LPUSH', gkey, ids[j])
+    end
+    add_count(stats, 'queued', #ids - from + 1)
+  end
   local got = {}
   for _ = 1, RESERVE_TRIES do
     local top = redis.call('ZREVRANGE', prios, 0, 0)[1]
@@ -83,15 +91,17 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
       local ids = redis.pcall('LPOP', gkey, run)
       if type(ids) == 'table' and ids.err then  -- the group list is not a list
         redis.call('DEL', gkey)
-        ids = false
+        ids = {}
+      elseif not ids then
+        ids = {}
       end
-      ids = ids or {}
       local full = false
       if #ids > 0 then
         add_count(stats, 'queued', -#ids)
         local now = now_ms()
         for i, id in ipairs(ids) do
           local jkey = base .. 'job:' .. id
+          -- One read and one write (not HGET, HGET, HINCRBY x2, HSET): every job passes here.
           local job, problem = read_record(jkey, 's', 'exp', 'token', 'attempts')
           local reply = nil
           if problem then
@@ -99,11 +109,9 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
           elseif job[1] == 'queued'
               and not (job[2] and expire_if_due(base, jkey, stats, id, now)) then
             if type(redis.pcall('ZADD', reserved, now + lease, id)) == 'table' then
-              for j = #ids, i, -1 do
-                redis.call('LPUSH', gkey, ids[j])
-              end
+              -- `reserved` is not a zset: no lease can be taken. Undo the pops and fail.
+              put_back(gkey, ids, i)
               redis.call('LPUSH', ring, group)
-              add_count(stats, 'queued', #ids - i + 1)
               error(redis.error_reply('ERR rqueue reserve: ' .. reserved .. ' is a '
                                       .. redis.call('TYPE', reserved)['ok'] .. ', not a zset'))
             end
@@ -117,10 +125,7 @@ local function reserve_next(base, prios, reserved, stats, notify, lease, worker,
             got[#got + 1] = reply
           end
           if not reply and i < #ids then  -- the run ends here: the rest go back, in order
-            for j = #ids, i + 1, -1 do
-              redis.call('LPUSH', gkey, ids[j])
-            end
-            add_count(stats, 'queued', #ids - i)
+            put_back(gkey, ids, i + 1)
             break
           end
         end
